@@ -1,0 +1,27 @@
+"""Exception hierarchy. Every user-facing failure is a BertprobeError with a one-line message."""
+
+from __future__ import annotations
+
+
+class BertprobeError(Exception):
+    """Base class: the CLI prints the message on one line and exits with code 2."""
+
+
+class SuiteError(BertprobeError):
+    """The suite file is missing, malformed, or names something unknown."""
+
+
+class TargetError(BertprobeError):
+    """The model cannot be loaded (missing path, hub unreachable, unsafe weights, unknown task)."""
+
+
+class DataError(BertprobeError):
+    """The data cannot be loaded or does not fit the model (missing file or column, unknown label)."""
+
+
+class ProbeError(BertprobeError):
+    """A probe cannot run with the given parameters or data."""
+
+
+class PluginError(BertprobeError):
+    """A plugin is broken: unknown hook implementations, name collisions."""

@@ -1,0 +1,61 @@
+"""Every hook a bertprobe plugin may implement, grouped by phase.
+
+A plugin is a module or object with functions decorated by ``bertprobe.hookimpl``. Third-party
+plugins are found through the ``bertprobe`` entry-point group; built-ins use the same hooks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from bertprobe.registry import Registry
+    from bertprobe.results import ProbeResult, RunReport
+    from bertprobe.target import ModelSpec, Target
+
+PROJECT = "bertprobe"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# ---- registration: called once while the plugin manager is built --------------------------------
+@hookspec
+def bertprobe_register_probes(registry: Registry[Any]) -> None:
+    """Add Probe subclasses: ``registry.add(MyProbe)``. Names must be unique across plugins."""
+
+
+@hookspec
+def bertprobe_register_reporters(registry: Registry[Any]) -> None:
+    """Add reporters: objects with ``name``, ``suffix`` and ``write(report, run_dir) -> Path``."""
+
+
+@hookspec
+def bertprobe_register_datasets(registry: Registry[Any]) -> None:
+    """Add named data loaders (``name``, ``description``, ``load(spec) -> Dataset``), e.g. ``arct``."""
+
+
+# ---- loading ------------------------------------------------------------------------------------
+@hookspec(firstresult=True)
+def bertprobe_load_target(spec: ModelSpec) -> Target | None:
+    """Load the model named by ``spec``, or return None to let the next plugin try.
+
+    The built-in Hugging Face loader runs last (``trylast``), so a plugin can serve its own formats.
+    """
+
+
+# ---- the run ------------------------------------------------------------------------------------
+@hookspec
+def bertprobe_session_start(session: Any) -> None:
+    """The run begins: ``session`` has ``suite``, ``run_dir`` and ``report`` (still empty)."""
+
+
+@hookspec
+def bertprobe_probe_result(session: Any, result: ProbeResult) -> None:
+    """One probe finished (passed, failed, skipped or error); results stream here as they come."""
+
+
+@hookspec
+def bertprobe_session_finish(session: Any, report: RunReport) -> None:
+    """The run ended (completed, interrupted or aborted) and ``report`` is final."""

@@ -1,0 +1,119 @@
+"""Head interventions through forward hooks (transformers 5 has no ``head_mask``).
+
+* Masking multiplies each head's slice of the output projection's input by ``mask[layer, head]``.
+  A mask of zeros is exactly Michel et al.'s head masking, and the gradient of the loss with respect to
+  a mask of ones is their importance score.
+* "Uniform" disabling (Kovaleva et al. 2019) replaces a head's context vector by the mean of its
+  value vectors over the non-padding tokens, which is what uniform attention weights produce.
+
+Both work with eager and SDPA attention, since they never touch the attention function itself.
+A mask may be ``L x H`` (the same for every row) or ``B x L x H`` (one mask per batch row, so that
+several ablations share one forward pass).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertprobe.architectures import AttentionSite
+
+
+class _LayerCounter:
+    """Maps each call of a (possibly shared) attention block to its logical layer."""
+
+    def __init__(self, sites: list[AttentionSite]) -> None:
+        self.sites = sites
+        self.calls = {id(s.out_proj): 0 for s in sites}
+
+    def reset(self) -> None:
+        for key in self.calls:
+            self.calls[key] = 0
+
+    def next_layer(self, site: AttentionSite) -> int:
+        count = self.calls[id(site.out_proj)]
+        self.calls[id(site.out_proj)] = count + 1
+        return site.layers[count % len(site.layers)]
+
+
+def _per_row(values: torch.Tensor, rows: int, layer: int) -> torch.Tensor:
+    """Select ``layer`` of an ``L x H`` or ``B x L x H`` tensor as ``rows x 1 x H x 1`` (or ``1 x 1 x H x 1``)."""
+    if values.dim() == 2:
+        return values[layer].view(1, 1, -1, 1)
+    if values.shape[0] != rows:
+        # Multiple-choice models flatten B x C rows: repeat each mask for its C choices.
+        values = values.repeat_interleave(rows // values.shape[0], dim=0)
+    return values[:, layer].reshape(rows, 1, -1, 1)
+
+
+@contextlib.contextmanager
+def head_intervention(
+    model: nn.Module,
+    sites: list[AttentionSite],
+    mask: torch.Tensor | None = None,
+    uniform: torch.Tensor | None = None,
+) -> Iterator[None]:
+    """Apply a head mask and/or uniform-attention disabling for the forward passes inside the block.
+
+    ``mask``: float, 1 keeps a head, 0 removes it; may require grad. ``uniform``: bool, True replaces
+    the head's attention by uniform weights over non-padding tokens.
+    """
+    counter = _LayerCounter(sites)
+    state: dict[str, Any] = {"attention_mask": None, "values": {}}
+    handles: list[Any] = []
+
+    def on_model_start(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+        counter.reset()
+        state["values"] = {}
+        am = kwargs.get("attention_mask")
+        state["attention_mask"] = None if am is None else am.reshape(-1, am.shape[-1])
+
+    handles.append(model.register_forward_pre_hook(on_model_start, with_kwargs=True))
+
+    for site in sites:
+        if uniform is not None:
+            if site.value_proj is None:
+                raise ValueError(f"{site.name}: no separate value projection, uniform disabling unsupported")
+
+            def on_value(module: nn.Module, args: tuple, output: torch.Tensor, site: AttentionSite = site) -> None:
+                calls = state["values"].setdefault(id(site.out_proj), [])
+                calls.append(output)
+
+            handles.append(site.value_proj.register_forward_hook(on_value))
+
+        def on_out(module: nn.Module, args: tuple, site: AttentionSite = site) -> tuple | None:
+            x = args[0]
+            layer = counter.next_layer(site)
+            shape = x.shape
+            rows = x.reshape(-1, shape[-2], shape[-1]).shape[0]
+            heads = x.reshape(rows, shape[-2], site.num_heads, site.head_dim)
+            if uniform is not None:
+                flags = _per_row(uniform.to(x.device), rows, layer).to(torch.bool)
+                if bool(flags.any()):
+                    values = state["values"][id(site.out_proj)].pop(0)
+                    values = values.reshape(rows, shape[-2], site.num_heads, site.head_dim)
+                    am = state["attention_mask"]
+                    weights = (
+                        torch.ones(rows, shape[-2], device=x.device, dtype=x.dtype)
+                        if am is None
+                        else am.to(x.dtype)
+                    )
+                    weights = weights / weights.sum(dim=1, keepdim=True).clamp_min(1)
+                    mean = torch.einsum("rt,rthd->rhd", weights, values).unsqueeze(1)
+                    heads = torch.where(flags, mean.expand_as(heads), heads)
+                elif state["values"].get(id(site.out_proj)):
+                    state["values"][id(site.out_proj)].pop(0)
+            if mask is not None:
+                heads = heads * _per_row(mask, rows, layer).to(device=x.device, dtype=x.dtype)
+            return (heads.reshape(shape), *args[1:])
+
+        handles.append(site.out_proj.register_forward_pre_hook(on_out))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -1,0 +1,18 @@
+"""Built-in plugin: the Hugging Face model loader (tried last) and the built-in named data loaders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bertprobe.hookspecs import hookimpl
+from bertprobe.target import ModelSpec, Target, load_target
+
+
+@hookimpl(trylast=True)
+def bertprobe_load_target(spec: ModelSpec) -> Target:
+    return load_target(spec)
+
+
+@hookimpl
+def bertprobe_register_datasets(registry: Any) -> None:
+    """Named loaders for multi-field formats are added here as probes need them."""

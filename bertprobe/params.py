@@ -1,0 +1,101 @@
+"""Validate a YAML mapping against a probe's frozen ``Params`` dataclass."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from bertprobe.errors import SuiteError
+from bertprobe.registry import did_you_mean
+
+
+@dataclasses.dataclass(frozen=True)
+class NoParams:
+    """For probes that take no parameters."""
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if origin is not None:
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(_type_name(a) for a in get_args(tp) if a is not Ellipsis)}]"
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def coerce(value: Any, tp: Any, path: str) -> Any:
+    """Return ``value`` checked against ``tp`` (ints widen to float, lists become tuples)."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value in get_args(tp):
+            return value
+        choices = [str(a) for a in get_args(tp)]
+        raise SuiteError(
+            f"{path}: {value!r} is not one of {', '.join(choices)}{did_you_mean(str(value), choices)}"
+        )
+    if origin in (Union, types.UnionType):
+        errors = []
+        for arg in get_args(tp):
+            try:
+                return coerce(value, arg, path)
+            except SuiteError as exc:
+                errors.append(str(exc))
+        raise SuiteError(f"{path}: expected {_type_name(tp)}, got {value!r}")
+    if tp is type(None):
+        if value is None:
+            return None
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
+        if isinstance(value, (list, tuple)):
+            args = [a for a in get_args(tp) if a is not Ellipsis]
+            item = args[0] if args else Any
+            return tuple(coerce(v, item, f"{path}[{i}]") for i, v in enumerate(value))
+    elif origin is dict or tp is dict:
+        if isinstance(value, dict):
+            args = get_args(tp)
+            item = args[1] if len(args) == 2 else Any
+            return {str(k): coerce(v, item, f"{path}.{k}") for k, v in value.items()}
+    else:
+        return value
+    raise SuiteError(f"{path}: expected {_type_name(tp)}, got {value!r}")
+
+
+def parse_params(cls: type, raw: Any, path: str) -> Any:
+    """Build ``cls`` from ``raw`` (a mapping or None); unknown keys and bad types raise SuiteError."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{path}: expected a mapping of parameters, got {type(raw).__name__}")
+    hints = get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        if key not in known:
+            allowed = ", ".join(known) or "none"
+            raise SuiteError(f"{path}.{key}: unknown parameter{did_you_mean(str(key), known)}; allowed: {allowed}")
+        kwargs[key] = coerce(value, hints[key], f"{path}.{key}")
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise SuiteError(f"{path}: {exc}") from None
+
+
+def params_to_dict(params: Any) -> dict[str, Any]:
+    return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else {}

@@ -1,0 +1,87 @@
+"""Reference probe ``accuracy``: overall and per-class accuracy, the baseline for every robustness number."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bertprobe.data import Dataset
+from bertprobe.hookspecs import hookimpl
+from bertprobe.probe import Probe, ProbeContext
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.stats import bootstrap_ci
+from bertprobe.target import Target
+
+
+@dataclass(frozen=True)
+class AccuracyParams:
+    batch_size: int | None = None
+    bootstrap: int = 1000
+    confidence: float = 0.95
+    findings: int = 10
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ValueError("confidence must lie strictly between 0 and 1")
+        if self.bootstrap < 0 or self.findings < 0:
+            raise ValueError("bootstrap and findings must be >= 0")
+
+
+class AccuracyProbe(Probe):
+    """Accuracy of the target on the suite's data, overall and per class (or per gold choice).
+
+    Metrics: ``accuracy`` (with a percentile-bootstrap confidence interval), ``accuracy_<label>`` for each
+    class present, and ``examples``. Findings: the most confidently wrong predictions.
+    """
+
+    name = "accuracy"
+    description = "Overall and per-class accuracy on the data (the baseline for every robustness number)"
+    requires = frozenset({"predictions"})
+    metrics = ("accuracy", "accuracy_*", "examples")
+    Params = AccuracyParams
+
+    def run(self, target: Target, data: Dataset | None, params: Any, ctx: ProbeContext) -> ProbeResult:
+        assert data is not None
+        result = ProbeResult(probe=self.name)
+        probs = target.predict_proba(data.examples, params.batch_size, ctx.progress)
+        gold = torch.tensor(data.labels())
+        pred = probs.argmax(dim=-1)
+        correct = (pred == gold).float()
+        ci = bootstrap_ci(correct.numpy(), params.bootstrap, params.confidence, ctx.seed) if params.bootstrap else None
+        result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci)
+        names = target.label_names or [str(i) for i in range(probs.shape[-1])]
+        for idx, label in enumerate(names):
+            sel = gold == idx
+            if bool(sel.any()):
+                result.add_metric(f"accuracy_{label}", correct[sel].mean().item(), True, f"accuracy on gold '{label}'")
+        result.add_metric("examples", float(len(gold)), None, "examples evaluated")
+        confidence = probs.gather(1, pred.unsqueeze(1)).squeeze(1)
+        wrong = [i for i in torch.argsort(confidence, descending=True).tolist() if not correct[i]]
+        for i in wrong[: params.findings]:
+            ex = data.examples[i]
+            result.findings.append(
+                Finding(
+                    title="confidently wrong",
+                    input=ex.text if ex.text_pair is None else f"{ex.text} [SEP] {ex.text_pair}",
+                    expected=names[int(gold[i])],
+                    observed=names[int(pred[i])],
+                    score=round(float(confidence[i]), 4),
+                )
+            )
+        result.details["confusion"] = _confusion(gold, pred, len(names))
+        result.details["labels"] = names
+        return result
+
+
+def _confusion(gold: torch.Tensor, pred: torch.Tensor, classes: int) -> list[list[int]]:
+    matrix = torch.zeros(classes, classes, dtype=torch.long)
+    for g, p in zip(gold.tolist(), pred.tolist()):
+        matrix[g, p] += 1
+    return matrix.tolist()
+
+
+@hookimpl
+def bertprobe_register_probes(registry: Any) -> None:
+    registry.add(AccuracyProbe)

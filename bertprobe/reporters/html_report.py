@@ -1,0 +1,96 @@
+"""Reporter ``html``: a self-contained report.html (no scripts, no external assets).
+
+Probes may put heatmaps in ``details["heatmaps"]`` as ``{title: {"matrix": [[...]], "rows": [...],
+"cols": [...]}}``; they are drawn as shaded tables (attention maps, head-importance maps).
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from bertprobe.hookspecs import hookimpl
+from bertprobe.reporters.summary import (
+    METRIC_HEADERS,
+    OVERVIEW_HEADERS,
+    fmt,
+    header_rows,
+    metric_rows,
+    overview_rows,
+    score_text,
+)
+from bertprobe.results import RunReport
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+.passed{color:#176f2c}.failed{color:#b00020}.error{color:#b00020}.skipped{color:#666}
+.heat td{width:2.2em;text-align:center;font-size:.75em;border:none}
+"""
+
+
+def _heatmap(title: str, spec: dict[str, Any]) -> str:
+    matrix = spec.get("matrix") or []
+    flat = [v for row in matrix for v in row if isinstance(v, (int, float))]
+    if not flat:
+        return ""
+    lo, hi = min(flat), max(flat)
+    span = (hi - lo) or 1.0
+    rows = spec.get("rows") or [str(i) for i in range(len(matrix))]
+    cols = spec.get("cols") or [str(j) for j in range(len(matrix[0]))]
+    out = [f"<h4>{html.escape(title)}</h4><table class='heat'><tr><td></td>"]
+    out += [f"<td>{html.escape(str(c))}</td>" for c in cols]
+    out.append("</tr>")
+    for label, row in zip(rows, matrix):
+        out.append(f"<tr><td>{html.escape(str(label))}</td>")
+        for v in row:
+            shade = int(255 - 200 * ((v - lo) / span)) if isinstance(v, (int, float)) else 255
+            out.append(f"<td style='background:rgb({shade},{shade},255)' title='{fmt(v)}'>{fmt(v)}</td>")
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def render_html(report: RunReport) -> str:
+    esc = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>bertprobe: {esc(report.suite)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>bertprobe report: {esc(report.suite)}</h1>",
+        f"<p><b>Overall score: {esc(score_text(report))}</b> of expectations held.</p>",
+        tabulate(header_rows(report), tablefmt="html"),
+        "<h2>Probes</h2>",
+        tabulate(overview_rows(report), headers=OVERVIEW_HEADERS, tablefmt="html"),
+    ]
+    for result in report.probes:
+        parts.append(f"<h2 class='{result.status}'>{esc(result.id or result.probe)}: {result.status}</h2>")
+        if result.message:
+            parts.append(f"<p>{esc(result.message)}</p>")
+        if result.metrics or result.expectations:
+            parts.append(tabulate(metric_rows(result), headers=METRIC_HEADERS, tablefmt="html"))
+        for title, spec in (result.details.get("heatmaps") or {}).items():
+            parts.append(_heatmap(title, spec))
+        if result.findings:
+            rows = [[f.title, f.input or "", f.perturbed or "", fmt(f.expected), fmt(f.observed), fmt(f.score)] for f in result.findings]
+            parts.append(f"<h3>Findings ({len(rows)})</h3>")
+            parts.append(tabulate(rows, headers=["finding", "input", "perturbed", "expected", "observed", "score"], tablefmt="html"))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+class HtmlReporter:
+    name = "html"
+    filename = "report.html"
+
+    def write(self, report: RunReport, run_dir: Path) -> Path:
+        path = run_dir / self.filename
+        path.write_text(render_html(report), encoding="utf-8")
+        return path
+
+
+@hookimpl
+def bertprobe_register_reporters(registry: Any) -> None:
+    registry.add(HtmlReporter())

@@ -1,0 +1,233 @@
+"""Suites: YAML files (safe_load only) that pick a target, data and probes with expectations."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bertprobe.data import DataSpec
+from bertprobe.errors import SuiteError
+from bertprobe.params import parse_params
+from bertprobe.registry import Registry, did_you_mean
+from bertprobe.results import Expectation
+from bertprobe.target import ModelSpec
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
+TOP_KEYS = ("suite", "description", "model", "data", "seed", "probes", "report")
+PROBE_KEYS = ("probe", "id", "params", "expect", "model", "data")
+REPORT_KEYS = ("dir", "formats")
+EXPECT_KEYS = ("min", "max")
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One entry of ``probes:``; ``model``/``data`` override the suite's for this probe only."""
+
+    probe: str
+    id: str
+    params: dict[str, Any] = field(default_factory=dict)
+    expect: tuple[Expectation, ...] = ()
+    model: ModelSpec | None = None
+    data: DataSpec | None = None
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    model: ModelSpec | None
+    data: DataSpec | None
+    probes: tuple[ProbeSpec, ...]
+    seed: int = 0
+    description: str = ""
+    report_dir: str = "reports"
+    formats: tuple[str, ...] = ("json", "markdown", "html")
+    source: str = ""
+
+
+def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
+    """Expand ``${VAR}``, ``${VAR:-default}`` (unset or empty) and ``${VAR-default}`` (unset) in strings.
+
+    A scalar that is exactly one ``${...}`` is re-read as YAML, so ``${LIMIT:-100}`` becomes an int.
+    """
+    if isinstance(value, dict):
+        return {k: interpolate(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def expand(match: re.Match[str]) -> str:
+        name, op, default = match.group(1), match.group(2), match.group(3)
+        current = env.get(name)
+        if op == ":-" and not current:
+            return default
+        if op == "-" and current is None:
+            return default
+        if current is None:
+            raise SuiteError(f"{path}: environment variable {name} is not set; set it or write ${{{name}:-default}}")
+        return current
+
+    whole = _VAR.fullmatch(value)
+    result = _VAR.sub(expand, value)
+    if whole:
+        try:
+            parsed = yaml.safe_load(result) if result else result
+        except yaml.YAMLError:
+            return result
+        return parsed if isinstance(parsed, (int, float, bool)) else result
+    return result
+
+
+def _mapping(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SuiteError(f"{path}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
+    for key in mapping:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise SuiteError(f"{where}: unknown key{did_you_mean(str(key), allowed)}; allowed: {', '.join(allowed)}")
+
+
+def _model(raw: Any, path: str, base: ModelSpec | None = None) -> ModelSpec:
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    raw = dict(_mapping(raw, path))
+    if base is not None:  # a probe override keeps the suite's device and dtype unless it sets them
+        raw.setdefault("device", base.device)
+        raw.setdefault("dtype", base.dtype)
+    if "path" not in raw:
+        raise SuiteError(f"{path}.path: required (a hub id or a local model directory)")
+    return parse_params(ModelSpec, raw, path)
+
+
+def _data(raw: Any, path: str) -> DataSpec:
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    return parse_params(DataSpec, _mapping(raw, path), path)
+
+
+def _expectations(raw: Any, path: str) -> tuple[Expectation, ...]:
+    out = []
+    for metric, bounds in _mapping(raw, path).items():
+        where = f"{path}.{metric}"
+        bounds = _mapping(bounds, where)
+        _check_keys(bounds, EXPECT_KEYS, where)
+        if not bounds:
+            raise SuiteError(f"{where}: give min and/or max")
+        for key, value in bounds.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SuiteError(f"{where}.{key}: expected a number, got {value!r}")
+        out.append(Expectation(str(metric), bounds.get("min"), bounds.get("max")))
+    return tuple(out)
+
+
+def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None = None) -> Suite:
+    """Build a Suite from parsed YAML, checking every key."""
+    env = os.environ if env is None else env
+    doc = interpolate(_mapping(raw, "suite file"), env)
+    _check_keys(doc, TOP_KEYS, "")
+    name = doc.get("suite") or Path(source).stem
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise SuiteError(f"suite: {name!r} must be a short name (letters, digits, '.', '_', '-')")
+    model = _model(doc["model"], "model") if doc.get("model") is not None else None
+    data = _data(doc["data"], "data") if doc.get("data") is not None else None
+    seed = doc.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SuiteError(f"seed: expected an integer, got {seed!r}")
+    report = _mapping(doc.get("report") or {}, "report")
+    _check_keys(report, REPORT_KEYS, "report")
+    formats = report.get("formats", ["json", "markdown", "html"])
+    if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+        raise SuiteError("report.formats: expected a list of names such as [json, markdown, html]")
+    entries = doc.get("probes")
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError("probes: expected a non-empty list of probes, e.g. '- probe: accuracy'")
+    probes, ids = [], set()
+    for i, entry in enumerate(entries):
+        path = f"probes[{i}]"
+        entry = _mapping(entry, path)
+        _check_keys(entry, PROBE_KEYS, path)
+        probe = entry.get("probe")
+        if not isinstance(probe, str):
+            raise SuiteError(f"{path}.probe: required, the name of a probe (see 'bertprobe list')")
+        pid = str(entry.get("id") or probe)
+        if pid in ids:
+            raise SuiteError(f"{path}.id: '{pid}' is used twice; give each run of a probe its own id")
+        ids.add(pid)
+        override_model = _model(entry["model"], f"{path}.model", model) if entry.get("model") else None
+        override_data = _data(entry["data"], f"{path}.data") if entry.get("data") else None
+        params = entry.get("params") or {}
+        _mapping(params, f"{path}.params")
+        expect = _expectations(entry.get("expect") or {}, f"{path}.expect")
+        probes.append(ProbeSpec(probe, pid, params, expect, override_model, override_data, path))
+    return Suite(
+        name=name,
+        model=model,
+        data=data,
+        probes=tuple(probes),
+        seed=seed,
+        description=str(doc.get("description") or ""),
+        report_dir=str(report.get("dir", "reports")),
+        formats=tuple(formats),
+        source=source,
+    )
+
+
+def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
+    """Read and parse a suite file; every problem is a one-line SuiteError."""
+    file = Path(path)
+    if not file.is_file():
+        raise SuiteError(f"suite file '{path}' not found; try 'bertprobe run suites/sst2.yaml'")
+    try:
+        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SuiteError(f"{path}: YAML syntax error{where}: {exc.problem or exc.context}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"{path}: not a readable YAML file: {exc}") from None
+    if raw is None:
+        raise SuiteError(f"{path}: the suite file is empty")
+    try:
+        return parse_suite(raw, str(path), env)
+    except SuiteError as exc:
+        raise SuiteError(f"{path}: {exc}") from None
+
+
+def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None) -> dict[str, Any]:
+    """Check probe names, params and expected metric names; return parsed params by probe id."""
+    parsed = {}
+    for spec in suite.probes:
+        try:
+            cls = probes.get(spec.probe)
+        except SuiteError as exc:
+            raise SuiteError(f"{spec.path}.probe: {exc}") from None
+        parsed[spec.id] = parse_params(cls.Params, spec.params, f"{spec.path}.params")
+        for exp in spec.expect:
+            if not cls.knows_metric(exp.metric):
+                known = [m for m in cls.metrics if "*" not in m]
+                raise SuiteError(
+                    f"{spec.path}.expect.{exp.metric}: probe '{spec.probe}' has no such metric"
+                    f"{did_you_mean(exp.metric, known)}; metrics: {', '.join(cls.metrics)}"
+                )
+        if cls.needs_data and spec.data is None and suite.data is None:
+            raise SuiteError(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
+        if spec.model is None and suite.model is None:
+            raise SuiteError(f"{spec.path}: no model; add a model: section to the suite or the probe")
+    if reporters is not None:
+        for fmt in suite.formats:
+            try:
+                reporters.get(fmt)
+            except SuiteError as exc:
+                raise SuiteError(f"report.formats: {exc}") from None
+    return parsed

@@ -1,0 +1,336 @@
+"""The model under test: loading (safely, on any device), tokenising once, batched prediction."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from bertprobe.errors import TargetError
+
+Task = Literal["classification", "multiple-choice", "masked-lm"]
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_SUFFIX_TASK: dict[str, Task] = {
+    "ForSequenceClassification": "classification",
+    "ForMultipleChoice": "multiple-choice",
+    "ForMaskedLM": "masked-lm",
+    "ForPreTraining": "masked-lm",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to load a target. ``path`` is a hub id or a local directory."""
+
+    path: str
+    device: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    task: Literal["auto", "classification", "multiple-choice", "masked-lm"] = "auto"
+    max_length: int | None = None
+    batch_size: int = 32
+    revision: str | None = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+
+    def with_overrides(self, **changes: Any) -> ModelSpec:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto -> cuda, then mps, then cpu. Explicit devices are checked before use."""
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TargetError(f"device '{name}' requested but CUDA is not available; use --device cpu")
+        dev = torch.device(name)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise TargetError(f"device '{name}' does not exist: {torch.cuda.device_count()} CUDA device(s) visible")
+        return dev
+    if name == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise TargetError("device 'mps' requested but MPS is not available; use --device cpu")
+        return torch.device("mps")
+    raise TargetError(f"unknown device '{name}'; use auto, cpu, cuda, cuda:N or mps")
+
+
+def resolve_dtype(name: str, device: torch.device, checkpoint_dtype: Any) -> torch.dtype:
+    """auto -> float32 on CPU (even for a float16 checkpoint); the checkpoint's half type on GPU."""
+    if name != "auto":
+        if name not in DTYPES:
+            raise TargetError(f"unknown dtype '{name}'; use auto, float32, float16 or bfloat16")
+        return DTYPES[name]
+    if device.type == "cpu":
+        return torch.float32
+    text = str(checkpoint_dtype).replace("torch.", "")
+    return DTYPES.get(text, torch.float32)
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1] or Path(path).exists()
+
+
+def _check_weights(directory: Path, allow_pickle: bool) -> None:
+    names = {p.name for p in directory.iterdir()}
+    if any(n.endswith(".safetensors") or n.endswith(".safetensors.index.json") for n in names):
+        return
+    pickles = sorted(n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt")))
+    if pickles and not allow_pickle:
+        raise TargetError(
+            f"{directory} has only pickle weights ({pickles[0]}), which can run code when loaded; "
+            "convert them to safetensors, or if you trust the model set 'allow_pickle: true' under "
+            "model: in the suite (or pass --allow-pickle)"
+        )
+    if not pickles:
+        raise TargetError(f"{directory} holds no model weights (model.safetensors); is this a model directory?")
+
+
+def detect_task(config: Any, requested: str = "auto") -> Task:
+    if requested != "auto":
+        return requested  # type: ignore[return-value]
+    for arch in getattr(config, "architectures", None) or []:
+        for suffix, task in _SUFFIX_TASK.items():
+            if arch.endswith(suffix):
+                return task
+    raise TargetError(
+        f"cannot tell the task from the config (architectures={getattr(config, 'architectures', None)}); "
+        "set 'task: classification | multiple-choice | masked-lm' under model:"
+    )
+
+
+def _auto_class(task: Task) -> Any:
+    import transformers
+
+    return {
+        "classification": transformers.AutoModelForSequenceClassification,
+        "multiple-choice": transformers.AutoModelForMultipleChoice,
+        "masked-lm": transformers.AutoModelForMaskedLM,
+    }[task]
+
+
+def load_target(spec: ModelSpec) -> Target:
+    """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed."""
+    import transformers
+
+    from bertprobe.progress import progress_enabled
+
+    if not progress_enabled():
+        transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    path = spec.path
+    local = Path(path).expanduser()
+    if local.is_dir():
+        _check_weights(local, spec.allow_pickle)
+        source = str(local)
+    elif _looks_local(path) or local.exists():
+        raise TargetError(f"model path '{path}' does not exist or is not a directory; pass --model PATH")
+    else:
+        source = path
+    common = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    try:
+        config = transformers.AutoConfig.from_pretrained(source, **common)
+    except OSError as exc:
+        if local.is_dir():
+            raise TargetError(f"cannot read the model config in '{path}': {str(exc).splitlines()[0]}") from None
+        raise TargetError(
+            f"cannot load '{path}': the Hugging Face Hub is unreachable and the model is not cached; "
+            "pass --model PATH to a local model directory"
+        ) from None
+    except ValueError as exc:
+        raise TargetError(f"cannot load '{path}': {str(exc).splitlines()[0]}") from None
+    task = detect_task(config, spec.task)
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device, getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **common)
+        model = _auto_class(task).from_pretrained(
+            source,
+            dtype=dtype,
+            use_safetensors=None if spec.allow_pickle else True,
+            **common,
+        )
+    except OSError as exc:
+        first = str(exc).splitlines()[0]
+        if "safetensors" in first.lower() and not spec.allow_pickle:
+            raise TargetError(
+                f"'{path}' has no safetensors weights; if you trust it, set 'allow_pickle: true' under model:"
+            ) from None
+        raise TargetError(f"cannot load '{path}': {first}; pass --model PATH to a local model directory") from None
+    except (ValueError, KeyError) as exc:
+        raise TargetError(f"cannot load '{path}': {str(exc).splitlines()[0]}") from None
+    model.to(device)
+    model.eval()
+    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype)
+
+
+@dataclass
+class Encoded:
+    """Pre-tokenised examples; ``rows[i]`` is one dict of id lists, or a list of them (multiple choice)."""
+
+    rows: list[Any]
+    lengths: list[int]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass
+class Target:
+    """A loaded model with its tokenizer, device, dtype and task."""
+
+    spec: ModelSpec
+    model: Any
+    tokenizer: Any
+    task: Task
+    device: torch.device
+    dtype: torch.dtype
+    _sites: Any = field(default=None, repr=False)
+
+    # ---- description -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.spec.path
+
+    @property
+    def label_names(self) -> list[str]:
+        """Class names from ``id2label`` (classification), or choice indices (multiple choice)."""
+        if self.task == "classification":
+            id2label = self.model.config.id2label
+            return [str(id2label[i]) for i in range(self.model.config.num_labels)]
+        return []
+
+    @property
+    def max_length(self) -> int:
+        if self.spec.max_length:
+            return self.spec.max_length
+        limits = [512, getattr(self.model.config, "max_position_embeddings", 512)]
+        tok_max = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(tok_max, int) and tok_max < 100_000:
+            limits.append(tok_max)
+        return min(limits)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        caps = {"gradients", "attentions", self.task}
+        if self.task in ("classification", "multiple-choice"):
+            caps.add("predictions")
+        if self.task == "classification":
+            caps.add("classifier")
+        if self.task == "masked-lm" or getattr(self.tokenizer, "mask_token_id", None) is not None:
+            caps.add("mask-token")
+        if self.task == "masked-lm":
+            caps.add("mlm")
+        try:
+            self.attention_sites()
+            caps.add("heads")
+        except TargetError:
+            pass
+        return frozenset(caps)
+
+    def attention_sites(self) -> Any:
+        from bertprobe.architectures import attention_sites
+
+        if self._sites is None:
+            self._sites = attention_sites(self.model)
+        return self._sites
+
+    # ---- tokenisation ------------------------------------------------------------------------
+    def _encode_one(self, text: str, pair: str | None) -> dict[str, list[int]]:
+        enc = self.tokenizer(text, pair, truncation=True, max_length=self.max_length)
+        names = getattr(self.tokenizer, "model_input_names", ["input_ids", "attention_mask"])
+        return {k: list(v) for k, v in enc.items() if k in names}
+
+    def encode(self, examples: Sequence[Any]) -> Encoded:
+        """Tokenise examples once; multiple-choice examples become one row per choice."""
+        rows: list[Any] = []
+        lengths: list[int] = []
+        for ex in examples:
+            if self.task == "multiple-choice":
+                if not ex.choices:
+                    raise TargetError("a multiple-choice model needs examples with choices")
+                row = [self._encode_one(ex.text, choice) for choice in ex.choices]
+                lengths.append(max(len(r["input_ids"]) for r in row))
+            else:
+                row = self._encode_one(ex.text, ex.text_pair)
+                lengths.append(len(row["input_ids"]))
+            rows.append(row)
+        return Encoded(rows, lengths)
+
+    def collate(self, rows: Sequence[Any], pad_to: int | None = None) -> dict[str, torch.Tensor]:
+        """Pad rows to the longest one (or ``pad_to``) and move them to the device."""
+        pad_id = self.tokenizer.pad_token_id or 0
+        flat = [r for row in rows for r in row] if self.task == "multiple-choice" else list(rows)
+        width = pad_to or max(len(r["input_ids"]) for r in flat)
+        batch: dict[str, torch.Tensor] = {}
+        for key in flat[0]:
+            fill = pad_id if key == "input_ids" else 0
+            data = [r[key][:width] + [fill] * (width - len(r[key][:width])) for r in flat]
+            tensor = torch.tensor(data, dtype=torch.long)
+            if self.task == "multiple-choice":
+                tensor = tensor.view(len(rows), -1, width)
+            batch[key] = tensor.to(self.device)
+        return batch
+
+    def batches(
+        self, encoded: Encoded, batch_size: int | None = None, sort: bool = True
+    ) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
+        """Yield ``(indices, batch)``; batches hold similar lengths when ``sort`` is set."""
+        size = batch_size or self.spec.batch_size
+        order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__) if sort else list(range(len(encoded)))
+        for start in range(0, len(order), size):
+            idx = order[start : start + size]
+            yield idx, self.collate([encoded.rows[i] for i in idx])
+
+    # ---- prediction --------------------------------------------------------------------------
+    def forward(self, batch: dict[str, torch.Tensor], **kwargs: Any) -> Any:
+        return self.model(**batch, **kwargs)
+
+    def logits(
+        self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None
+    ) -> torch.Tensor:
+        """Float32 logits (``N x C``; choices for multiple choice) on the CPU, in input order."""
+        encoded = data if isinstance(data, Encoded) else self.encode(data)
+        out: torch.Tensor | None = None
+        batches = self.batches(encoded, batch_size)
+        if progress is not None:
+            size = batch_size or self.spec.batch_size
+            batches = progress(batches, total=-(-len(encoded) // size), desc="predict")
+        with torch.inference_mode():
+            for idx, batch in batches:
+                logits = self.forward(batch).logits.float().cpu()
+                if out is None:
+                    out = torch.empty(len(encoded), logits.shape[-1])
+                out[torch.tensor(idx)] = logits
+        return out if out is not None else torch.empty(0, len(self.label_names) or 0)
+
+    def predict_proba(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> torch.Tensor:
+        return self.logits(data, batch_size, progress).softmax(dim=-1)
+
+    def predict(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> list[int]:
+        return self.logits(data, batch_size, progress).argmax(dim=-1).tolist()
+
+    @contextlib.contextmanager
+    def eager_attention(self) -> Iterator[None]:
+        """Switch to eager attention (SDPA returns no weights) for the duration of the block."""
+        before = getattr(self.model.config, "_attn_implementation", None)
+        if before == "eager":
+            yield
+            return
+        self.model.set_attn_implementation("eager")
+        try:
+            yield
+        finally:
+            if before:
+                self.model.set_attn_implementation(before)
