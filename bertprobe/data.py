@@ -93,6 +93,8 @@ def _read_local(path: Path) -> Any:
             return datasets.load_dataset("csv", data_files=str(path), sep="\t", quoting=3, split="train")
         return datasets.load_dataset(fmt, data_files=str(path), split="train")
     except Exception as exc:  # datasets raises many types for malformed files
+        if "corresponds to no data" in str(exc):
+            raise DataError(f"'{path}' has no rows") from None
         raise DataError(f"cannot read '{path}': {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
 
 

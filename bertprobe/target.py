@@ -249,8 +249,15 @@ class Target:
     # ---- tokenisation ------------------------------------------------------------------------
     def _encode_one(self, text: str, pair: str | None) -> dict[str, list[int]]:
         enc = self.tokenizer(text, pair, truncation=True, max_length=self.max_length)
-        names = getattr(self.tokenizer, "model_input_names", ["input_ids", "attention_mask"])
-        return {k: list(v) for k, v in enc.items() if k in names}
+        return {k: list(v) for k, v in enc.items() if k in self.input_names}
+
+    @property
+    def input_names(self) -> frozenset[str]:
+        """Tokenizer outputs the model's forward accepts (DistilBERT takes no token_type_ids)."""
+        import inspect
+
+        accepted = set(inspect.signature(self.model.forward).parameters)
+        return frozenset({"input_ids", "attention_mask", "token_type_ids"} & accepted)
 
     def encode(self, examples: Sequence[Any]) -> Encoded:
         """Tokenise examples once; multiple-choice examples become one row per choice."""

@@ -1,0 +1,118 @@
+"""Tiny random BERT-family targets for tests: built from a config and a small vocabulary, no downloads.
+
+Models are saved to a directory (safetensors) and loaded back through the normal loader, so tests
+exercise the same path as a user's model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from bertprobe.target import ModelSpec, Target, load_target
+
+Arch = Literal["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]
+Task = Literal["classification", "multiple-choice", "masked-lm"]
+
+WORDS = (
+    "the a an and or but not no is was are were be very really quite too so this that it its "
+    "movie film story plot actor actors acting scene scenes music ending script director "
+    "good great fine fun funny lovely brilliant moving wonderful best charming "
+    "bad awful boring dull worst terrible weak poor mess stupid "
+    "i you we they he she one two three four five apple apples dog dogs cat cats bird robin "
+    "have has give gave away will would can could , . ! ? ' s n't"
+).split()
+
+
+def bert_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
+    """A WordPiece tokenizer over ``words`` plus BERT's special tokens."""
+    from transformers import BertTokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [w for w in dict.fromkeys(words)]
+    return BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
+
+
+def roberta_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
+    """A byte-level BPE tokenizer whose merges spell each of ``words`` (with and without a leading space)."""
+    from transformers import RobertaTokenizer
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    vocab: dict[str, int] = {}
+    for tok in ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] + sorted(ByteLevel.alphabet()):
+        vocab.setdefault(tok, len(vocab))
+    merges: list[tuple[str, str]] = []
+    # Space-prefixed forms first: BPE applies merges in list order, so "Ġm" must outrank "mo".
+    forms = ["Ġ" + w for w in dict.fromkeys(words)] + list(dict.fromkeys(words))
+    for form in forms:
+        piece = form[0]
+        for ch in form[1:]:
+            if piece + ch not in vocab:
+                merges.append((piece, ch))
+                vocab[piece + ch] = len(vocab)
+            piece += ch
+    return RobertaTokenizer(vocab=vocab, merges=merges)
+
+
+def tiny_config(arch: Arch, vocab_size: int, num_labels: int = 2, layers: int = 2, heads: int = 4,
+                hidden: int = 32, **extra: Any) -> Any:
+    import transformers
+
+    common: dict[str, Any] = dict(vocab_size=vocab_size, num_labels=num_labels, max_position_embeddings=128, **extra)
+    if arch == "distilbert":
+        return transformers.DistilBertConfig(dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=2 * hidden, **common)
+    sizes = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden)
+    if arch == "roberta":
+        return transformers.RobertaConfig(pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1, **sizes, **common)
+    if arch == "albert":
+        return transformers.AlbertConfig(embedding_size=16, **sizes, **common)
+    if arch == "electra":
+        return transformers.ElectraConfig(embedding_size=hidden, **sizes, **common)
+    if arch == "deberta-v2":
+        return transformers.DebertaV2Config(**sizes, **common)
+    return transformers.BertConfig(**sizes, **common)
+
+
+_TASK_CLASS = {
+    "classification": "AutoModelForSequenceClassification",
+    "multiple-choice": "AutoModelForMultipleChoice",
+    "masked-lm": "AutoModelForMaskedLM",
+}
+
+
+def save_tiny_model(
+    directory: str | Path,
+    task: Task = "classification",
+    arch: Arch = "bert",
+    labels: tuple[str, ...] = ("negative", "positive"),
+    seed: int = 0,
+    words: tuple[str, ...] | list[str] = WORDS,
+    dtype: torch.dtype = torch.float32,
+    **config: Any,
+) -> Path:
+    """Write a random model of ``arch`` for ``task`` (safetensors + tokenizer) into ``directory``."""
+    import transformers
+
+    directory = Path(directory)
+    tokenizer = roberta_tokenizer(words) if arch == "roberta" else bert_tokenizer(words)
+    cfg = tiny_config(
+        arch,
+        len(tokenizer),
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={name: i for i, name in enumerate(labels)},
+        **config,
+    )
+    torch.manual_seed(seed)
+    model = getattr(transformers, _TASK_CLASS[task]).from_config(cfg)
+    model.to(dtype)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def tiny_target(directory: str | Path, task: Task = "classification", arch: Arch = "bert", **kwargs: Any) -> Target:
+    """Save a tiny model into ``directory`` and load it as a CPU float32 Target."""
+    path = save_tiny_model(directory, task=task, arch=arch, **kwargs)
+    return load_target(ModelSpec(path=str(path), device="cpu"))

@@ -1,0 +1,71 @@
+"""Shared fixtures. No test touches the network: the hub is forced offline."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["BERTPROBE_NO_PROGRESS"] = "1"
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("BERTPROBE_SHARED", REPO.parent / "shared"))
+SST2_MODEL = SHARED / "models" / "minilm-l6-sst2"
+SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
+ARCT_MODEL = SHARED / "models" / "minilm-l6-arct"
+
+
+@pytest.fixture(scope="session")
+def tiny_clf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from bertprobe.testing import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-clf"))
+
+
+@pytest.fixture(scope="session")
+def tiny_clf(tiny_clf_dir: Path):
+    from bertprobe.target import ModelSpec, load_target
+
+    return load_target(ModelSpec(path=str(tiny_clf_dir), device="cpu"))
+
+
+@pytest.fixture
+def sst_tsv(tmp_path: Path) -> Path:
+    """A GLUE-style tsv with a bare quote in it."""
+    path = tmp_path / "mini.tsv"
+    rows = [
+        'the movie was good \t1',
+        'a "great" film \t1',
+        'the plot was awful \t0',
+        'boring and dull \t0',
+        'it was fun \t1',
+        'the worst acting \t0',
+    ]
+    path.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def write_suite(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def suite_factory(tmp_path: Path, tiny_clf_dir: Path, sst_tsv: Path):
+    """Write a suite over the tiny model and mini tsv; ``extra`` is appended to the probes list."""
+
+    def make(probes: str = "  - probe: accuracy\n", model: str | None = None, data: str | None = None, head: str = "") -> Path:
+        text = (
+            f"suite: tiny\n{head}"
+            f"model: {{path: '{model or tiny_clf_dir}', device: cpu}}\n"
+            f"data: {{path: '{data or sst_tsv}', text: sentence, label: label}}\n"
+            "seed: 3\n"
+            f"report: {{dir: '{tmp_path / 'reports'}'}}\n"
+            "probes:\n" + probes
+        )
+        return write_suite(tmp_path / "suite.yaml", text)
+
+    return make

@@ -1,0 +1,119 @@
+"""Hand-checked cases for head masking and uniform-attention disabling (hooks, not head_mask)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertprobe.data import Example
+from bertprobe.interventions import head_intervention
+from bertprobe.testing import tiny_target
+
+TEXTS = [Example("the movie was good"), Example("bad"), Example("a very boring dull story")]
+
+
+def _logits(target, **kw):
+    enc = target.encode(TEXTS)
+    batch = target.collate(enc.rows)
+    with torch.no_grad(), head_intervention(target.model, target.attention_sites(), **kw):
+        return target.forward(batch).logits
+
+
+@pytest.fixture(scope="module", params=["bert", "roberta", "distilbert", "albert"])
+def target(request, tmp_path_factory):
+    return tiny_target(tmp_path_factory.mktemp(request.param), arch=request.param, layers=2, heads=4, initializer_range=0.5)
+
+
+def test_mask_of_ones_changes_nothing(target):
+    plain = _logits(target)
+    torch.testing.assert_close(_logits(target, mask=torch.ones(2, 4)), plain)
+
+
+def test_masking_a_head_whose_output_is_zero_changes_nothing(target):
+    site = target.attention_sites()[0]
+    d = site.head_dim
+    mask = torch.ones(2, 4)
+    mask[0, 1] = 0
+    with torch.no_grad():
+        # Zero the columns of the output projection that read head 1: that head contributes nothing.
+        saved = site.out_proj.weight[:, d : 2 * d].clone()
+        site.out_proj.weight[:, d : 2 * d] = 0
+        try:
+            forced = _logits(target)
+            torch.testing.assert_close(_logits(target, mask=mask), forced)
+        finally:
+            site.out_proj.weight[:, d : 2 * d] = saved
+    assert not torch.allclose(_logits(target, mask=mask), _logits(target))
+
+
+def test_masking_every_head_of_a_layer_removes_the_attention_block(target):
+    sites = target.attention_sites()
+    if target.model.config.model_type == "albert":
+        pytest.skip("ALBERT shares one block across layers")
+    site = sites[0]
+    mask = torch.ones(2, 4)
+    mask[0] = 0
+    with torch.no_grad():
+        saved = site.out_proj.weight.clone()
+        site.out_proj.weight.zero_()  # the block then adds only its bias
+        try:
+            removed = _logits(target)
+        finally:
+            site.out_proj.weight.copy_(saved)
+    torch.testing.assert_close(_logits(target, mask=mask), removed)
+
+
+def test_per_row_masks_equal_separate_runs(target):
+    masks = torch.ones(3, 2, 4)
+    masks[0, 0, 0] = 0
+    masks[2, 1, 3] = 0
+    rowwise = _logits(target, mask=masks)
+    for row in range(3):
+        torch.testing.assert_close(rowwise[row], _logits(target, mask=masks[row])[row], atol=1e-5, rtol=1e-4)
+
+
+def test_albert_shared_block_is_masked_per_logical_layer(tmp_path):
+    albert = tiny_target(tmp_path / "albert", arch="albert", layers=3, heads=4)
+    assert [s.layers for s in albert.attention_sites()] == [[0, 1, 2]]
+    only_last = torch.ones(3, 4)
+    only_last[2] = 0
+    only_first = torch.ones(3, 4)
+    only_first[0] = 0
+    assert not torch.allclose(_logits(albert, mask=only_last), _logits(albert, mask=only_first))
+
+
+@pytest.mark.parametrize("arch", ["bert", "distilbert"])
+def test_uniform_disabling_equals_constant_attention_scores(tmp_path, arch):
+    """Zeroing a head's query weights makes its scores constant, so softmax gives uniform weights over
+    the non-padding tokens: exactly what uniform disabling must reproduce (padding included)."""
+    target = tiny_target(tmp_path / arch, arch=arch, layers=2, heads=4, initializer_range=0.5)
+    site = target.attention_sites()[1]
+    names = {"bert": "query", "distilbert": "q_lin"}
+    block = dict(target.model.named_modules())[site.name.rsplit(".", 2)[0] + ".self" if arch == "bert" else site.name.rsplit(".", 1)[0]]
+    query = getattr(block, names[arch])
+    d = site.head_dim
+    uniform = torch.zeros(2, 4, dtype=torch.bool)
+    uniform[1, 2] = True
+    disabled = _logits(target, uniform=uniform)
+    with torch.no_grad():
+        saved_w, saved_b = query.weight.clone(), query.bias.clone()
+        query.weight[2 * d : 3 * d] = 0
+        query.bias[2 * d : 3 * d] = 0
+        try:
+            reference = _logits(target)
+        finally:
+            query.weight.copy_(saved_w)
+            query.bias.copy_(saved_b)
+    torch.testing.assert_close(disabled, reference, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(disabled, _logits(target), atol=1e-4)
+
+
+def test_mask_gradient_is_available_for_importance(tmp_path):
+    target = tiny_target(tmp_path / "g", layers=2, heads=4)
+    mask = torch.ones(2, 4, requires_grad=True)
+    enc = target.encode(TEXTS)
+    batch = target.collate(enc.rows)
+    with head_intervention(target.model, target.attention_sites(), mask=mask):
+        loss = target.forward(batch).logits.logsumexp(-1).sum()
+    loss.backward()
+    assert mask.grad is not None and mask.grad.shape == (2, 4) and mask.grad.abs().sum() > 0

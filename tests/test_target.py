@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from bertprobe.data import Example
+from bertprobe.errors import TargetError
+from bertprobe.target import ModelSpec, load_target, resolve_device, resolve_dtype
+from bertprobe.testing import save_tiny_model, tiny_target
+
+
+def test_auto_dtype_is_float32_on_cpu_even_for_fp16_checkpoint(tmp_path):
+    path = save_tiny_model(tmp_path / "half", dtype=torch.float16)
+    assert json.loads((path / "config.json").read_text())["dtype"] == "float16"
+    target = load_target(ModelSpec(path=str(path), device="cpu"))
+    assert target.dtype == torch.float32
+    assert next(target.model.parameters()).dtype == torch.float32
+    assert resolve_dtype("auto", torch.device("cuda"), "float16") == torch.float16
+    assert resolve_dtype("bfloat16", torch.device("cpu"), None) == torch.bfloat16
+
+
+def test_device_resolution():
+    assert resolve_device("auto").type in {"cpu", "cuda", "mps"}
+    assert resolve_device("CPU") == torch.device("cpu")
+    with pytest.raises(TargetError, match="unknown device 'tpu'"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(TargetError, match="CUDA is not available"):
+            resolve_device("cuda:1")
+
+
+def test_task_and_labels_detected(tmp_path, tiny_clf):
+    assert tiny_clf.task == "classification" and tiny_clf.label_names == ["negative", "positive"]
+    mc = tiny_target(tmp_path / "mc", task="multiple-choice")
+    mlm = tiny_target(tmp_path / "mlm", task="masked-lm")
+    assert mc.task == "multiple-choice" and "predictions" in mc.capabilities
+    assert mlm.task == "masked-lm" and "mlm" in mlm.capabilities and "predictions" not in mlm.capabilities
+
+
+def test_missing_path_and_hub_offline_errors(tmp_path):
+    with pytest.raises(TargetError, match="does not exist"):
+        load_target(ModelSpec(path=str(tmp_path / "nope")))
+    with pytest.raises(TargetError, match="Hub is unreachable.*--model PATH"):
+        load_target(ModelSpec(path="someone/not-cached-model"))
+
+
+def test_pickle_only_checkpoint_is_refused(tmp_path, tiny_clf_dir):
+    path = tmp_path / "pickled"
+    shutil.copytree(tiny_clf_dir, path)
+    (path / "model.safetensors").unlink()
+    (path / "pytorch_model.bin").write_bytes(b"not loaded")
+    with pytest.raises(TargetError, match="only pickle weights.*allow_pickle: true"):
+        load_target(ModelSpec(path=str(path)))
+
+
+def test_batched_prediction_matches_one_by_one_in_input_order(tiny_clf):
+    texts = ["the movie was good", "bad", "a very very long boring dull story with awful acting", "fun", "the end"]
+    examples = [Example(t) for t in texts]
+    batched = tiny_clf.logits(examples, batch_size=2)
+    single = torch.cat([tiny_clf.logits([ex], batch_size=1) for ex in examples])
+    torch.testing.assert_close(batched, single, atol=1e-5, rtol=1e-4)
+    # length sorting really reorders: the long example is not in the first batch
+    order = [idx for idx, _ in tiny_clf.batches(tiny_clf.encode(examples), 2)]
+    assert order[0] != [0, 1]
+
+
+def test_pairs_and_truncation(tmp_path):
+    target = load_target(ModelSpec(path=str(save_tiny_model(tmp_path / "m")), max_length=6, device="cpu"))
+    enc = target.encode([Example("the movie was good and fun", "bad")])
+    assert enc.lengths == [6]
+    assert 1 in enc.rows[0]["token_type_ids"]
+
+
+def test_multiple_choice_scores_each_choice(tmp_path):
+    mc = tiny_target(tmp_path / "mc", task="multiple-choice")
+    examples = [Example("the film", choices=("was good", "was bad", "was fun")), Example("a dog", choices=("is one", "two", "three"))]
+    logits = mc.logits(examples, batch_size=1)
+    assert logits.shape == (2, 3)
+    torch.testing.assert_close(mc.logits(examples, batch_size=2), logits, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["roberta", "distilbert"])
+def test_other_families_load_and_predict(tmp_path, arch):
+    target = tiny_target(tmp_path / arch, arch=arch)
+    assert target.logits([Example("the movie"), Example("bad film")]).shape == (2, 2)
