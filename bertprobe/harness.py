@@ -261,6 +261,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
             raise
         except BertprobeError as exc:
             report.status, report.message = "aborted", str(exc)
+            exc.args = (f"{exc}; partial report in {run_dir}",)
             raise
         finally:
             report.finished_at = utc_now()

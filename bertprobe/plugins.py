@@ -85,7 +85,8 @@ def build_plugins(
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin '{exc.plugin_name}' is invalid: {exc}; disable it with {DISABLE_ENV}") from None
+        name = pm.get_name(exc.plugin) if exc.plugin is not None else "?"
+        raise PluginError(f"plugin '{name}' is invalid: {exc}; disable it with {DISABLE_ENV}") from None
     except (ImportError, AttributeError) as exc:
         raise PluginError(f"a bertprobe plugin failed to load: {exc}; disable it with {DISABLE_ENV}") from None
     plugins = Plugins(pm, Registry("probe"), Registry("reporter"), Registry("dataset loader"))

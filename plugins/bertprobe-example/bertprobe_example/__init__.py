@@ -1,0 +1,1 @@
+"""Example bertprobe plugin (see probe.py)."""

@@ -1,0 +1,226 @@
+"""End-to-end CLI behaviour on tiny models: exit codes, reports, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import bertprobe.plugins
+from bertprobe import Probe, ProbeResult, hookimpl
+from bertprobe.cli import main
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    return result
+
+
+def run_dirs(suite_path: Path) -> list[Path]:
+    return sorted((suite_path.parent / "reports").glob("tiny-*"))
+
+
+def one_line_error(result, code: int = 2) -> str:
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], result.stderr  # progress lines may precede it
+    assert "Traceback" not in result.output
+    return errors[0]
+
+
+class Boom(Probe):
+    name = "boom"
+    description = "raises"
+
+    def run(self, target, data, params, ctx):
+        raise RuntimeError("probe exploded")
+
+
+class Interrupt(Probe):
+    name = "interrupt"
+    description = "simulates Ctrl-C"
+
+    def run(self, target, data, params, ctx):
+        raise KeyboardInterrupt
+
+
+class NeedsMlm(Probe):
+    name = "needs-mlm"
+    description = "requires a masked LM"
+    requires = frozenset({"mlm"})
+
+    def run(self, target, data, params, ctx):
+        return ProbeResult(probe=self.name)
+
+
+class TestProbes:
+    @hookimpl
+    def bertprobe_register_probes(self, registry):
+        for cls in (Boom, Interrupt, NeedsMlm):
+            registry.add(cls)
+
+
+@pytest.fixture
+def with_test_probes(monkeypatch):
+    real = bertprobe.plugins.build_plugins
+    monkeypatch.setattr(bertprobe.plugins, "build_plugins", lambda **kw: real(extra=[TestProbes()], **kw))
+
+
+def test_run_writes_reports_and_exits_zero(suite_factory):
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n")
+    result = invoke("run", str(suite))
+    assert result.exit_code == 0, result.output
+    (run_dir,) = run_dirs(suite)
+    assert run_dir.name.startswith("tiny-") and run_dir.name.endswith("Z")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["run_start", "probe_start", "target_loaded", "probe_result", "run_finish"]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["suite"] == "tiny" and report["seed"] == 3 and report["status"] == "completed"
+    assert report["device"] == "cpu" and report["dtype"] == "float32"
+    assert set(report["versions"]) >= {"bertprobe", "torch", "transformers"}
+    (probe,) = report["probes"]
+    assert probe["probe"] == "accuracy" and probe["status"] == "passed" and probe["duration_s"] > 0
+    acc = probe["metrics"]["accuracy"]
+    assert 0 <= acc <= 1 and probe["metrics"]["examples"] == 6
+    per_class = [probe["metrics"]["accuracy_negative"], probe["metrics"]["accuracy_positive"]]
+    assert acc == pytest.approx(sum(per_class) / 2)  # 3 examples of each class
+    md = (run_dir / "report.md").read_text()
+    assert "Overall score: 100%" in md and "| accuracy " in md
+    assert "<h1>bertprobe report: tiny</h1>" in (run_dir / "report.html").read_text()
+    assert "score: 100%" in result.stdout
+
+
+def test_failed_expectation_exits_one_and_runs_never_overwrite(suite_factory):
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {max: -1}}\n")
+    first = invoke("run", str(suite))
+    second = invoke("run", str(suite))
+    assert first.exit_code == 1 and second.exit_code == 1
+    dirs = run_dirs(suite)
+    assert len(dirs) == 2
+    report = json.loads((dirs[0] / "report.json").read_text())
+    assert report["probes"][0]["status"] == "failed"
+    assert report["probes"][0]["expectations"][0]["passed"] is False
+    assert "Overall score: 0%" in (dirs[0] / "report.md").read_text()
+
+
+def test_missing_suite_file():
+    assert "not found" in one_line_error(invoke("run", "nope.yaml"))
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("suite: x\nprobes:\n  - probe: [accuracy\n")
+    assert "line" in one_line_error(invoke("run", str(bad)))
+
+
+def test_unknown_probe_suggests(suite_factory):
+    suite = suite_factory("  - probe: acuracy\n")
+    assert "did you mean 'accuracy'" in one_line_error(invoke("run", str(suite)))
+    assert "did you mean 'accuracy'" in one_line_error(invoke("validate", str(suite)))
+
+
+def test_model_path_missing(suite_factory, tmp_path):
+    suite = suite_factory(model=str(tmp_path / "no-model"))
+    assert "does not exist" in one_line_error(invoke("run", str(suite)))
+
+
+def test_hub_unreachable_suggests_model_path(suite_factory):
+    suite = suite_factory(model="someone/uncached-model")
+    assert "--model PATH" in one_line_error(invoke("run", str(suite)))
+
+
+def test_pickle_only_checkpoint(suite_factory, tmp_path, tiny_clf_dir):
+    pickled = tmp_path / "pickled"
+    shutil.copytree(tiny_clf_dir, pickled)
+    (pickled / "model.safetensors").unlink()
+    (pickled / "pytorch_model.bin").write_bytes(b"x")
+    suite = suite_factory(model=str(pickled))
+    assert "allow_pickle" in one_line_error(invoke("run", str(suite)))
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(None, "does not exist"), ("", "is empty"), ("text\tgold\nhi\t1\n", "no column 'sentence'")],
+)
+def test_bad_data_files(suite_factory, tmp_path, content, message):
+    data = tmp_path / "data.tsv"
+    if content is not None:
+        data.write_text(content)
+    suite = suite_factory(data=str(data))
+    assert message in one_line_error(invoke("run", str(suite)))
+
+
+def test_unknown_label_aborts_but_keeps_earlier_results(suite_factory, tmp_path, sst_tsv):
+    bad = tmp_path / "bad-labels.tsv"
+    bad.write_text("sentence\tlabel\nthe movie\tneutral\n")
+    suite = suite_factory(
+        "  - probe: accuracy\n  - probe: accuracy\n    id: second\n"
+        f"    data: {{path: '{bad}'}}\n"
+    )
+    line = one_line_error(invoke("run", str(suite)))
+    assert "'neutral'" in line and "not one the model knows" in line
+    (run_dir,) = run_dirs(suite)
+    assert f"partial report in {run_dir}" in line
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "aborted" and [p["id"] for p in report["probes"]] == ["accuracy"]
+
+
+def test_probe_error_is_recorded_and_run_continues(suite_factory, with_test_probes):
+    suite = suite_factory("  - probe: boom\n  - probe: accuracy\n  - probe: needs-mlm\n")
+    result = invoke("run", str(suite))
+    assert result.exit_code == 1
+    (run_dir,) = run_dirs(suite)
+    report = json.loads((run_dir / "report.json").read_text())
+    status = {p["id"]: (p["status"], p["message"]) for p in report["probes"]}
+    assert status["boom"] == ("error", "RuntimeError: probe exploded")
+    assert status["accuracy"][0] == "passed"
+    assert status["needs-mlm"][0] == "skipped" and "lacks: mlm" in status["needs-mlm"][1]
+    assert "probe_traceback" in (run_dir / "events.jsonl").read_text()
+
+
+def test_ctrl_c_leaves_partial_report(suite_factory, with_test_probes):
+    suite = suite_factory("  - probe: accuracy\n  - probe: interrupt\n  - probe: accuracy\n    id: never\n")
+    result = invoke("run", str(suite))
+    assert result.exit_code == 130
+    (run_dir,) = run_dirs(suite)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "interrupted" and [p["id"] for p in report["probes"]] == ["accuracy"]
+    assert "interrupted" in (run_dir / "report.md").read_text()
+
+
+def test_only_selects_probes_and_rejects_unknown(suite_factory):
+    suite = suite_factory("  - probe: accuracy\n  - probe: accuracy\n    id: again\n")
+    assert invoke("run", str(suite), "--only", "again").exit_code == 0
+    report = json.loads((run_dirs(suite)[0] / "report.json").read_text())
+    assert [p["id"] for p in report["probes"]] == ["again"]
+    assert "did you mean 'again'" in one_line_error(invoke("run", str(suite), "--only", "agian"))
+
+
+def test_model_and_data_overrides(suite_factory, tiny_clf_dir, sst_tsv, tmp_path):
+    suite = suite_factory(model=str(tmp_path / "absent"), data=str(tmp_path / "absent.tsv"))
+    result = invoke("run", str(suite), "--model", str(tiny_clf_dir), "--data", str(sst_tsv), "--limit", "4")
+    assert result.exit_code == 0, result.output
+    report = json.loads((run_dirs(suite)[0] / "report.json").read_text())
+    assert report["model"] == str(tiny_clf_dir) and report["probes"][0]["metrics"]["examples"] == 4
+
+
+def test_validate_does_not_load_the_model(suite_factory, tmp_path):
+    suite = suite_factory(model=str(tmp_path / "absent"))
+    result = invoke("validate", str(suite))
+    assert result.exit_code == 0 and "ok" in result.output
+
+
+def test_list_shows_plugins_and_probes():
+    result = invoke("list")
+    assert result.exit_code == 0
+    assert "bertprobe.probes.accuracy" in result.output and "built-in" in result.output
+    assert "accuracy" in result.output and "predictions" in result.output
+
+
+def test_debug_shows_traceback():
+    result = CliRunner().invoke(main, ["--debug", "run", "nope.yaml"])
+    assert result.exit_code == 2 and "Traceback" in result.stderr

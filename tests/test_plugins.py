@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+import pytest
+
+from bertprobe.errors import PluginError
+from bertprobe.plugins import DEFAULT_PLUGINS, build_plugins
+
+
+def test_builtins_register_through_hooks_and_managers_are_fresh():
+    a = build_plugins(entry_points=False)
+    b = build_plugins(entry_points=False)
+    assert a.manager is not b.manager
+    assert "accuracy" in a.probes and a.probes.origin("accuracy") == "bertprobe.probes.accuracy"
+    assert set(a.reporters.names()) == {"json", "markdown", "html"}
+    assert {row["name"] for row in a.describe()} == set(DEFAULT_PLUGINS)
+
+
+def test_disable_env_blocks_plugins_by_name():
+    plugins = build_plugins(entry_points=False, env={"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.accuracy, x"})
+    assert "accuracy" not in plugins.probes
+    assert "json" in plugins.reporters
+
+
+def test_unknown_hook_implementation_fails_loudly():
+    class Typo:
+        from bertprobe import hookimpl
+
+        @hookimpl
+        def bertprobe_register_probe(self, registry):  # missing 's'
+            pass
+
+    with pytest.raises(PluginError, match="bertprobe_register_probe"):
+        build_plugins(extra=[Typo()], entry_points=False)
+
+
+def test_probe_name_collision_names_both_plugins():
+    from bertprobe import hookimpl
+    from bertprobe.probes.accuracy import AccuracyProbe
+
+    class Dup:
+        @hookimpl
+        def bertprobe_register_probes(self, registry):
+            registry.add(AccuracyProbe)
+
+    with pytest.raises(PluginError, match="registered twice"):
+        build_plugins(extra=[Dup()], entry_points=False)
+
+
+def test_plugin_discovered_through_entry_point(tmp_path, monkeypatch):
+    """A distribution on sys.path with a 'bertprobe' entry point is loaded and its probe registered."""
+    pkg = tmp_path / "bp_fake_plugin.py"
+    pkg.write_text(textwrap.dedent('''
+        from bertprobe import Probe, ProbeResult, hookimpl
+
+        class Echo(Probe):
+            name = "echo"
+            description = "test probe"
+            needs_data = False
+            def run(self, target, data, params, ctx):
+                return ProbeResult(probe="echo")
+
+        @hookimpl
+        def bertprobe_register_probes(registry):
+            registry.add(Echo)
+    '''))
+    dist = tmp_path / "bp_fake_plugin-1.2.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bp-fake-plugin\nVersion: 1.2.3\n")
+    (dist / "entry_points.txt").write_text("[bertprobe]\nfake = bp_fake_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins = build_plugins()
+    assert "echo" in plugins.probes and plugins.probes.origin("echo") == "fake"
+    row = next(r for r in plugins.describe() if r["name"] == "fake")
+    assert row["version"] == "1.2.3" and "bp-fake-plugin" in row["source"]
+    blocked = build_plugins(env={"BERTPROBE_DISABLE_PLUGINS": "fake"})
+    assert "echo" not in blocked.probes
+
+
+def test_example_plugin_is_installed_in_ci():
+    try:
+        import bertprobe_example  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip("plugins/bertprobe-example is not installed")
+    plugins = build_plugins()
+    assert plugins.probes.origin("typo-consistency") == "example"
+
+
+def test_typo_helper_is_seeded():
+    pytest.importorskip("bertprobe_example")
+    import random
+
+    from bertprobe_example.probe import add_typos
+
+    a = add_typos("the movie was wonderful", 1, random.Random(1))
+    assert a == add_typos("the movie was wonderful", 1, random.Random(1))
+    assert a != "the movie was wonderful" and sorted(a) == sorted("the movie was wonderful")
