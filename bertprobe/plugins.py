@@ -20,6 +20,7 @@ DISABLE_ENV = "BERTPROBE_DISABLE_PLUGINS"
 DEFAULT_PLUGINS = (
     "bertprobe.loaders",
     "bertprobe.probes.accuracy",
+    "bertprobe.probes.triggers",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

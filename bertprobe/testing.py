@@ -116,3 +116,47 @@ def tiny_target(directory: str | Path, task: Task = "classification", arch: Arch
     """Save a tiny model into ``directory`` and load it as a CPU float32 Target."""
     path = save_tiny_model(directory, task=task, arch=arch, **kwargs)
     return load_target(ModelSpec(path=str(path), device="cpu"))
+
+
+POSITIVE_WORDS = ("good", "great", "fun", "lovely", "brilliant", "wonderful", "charming", "best")
+NEGATIVE_WORDS = ("bad", "awful", "boring", "dull", "worst", "terrible", "weak", "mess")
+NEUTRAL_WORDS = ("the", "movie", "film", "story", "plot", "acting", "music", "was", "is", "a", "very", "this")
+
+
+def sentiment_examples(n: int, seed: int = 0) -> list[tuple[str, int]]:
+    """Synthetic sentences: neutral filler plus one or two sentiment words deciding the label (1 = positive)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        label = i % 2
+        words = [rng.choice(NEUTRAL_WORDS) for _ in range(rng.randint(3, 7))]
+        for _ in range(rng.randint(1, 2)):
+            words.insert(rng.randrange(len(words) + 1), rng.choice(POSITIVE_WORDS if label else NEGATIVE_WORDS))
+        out.append((" ".join(words), label))
+    return out
+
+
+def train_tiny_classifier(directory: str | Path, arch: Arch = "bert", steps: int = 150, seed: int = 0, **config: Any) -> Path:
+    """Save a tiny classifier trained (seconds, CPU) on ``sentiment_examples``: it really relies on sentiment words."""
+    import transformers
+
+    directory = Path(directory)
+    save_tiny_model(directory, arch=arch, seed=seed, **config)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    data = sentiment_examples(256, seed)
+    optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    torch.manual_seed(seed)
+    for step in range(steps):
+        batch = [data[(step * 32 + j) % len(data)] for j in range(32)]
+        enc = tokenizer([t for t, _ in batch], padding=True, return_tensors="pt")
+        loss = model(**enc, labels=torch.tensor([y for _, y in batch])).loss
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+    model.eval()
+    model.save_pretrained(directory)
+    return directory

@@ -1,0 +1,498 @@
+"""Probe ``universal-trigger``: gradient-guided universal adversarial trigger search.
+
+Paper: Wallace, Feng, Kandpal, Gardner, Singh 2019, "Universal Adversarial Triggers for Attacking and
+Analyzing NLP" (EMNLP). A short, input-agnostic token sequence is prepended (or appended) to every
+example of one class. Each iteration takes the gradient of the attack loss with respect to the
+trigger's input embeddings, averaged over a batch; scores every vocabulary token at every position
+with the first-order HotFlip approximation (one matrix product with the embedding matrix); keeps the
+top-k per position; and runs a left-to-right beam search over them, scoring candidates on the batch.
+
+Where we deviate from the paper and its reference code:
+  * Candidates are scored as one batch (candidates x examples rows in a forward pass), not one forward
+    pass each; the examples are tokenised once and the trigger ids are spliced into the encoded rows.
+  * Successive halving (``halving``): all candidates are scored on a quarter of the batch first, only
+    the best few on the full batch. The reference scores every candidate on the full batch.
+  * Early stopping (``patience``): the search ends when the beam has not improved the batch loss for
+    ``patience`` iterations, or when every example of the batch is already flipped.
+  * Honest evaluation: the target-class examples are split (seeded) into a search part and a held-out
+    part; every reported accuracy is measured on the held-out part only. The paper reports accuracy on
+    the same dev set the trigger was searched on.
+  * The vocabulary filter (no special tokens, by default no '##' pieces and no non-alphabetic tokens,
+    plus a user blacklist) is ours; Wallace also ran with sentiment words removed (``blacklist``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from bertprobe.data import Dataset, Example
+from bertprobe.errors import ProbeError
+from bertprobe.hookspecs import hookimpl
+from bertprobe.probe import Probe, ProbeContext
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.target import ModelSpec, Target
+
+
+@dataclass(frozen=True)
+class TriggerParams:
+    target_label: str | int | None = None
+    to_label: str | int | None = None
+    length: int = 3
+    position: Literal["prepend", "append"] = "prepend"
+    segment: Literal["first", "second"] = "first"
+    candidates: int = 40
+    beam: int = 1
+    iterations: int = 10
+    batch_size: int = 32
+    restarts: int = 1
+    init: str = "the"
+    allow_subwords: bool = False
+    alphabetic_only: bool = True
+    blacklist: tuple[str, ...] = ()
+    max_examples: int | None = None
+    search_fraction: float = 0.5
+    seed: int | None = None
+    halving: bool = True
+    halving_keep: int = 4
+    patience: int | None = 2
+    scoring: Literal["batched", "per-candidate"] = "batched"
+    eval_batch_size: int = 64
+    max_rows_per_forward: int = 2048
+    transfer_model: str | None = None
+    findings: int = 10
+
+    def __post_init__(self) -> None:
+        if self.target_label is None:
+            raise ValueError("target_label is required: the class whose examples are attacked, e.g. positive")
+        for name in ("length", "candidates", "beam", "iterations", "batch_size", "restarts", "halving_keep"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not 0 < self.search_fraction < 1:
+            raise ValueError("search_fraction must lie strictly between 0 and 1")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError("patience must be at least 1 (or null to disable early stopping)")
+
+
+def resolve_label(value: str | int, names: list[str], what: str) -> int:
+    """A class given by name (case-insensitive) or index."""
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        index = int(value)
+        if 0 <= index < len(names):
+            return index
+    else:
+        lookup = {n.lower(): i for i, n in enumerate(names)}
+        if value.lower() in lookup:
+            return lookup[value.lower()]
+    raise ProbeError(f"{what} {value!r} is not a class of the model ({', '.join(names)})")
+
+
+def allowed_vocabulary(tokenizer: Any, params: TriggerParams) -> torch.Tensor:
+    """Boolean mask over the vocabulary of tokens a trigger may use."""
+    vocab = tokenizer.get_vocab()
+    size = max(len(tokenizer), max(vocab.values()) + 1)
+    allowed = torch.zeros(size, dtype=torch.bool)
+    special = set(tokenizer.all_special_ids)
+    banned = {w.lower() for w in params.blacklist}
+    for token, idx in vocab.items():
+        if idx in special:
+            continue
+        word = token.lstrip("Ġ▁")  # BPE / SentencePiece word-start markers
+        if token.startswith("##"):
+            if not params.allow_subwords:
+                continue
+            word = token[2:]
+        if params.alphabetic_only and not word.isalpha():
+            continue
+        if word.lower() in banned:
+            continue
+        allowed[idx] = True
+    return allowed
+
+
+class SplicedRows:
+    """Examples tokenised once (leaving room for the trigger) with the index where the trigger goes."""
+
+    def __init__(self, target: Target, examples: list[Example], params: TriggerParams) -> None:
+        self.target = target
+        self.length = params.length
+        tok = target.tokenizer
+        keep = target.input_names
+        self.ids: list[list[int]] = []
+        self.types: list[list[int]] = []
+        self.insert: list[int] = []
+        for ex in examples:
+            if params.segment == "second" and ex.text_pair is None:
+                raise ProbeError("segment: second needs sentence-pair data (data.text_pair)")
+            enc = tok(ex.text, ex.text_pair, truncation=True, max_length=target.max_length - params.length,
+                      return_special_tokens_mask=True)
+            ids = list(enc["input_ids"])
+            special = list(enc["special_tokens_mask"])
+            runs = _content_runs(special)
+            run = runs[0 if params.segment == "first" else min(1, len(runs) - 1)] if runs else (1, 1)
+            at = run[0] if params.position == "prepend" else run[1]
+            self.ids.append(ids)
+            types = list(enc["token_type_ids"]) if "token_type_ids" in enc and "token_type_ids" in keep else []
+            self.types.append(types)
+            self.insert.append(at)
+        self._templates: dict[tuple[int, ...], tuple[torch.Tensor, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def template(self, rows: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """(ids, attention mask, token types, trigger positions) for ``rows``, trigger slots left at pad."""
+        if rows not in self._templates:
+            pad = self.target.tokenizer.pad_token_id or 0
+            width = max(len(self.ids[r]) for r in rows) + self.length
+            ids = torch.full((len(rows), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            types = torch.zeros((len(rows), width), dtype=torch.long)
+            slots = torch.zeros((len(rows), self.length), dtype=torch.long)
+            for i, r in enumerate(rows):
+                seq, at, n = self.ids[r], self.insert[r], len(self.ids[r]) + self.length
+                ids[i, :at] = torch.tensor(seq[:at], dtype=torch.long)
+                ids[i, at + self.length : n] = torch.tensor(seq[at:], dtype=torch.long)
+                mask[i, :n] = 1
+                if self.types[r]:
+                    t = self.types[r]
+                    fill = t[at] if at < len(t) else t[-1]
+                    types[i, :n] = torch.tensor(t[:at] + [fill] * self.length + t[at:], dtype=torch.long)
+                slots[i] = torch.arange(at, at + self.length)
+            self._templates[rows] = (ids, mask, types, slots)
+        return self._templates[rows]
+
+    def build(self, rows: tuple[int, ...], triggers: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A batch of ``len(triggers) x len(rows)`` rows: every trigger spliced into every example."""
+        ids, mask, types, slots = self.template(rows)
+        c, b = triggers.shape[0], len(rows)
+        full = ids.unsqueeze(0).repeat(c, 1, 1)
+        full.scatter_(2, slots.unsqueeze(0).expand(c, b, self.length), triggers.unsqueeze(1).expand(c, b, self.length))
+        device = self.target.device
+        batch = {"input_ids": full.view(c * b, -1).to(device), "attention_mask": mask.repeat(c, 1).to(device)}
+        if "token_type_ids" in self.target.input_names:
+            batch["token_type_ids"] = types.repeat(c, 1).to(device)
+        return batch
+
+
+def _content_runs(special: list[int]) -> list[tuple[int, int]]:
+    """[start, end) spans of consecutive non-special tokens (one per segment)."""
+    runs, start = [], None
+    for i, s in enumerate(special + [1]):
+        if not s and start is None:
+            start = i
+        elif s and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+class TriggerSearch:
+    """The search state: the spliced examples, the attack objective and a forward-pass counter."""
+
+    def __init__(self, target: Target, rows: SplicedRows, labels: torch.Tensor, params: TriggerParams,
+                 goal: int, targeted: bool) -> None:
+        self.target, self.rows, self.labels, self.params = target, rows, labels, params
+        self.goal, self.targeted = goal, targeted
+        self.forward_passes = 0
+        self.rows_scored = 0
+        self.embedding = target.model.get_input_embeddings()
+
+    def objective(self, logits: torch.Tensor) -> torch.Tensor:
+        """Per-row loss the attacker minimises: CE to ``to_label``, or minus CE of the true label."""
+        goal = torch.full((logits.shape[0],), self.goal, device=logits.device)
+        ce = F.cross_entropy(logits.float(), goal, reduction="none")
+        return ce if self.targeted else -ce
+
+    def _forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        self.forward_passes += 1
+        self.rows_scored += batch["input_ids"].shape[0]
+        return self.target.model(**batch).logits
+
+    def score(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
+        """Mean objective of each trigger over ``rows`` (lower is better for the attacker)."""
+        out = torch.empty(triggers.shape[0])
+        per_forward = 1 if self.params.scoring == "per-candidate" else max(1, self.params.max_rows_per_forward // len(rows))
+        with torch.inference_mode():
+            for start in range(0, triggers.shape[0], per_forward):
+                chunk = triggers[start : start + per_forward]
+                logits = self._forward(self.rows.build(rows, chunk))
+                out[start : start + len(chunk)] = self.objective(logits).view(len(chunk), len(rows)).mean(1).cpu()
+        return out
+
+    def gradient(self, trigger: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
+        """d(mean objective)/d(trigger embeddings), averaged over the batch: ``length x dim``."""
+        captured: dict[str, torch.Tensor] = {}
+
+        def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+            leaf = output.detach().requires_grad_(True)
+            captured["emb"] = leaf
+            return leaf
+
+        handle = self.embedding.register_forward_hook(hook)
+        try:
+            with torch.enable_grad():
+                batch = self.rows.build(rows, trigger.unsqueeze(0))
+                loss = self.objective(self._forward(batch)).mean()
+                loss.backward()
+        finally:
+            handle.remove()
+        _, _, _, slots = self.rows.template(rows)
+        grad = captured["emb"].grad  # rows x T x D
+        picked = grad.gather(1, slots.to(grad.device).unsqueeze(-1).expand(-1, -1, grad.shape[-1]))
+        return picked.mean(0)
+
+    def hotflip(self, grad: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Top-k replacement tokens per position by the first-order change of the objective."""
+        weight = self.embedding.weight
+        scores = -(grad.to(weight.dtype) @ weight.T).float()  # lower objective = higher score
+        mask = allowed.to(scores.device)[: scores.shape[1]]
+        scores[:, ~mask] = -math.inf
+        return scores.topk(self.params.candidates, dim=1).indices.cpu()
+
+    def beam_step(self, trigger: torch.Tensor, current: float, candidates: torch.Tensor,
+                  rows: tuple[int, ...]) -> tuple[torch.Tensor, float]:
+        """Left-to-right beam search over the candidates; returns the best trigger and its batch loss."""
+        p = self.params
+        beams: list[tuple[float, torch.Tensor]] = [(current, trigger)]
+        small = rows[::4] if p.halving and p.scoring == "batched" and len(rows) >= 8 else None
+        for pos in range(p.length):
+            expansions = []
+            seen = set()
+            for _, beam in beams:
+                for tok in [int(beam[pos])] + candidates[pos].tolist():
+                    cand = beam.clone()
+                    cand[pos] = tok
+                    key = tuple(cand.tolist())
+                    if key not in seen:
+                        seen.add(key)
+                        expansions.append(cand)
+            stacked = torch.stack(expansions)
+            if small is not None and len(stacked) > p.halving_keep:
+                keep = self.score(stacked, small).argsort()[: max(p.halving_keep, p.beam)]
+                stacked = stacked[keep]
+            scores = self.score(stacked, rows)
+            order = scores.argsort()[: p.beam]
+            beams = [(float(scores[i]), stacked[i]) for i in order]
+        best_score, best = beams[0]
+        if best_score >= current:  # never accept a worse trigger
+            return trigger, current
+        return best, best_score
+
+
+def _batches(indices: list[int], lengths: list[int], size: int, rng: random.Random):
+    """Endless batches of similar-length examples (little padding), in shuffled order."""
+    ordered = sorted(indices, key=lambda i: (lengths[i], i))
+    chunks = [tuple(ordered[s : s + size]) for s in range(0, len(ordered), size)]
+    while True:
+        rng.shuffle(chunks)
+        yield from chunks
+
+
+def run_search(search: TriggerSearch, init: torch.Tensor, search_idx: list[int], allowed: torch.Tensor,
+               rng: random.Random, progress: Any) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+    """One restart: iterate gradient -> HotFlip candidates -> beam search until no improvement."""
+    p = search.params
+    trigger = init.clone()
+    history: list[dict[str, Any]] = []
+    stale = 0
+    batches = _batches(search_idx, [len(ids) for ids in search.rows.ids], p.batch_size, rng)
+    for it in progress(range(p.iterations), total=p.iterations, desc="trigger search"):
+        rows = next(batches)
+        current = float(search.score(trigger.unsqueeze(0), rows)[0])
+        grad = search.gradient(trigger, rows)
+        candidates = search.hotflip(grad, allowed)
+        new, loss = search.beam_step(trigger, current, candidates, rows)
+        history.append({"iteration": it, "loss_before": current, "loss_after": loss, "trigger_ids": new.tolist()})
+        improved = loss < current - 1e-6
+        trigger = new
+        stale = 0 if improved else stale + 1
+        if p.patience is not None:
+            if stale >= p.patience:
+                break
+            if _all_flipped(search, trigger, rows):
+                break
+    return trigger, history
+
+
+def _all_flipped(search: TriggerSearch, trigger: torch.Tensor, rows: tuple[int, ...]) -> bool:
+    with torch.inference_mode():
+        pred = search._forward(search.rows.build(rows, trigger.unsqueeze(0))).argmax(-1).cpu()
+    if search.targeted:
+        return bool((pred == search.goal).all())
+    return bool((pred != search.goal).all())
+
+
+def held_out_probs(search: TriggerSearch, trigger: torch.Tensor | None, rows: list[int]) -> torch.Tensor:
+    """Class probabilities on ``rows`` with the trigger spliced in (or without: ``trigger=None``)."""
+    p = search.params
+    ordered = sorted(rows, key=lambda r: len(search.rows.ids[r]))
+    out = torch.empty(len(rows), search.target.model.config.num_labels)
+    where = {r: i for i, r in enumerate(rows)}
+    with torch.inference_mode():
+        for start in range(0, len(ordered), p.eval_batch_size):
+            chunk = tuple(ordered[start : start + p.eval_batch_size])
+            if trigger is None:
+                batch = search.target.collate([_plain_row(search, r) for r in chunk])
+            else:
+                batch = search.rows.build(chunk, trigger.unsqueeze(0))
+            probs = search.target.model(**batch).logits.float().softmax(-1).cpu()
+            for j, r in enumerate(chunk):
+                out[where[r]] = probs[j]
+    return out
+
+
+def _plain_row(search: TriggerSearch, r: int) -> dict[str, list[int]]:
+    row = {"input_ids": search.rows.ids[r], "attention_mask": [1] * len(search.rows.ids[r])}
+    if "token_type_ids" in search.target.input_names:
+        row["token_type_ids"] = search.rows.types[r] or [0] * len(search.rows.ids[r])
+    return row
+
+
+def _initial_trigger(tokenizer: Any, params: TriggerParams, allowed: torch.Tensor, restart: int,
+                     rng: random.Random) -> torch.Tensor:
+    if restart > 0:  # later restarts start from random allowed tokens
+        pool = allowed.nonzero().squeeze(1).tolist()
+        return torch.tensor([rng.choice(pool) for _ in range(params.length)], dtype=torch.long)
+    ids = tokenizer(params.init, add_special_tokens=False)["input_ids"]
+    if len(ids) == 1:
+        ids = ids * params.length
+    if len(ids) != params.length:
+        raise ProbeError(f"init {params.init!r} is {len(ids)} tokens; give one token or exactly length={params.length}")
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def _with_trigger(text: str, trigger_text: str, position: str) -> str:
+    return f"{trigger_text} {text}" if position == "prepend" else f"{text} {trigger_text}"
+
+
+class UniversalTriggerProbe(Probe):
+    """Universal adversarial triggers (Wallace et al. 2019); see the module docstring for deviations.
+
+    Metrics (all on held-out target-class examples): ``accuracy_before``, ``accuracy_after``,
+    ``success_rate`` (share of correctly predicted examples the trigger flips), ``search_seconds``,
+    ``forward_passes`` and, with ``transfer_model``, ``transfer_accuracy_before/after``.
+    """
+
+    name = "universal-trigger"
+    description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
+    requires = frozenset({"classifier", "gradients"})
+    metrics = ("accuracy_before", "accuracy_after", "success_rate", "search_seconds", "forward_passes",
+               "transfer_accuracy_before", "transfer_accuracy_after", "examples_searched", "examples_held_out")
+    Params = TriggerParams
+
+    def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
+        assert data is not None
+        names = target.label_names
+        label = resolve_label(params.target_label, names, "target_label")  # type: ignore[arg-type]
+        to = resolve_label(params.to_label, names, "to_label") if params.to_label is not None else None
+        if to == label:
+            raise ProbeError("to_label must differ from target_label")
+        seed = ctx.seed if params.seed is None else params.seed
+        rng = random.Random(seed)
+        examples = [ex for ex in data.examples if ex.label == label]
+        rng.shuffle(examples)
+        if params.max_examples:
+            examples = examples[: params.max_examples]
+        if len(examples) < 4:
+            raise ProbeError(f"only {len(examples)} examples of class '{names[label]}'; need at least 4")
+        cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
+        search_idx, held_idx = list(range(cut)), list(range(cut, len(examples)))
+        rows = SplicedRows(target, examples, params)
+        goal = to if to is not None else label
+        search = TriggerSearch(target, rows, torch.tensor([label] * len(examples)), params, goal, to is not None)
+        allowed = allowed_vocabulary(target.tokenizer, params)
+        if int(allowed.sum()) < params.candidates:
+            raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
+
+        params_frozen = [p.requires_grad for p in target.model.parameters()]
+        for p in target.model.parameters():
+            p.requires_grad_(False)
+        start = time.perf_counter()
+        try:
+            best, best_loss, history = None, math.inf, []
+            for restart in range(params.restarts):
+                init = _initial_trigger(target.tokenizer, params, allowed, restart, rng)
+                trigger, hist = run_search(search, init, search_idx, allowed, rng, ctx.progress)
+                loss = float(search.score(trigger.unsqueeze(0), tuple(search_idx[:256]))[0])
+                history.append({"restart": restart, "loss": loss, "iterations": hist})
+                ctx.log(f"restart {restart}: {target.tokenizer.decode(trigger.tolist())!r} loss {loss:.3f}")
+                if loss < best_loss:
+                    best, best_loss = trigger, loss
+        finally:
+            for p, flag in zip(target.model.parameters(), params_frozen):
+                p.requires_grad_(flag)
+        search_seconds = time.perf_counter() - start
+        assert best is not None
+
+        before = held_out_probs(search, None, held_idx)
+        after = held_out_probs(search, best, held_idx)
+        correct_before = before.argmax(-1) == label
+        correct_after = after.argmax(-1) == label
+        hit = (after.argmax(-1) == to) if to is not None else ~correct_after
+        n_correct = int(correct_before.sum())
+        tokens = target.tokenizer.convert_ids_to_tokens(best.tolist())
+        text = target.tokenizer.decode(best.tolist()).strip()
+
+        result = ProbeResult(probe=self.name)
+        result.add_metric("accuracy_before", correct_before.float().mean().item(), True, f"held-out '{names[label]}' accuracy")
+        result.add_metric("accuracy_after", correct_after.float().mean().item(), True, "held-out accuracy with the trigger")
+        result.add_metric("success_rate", (hit & correct_before).sum().item() / n_correct if n_correct else 0.0,
+                          False, "share of correctly predicted held-out examples the trigger flips")
+        result.add_metric("search_seconds", search_seconds, False)
+        result.add_metric("forward_passes", float(search.forward_passes), False, "model forward calls during the search")
+        result.add_metric("examples_searched", float(len(search_idx)))
+        result.add_metric("examples_held_out", float(len(held_idx)))
+        result.details.update({
+            "trigger_tokens": tokens,
+            "trigger_ids": best.tolist(),
+            "trigger_text": text,
+            "target_label": names[label],
+            "to_label": names[to] if to is not None else None,
+            "rows_scored": search.rows_scored,
+            "vocabulary_size": int(allowed.sum()),
+            "search_loss": best_loss,
+            "history": history,
+        })
+        drop = before[:, label] - after[:, label]
+        for i in drop.argsort(descending=True)[: params.findings].tolist():
+            ex = examples[held_idx[i]]
+            result.findings.append(Finding(
+                title=f"gold-label probability {before[i, label]:.2f} -> {after[i, label]:.2f}",
+                input=ex.text,
+                perturbed=_with_trigger(ex.text, text, params.position) if params.segment == "first" else ex.text_pair,
+                expected=names[label],
+                observed=names[int(after[i].argmax())],
+                score=round(float(drop[i]), 4),
+            ))
+        if params.transfer_model:
+            self._transfer(result, ctx, target, params, [examples[i] for i in held_idx], text, label)
+        return result
+
+    def _transfer(self, result: ProbeResult, ctx: ProbeContext, target: Target, params: TriggerParams,
+                  held: list[Example], text: str, label: int) -> None:
+        """Measure the trigger text on a second model (its own tokenizer; class matched by name)."""
+        assert ctx.load_target is not None
+        other = ctx.load_target(ModelSpec(path=params.transfer_model, device=target.spec.device, dtype=target.spec.dtype))  # type: ignore[arg-type]
+        other_label = resolve_label(target.label_names[label], other.label_names, "transfer model class") \
+            if target.label_names[label].lower() in [n.lower() for n in other.label_names] else label
+        def attach(ex: Example) -> Example:
+            if params.segment == "second":
+                return Example(ex.text, _with_trigger(ex.text_pair or "", text, params.position))
+            return Example(_with_trigger(ex.text, text, params.position), ex.text_pair)
+        plain = other.predict(held, params.eval_batch_size)
+        attacked = other.predict([attach(ex) for ex in held], params.eval_batch_size)
+        result.add_metric("transfer_accuracy_before", sum(p == other_label for p in plain) / len(held), True)
+        result.add_metric("transfer_accuracy_after", sum(p == other_label for p in attacked) / len(held), True,
+                          f"held-out accuracy of {params.transfer_model} with the trigger text")
+
+
+@hookimpl
+def bertprobe_register_probes(registry: Any) -> None:
+    registry.add(UniversalTriggerProbe)
