@@ -17,6 +17,8 @@ from bertprobe.errors import TargetError
 # Module-name suffixes, per family: BERT/RoBERTa/ELECTRA/DeBERTa(-v2)/XLM-R, DistilBERT, ALBERT, MPNet.
 _OUT_PROJ = re.compile(r"(attention\.output\.dense|attention\.out_lin|attention\.dense|attention\.attn\.o)$")
 _VALUE_PROJ = re.compile(r"(attention\.self\.value|attention\.self\.value_proj|attention\.v_lin|attention\.value|attention\.attn\.v)$")
+_QUERY_PROJ = re.compile(r"(attention\.self\.query|attention\.self\.query_proj|attention\.q_lin|attention\.query|attention\.attn\.q)$")
+_KEY_PROJ = re.compile(r"(attention\.self\.key|attention\.self\.key_proj|attention\.k_lin|attention\.key|attention\.attn\.k)$")
 
 
 @dataclass
@@ -29,6 +31,8 @@ class AttentionSite:
     num_heads: int
     head_dim: int
     layers: list[int] = field(default_factory=list)
+    query_proj: nn.Linear | None = None
+    key_proj: nn.Linear | None = None
 
 
 def _config_int(config: object, *names: str) -> int:
@@ -45,11 +49,14 @@ def attention_sites(model: nn.Module) -> list[AttentionSite]:
     num_layers = _config_int(config, "num_hidden_layers", "n_layers")
     num_heads = _config_int(config, "num_attention_heads", "n_heads")
     outs = [(n, m) for n, m in model.named_modules() if _OUT_PROJ.search(n) and isinstance(m, nn.Linear)]
-    values = {
-        n.rsplit(".", 2)[0] if ".self." in n else n.rsplit(".", 1)[0]: m
-        for n, m in model.named_modules()
-        if _VALUE_PROJ.search(n) and isinstance(m, nn.Linear)
-    }
+    def by_block(pattern: re.Pattern[str]) -> dict[str, nn.Linear]:
+        return {
+            n.rsplit(".", 2)[0] if ".self." in n else n.rsplit(".", 1)[0]: m
+            for n, m in model.named_modules()
+            if pattern.search(n) and isinstance(m, nn.Linear)
+        }
+
+    values, queries, keys = by_block(_VALUE_PROJ), by_block(_QUERY_PROJ), by_block(_KEY_PROJ)
     if not outs:
         raise TargetError(
             f"cannot find the self-attention output projections of {type(model).__name__}; "
@@ -60,7 +67,10 @@ def attention_sites(model: nn.Module) -> list[AttentionSite]:
         block = name.rsplit(".", 2)[0] if ".output." in name else name.rsplit(".", 1)[0]
         if out.in_features % num_heads:
             raise TargetError(f"{name}: {out.in_features} features do not split into {num_heads} heads")
-        sites.append(AttentionSite(name, out, values.get(block), num_heads, out.in_features // num_heads))
+        sites.append(
+            AttentionSite(name, out, values.get(block), num_heads, out.in_features // num_heads,
+                          query_proj=queries.get(block), key_proj=keys.get(block))
+        )
     if len(sites) == num_layers:
         for i, site in enumerate(sites):
             site.layers = [i]

@@ -21,6 +21,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.loaders",
     "bertprobe.probes.accuracy",
     "bertprobe.probes.triggers",
+    "bertprobe.probes.heads",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

@@ -17,6 +17,9 @@ Where we deviate from the paper and its reference code:
   * Honest evaluation: the target-class examples are split (seeded) into a search part and a held-out
     part; every reported accuracy is measured on the held-out part only. The paper reports accuracy on
     the same dev set the trigger was searched on.
+  * Held-out accuracy uses the trigger's token ids spliced in. ``transfer_model`` instead prepends the
+    decoded trigger text, since the other model has its own tokenizer; with byte-level BPE (RoBERTa)
+    ids do not always round-trip through text (a sentence-initial 'Ġbad' becomes 'bad').
   * The vocabulary filter (no special tokens, by default no '##' pieces and no non-alphabetic tokens,
     plus a user blacklist) is ours; Wallace also ran with sentiment words removed (``blacklist``).
 """

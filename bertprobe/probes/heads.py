@@ -1,0 +1,307 @@
+"""Probe ``head-pruning``: head importance, single-head and layer ablation, pruning curve.
+
+Papers:
+  * Michel, Levy, Neubig 2019, "Are Sixteen Heads Really Better than One?" (NeurIPS): importance
+    I_h = E_x |dL(x)/d xi_h| of a head-mask variable xi_h, from one forward and backward pass; heads
+    pruned from least to most important; up to 40% of BERT-base's heads prunable on MNLI.
+  * Kovaleva, Romanov, Rogers, Rumshisky 2019, "Revealing the Dark Secrets of BERT" (EMNLP): a head
+    is "disabled" by giving it uniform attention; disabling some heads improved accuracy.
+
+Implementation and deviations:
+  * transformers 5 has no ``head_mask``; masks and uniform attention are forward hooks
+    (``bertprobe.interventions``), valid for eager and SDPA attention.
+  * Importance uses a per-example mask (``B x L x H``), so |dL(x)/d xi_h| is taken per example as the
+    paper's equation says; Michel's code takes the absolute value of batch-summed gradients.
+  * Layer-wise normalisation of importance (``normalize``, Michel's default) divides each layer's
+    scores by their L2 norm; both raw and normalised maps are reported.
+  * Ablation deltas carry a paired percentile-bootstrap confidence interval over examples.
+  * ``prunable_fraction`` is the largest step of the curve such that it and every smaller step stay
+    within ``tolerance`` of the unpruned metric.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertprobe.data import Dataset
+from bertprobe.errors import ProbeError
+from bertprobe.hookspecs import hookimpl
+from bertprobe.interventions import head_intervention
+from bertprobe.probe import Probe, ProbeContext
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.stats import bootstrap_ci, gini
+from bertprobe.target import Target
+
+
+@dataclass(frozen=True)
+class HeadParams:
+    normalize: bool = True
+    ablation: bool = True
+    mode: Literal["mask", "uniform"] = "mask"
+    layers: bool = True
+    pruning: bool = True
+    step: float = 0.1
+    tolerance: float = 0.01
+    iterative: bool = False
+    physical: bool = False
+    physical_fraction: float = 0.5
+    speed_batch_size: int = 16
+    batch_size: int | None = None
+    bootstrap: int = 1000
+    confidence: float = 0.95
+    findings: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.step <= 1:
+            raise ValueError("step must lie in (0, 1]")
+        if not 0 <= self.physical_fraction < 1:
+            raise ValueError("physical_fraction must lie in [0, 1)")
+        if self.tolerance < 0:
+            raise ValueError("tolerance must be >= 0")
+
+
+class Evaluator:
+    """Pre-tokenised, pre-collated batches reused by every ablation; returns per-example correctness."""
+
+    def __init__(self, target: Target, data: Dataset, batch_size: int | None) -> None:
+        self.target = target
+        self.sites = target.attention_sites()
+        self.labels = torch.tensor(data.labels())
+        self.encoded = target.encode(data.examples)
+        self.batches = list(target.batches(self.encoded, batch_size))
+        self.passes = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return sum(len(s.layers) for s in self.sites), self.sites[0].num_heads
+
+    def correct(self, mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> np.ndarray:
+        out = torch.empty(len(self.labels), dtype=torch.bool)
+        self.passes += 1
+        with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform):
+            for idx, batch in self.batches:
+                pred = self.target.forward(batch).logits.argmax(-1).cpu()
+                out[torch.tensor(idx)] = pred == self.labels[idx]
+        return out.numpy()
+
+    def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Michel's E_x |dL(x)/d xi_h| at the given mask (ones by default), one forward+backward pass."""
+        base = torch.ones(self.shape) if mask is None else mask.float()
+        total = torch.zeros(self.shape)
+        model = self.target.model
+        flags = [p.requires_grad for p in model.parameters()]
+        for p in model.parameters():
+            p.requires_grad_(False)
+        try:
+            for idx, batch in self.batches:
+                xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(self.target.device).requires_grad_(True)
+                with torch.enable_grad(), head_intervention(model, self.sites, mask=xi):
+                    logits = self.target.forward(batch).logits.float()
+                    loss = F.cross_entropy(logits, self.labels[idx].to(logits.device), reduction="sum")
+                    loss.backward()
+                total += xi.grad.abs().sum(0).cpu()
+        finally:
+            for p, flag in zip(model.parameters(), flags):
+                p.requires_grad_(flag)
+        return total / len(self.labels)
+
+
+def normalize_by_layer(scores: torch.Tensor) -> torch.Tensor:
+    norms = scores.norm(dim=1, keepdim=True).clamp_min(1e-20)
+    return scores / norms
+
+
+def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams, base: float,
+                  ctx: ProbeContext) -> list[dict[str, Any]]:
+    """Prune heads from least to most important in steps; optionally re-rank after each step (Michel)."""
+    layers, heads = ev.shape
+    total = layers * heads
+    mask = torch.ones(layers, heads)
+    pruned: list[tuple[int, int]] = []
+    curve = [{"fraction": 0.0, "heads_pruned": 0, "metric": base}]
+    steps = int(round(1 / params.step))
+    scores = order_scores.clone()
+    for k in ctx.progress(range(1, steps + 1), total=steps, desc="pruning curve"):
+        target_n = min(total, int(round(k * params.step * total)))
+        if params.iterative and pruned:  # Michel: re-compute importance with the heads pruned so far
+            scores = ev.importance(mask)
+            scores = normalize_by_layer(scores) if params.normalize else scores
+        remaining = scores.masked_fill(mask == 0, float("inf")).flatten().argsort()
+        for f in remaining[: target_n - len(pruned)].tolist():
+            layer, head = divmod(f, heads)
+            mask[layer, head] = 0
+            pruned.append((layer, head))
+        if len(pruned) == curve[-1]["heads_pruned"]:
+            continue  # few heads: this step rounds to the previous count
+        value = float(ev.correct(mask=mask).mean())
+        curve.append({"fraction": len(pruned) / total, "heads_pruned": len(pruned), "metric": value,
+                      "pruned": [list(p) for p in pruned]})
+        if len(pruned) >= total:
+            break
+    return curve
+
+
+def prunable_fraction(curve: list[dict[str, Any]], base: float, tolerance: float) -> float:
+    best = 0.0
+    for point in curve:
+        if point["metric"] < base - tolerance - 1e-12:
+            break
+        best = point["fraction"]
+    return best
+
+
+def _throughput(model: Any, batches: list[dict[str, torch.Tensor]], n: int) -> float:
+    """Examples per second over pre-collated batches (best of two runs)."""
+    best = float("inf")
+    with torch.inference_mode():
+        for _ in range(2):
+            start = time.perf_counter()
+            for batch in batches:
+                model(**batch)
+            best = min(best, time.perf_counter() - start)
+    return n / best
+
+
+class HeadPruningProbe(Probe):
+    """Head importance map, single-head and layer ablations, pruning curve (Michel 2019; Kovaleva 2019).
+
+    Metrics: ``importance_gini``, ``max_single_head_drop``, ``heads_improving_when_removed``,
+    ``layer_max_drop``, ``prunable_fraction``, ``speedup`` (with ``physical: true``), ``baseline``.
+    """
+
+    name = "head-pruning"
+    description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
+    requires = frozenset({"predictions", "heads"})
+    metrics = ("importance_gini", "max_single_head_drop", "heads_improving_when_removed", "layer_max_drop",
+               "prunable_fraction", "speedup", "baseline", "importance_cost_passes")
+    Params = HeadParams
+
+    def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
+        assert data is not None
+        ev = Evaluator(target, data, params.batch_size)
+        layers, heads = ev.shape
+        result = ProbeResult(probe=self.name)
+        t0 = time.perf_counter()
+        base_correct = ev.correct()
+        eval_seconds = time.perf_counter() - t0
+        base = float(base_correct.mean())
+        result.add_metric("baseline", base, True, "accuracy of the unmodified model")
+
+        t0 = time.perf_counter()
+        raw = ev.importance()
+        importance_seconds = time.perf_counter() - t0
+        norm = normalize_by_layer(raw)
+        ranking = norm if params.normalize else raw
+        result.add_metric("importance_gini", gini(raw.flatten().numpy()), None,
+                          "concentration of raw importance over heads (0 even, 1 one head)")
+        result.add_metric("importance_cost_passes", importance_seconds / max(eval_seconds, 1e-9), False,
+                          "importance wall time in units of one plain evaluation pass")
+        rows_labels = [f"L{i}" for i in range(layers)]
+        cols = [f"H{j}" for j in range(heads)]
+        result.details["importance"] = raw.tolist()
+        result.details["importance_normalized"] = norm.tolist()
+        result.details["heatmaps"] = {
+            "head importance (raw)": {"matrix": raw.tolist(), "rows": rows_labels, "cols": cols},
+            "head importance (normalised per layer)": {"matrix": norm.tolist(), "rows": rows_labels, "cols": cols},
+        }
+
+        if params.ablation:
+            self._ablate(result, ev, base_correct, params, ctx)
+        if params.layers:
+            drops = []
+            for layer in range(layers):
+                mask = torch.ones(layers, heads)
+                mask[layer] = 0
+                drops.append(base - float(ev.correct(mask=mask).mean()))
+            result.details["layer_ablation"] = [{"layer": i, "drop": d} for i, d in enumerate(drops)]
+            result.add_metric("layer_max_drop", max(drops), False, "largest accuracy drop from removing one layer's heads")
+        if params.pruning:
+            curve = pruning_curve(ev, ranking, params, base, ctx)
+            result.details["pruning_curve"] = [{k: v for k, v in p.items() if k != "pruned"} for p in curve]
+            result.add_metric("prunable_fraction", prunable_fraction(curve, base, params.tolerance), True,
+                              f"largest share of heads pruned with the metric within {params.tolerance:g} of baseline")
+            if params.physical:
+                self._physical(result, target, ev, curve, params, ranking)
+        result.details["evaluations"] = ev.passes
+        return result
+
+    def _ablate(self, result: ProbeResult, ev: Evaluator, base_correct: np.ndarray, params: HeadParams,
+                ctx: ProbeContext) -> None:
+        layers, heads = ev.shape
+        table = []
+        deltas = torch.zeros(layers, heads)
+        pairs = [(layer, head) for layer in range(layers) for head in range(heads)]
+        for layer, head in ctx.progress(pairs, total=len(pairs), desc=f"head ablation ({params.mode})"):
+            flags = torch.zeros(layers, heads, dtype=torch.bool)
+            flags[layer, head] = True
+            if params.mode == "mask":
+                correct = ev.correct(mask=(~flags).float())
+            else:
+                correct = ev.correct(uniform=flags)
+            diff = correct.astype(np.float64) - base_correct.astype(np.float64)
+            delta = float(diff.mean())
+            ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=layer * heads + head) if params.bootstrap else None
+            deltas[layer, head] = delta
+            table.append({"layer": layer, "head": head, "delta": delta, "ci": ci})
+        result.details["ablation"] = table
+        result.details["heatmaps"]["accuracy change when the head is removed"] = {
+            "matrix": deltas.tolist(), "rows": [f"L{i}" for i in range(layers)], "cols": [f"H{j}" for j in range(heads)]}
+        result.add_metric("max_single_head_drop", float(-deltas.min()) + 0.0, False, "largest accuracy drop from removing one head")
+        result.add_metric("heads_improving_when_removed", float((deltas > 0).sum()), None,
+                          "heads whose removal raises accuracy")
+        hurt = sorted(table, key=lambda r: r["delta"])[: params.findings]
+        helps = [r for r in sorted(table, key=lambda r: -r["delta"]) if r["delta"] > 0][: params.findings]
+        for row, title in [(r, "removal hurts") for r in hurt] + [(r, "removal helps") for r in helps]:
+            ci = f" (CI {row['ci'][0]:+.4f}..{row['ci'][1]:+.4f})" if row["ci"] else ""
+            result.findings.append(Finding(
+                title=f"layer {row['layer']} head {row['head']}: {title}",
+                observed=f"accuracy change {row['delta']:+.4f}{ci}",
+                score=row["delta"],
+            ))
+
+    def _physical(self, result: ProbeResult, target: Target, ev: Evaluator, curve: list[dict[str, Any]],
+                  params: HeadParams, ranking: torch.Tensor) -> None:
+        from bertprobe.pruning import count_parameters, prune_heads
+
+        layers, heads = ev.shape
+        n = int(round(params.physical_fraction * layers * heads))
+        order = ranking.flatten().argsort()[:n].tolist()
+        drop = [divmod(f, heads) for f in order]
+        try:
+            pruned, notes = prune_heads(target.model, drop)
+        except ValueError as exc:
+            result.details["physical"] = {"skipped": str(exc)}
+            return
+        batches = [b for _, b in target.batches(ev.encoded, params.speed_batch_size)]
+        before = _throughput(target.model, batches, len(ev.labels))
+        after = _throughput(pruned, batches, len(ev.labels))
+        mask = torch.ones(layers, heads)
+        for layer, head in drop:
+            mask[layer, head] = 0
+        masked_accuracy = float(ev.correct(mask=mask).mean())
+        pruned_preds = []
+        with torch.inference_mode():
+            for idx, batch in ev.batches:
+                pruned_preds.append((idx, pruned(**batch).logits.argmax(-1).cpu()))
+        pruned_correct = np.zeros(len(ev.labels), dtype=bool)
+        for idx, pred in pruned_preds:
+            pruned_correct[idx] = (pred == ev.labels[idx]).numpy()
+        result.add_metric("speedup", after / before - 1, True,
+                          f"relative examples/s gain with {params.physical_fraction:.0%} of heads physically pruned")
+        result.details["physical"] = {
+            "heads_pruned": n, "examples_per_s_before": before, "examples_per_s_after": after,
+            "parameters_before": count_parameters(target.model), "parameters_after": count_parameters(pruned),
+            "accuracy_masked": masked_accuracy, "accuracy_pruned": float(pruned_correct.mean()),
+            "notes": notes,
+        }
+
+
+@hookimpl
+def bertprobe_register_probes(registry: Any) -> None:
+    registry.add(HeadPruningProbe)

@@ -1,0 +1,126 @@
+"""head-pruning: importance against a hand computation, ablations, curve, physical pruning."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertprobe.data import Dataset, Example
+from bertprobe.interventions import head_intervention
+from bertprobe.params import parse_params
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.heads import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
+from bertprobe.pruning import prune_heads
+from bertprobe.target import ModelSpec, load_target
+from bertprobe.testing import sentiment_examples, tiny_target, train_tiny_classifier
+
+
+@pytest.fixture(scope="module", params=["bert", "distilbert"])
+def trained(request, tmp_path_factory):
+    path = train_tiny_classifier(tmp_path_factory.mktemp(request.param), arch=request.param, layers=2, heads=4)
+    return load_target(ModelSpec(path=str(path), device="cpu", batch_size=16))
+
+
+def data(n: int = 60) -> Dataset:
+    return Dataset([Example(t, label=y) for t, y in sentiment_examples(n, 7)], name="synthetic")
+
+
+def test_importance_is_mean_absolute_per_example_gradient(trained):
+    ev = Evaluator(trained, data(12), batch_size=5)
+    fast = ev.importance()
+    manual = torch.zeros(2, 4)
+    for ex in data(12).examples:
+        xi = torch.ones(2, 4, requires_grad=True)
+        batch = trained.collate(trained.encode([ex]).rows)
+        with head_intervention(trained.model, trained.attention_sites(), mask=xi):
+            loss = F.cross_entropy(trained.forward(batch).logits, torch.tensor([ex.label]))
+        loss.backward()
+        manual += xi.grad.abs()
+    torch.testing.assert_close(fast, manual / 12, atol=1e-6, rtol=1e-4)
+    assert all(p.requires_grad for p in trained.model.parameters())  # restored after the pass
+
+
+def test_normalize_by_layer_gives_unit_rows():
+    scores = torch.tensor([[3.0, 4.0], [1.0, 0.0]])
+    torch.testing.assert_close(normalize_by_layer(scores), torch.tensor([[0.6, 0.8], [1.0, 0.0]]))
+
+
+def test_prunable_fraction_stops_at_first_violation():
+    curve = [{"fraction": f, "metric": m} for f, m in [(0, 0.9), (0.1, 0.9), (0.2, 0.885), (0.3, 0.85), (0.4, 0.9)]]
+    assert prunable_fraction(curve, 0.9, 0.02) == 0.2
+    assert prunable_fraction(curve, 0.9, 0.0) == 0.1
+
+
+def test_probe_end_to_end(trained):
+    params = parse_params(HeadParams, {"bootstrap": 50, "physical": True}, "p")
+    result = HeadPruningProbe().run(trained, data(), params, ProbeContext(seed=0))
+    base = result.value("baseline")
+    table = result.details["ablation"]
+    assert len(table) == 8 and {(r["layer"], r["head"]) for r in table} == {(l, h) for l in range(2) for h in range(4)}
+    worst = min(r["delta"] for r in table)
+    assert result.value("max_single_head_drop") == pytest.approx(-worst)
+    assert result.value("heads_improving_when_removed") == sum(r["delta"] > 0 for r in table)
+    for row in table:
+        lo, hi = row["ci"]
+        assert lo <= row["delta"] + 1e-9 and row["delta"] <= hi + 1e-9
+    curve = result.details["pruning_curve"]
+    assert curve[0] == {"fraction": 0.0, "heads_pruned": 0, "metric": base}
+    assert curve[-1]["heads_pruned"] == 8
+    assert [p["heads_pruned"] for p in curve] == sorted({p["heads_pruned"] for p in curve})
+    assert 0 <= result.value("prunable_fraction") <= 1
+    phys = result.details["physical"]
+    assert phys["parameters_after"] < phys["parameters_before"]
+    assert phys["accuracy_pruned"] == phys["accuracy_masked"]
+    assert "speedup" in result.metrics
+    assert "head importance (raw)" in result.details["heatmaps"]
+
+
+def test_ablating_a_dead_head_changes_nothing_and_layer_ablation_matches_masks(tmp_path):
+    target = tiny_target(tmp_path / "m", layers=2, heads=4, initializer_range=0.5)
+    site = target.attention_sites()[0]
+    d = site.head_dim
+    with torch.no_grad():
+        site.out_proj.weight[:, 2 * d : 3 * d] = 0  # head (0, 2) contributes nothing
+    ds = Dataset([Example(t, label=y) for t, y in sentiment_examples(40, 1)])
+    result = HeadPruningProbe().run(target, ds, HeadParams(bootstrap=20, pruning=False), ProbeContext())
+    dead = next(r for r in result.details["ablation"] if (r["layer"], r["head"]) == (0, 2))
+    assert dead["delta"] == 0 and dead["ci"] == (0.0, 0.0)
+    ev = Evaluator(target, ds, None)
+    base = ev.correct().mean()
+    mask = torch.ones(2, 4)
+    mask[1] = 0
+    assert result.details["layer_ablation"][1]["drop"] == pytest.approx(base - ev.correct(mask=mask).mean())
+
+
+def test_uniform_mode_and_iterative_pruning(trained):
+    params = HeadParams(mode="uniform", iterative=True, bootstrap=0, step=0.25)
+    probe = HeadPruningProbe()
+    result = probe.run(trained, data(), params, ProbeContext())
+    assert len(result.details["ablation"]) == 8 and result.details["ablation"][0]["ci"] is None
+    # base + 8 ablations + 2 layers + 4 curve points (importance re-computed between them)
+    assert result.details["evaluations"] == 1 + 8 + 2 + 4
+
+
+@pytest.mark.parametrize("arch", ["bert", "distilbert"])
+def test_physical_pruning_equals_masking(tmp_path, arch):
+    target = tiny_target(tmp_path / arch, arch=arch, layers=2, heads=4, initializer_range=0.5)
+    drop = [(0, 1), (0, 3), (1, 0)]
+    pruned, notes = prune_heads(target.model, drop)
+    mask = torch.ones(2, 4)
+    for layer, head in drop:
+        mask[layer, head] = 0
+    batch = target.collate(target.encode([Example("the movie was good"), Example("bad")]).rows)
+    with torch.no_grad():
+        with head_intervention(target.model, target.attention_sites(), mask=mask):
+            masked = target.forward(batch).logits
+        torch.testing.assert_close(pruned(**batch).logits, masked, atol=1e-5, rtol=1e-4)
+    assert notes == []
+    all_of_layer, notes = prune_heads(target.model, [(0, h) for h in range(4)])
+    assert notes and "kept head 0" in notes[0]
+
+
+def test_physical_pruning_refuses_unsupported_families(tmp_path):
+    target = tiny_target(tmp_path / "albert", arch="albert", layers=2, heads=4)
+    with pytest.raises(ValueError, match="not albert"):
+        prune_heads(target.model, [(0, 0)])
