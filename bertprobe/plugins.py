@@ -22,6 +22,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.accuracy",
     "bertprobe.probes.triggers",
     "bertprobe.probes.heads",
+    "bertprobe.probes.attention",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

@@ -1,7 +1,8 @@
 """Reporter ``html``: a self-contained report.html (no scripts, no external assets).
 
 Probes may put heatmaps in ``details["heatmaps"]`` as ``{title: {"matrix": [[...]], "rows": [...],
-"cols": [...]}}``; they are drawn as shaded tables (attention maps, head-importance maps).
+"cols": [...]}}``, and findings may carry ``extra = {"tokens": [...], "matrix": [[...]]}``; both are
+drawn as shaded tables (head-importance maps, attention maps).
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ def render_html(report: RunReport) -> str:
             rows = [[f.title, f.input or "", f.perturbed or "", fmt(f.expected), fmt(f.observed), fmt(f.score)] for f in result.findings]
             parts.append(f"<h3>Findings ({len(rows)})</h3>")
             parts.append(tabulate(rows, headers=["finding", "input", "perturbed", "expected", "observed", "score"], tablefmt="html"))
+            for f in result.findings:  # findings that carry a map (tokens x tokens) are drawn
+                if f.extra.get("matrix") and f.extra.get("tokens"):
+                    tokens = f.extra["tokens"]
+                    parts.append(_heatmap(f.title, {"matrix": f.extra["matrix"], "rows": tokens, "cols": tokens}))
     parts.append("</body></html>")
     return "\n".join(parts)
 
