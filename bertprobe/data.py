@@ -77,6 +77,26 @@ class DatasetLoader(Protocol):
     def load(self, spec: DataSpec) -> Dataset: ...
 
 
+def read_delimited(path: Path, sep: str = "\t", quoted: bool = False) -> Any:
+    """Read a delimited file with datasets; ``quoted=False`` treats every '"' as text (GLUE, SemEval)."""
+    import datasets
+
+    if not path.is_file():
+        raise DataError(f"data file '{path}' does not exist; pass --data PATH")
+    if path.stat().st_size == 0:
+        raise DataError(f"data file '{path}' is empty")
+    datasets.disable_progress_bars()
+    try:
+        return datasets.load_dataset(
+            "csv", data_files=str(path), sep=sep, quoting=0 if quoted else 3, split="train",
+            keep_default_na=False,
+        )
+    except Exception as exc:
+        if "corresponds to no data" in str(exc):
+            raise DataError(f"'{path}' has no rows") from None
+        raise DataError(f"cannot read '{path}': {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
 def _read_local(path: Path) -> Any:
     import datasets
 

@@ -15,4 +15,6 @@ def bertprobe_load_target(spec: ModelSpec) -> Target:
 
 @hookimpl
 def bertprobe_register_datasets(registry: Any) -> None:
-    """Named loaders for multi-field formats are added here as probes need them."""
+    from bertprobe.arct import ArctLoader
+
+    registry.add(ArctLoader())

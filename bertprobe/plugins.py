@@ -23,6 +23,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.triggers",
     "bertprobe.probes.heads",
     "bertprobe.probes.attention",
+    "bertprobe.probes.cues",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",
