@@ -24,6 +24,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.heads",
     "bertprobe.probes.attention",
     "bertprobe.probes.cues",
+    "bertprobe.probes.cloze",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

@@ -8,8 +8,10 @@ with the first-order HotFlip approximation (one matrix product with the embeddin
 top-k per position; and runs a left-to-right beam search over them, scoring candidates on the batch.
 
 Where we deviate from the paper and its reference code:
-  * Candidates are scored as one batch (candidates x examples rows in a forward pass), not one forward
-    pass each; the examples are tokenised once and the trigger ids are spliced into the encoded rows.
+  * Candidates are scored as one batch (candidates x examples rows in a forward pass, at most
+    ``max_rows_per_forward`` rows: 256 on CPU, where bigger batches only add memory traffic, 4096 on
+    GPU), not one forward pass each; the examples are tokenised once and the trigger ids are spliced
+    into the encoded rows.
   * Successive halving (``halving``): all candidates are scored on a quarter of the batch first, only
     the best few on the full batch. The reference scores every candidate on the full batch.
   * Early stopping (``patience``): the search ends when the beam has not improved the batch loss for
@@ -67,7 +69,7 @@ class TriggerParams:
     patience: int | None = 2
     scoring: Literal["batched", "per-candidate"] = "batched"
     eval_batch_size: int = 64
-    max_rows_per_forward: int = 2048
+    max_rows_per_forward: int | None = None
     transfer_model: str | None = None
     findings: int = 10
 
@@ -221,7 +223,8 @@ class TriggerSearch:
     def score(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
         """Mean objective of each trigger over ``rows`` (lower is better for the attacker)."""
         out = torch.empty(triggers.shape[0])
-        per_forward = 1 if self.params.scoring == "per-candidate" else max(1, self.params.max_rows_per_forward // len(rows))
+        cap = self.params.max_rows_per_forward or (4096 if self.target.device.type == "cuda" else 256)
+        per_forward = 1 if self.params.scoring == "per-candidate" else max(1, cap // len(rows))
         with torch.inference_mode():
             for start in range(0, triggers.shape[0], per_forward):
                 chunk = triggers[start : start + per_forward]

@@ -1,0 +1,130 @@
+"""Masked-LM scoring of cloze items.
+
+* The model-agnostic blank ``{mask}`` becomes the tokenizer's own mask token; inputs are built from
+  token ids (prefix + masks + suffix), so BPE word-start markers come out right (RoBERTa's 'Ġone').
+* Single-token candidates take the fast path: one forward pass with one mask gives the log-probability
+  of every vocabulary token.
+* A multi-token candidate of k pieces is scored by its masked span's pseudo log-likelihood, left to
+  right: all k positions start masked; piece j is scored with pieces < j filled in and pieces > j still
+  masked; the k log-probabilities are summed. All such rows, for all items, go through batched passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bertprobe.cloze.items import MASK, ClozeItem
+from bertprobe.errors import ProbeError
+
+
+@dataclass
+class ItemScores:
+    """Scores of one item: log-probabilities of each candidate and the single-mask vocabulary distribution."""
+
+    item: ClozeItem
+    answers: dict[str, float]
+    distractors: dict[str, float]
+    vocab_logprobs: torch.Tensor  # over the vocabulary, one mask
+
+
+def candidate_ids(tokenizer: Any, item: ClozeItem, word: str) -> list[int]:
+    """Token ids of ``word`` as it would appear in place of the blank (with a leading space when one precedes it)."""
+    prefix = item.text.split(MASK)[0]
+    spaced = (" " if prefix[-1:].isspace() else "") + word
+    ids = tokenizer(spaced, add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise ProbeError(f"cloze item {item.id!r}: candidate {word!r} tokenizes to nothing")
+    return list(ids)
+
+
+class ClozeScorer:
+    """Builds masked inputs for items and scores them in batches on a masked-LM target."""
+
+    def __init__(self, target: Any, batch_size: int = 32) -> None:
+        self.target = target
+        self.tok = target.tokenizer
+        if self.tok.mask_token_id is None:
+            raise ProbeError("the tokenizer has no mask token; the cloze probe needs a masked language model")
+        self.batch_size = batch_size
+        self.passes = 0
+
+    def _parts(self, item: ClozeItem) -> tuple[list[int], list[int]]:
+        prefix, suffix = item.text.split(MASK)
+        pre = self.tok(prefix.rstrip() if prefix[-1:].isspace() else prefix, add_special_tokens=False)["input_ids"]
+        suf = self.tok(suffix, add_special_tokens=False)["input_ids"] if suffix else []
+        return list(pre), list(suf)
+
+    def has_unknown_word(self, item: ClozeItem) -> bool:
+        """Whether an answer or distractor tokenizes to the unknown token (it cannot be scored fairly)."""
+        unk = self.tok.unk_token_id
+        return unk is not None and any(unk in candidate_ids(self.tok, item, w) for w in (*item.answers, *item.distractors))
+
+    def _specials(self) -> tuple[list[int], list[int]]:
+        """The special tokens a single sequence gets before and after its content ([CLS] / [SEP], <s> / </s>)."""
+        ids = self.tok(self.tok.mask_token, add_special_tokens=True)["input_ids"]
+        at = ids.index(self.tok.mask_token_id)
+        return list(ids[:at]), list(ids[at + 1 :])
+
+    def _forward_logprobs(self, rows: list[tuple[list[int], int]]) -> torch.Tensor:
+        """Log-softmax over the vocabulary at each row's position: ``len(rows) x V``."""
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+        result = torch.empty(len(rows), self.target.model.config.vocab_size)
+        pad = self.tok.pad_token_id or 0
+        with torch.inference_mode():
+            for s in range(0, len(order), self.batch_size):
+                chunk = order[s : s + self.batch_size]
+                width = max(len(rows[i][0]) for i in chunk)
+                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+                mask = torch.zeros_like(ids)
+                for j, i in enumerate(chunk):
+                    seq = rows[i][0]
+                    ids[j, : len(seq)] = torch.tensor(seq)
+                    mask[j, : len(seq)] = 1
+                self.passes += 1
+                logits = self.target.model(input_ids=ids.to(self.target.device),
+                                           attention_mask=mask.to(self.target.device)).logits
+                pos = torch.tensor([rows[i][1] for i in chunk], device=logits.device)
+                picked = logits[torch.arange(len(chunk), device=logits.device), pos].float().log_softmax(-1).cpu()
+                for j, i in enumerate(chunk):
+                    result[i] = picked[j]
+        return result
+
+    def score(self, items: list[ClozeItem], joint_batching: bool = True) -> list[ItemScores]:
+        """Score every item's answers and distractors; ``joint_batching=False`` runs one item per pass."""
+        if not joint_batching:
+            return [s for it in items for s in self.score([it])]
+        mask_id = self.tok.mask_token_id
+        parts = [self._parts(it) for it in items]
+        head, tail = self._specials()
+        offset = len(head)
+        # 1. one mask per item: the vocabulary distribution (and every single-token candidate's score)
+        single_rows = [(head + pre + [mask_id] + suf + tail, offset + len(pre)) for pre, suf in parts]
+        vocab = self._forward_logprobs(single_rows)
+        # 2. multi-token candidates, left to right
+        multi_rows: list[tuple[list[int], int]] = []
+        multi_keys: list[tuple[int, str, int]] = []  # (item index, candidate, piece id)
+        cand_ids: list[dict[str, list[int]]] = []
+        for n, (it, (pre, suf)) in enumerate(zip(items, parts)):
+            ids_by_word = {w: candidate_ids(self.tok, it, w) for w in (*it.answers, *it.distractors)}
+            cand_ids.append(ids_by_word)
+            for word, ids in ids_by_word.items():
+                if len(ids) == 1:
+                    continue
+                for j in range(len(ids)):
+                    span = ids[:j] + [mask_id] * (len(ids) - j)
+                    multi_rows.append((head + pre + span + suf + tail, offset + len(pre) + j))
+                    multi_keys.append((n, word, ids[j]))
+        multi = self._forward_logprobs(multi_rows) if multi_rows else torch.empty(0, 0)
+        sums: dict[tuple[int, str], float] = {}
+        for r, (n, word, piece) in enumerate(multi_keys):
+            sums[(n, word)] = sums.get((n, word), 0.0) + float(multi[r, piece])
+        out = []
+        for n, it in enumerate(items):
+            def score(word: str, n: int = n) -> float:
+                ids = cand_ids[n][word]
+                return float(vocab[n, ids[0]]) if len(ids) == 1 else sums[(n, word)]
+            out.append(ItemScores(it, {w: score(w) for w in it.answers}, {w: score(w) for w in it.distractors}, vocab[n]))
+        return out

@@ -1,0 +1,246 @@
+"""cloze: scoring against hand computations on rigged masked LMs, mask mapping, item loaders, aggregation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SHARED
+
+from bertprobe.cloze.builtin import CATEGORIES, builtin_items
+from bertprobe.cloze.items import ClozeItem, load_ettinger, load_item_file, resolve_sets
+from bertprobe.cloze.scoring import ClozeScorer, candidate_ids
+from bertprobe.errors import DataError
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.cloze import ClozeParams, ClozeProbe, ItemOutcome, aggregate
+from bertprobe.testing import WORDS, tiny_target
+
+VOCAB = list(WORDS) + ["tree", "fish", "centi", "##meters", "meters", "kind", "of", "opposite", "hot", "cold"]
+
+
+def rig(target, choose):
+    """Replace the MLM head's output: ``choose(input_ids) -> B x T x V logits``."""
+    seen = {}
+    target.model.register_forward_pre_hook(lambda m, a, kw: seen.update(ids=kw["input_ids"]), with_kwargs=True)
+    target.model.get_output_embeddings().register_forward_hook(lambda m, i, o: choose(seen["ids"]).to(o.dtype))
+    return target
+
+
+@pytest.fixture
+def bert_mlm(tmp_path):
+    return tiny_target(tmp_path / "mlm", task="masked-lm", words=VOCAB)
+
+
+def const_logits(target, prefs: dict[str, float]):
+    tok = target.tokenizer
+    bias = torch.zeros(target.model.config.vocab_size)
+    for word, value in prefs.items():
+        bias[tok.convert_tokens_to_ids(word)] = value
+    return bias, lambda ids: bias.expand(ids.shape[0], ids.shape[1], -1).clone()
+
+
+def test_single_and_multi_token_scores_match_hand_computation(bert_mlm):
+    bias, fn = const_logits(bert_mlm, {"bird": 5.0, "tree": 3.0, "centi": 2.0, "##meters": 1.0})
+    rig(bert_mlm, fn)
+    logp = bias.log_softmax(-1)
+    tok = bert_mlm.tokenizer
+    item = ClozeItem("x", "t", "A robin is a {mask}.", ("bird",), ("tree", "centimeters"))
+    assert candidate_ids(tok, item, "centimeters") == tok.convert_tokens_to_ids(["centi", "##meters"])
+    (scores,) = ClozeScorer(bert_mlm).score([item])
+    ids = {w: tok.convert_tokens_to_ids(w) for w in ("bird", "tree", "centi", "##meters")}
+    assert scores.answers["bird"] == pytest.approx(float(logp[ids["bird"]]), abs=1e-5)
+    assert scores.distractors["tree"] == pytest.approx(float(logp[ids["tree"]]), abs=1e-5)
+    assert scores.distractors["centimeters"] == pytest.approx(float(logp[ids["centi"]] + logp[ids["##meters"]]), abs=1e-5)
+
+
+def test_multi_token_spans_are_scored_left_to_right(bert_mlm):
+    tok = bert_mlm.tokenizer
+    mask, a, b = tok.mask_token_id, tok.convert_tokens_to_ids("centi"), tok.convert_tokens_to_ids("##meters")
+    V = bert_mlm.model.config.vocab_size
+
+    def fn(ids):  # after a [MASK] prefer 'centi', after anything else prefer '##meters'
+        out = torch.zeros(ids.shape[0], ids.shape[1], V)
+        prev_is_mask = torch.nn.functional.pad(ids[:, :-1] == mask, (1, 0))
+        out[..., a] = prev_is_mask.float() * 4
+        out[..., b] = (~prev_is_mask).float() * 4
+        return out
+
+    rig(bert_mlm, fn)
+    item = ClozeItem("x", "t", "It is one hundred {mask}.", ("centimeters",))
+    (scores,) = ClozeScorer(bert_mlm).score([item])
+    hi = torch.tensor([4.0] + [0.0] * (V - 1)).log_softmax(-1)[0]  # log-prob of the preferred token
+    lo = torch.tensor([4.0] + [0.0] * (V - 1)).log_softmax(-1)[1]
+    # piece 0 follows 'hundred' (not a mask): lo for 'centi'; piece 1 follows the filled-in 'centi': hi for '##meters'
+    # (a joint, all-masked scoring would see a [MASK] before piece 1 and give lo + lo)
+    assert scores.answers["centimeters"] == pytest.approx(float(lo + hi), abs=1e-4)
+
+
+def test_context_independent_model_is_negation_insensitive_and_sensitive_one_is_not(tmp_path):
+    items = [
+        ClozeItem("p-aff", "neg", "A robin is a {mask}.", ("bird",), ("tree",), pair="p"),
+        ClozeItem("p-neg", "neg", "A robin is not a {mask}.", ("tree",), ("bird",), pair="p", negated=True),
+    ]
+    path = tmp_path / "items.jsonl"
+    path.write_text("\n".join(json.dumps({"id": i.id, "category": i.category, "text": i.text, "answers": list(i.answers),
+                                          "distractors": list(i.distractors), "pair": i.pair, "negated": i.negated}) for i in items))
+    blind = tiny_target(tmp_path / "a", task="masked-lm", words=VOCAB)
+    rig(blind, const_logits(blind, {"bird": 5.0})[1])
+    r = ClozeProbe().run(blind, None, ClozeParams(sets=(str(path),)), ProbeContext())
+    assert r.value("negation_sensitivity") == 0.0 and r.value("pair_accuracy") == 0.5 and r.value("top1_accuracy") == 0.5
+    aware = tiny_target(tmp_path / "b", task="masked-lm", words=VOCAB)
+    tok = aware.tokenizer
+    not_id, bird, tree = (tok.convert_tokens_to_ids(w) for w in ("not", "bird", "tree"))
+
+    def fn(ids):
+        out = torch.zeros(ids.shape[0], ids.shape[1], aware.model.config.vocab_size)
+        negated = (ids == not_id).any(1)
+        out[..., bird] = (~negated).float().view(-1, 1) * 5
+        out[..., tree] = negated.float().view(-1, 1) * 5
+        return out
+
+    rig(aware, fn)
+    r = ClozeProbe().run(aware, None, ClozeParams(sets=(str(path),)), ProbeContext())
+    assert r.value("negation_sensitivity") == 1.0 and r.value("pair_accuracy") == 1.0
+    assert r.value("top1_accuracy_neg") == 1.0 and r.value("mrr") == 1.0
+
+
+def test_vocabulary_ranking_without_distractors(bert_mlm):
+    rig(bert_mlm, const_logits(bert_mlm, {"bird": 5.0, "tree": 4.0, "fish": 3.0})[1])
+    items = [ClozeItem("a", "c", "A robin is a {mask}.", ("bird",)), ClozeItem("b", "c", "A pine is a {mask}.", ("fish",))]
+    path_items = ClozeScorer(bert_mlm).score(items)
+    from bertprobe.probes.cloze import evaluate
+
+    special = set(bert_mlm.tokenizer.all_special_ids)
+    first, second = (evaluate(s, bert_mlm.tokenizer, 5, special) for s in path_items)
+    assert (first.rank, first.predicted) == (1, "bird")
+    assert second.rank == 3 and [w for w, _ in second.top[:3]] == ["bird", "tree", "fish"]
+    assert sum(p for _, p in second.top) < 1
+
+
+def test_mask_mapping_for_wordpiece_and_bpe(tmp_path):
+    for arch, mask, bird in (("bert", "[MASK]", "bird"), ("roberta", "<mask>", "Ġbird")):
+        target = tiny_target(tmp_path / arch, task="masked-lm", arch=arch)
+        tok = target.tokenizer
+        assert tok.mask_token == mask
+        item = ClozeItem("x", "t", "A robin is a {mask}.", ("bird",))
+        assert tok.convert_ids_to_tokens(candidate_ids(tok, item, "bird")) == [bird]
+        scorer = ClozeScorer(target)
+        pre, suf = scorer._parts(item)
+        head, tail = scorer._specials()
+        row = head + pre + [tok.mask_token_id] + suf + tail
+        at = row.index(tok.mask_token_id)
+        assert row.count(tok.mask_token_id) == 1 and tok.convert_ids_to_tokens(row[0]) == tok.cls_token
+        assert tok.convert_ids_to_tokens(row[-1]) == tok.sep_token
+        assert tok.decode(row[len(head) : at]).strip() == ("a robin is a" if arch == "bert" else "A robin is a")
+        assert tok.decode(row[at + 1 : -1]).strip() == "."
+
+
+def test_unknown_words_are_skipped(bert_mlm):
+    items = [ClozeItem("ok", "c", "A robin is a {mask}.", ("bird",)), ClozeItem("unk", "c", "It is {mask}.", ("zebra",))]
+    scorer = ClozeScorer(bert_mlm)
+    assert [scorer.has_unknown_word(it) for it in items] == [False, True]
+
+
+def test_batched_and_one_by_one_scoring_agree(tmp_path):
+    target = tiny_target(tmp_path / "r", task="masked-lm", arch="roberta")
+    items = builtin_items(0, 3)
+    scorer = ClozeScorer(target, batch_size=16)
+    joint = scorer.score(items)
+    passes = scorer.passes
+    single = scorer.score(items, joint_batching=False)
+    assert scorer.passes - passes > passes
+    for a, b in zip(joint, single):
+        for w in a.answers:
+            assert a.answers[w] == pytest.approx(b.answers[w], abs=1e-4)
+
+
+def test_builtin_sets_are_large_seeded_and_valid():
+    items = builtin_items(0)
+    assert len(CATEGORIES) >= 10
+    for cat in CATEGORIES:
+        assert sum(it.category == cat for it in items) >= 20, cat
+    assert [it.text for it in builtin_items(0)] == [it.text for it in items]
+    assert [it.text for it in builtin_items(1)] != [it.text for it in items]
+    assert len({it.id for it in items}) == len(items)
+    negation = [it for it in items if it.category == "negation"]
+    assert sum(it.negated for it in negation) == len(negation) // 2
+    from bertprobe.cloze.builtin import NUMBERS
+
+    for it in (i for i in items if i.category == "counting"):
+        words = it.text.replace(",", "").split()
+        have, give = NUMBERS.index(words[3]), NUMBERS.index(words[8])
+        assert it.answers == (NUMBERS[have - give],) and it.distractors == (NUMBERS[have],)
+
+
+def test_item_files_and_errors(tmp_path):
+    y = tmp_path / "mine.yaml"
+    y.write_text("- {id: a, text: 'Two plus two is {mask}.', answers: [four], distractors: [five]}\n"
+                 "- {id: b, text: 'The sky is {mask}.', answer: blue, category: colours}\n")
+    items = load_item_file(y)
+    assert [(i.id, i.category, i.answers) for i in items] == [("a", "mine", ("four",)), ("b", "colours", ("blue",))]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- {id: a, text: 'no blank', answers: [x]}\n")
+    with pytest.raises(DataError, match="exactly once"):
+        load_item_file(bad)
+    bad.write_text("- {id: a, text: '{mask}', answers: [x], colour: red}\n")
+    with pytest.raises(DataError, match="unknown field 'colour'"):
+        load_item_file(bad)
+    with pytest.raises(DataError, match="appears twice"):
+        resolve_sets((str(y), str(y)), 0, 20)
+    with pytest.raises(DataError, match="did you mean 'counting'"):
+        resolve_sets(("builtin:countng",), 0, 20)
+
+
+ETTINGER = SHARED / "data" / "cloze" / "ettinger2020"
+
+
+@pytest.mark.skipif(not ETTINGER.is_dir(), reason="../shared Ettinger data not present")
+def test_ettinger_loaders():
+    simp = load_ettinger(ETTINGER / "NEG-136-SIMP.tsv")
+    assert len(simp) == 36 and simp[0].text == "A trout is a {mask}." and simp[1].text == "A trout is not a {mask}."
+    assert (simp[0].answers, simp[1].answers, simp[1].negated) == (("fish",), ("tool",), True)
+    ant = next(i for i in simp if i.text.startswith("An ant") and not i.negated)
+    assert ant.text == "An ant is an {mask}." and ant.answers == ("insect",)
+    assert len(load_ettinger(ETTINGER / "NEG-136-NAT.tsv")) == 32
+    cprag = load_ettinger(ETTINGER / "CPRAG-102.tsv")
+    assert len(cprag) == 34 and cprag[0].answers == ("chess",) and cprag[0].distractors == ("monopoly", "football")
+    role = {i.id: i for i in load_ettinger(ETTINGER / "ROLE-88.tsv")}
+    assert len(role) == 88
+    assert role["role-61-a"].answers == ("interviewed",) and role["role-61-b"].distractors == ("interviewed",)
+    assert set(role["role-61-b"].answers) == {"avoided", "hated", "read", "met"}
+    assert len(resolve_sets((f"ettinger:{ETTINGER}",), 0, 20)) == 36 + 32 + 34 + 88
+
+
+def test_aggregate_by_hand():
+    def out(pair, negated, rank, pred, pair_ok):
+        return ItemOutcome(ClozeItem(f"{pair}{negated}", "c", "{mask}", ("x",), pair=pair, negated=negated), rank, pred, pair_ok, [])
+
+    values = aggregate([out("p", False, 1, "bird", True), out("p", True, 2, "bird", False), out("q", False, 5, "a", None)])
+    assert values == pytest.approx({"top1_accuracy": 1 / 3, "top5_accuracy": 1.0, "mrr": (1 + 0.5 + 0.2) / 3,
+                                    "pair_accuracy": 0.5, "negation_sensitivity": 0.0})
+
+
+def test_probe_override_gives_the_classifier_suite_an_mlm(tmp_path, tiny_clf_dir, sst_tsv):
+    from click.testing import CliRunner
+
+    from bertprobe.cli import main
+    from bertprobe.testing import save_tiny_model
+
+    mlm = save_tiny_model(tmp_path / "mlm", task="masked-lm", arch="roberta")
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        f"suite: mixed\nmodel: {{path: '{tiny_clf_dir}', device: cpu}}\ndata: {{path: '{sst_tsv}'}}\n"
+        f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n"
+        "  - probe: cloze\n    id: on-classifier\n    params: {sets: ['builtin:counting']}\n"
+        f"  - probe: cloze\n    id: on-mlm\n    model: {{path: '{mlm}'}}\n    params: {{sets: ['builtin:counting']}}\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(suite)])
+    assert result.exit_code == 0, result.output
+    (run,) = (tmp_path / "out").glob("mixed-*")
+    report = json.loads((run / "report.json").read_text())
+    skipped, ran = report["probes"]
+    assert skipped["status"] == "skipped" and "mlm" in skipped["message"]
+    assert ran["status"] == "passed" and ran["metrics"]["items"] == 20 and ran["model"] == str(mlm)
+    assert "top1_accuracy_counting" in ran["metrics"]
