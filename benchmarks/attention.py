@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -21,21 +22,28 @@ from pathlib import Path
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
 
-def one_run(n: int, device: str, similarity: bool) -> dict:
+def one_run(n: int, device: str, similarity: bool, repeat: bool = False) -> dict:
     import torch
+
+    from dataclasses import replace
 
     from bertprobe.data import subsample
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.attention import AttentionAuditProbe, AttentionParams
 
     target = sst2_target(device)
-    data = subsample(sst2_dev(target), n, "first", 0)
+    data = sst2_dev(target)
+    if repeat:  # the first 100 sentences cycled to n: same lengths, so only n changes
+        data = replace(data, examples=[data.examples[i % 100] for i in range(n)])
+    else:
+        data = subsample(data, n, "first", 0)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     result = AttentionAuditProbe().run(target, data, AttentionParams(similarity=similarity), ProbeContext())
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out = {"n": n, "wall_s": wall, "peak_rss_mb": peak / 1024, "probe_rss_growth_mb": (peak - base_rss) / 1024,
+    longest = max(target.encode(data.examples).lengths)
+    out = {"n": n, "longest": longest, "wall_s": wall, "peak_rss_mb": peak / 1024, "probe_rss_growth_mb": (peak - base_rss) / 1024,
            "threads": torch.get_num_threads()}
     out.update({k: v.value for k, v in result.metrics.items()})
     out["layer_sep"] = [round(sum(r) / len(r), 3) for r in result.details["heatmaps"]["attention to sep"]["matrix"]]
@@ -48,21 +56,29 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--similarity", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(one_run(args.child, args.device, args.similarity)))
+        print(json.dumps(one_run(args.child, args.device, args.similarity, args.repeat)))
         return
     require(SST2_MODEL, SST2_DEV)
     runs = []
-    for n, sim in ((100, False), (400, False), (872, False), (872, True)):
-        proc = subprocess.run([sys.executable, str(Path(__file__)), "--child", str(n), "--device", args.device]
-                              + (["--similarity"] if sim else []), capture_output=True, text=True, check=True)
-        runs.append((sim, json.loads(proc.stdout.strip().splitlines()[-1])))
-    print(f"SST-2 dev, MiniLM-L6 fixture (6 x 12 heads), {args.device}, threads {runs[0][1]['threads']}")
-    print(f"{'examples':>9}{'head sim.':>10}{'wall s':>8}{'peak RSS MB':>13}{'growth in probe MB':>20}")
-    for sim, r in runs:
-        print(f"{r['n']:>9}{'yes' if sim else 'no':>10}{r['wall_s']:>8.1f}{r['peak_rss_mb']:>13.0f}{r['probe_rss_growth_mb']:>20.1f}")
-    full = runs[2][1]
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1"}  # fewer allocator arenas: less RSS noise
+    for n, sim, rep in ((100, False, False), (400, False, False), (872, False, False), (872, True, False),
+                        (100, False, True), (400, False, True), (872, False, True)):
+        flags = (["--similarity"] if sim else []) + (["--repeat"] if rep else [])
+        proc = subprocess.run([sys.executable, str(Path(__file__)), "--child", str(n), "--device", args.device, *flags],
+                              capture_output=True, text=True, check=True, env=env)
+        runs.append((sim, rep, json.loads(proc.stdout.strip().splitlines()[-1])))
+    print(f"SST-2 dev, MiniLM-L6 fixture (6 x 12 heads), {args.device}, threads {runs[0][2]['threads']}, batch 16")
+    print(f"{'examples':>9}{'inputs':>22}{'longest':>8}{'head sim.':>10}{'wall s':>8}{'peak RSS MB':>13}{'growth in probe MB':>20}")
+    for sim, rep, r in runs:
+        kind = "first 100, cycled" if rep else "first n of dev"
+        print(f"{r['n']:>9}{kind:>22}{r['longest']:>8}{'yes' if sim else 'no':>10}{r['wall_s']:>8.1f}"
+              f"{r['peak_rss_mb']:>13.0f}{r['probe_rss_growth_mb']:>20.1f}")
+    keeping_all = 872 * 72 * runs[2][2]["longest"] ** 2 * 4 / 2**20
+    print(f"(keeping every map of 872 examples padded to the longest would take {keeping_all:.0f} MB)")
+    full = runs[2][2]
     print("pattern-type shares over all 872 x 72 maps:")
     for t in ("heterogeneous", "vertical", "diagonal", "vertical_diagonal", "block"):
         print(f"  {t:<18}{full['share_' + t] * 100:6.1f}%")

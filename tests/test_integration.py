@@ -6,7 +6,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, SST2_DEV, SST2_MODEL
+from conftest import ARCT_MODEL, REPO, SHARED, SST2_DEV, SST2_MODEL
 
 from bertprobe.cli import main
 
@@ -31,3 +31,47 @@ def test_sst2_suite_on_fixture(tmp_path, monkeypatch):
     assert acc["metrics"]["examples"] == 872
     assert acc["metrics"]["accuracy"] == pytest.approx(0.892, abs=0.005)
     assert report["dtype"] == "float32"
+
+
+@needs_sst2
+def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
+    """The whole sst2 suite: the trigger must take held-out positive accuracy below the 0.5 bar (exit 1)."""
+    monkeypatch.setenv("BERTPROBE_SST2_MODEL", str(SST2_MODEL))
+    monkeypatch.setenv("BERTPROBE_SST2_DATA", str(SST2_DEV))
+    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
+    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "sst2.yaml"), "--out", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    (run_dir,) = tmp_path.glob("sst2-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    status = {p["probe"]: p for p in report["probes"]}
+    assert status["accuracy"]["status"] == "passed"
+    trig = status["universal-trigger"]
+    assert trig["status"] == "failed" and len(trig["details"]["trigger_tokens"]) == 3
+    assert trig["metrics"]["accuracy_before"] > 0.85
+    assert trig["metrics"]["accuracy_after"] < trig["metrics"]["accuracy_before"] - 0.5
+    assert "Overall score: 50%" in (run_dir / "report.md").read_text()
+
+
+ARCT_DATA = SHARED / "data" / "arct"
+
+
+@pytest.mark.skipif(not (ARCT_MODEL.is_dir() and ARCT_DATA.is_dir()), reason="../shared ARCT fixture not present")
+def test_arct_suite_exposes_the_cue_reliant_fixture(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # the suite's defaults are relative to the repository root
+    monkeypatch.setenv("BERTPROBE_ARCT_MODEL", str(ARCT_MODEL))
+    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
+    for var, sub in (("BERTPROBE_ARCT_DATA", "original/test-full.txt"), ("BERTPROBE_ARCT_ADV", "adversarial/test-adv-negated.csv")):
+        monkeypatch.setenv(var, str(ARCT_DATA / sub))
+    monkeypatch.setenv("BERTPROBE_ARCT_STATS", ",".join(str(ARCT_DATA / "original" / f"{s}-full.txt") for s in ("train", "dev", "test")))
+    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "arct.yaml"), "--out", str(tmp_path)])
+    assert result.exit_code == 1, result.output  # the expectations fail on this weak model
+    (run_dir,) = tmp_path.glob("arct-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    acc, cues = report["probes"]
+    # fixture README: ARCT test accuracy 0.554
+    assert acc["metrics"]["accuracy"] == pytest.approx(0.554, abs=0.01)
+    assert cues["metrics"]["accuracy_full"] == acc["metrics"]["accuracy"]
+    assert cues["details"]["top_cue"] == "not" and cues["details"]["statistics_examples"] == 1970
+    assert round(cues["metrics"]["cue_productivity_top"], 3) == 0.666
+    assert cues["metrics"]["accuracy_adversarial"] == pytest.approx(0.5, abs=0.05)
+    assert cues["status"] == "failed"

@@ -16,8 +16,9 @@ Deviations:
     the query's own segment (s). In order: vertical+diagonal if v >= mixed_min, d >= mixed_min and
     v + d >= mixed_total; vertical if v >= vertical; diagonal if d >= diagonal; block if the input has
     two segments and s >= block; otherwise heterogeneous. Thresholds are params.
-  * Statistics stream batch by batch into L x H accumulators; no map is kept except one typical
-    example per type (the one that fits its type best among short inputs).
+  * Statistics stream batch by batch into L x H accumulators, and inputs are tokenised 512 at a time;
+    no map is kept except one typical example per type (the one that fits its type best among short
+    inputs).
   * Head similarity uses at most ``similarity_examples`` inputs (JS distance is quadratic in heads).
 """
 
@@ -240,7 +241,6 @@ class AttentionAuditProbe(Probe):
         tok = target.tokenizer
         cls_ids, sep_ids = special_ids(tok)
         punct = punctuation_ids(tok)
-        encoded = target.encode(data.examples)
         sites = target.attention_sites() if "heads" in target.capabilities else None
         layers = sum(len(s.layers) for s in sites) if sites else target.model.config.num_hidden_layers
         heads = sites[0].num_heads if sites else target.model.config.num_attention_heads
@@ -250,8 +250,8 @@ class AttentionAuditProbe(Probe):
         other = self._compare_target(target, params, ctx)
         cos_sum = torch.zeros(layers, heads, dtype=torch.float64)
         cos_n = 0
-        batches = target.batches(encoded, params.batch_size)
-        total = -(-len(encoded) // params.batch_size)
+        batches = self._stream(target, data, params.batch_size)
+        total = -(-len(data) // params.batch_size)
         with target.eager_attention(), torch.inference_mode():
             for _idx, batch in ctx.progress(batches, total=total, desc="attention audit"):
                 att = torch.stack(target.forward(batch, output_attentions=True).attentions, dim=1).float()
@@ -277,6 +277,13 @@ class AttentionAuditProbe(Probe):
                     cos_sum += _map_cosine(att, att_o, mask).double().cpu()
                     cos_n += ids.shape[0]
         return self._result(acc, params, sim_rows, cos_sum / max(cos_n, 1) if other is not None else None)
+
+    @staticmethod
+    def _stream(target: Target, data: Dataset, batch_size: int, chunk: int = 512) -> Any:
+        """Tokenise and batch ``chunk`` examples at a time, so memory does not grow with the data."""
+        for start in range(0, len(data), chunk):
+            encoded = target.encode(data.examples[start : start + chunk])
+            yield from target.batches(encoded, batch_size)
 
     @staticmethod
     def _compare_target(target: Target, params: AttentionParams, ctx: ProbeContext) -> Target | None:

@@ -1,0 +1,107 @@
+"""Benchmark: cloze scoring throughput (items/s), batched versus one item per forward pass.
+
+Runs on (a) tiny random masked LMs (a WordPiece one whose vocabulary holds every built-in word, so all
+items are single-token, and a byte-level BPE one, where every word is several tokens), (b) a
+MiniLM-L6-sized masked LM built from the SST-2 fixture's encoder with an untrained MLM head (real
+sizes: 6 layers, hidden 384, 30,522-token vocabulary; for speed only, its predictions mean nothing)
+and (c) a real masked LM when BERTPROBE_MLM names a local directory. Items: the built-in sets plus
+Ettinger's diagnostics when ../shared has them. Target: batched >= 10x the one-item-per-pass rate.
+
+Usage: python benchmarks/cloze.py [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from common import SHARED, SST2_MODEL
+
+from bertprobe.cloze.builtin import builtin_items
+from bertprobe.cloze.items import load_ettinger
+from bertprobe.cloze.scoring import ClozeScorer, candidate_ids
+from bertprobe.target import ModelSpec, load_target
+from bertprobe.testing import save_tiny_model
+
+ETTINGER = SHARED / "data" / "cloze" / "ettinger2020"
+
+
+def all_items() -> list:
+    items = builtin_items(0)
+    if ETTINGER.is_dir():
+        for f in sorted(ETTINGER.glob("*.tsv")):
+            if "explanations" not in f.name:
+                items += load_ettinger(f)
+    return items
+
+
+def split(target, items) -> tuple[list, list]:
+    scorer = ClozeScorer(target)
+    usable = [it for it in items if not scorer.has_unknown_word(it)]
+    multi = [it for it in usable if any(len(candidate_ids(target.tokenizer, it, w)) > 1 for w in (*it.answers, *it.distractors))]
+    single = [it for it in usable if it not in multi]
+    return single, multi
+
+
+def rate(target, items, joint: bool) -> tuple[float, int]:
+    scorer = ClozeScorer(target, batch_size=64)
+    scorer.score(items[:4], joint)  # warm-up
+    scorer.passes = 0
+    start = time.perf_counter()
+    scorer.score(items, joint)
+    return len(items) / (time.perf_counter() - start), scorer.passes
+
+
+def report(name: str, target, items) -> None:
+    single, multi = split(target, items)
+    for kind, group in (("single-token", single), ("multi-token", multi)):
+        if not group:
+            print(f"{name:<34}{kind:<14}{0:>6}   (no such items)")
+            continue
+        batched, p_b = rate(target, group, True)
+        one, p_o = rate(target, group, False)
+        print(f"{name:<34}{kind:<14}{len(group):>6}{batched:>11.1f}{p_b:>7}{one:>11.1f}{p_o:>7}{batched / one:>8.1f}x")
+
+
+def minilm_mlm(directory: Path, device: str):
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(SST2_MODEL)
+    config.architectures = ["BertForMaskedLM"]
+    model = transformers.BertForMaskedLM(config)
+    encoder = transformers.AutoModelForSequenceClassification.from_pretrained(SST2_MODEL, dtype=torch.float32)
+    model.bert.load_state_dict(encoder.bert.state_dict(), strict=False)
+    model.save_pretrained(directory)
+    transformers.AutoTokenizer.from_pretrained(SST2_MODEL).save_pretrained(directory)
+    return load_target(ModelSpec(path=str(directory), device=device))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    items = all_items()
+    words = sorted({w.lower() for it in items for text in (it.text, *it.answers, *it.distractors)
+                    for w in text.replace("{mask}", " ").replace(".", " ").replace(",", " ").split()})
+    print(f"{len(items)} items, {args.device}, threads {torch.get_num_threads()}; items/s and forward passes")
+    print(f"{'model':<34}{'items':<14}{'n':>6}{'batched/s':>11}{'passes':>7}{'1-by-1/s':>11}{'passes':>7}{'ratio':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        wp = save_tiny_model(Path(tmp) / "wp", task="masked-lm", words=words)
+        report("tiny WordPiece (2x32)", load_target(ModelSpec(path=str(wp), device=args.device)), items)
+        bpe = save_tiny_model(Path(tmp) / "bpe", task="masked-lm", arch="roberta")
+        report("tiny byte-level BPE (2x32)", load_target(ModelSpec(path=str(bpe), device=args.device)), items)
+        if SST2_MODEL.is_dir():
+            report("MiniLM-L6 size, untrained head", minilm_mlm(Path(tmp) / "minilm", args.device), items)
+        real = os.environ.get("BERTPROBE_MLM")
+        if real and Path(real).is_dir():
+            report(f"real MLM {Path(real).name}", load_target(ModelSpec(path=real, device=args.device)), items)
+        else:
+            print("no local real masked LM (set BERTPROBE_MLM=DIR to include one)")
+
+
+if __name__ == "__main__":
+    main()
