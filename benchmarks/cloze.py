@@ -41,7 +41,8 @@ def all_items() -> list:
 
 def split(target, items) -> tuple[list, list]:
     scorer = ClozeScorer(target)
-    usable = [it for it in items if not scorer.has_unknown_word(it)]
+    skip = scorer.unknown_items(items)
+    usable = [it for it in items if it.id not in skip]
     multi = [it for it in usable if any(len(candidate_ids(target.tokenizer, it, w)) > 1 for w in (*it.answers, *it.distractors))]
     single = [it for it in usable if it not in multi]
     return single, multi

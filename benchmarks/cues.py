@@ -41,7 +41,8 @@ def main() -> None:
     print(f"{'cue':<22}{'applic.':>8}{'product.':>10}{'coverage':>10}")
     n_not = {c.cue: c for c in norm}["not"]
     l_not = {c.cue: c for c in literal}["not"]
-    print(f"{'not (n\'t -> not)':<22}{n_not.applicability:>8}{n_not.productivity:>10.3f}{n_not.coverage:>10.3f}")
+    label = "not (n't -> not)"
+    print(f"{label:<22}{n_not.applicability:>8}{n_not.productivity:>10.3f}{n_not.coverage:>10.3f}")
     print(f"{'not (literal)':<22}{l_not.applicability:>8}{l_not.productivity:>10.3f}{l_not.coverage:>10.3f}")
     print(f"{'not (Niven & Kao)':<22}{'':>8}{0.61:>10.2f}{0.64:>10.2f}")
     print("top 10 cues (productivity above chance x coverage):")

@@ -30,14 +30,28 @@ class ItemScores:
     vocab_logprobs: torch.Tensor  # over the vocabulary, one mask
 
 
-def candidate_ids(tokenizer: Any, item: ClozeItem, word: str) -> list[int]:
-    """Token ids of ``word`` as it would appear in place of the blank (with a leading space when one precedes it)."""
+def _spaced(item: ClozeItem, word: str) -> str:
     prefix = item.text.split(MASK)[0]
-    spaced = (" " if prefix[-1:].isspace() else "") + word
-    ids = tokenizer(spaced, add_special_tokens=False)["input_ids"]
-    if not ids:
-        raise ProbeError(f"cloze item {item.id!r}: candidate {word!r} tokenizes to nothing")
-    return list(ids)
+    return (" " if prefix[-1:].isspace() else "") + word
+
+
+def candidate_ids_many(tokenizer: Any, pairs: list[tuple[ClozeItem, str]]) -> list[list[int]]:
+    """Token ids of each (item, word) as the word would appear in place of the blank, in one tokenizer call.
+
+    The word gets a leading space when one precedes the blank, so BPE vocabularies give 'Ġword'.
+    """
+    if not pairs:
+        return []
+    encoded = tokenizer([_spaced(it, w) for it, w in pairs], add_special_tokens=False)["input_ids"]
+    for (it, w), ids in zip(pairs, encoded):
+        if not ids:
+            raise ProbeError(f"cloze item {it.id!r}: candidate {w!r} tokenizes to nothing")
+    return [list(ids) for ids in encoded]
+
+
+def candidate_ids(tokenizer: Any, item: ClozeItem, word: str) -> list[int]:
+    """Token ids of ``word`` in place of the blank of ``item``."""
+    return candidate_ids_many(tokenizer, [(item, word)])[0]
 
 
 class ClozeScorer:
@@ -52,15 +66,27 @@ class ClozeScorer:
         self.passes = 0
 
     def _parts(self, item: ClozeItem) -> tuple[list[int], list[int]]:
-        prefix, suffix = item.text.split(MASK)
-        pre = self.tok(prefix.rstrip() if prefix[-1:].isspace() else prefix, add_special_tokens=False)["input_ids"]
-        suf = self.tok(suffix, add_special_tokens=False)["input_ids"] if suffix else []
-        return list(pre), list(suf)
+        return self._parts_many([item])[0]
+
+    def _parts_many(self, items: list[ClozeItem]) -> list[tuple[list[int], list[int]]]:
+        """Token ids before and after the blank of each item (two tokenizer calls for all items)."""
+        splits = [it.text.split(MASK) for it in items]
+        prefixes = [p.rstrip() if p[-1:].isspace() else p for p, _ in splits]
+        pre = self.tok(prefixes, add_special_tokens=False)["input_ids"]
+        suf = self.tok([s for _, s in splits], add_special_tokens=False)["input_ids"]
+        return [(list(a), list(b)) for a, b in zip(pre, suf)]
 
     def has_unknown_word(self, item: ClozeItem) -> bool:
         """Whether an answer or distractor tokenizes to the unknown token (it cannot be scored fairly)."""
+        return bool(self.unknown_items([item]))
+
+    def unknown_items(self, items: list[ClozeItem]) -> set[str]:
+        """Ids of items with a word that tokenizes to the unknown token."""
         unk = self.tok.unk_token_id
-        return unk is not None and any(unk in candidate_ids(self.tok, item, w) for w in (*item.answers, *item.distractors))
+        if unk is None:
+            return set()
+        pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
+        return {it.id for (it, _), ids in zip(pairs, candidate_ids_many(self.tok, pairs)) if unk in ids}
 
     def _specials(self) -> tuple[list[int], list[int]]:
         """The special tokens a single sequence gets before and after its content ([CLS] / [SEP], <s> / </s>)."""
@@ -84,20 +110,40 @@ class ClozeScorer:
                     ids[j, : len(seq)] = torch.tensor(seq)
                     mask[j, : len(seq)] = 1
                 self.passes += 1
-                logits = self.target.model(input_ids=ids.to(self.target.device),
-                                           attention_mask=mask.to(self.target.device)).logits
-                pos = torch.tensor([rows[i][1] for i in chunk], device=logits.device)
-                picked = logits[torch.arange(len(chunk), device=logits.device), pos].float().log_softmax(-1).cpu()
+                pos = torch.tensor([rows[i][1] for i in chunk], device=self.target.device)
+                logits = self._masked_logits(ids.to(self.target.device), mask.to(self.target.device), pos)
+                picked = logits.float().log_softmax(-1).cpu()
                 for j, i in enumerate(chunk):
                     result[i] = picked[j]
         return result
+
+    def _masked_logits(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Vocabulary logits at one position per row (``rows x V``).
+
+        The vocabulary projection (hidden x 30k for BERT) is the costliest layer, so a pre-hook on the
+        output embeddings hands it only the scored position of each row instead of every position.
+        """
+        head = self.target.model.get_output_embeddings()
+        rows = torch.arange(ids.shape[0], device=ids.device)
+
+        def only_scored(_module: Any, args: tuple) -> tuple:
+            hidden = args[0]
+            return (hidden[rows, pos].unsqueeze(1), *args[1:])
+
+        handle = head.register_forward_pre_hook(only_scored) if head is not None else None
+        try:
+            logits = self.target.model(input_ids=ids, attention_mask=mask).logits
+        finally:
+            if handle is not None:
+                handle.remove()
+        return logits[:, 0] if logits.shape[1] == 1 else logits[rows, pos]
 
     def score(self, items: list[ClozeItem], joint_batching: bool = True) -> list[ItemScores]:
         """Score every item's answers and distractors; ``joint_batching=False`` runs one item per pass."""
         if not joint_batching:
             return [s for it in items for s in self.score([it])]
         mask_id = self.tok.mask_token_id
-        parts = [self._parts(it) for it in items]
+        parts = self._parts_many(items)
         head, tail = self._specials()
         offset = len(head)
         # 1. one mask per item: the vocabulary distribution (and every single-token candidate's score)
@@ -106,10 +152,13 @@ class ClozeScorer:
         # 2. multi-token candidates, left to right
         multi_rows: list[tuple[list[int], int]] = []
         multi_keys: list[tuple[int, str, int]] = []  # (item index, candidate, piece id)
-        cand_ids: list[dict[str, list[int]]] = []
+        pairs = [(it, w) for it in items for w in dict.fromkeys((*it.answers, *it.distractors))]
+        flat = iter(candidate_ids_many(self.tok, pairs))
+        cand_ids: list[dict[str, list[int]]] = [
+            {w: next(flat) for w in dict.fromkeys((*it.answers, *it.distractors))} for it in items
+        ]
         for n, (it, (pre, suf)) in enumerate(zip(items, parts)):
-            ids_by_word = {w: candidate_ids(self.tok, it, w) for w in (*it.answers, *it.distractors)}
-            cand_ids.append(ids_by_word)
+            ids_by_word = cand_ids[n]
             for word, ids in ids_by_word.items():
                 if len(ids) == 1:
                     continue

@@ -132,8 +132,9 @@ class ClozeProbe(Probe):
             result.message = "no cloze items selected"
             return result
         scorer = ClozeScorer(target, params.batch_size)
-        unknown = [it for it in items if scorer.has_unknown_word(it)]
-        items = [it for it in items if not scorer.has_unknown_word(it)]
+        skip = scorer.unknown_items(items)
+        unknown = [it for it in items if it.id in skip]
+        items = [it for it in items if it.id not in skip]
         result.details["items_skipped_unknown_words"] = [it.id for it in unknown]
         if not items:
             result.status = "skipped"
