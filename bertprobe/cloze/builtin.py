@@ -144,15 +144,17 @@ def _quantifiers(rng: random.Random, n: int) -> list[ClozeItem]:
     items = []
     facts = []
     for shape, sides in SHAPES:
-        facts.append((f"A {shape} {MASK} has {NUMBERS[sides]} sides.", "always", "never"))
+        art = "An" if shape[0] in "aeiou" else "A"
+        facts.append((f"{art} {shape} {MASK} has {NUMBERS[sides]} sides.", "always", "never"))
         wrong = rng.choice([s for s in range(3, 9) if s != sides])
-        facts.append((f"A {shape} {MASK} has {NUMBERS[wrong]} sides.", "never", "always"))
-    for sentence in ALWAYS:
-        subject, rest = sentence.split(" ", 1) if not sentence.startswith("The") else (" ".join(sentence.split()[:2]), " ".join(sentence.split()[2:]))
-        facts.append((f"{subject} {MASK} {rest[0].lower() + rest[1:]}", "always", "never"))
-    for sentence in NEVER:
-        subject, rest = sentence.split(" ", 1) if not sentence.startswith("The") else (" ".join(sentence.split()[:2]), " ".join(sentence.split()[2:]))
-        facts.append((f"{subject} {MASK} {rest[0].lower() + rest[1:]}", "never", "always"))
+        facts.append((f"{art} {shape} {MASK} has {NUMBERS[wrong]} sides.", "never", "always"))
+    for sentences, answer, wrong in ((ALWAYS, "always", "never"), (NEVER, "never", "always")):
+        for sentence in sentences:
+            words = sentence.split()
+            cut = 2 if words[0] == "The" else 1  # the blank goes after the subject ...
+            if words[cut] in ("is", "are", "can"):
+                cut += 1  # ... or after a copula or modal: "Ice is always cold", "Dogs can never fly"
+            facts.append((" ".join([*words[:cut], MASK, *words[cut:]]), answer, wrong))
     rng.shuffle(facts)
     for i, (text, answer, wrong) in enumerate(facts[:n]):
         items.append(ClozeItem(f"quantifiers-{i:02d}", "quantifiers", text, (answer,), (wrong, "sometimes")))
