@@ -147,5 +147,25 @@ def list_(**_: Any) -> None:
                             headers=["loader", "description"], tablefmt="simple"))
 
 
+def entry_point(argv: list[str] | None = None) -> None:
+    """Console script: click usage errors become one line (``error: ...``) with exit code 2."""
+    try:
+        main.main(args=argv, standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(EXIT_USAGE)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "bertprobe"
+        click.echo(f"error: {exc.format_message().rstrip('.')}; see '{command} --help'", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_OK)
+
+
 if __name__ == "__main__":
-    main()
+    entry_point()

@@ -224,3 +224,31 @@ def test_list_shows_plugins_and_probes():
 def test_debug_shows_traceback():
     result = CliRunner().invoke(main, ["--debug", "run", "nope.yaml"])
     assert result.exit_code == 2 and "Traceback" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["run", "x.yaml", "--dtype", "float64"], "Invalid value for '--dtype'"),
+     (["frobnicate"], "No such command 'frobnicate'"),
+     (["run"], "Missing argument 'SUITE'")],
+)
+def test_usage_errors_are_one_line(argv, message, capsys):
+    from bertprobe.cli import entry_point
+
+    with pytest.raises(SystemExit) as exit_info:
+        entry_point(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0] and "--help" in err[0]
+
+
+def test_entry_point_passes_exit_codes(suite_factory, capsys):
+    from bertprobe.cli import entry_point
+
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {max: -1}}\n")
+    with pytest.raises(SystemExit) as exit_info:
+        entry_point(["run", str(suite), "-q"])
+    assert exit_info.value.code == 1
+    with pytest.raises(SystemExit) as exit_info:
+        entry_point(["--version"])
+    assert exit_info.value.code == 0 and "0.1.0" in capsys.readouterr().out
