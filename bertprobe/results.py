@@ -92,7 +92,7 @@ class ProbeResult:
     status: Status = "passed"
     metrics: dict[str, Metric] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)  # "summary": {label: short text} is shown in reports
     expectations: list[Expectation] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     message: str = ""

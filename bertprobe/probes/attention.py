@@ -357,6 +357,10 @@ class AttentionAuditProbe(Probe):
             for k in ("cls", "sep", "punct", "entropy")
         }
         result.details["heatmaps"]["share heterogeneous"] = {"matrix": shares[:, :, 4].tolist(), "rows": rows, "cols": cols}
+        result.details["summary"] = {
+            "map types": ", ".join(f"{n.replace('_', '+')} {overall[i]:.0%}" for i, n in enumerate(TYPES)),
+            "special tokens": f"[CLS] {float(cls.mean()):.0%}, [SEP] {float(sep.mean()):.0%} of all attention",
+        }
         result.details["examples"] = int(acc.examples)
         result.details["maps"] = int(acc.examples) * layers * heads
         if sim_rows:

@@ -156,6 +156,11 @@ class ClozeProbe(Probe):
             for name, value in values.items():
                 result.add_metric(f"{name}_{cat}", value, True)
         result.details["categories"] = table
+        ranked = sorted(table.items(), key=lambda kv: kv[1].get("top1_accuracy", 0))
+        result.details["summary"] = {
+            "weakest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:3]),
+            "strongest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[::-1][:3]),
+        }
         result.details["forward_passes"] = scorer.passes
         result.details["items"] = [
             {"id": o.item.id, "category": o.item.category, "rank": o.rank, "predicted": o.predicted,

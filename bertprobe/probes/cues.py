@@ -148,6 +148,12 @@ class SpuriousCuesProbe(Probe):
             "top_cues": [self._cue_row(c, choice, names) for c in best],
             "top_cues_literal": [self._cue_row(by_name[c.cue], choice, names) for c in best if c.cue in by_name],
         })
+        if best:
+            result.details["summary"] = {
+                "top cue": f"'{best[0].cue}': productivity {best[0].productivity:.3f}, coverage {best[0].coverage:.3f} "
+                           f"(n = {len(labels)}, chance {chance:.2f})",
+                "next cues": ", ".join(f"'{c.cue}'" for c in best[1:6]),
+            }
         for c in best:
             result.findings.append(Finding(
                 title=f"cue '{c.cue}'",

@@ -229,6 +229,11 @@ class HeadPruningProbe(Probe):
             if params.physical:
                 self._physical(result, target, ev, curve, params, ranking)
         result.details["evaluations"] = ev.passes
+        top = raw.flatten().argsort(descending=True)[:3].tolist()
+        result.details["summary"] = {
+            "most important heads": ", ".join(f"L{f // heads}H{f % heads}" for f in top),
+            "evaluations": f"{ev.passes} passes over {len(ev.labels)} examples",
+        }
         return result
 
     def _ablate(self, result: ProbeResult, ev: Evaluator, base_correct: np.ndarray, params: HeadParams,

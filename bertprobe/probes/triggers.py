@@ -465,6 +465,11 @@ class UniversalTriggerProbe(Probe):
             "vocabulary_size": int(allowed.sum()),
             "search_loss": best_loss,
             "history": history,
+            "summary": {
+                "trigger": f"{text!r} ({params.position}ed to '{names[label]}' examples)",
+                "tokens": " ".join(tokens),
+                "effect": f"held-out accuracy {correct_before.float().mean():.3f} -> {correct_after.float().mean():.3f}",
+            },
         })
         drop = before[:, label] - after[:, label]
         for i in drop.argsort(descending=True)[: params.findings].tolist():

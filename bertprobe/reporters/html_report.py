@@ -70,6 +70,9 @@ def render_html(report: RunReport) -> str:
         parts.append(f"<h2 class='{result.status}'>{esc(result.id or result.probe)}: {result.status}</h2>")
         if result.message:
             parts.append(f"<p>{esc(result.message)}</p>")
+        summary = result.details.get("summary") or {}
+        if summary:
+            parts.append(tabulate([[k, str(v)] for k, v in summary.items()], tablefmt="html"))
         if result.metrics or result.expectations:
             parts.append(tabulate(metric_rows(result), headers=METRIC_HEADERS, tablefmt="html"))
         for title, spec in (result.details.get("heatmaps") or {}).items():

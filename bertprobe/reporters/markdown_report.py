@@ -38,6 +38,9 @@ def render_markdown(report: RunReport) -> str:
         lines += ["", f"## {result.id or result.probe} ({result.status})", ""]
         if result.message:
             lines += [f"> {result.message}", ""]
+        summary = result.details.get("summary") or {}
+        if summary:
+            lines += [tabulate([[k, _clip(str(v))] for k, v in summary.items()], tablefmt="github", headers=["", ""]), ""]
         if result.metrics or result.expectations:
             lines.append(tabulate(metric_rows(result), headers=METRIC_HEADERS, tablefmt="github"))
         if result.findings:
