@@ -75,3 +75,44 @@ def test_arct_suite_exposes_the_cue_reliant_fixture(tmp_path, monkeypatch):
     assert round(cues["metrics"]["cue_productivity_top"], 3) == 0.666
     assert cues["metrics"]["accuracy_adversarial"] == pytest.approx(0.5, abs=0.05)
     assert cues["status"] == "failed"
+
+
+@needs_sst2
+def test_internals_suite_on_a_slice_of_the_fixture(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTPROBE_SST2_MODEL", str(SST2_MODEL))
+    monkeypatch.setenv("BERTPROBE_SST2_DATA", str(SST2_DEV))
+    monkeypatch.setenv("BERTPROBE_SST2_LIMIT", "48")
+    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
+    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "internals.yaml"), "--out", str(tmp_path)])
+    assert result.exit_code in (0, 1), result.output
+    (run_dir,) = tmp_path.glob("internals-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    heads, attention = report["probes"]
+    assert heads["status"] in ("passed", "failed") and len(heads["details"]["ablation"]) == 72
+    assert heads["details"]["physical"]["heads_pruned"] == 36 and heads["metrics"]["speedup"] is not None
+    assert attention["status"] in ("passed", "failed") and len(attention["details"]["heads"]) == 72
+    assert sum(attention["metrics"][f"share_{t}"] for t in
+               ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")) == pytest.approx(1)
+    html = (run_dir / "report.html").read_text()
+    assert "head importance (raw)" in html and "typical" in html
+
+
+ETTINGER = SHARED / "data" / "cloze" / "ettinger2020"
+
+
+@pytest.mark.skipif(not ETTINGER.is_dir(), reason="../shared Ettinger data not present")
+def test_cloze_suite_runs_with_a_local_masked_lm(tmp_path, monkeypatch):
+    from bertprobe.testing import save_tiny_model
+
+    mlm = save_tiny_model(tmp_path / "mlm", task="masked-lm", arch="roberta")
+    monkeypatch.setenv("BERTPROBE_MLM", str(mlm))
+    monkeypatch.setenv("BERTPROBE_ETTINGER", str(ETTINGER))
+    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
+    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "cloze.yaml"), "--out", str(tmp_path / "out")])
+    assert result.exit_code in (0, 1), result.output
+    (run_dir,) = (tmp_path / "out").glob("cloze-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    builtin, ettinger = report["probes"]
+    assert builtin["metrics"]["items"] == 200 and ettinger["metrics"]["items"] == 190
+    assert "negation_sensitivity_neg_136_simp" in ettinger["metrics"]
+    assert {e["metric"] for e in builtin["expectations"]} == {"top1_accuracy", "negation_sensitivity"}
