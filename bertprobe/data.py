@@ -121,7 +121,15 @@ def _read_local(path: Path) -> Any:
 def _read_hub(spec: DataSpec) -> Any:
     import datasets
 
+    from bertprobe.hub import hub_reachable, offline_mode, quiet_hub_logs
+
+    quiet_hub_logs()
     datasets.disable_progress_bars()
+    if not offline_mode() and not hub_reachable():
+        raise DataError(
+            f"cannot load dataset '{spec.path}': the Hugging Face Hub is unreachable; pass --data PATH to a local "
+            "csv/tsv/jsonl file (or set HF_HUB_OFFLINE=1 to use a cached copy)"
+        )
     try:
         return datasets.load_dataset(spec.path, spec.config, split=spec.split)
     except ValueError as exc:

@@ -138,7 +138,12 @@ def load_target(spec: ModelSpec) -> Target:
         raise TargetError(f"model path '{path}' does not exist or is not a directory; pass --model PATH")
     else:
         source = path
-    common = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    from bertprobe.hub import hub_reachable, quiet_hub_logs
+
+    quiet_hub_logs()
+    common: dict[str, Any] = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    if not local.is_dir() and not hub_reachable():
+        common["local_files_only"] = True  # use the cache, fail at once when the model is not there
     try:
         config = transformers.AutoConfig.from_pretrained(source, **common)
     except OSError as exc:

@@ -86,3 +86,21 @@ def test_multiple_choice_scores_each_choice(tmp_path):
 def test_other_families_load_and_predict(tmp_path, arch):
     target = tiny_target(tmp_path / arch, arch=arch)
     assert target.logits([Example("the movie"), Example("bad film")]).shape == (2, 2)
+
+
+def test_hub_check_fails_fast_and_respects_offline_and_proxy(monkeypatch):
+    from bertprobe import hub
+
+    hub.hub_reachable.cache_clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub.offline_mode() and not hub.hub_reachable()
+    hub.hub_reachable.cache_clear()
+    for var in hub.OFFLINE_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    assert hub.hub_reachable()  # behind a proxy the direct test is skipped
+    hub.hub_reachable.cache_clear()
+    monkeypatch.delenv("HTTPS_PROXY")
+    monkeypatch.setenv("HF_ENDPOINT", "https://127.0.0.1:1")  # nothing listens there
+    assert not hub.hub_reachable(timeout=1)
+    hub.hub_reachable.cache_clear()
