@@ -100,6 +100,8 @@ def test_uniform_mode_and_iterative_pruning(trained):
     assert len(result.details["ablation"]) == 8 and result.details["ablation"][0]["ci"] is None
     # base + 8 ablations + 2 layers + 4 curve points (importance re-computed between them)
     assert result.details["evaluations"] == 1 + 8 + 2 + 4
+    odd = probe.run(trained, data(), HeadParams(ablation=False, layers=False, bootstrap=0, step=0.3), ProbeContext())
+    assert [p["heads_pruned"] for p in odd.details["pruning_curve"]] == [0, 2, 5, 7, 8]  # 0.3 steps still end at 100%
 
 
 @pytest.mark.parametrize("arch", ["bert", "distilbert"])

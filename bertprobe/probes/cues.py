@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-import torch
 
 from bertprobe.cues import Cue, choice_cues, label_cues, top_cues, words
 from bertprobe.data import Dataset, DataSpec, Example

@@ -21,6 +21,7 @@ Implementation and deviations:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,7 +31,6 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.data import Dataset
-from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
 from bertprobe.interventions import head_intervention
 from bertprobe.probe import Probe, ProbeContext
@@ -125,7 +125,7 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
     mask = torch.ones(layers, heads)
     pruned: list[tuple[int, int]] = []
     curve = [{"fraction": 0.0, "heads_pruned": 0, "metric": base}]
-    steps = int(round(1 / params.step))
+    steps = math.ceil(1 / params.step - 1e-9)  # the last step reaches 100% even when step does not divide 1
     scores = order_scores.clone()
     for k in ctx.progress(range(1, steps + 1), total=steps, desc="pruning curve"):
         target_n = min(total, int(round(k * params.step * total)))
