@@ -77,45 +77,38 @@ class DatasetLoader(Protocol):
     def load(self, spec: DataSpec) -> Dataset: ...
 
 
-def read_delimited(path: Path, sep: str = "\t", quoted: bool = False) -> Any:
-    """Read a delimited file with datasets; ``quoted=False`` treats every '"' as text (GLUE, SemEval)."""
-    import datasets
-
-    if not path.is_file():
-        raise DataError(f"data file '{path}' does not exist; pass --data PATH")
-    if path.stat().st_size == 0:
-        raise DataError(f"data file '{path}' is empty")
-    datasets.disable_progress_bars()
-    try:
-        return datasets.load_dataset(
-            "csv", data_files=str(path), sep=sep, quoting=0 if quoted else 3, split="train",
-            keep_default_na=False,
-        )
-    except Exception as exc:
-        if "corresponds to no data" in str(exc):
-            raise DataError(f"'{path}' has no rows") from None
-        raise DataError(f"cannot read '{path}': {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-
-
-def _read_local(path: Path) -> Any:
+def _load_file(path: Path, builder: str, **kwargs: Any) -> Any:
+    """Load one local file with a datasets builder; every failure becomes a one-line DataError."""
     import datasets
 
     if not path.is_file():
         raise DataError(f"data file '{path}' does not exist; pass --data PATH to a csv/tsv/jsonl file")
     if path.stat().st_size == 0:
         raise DataError(f"data file '{path}' is empty")
-    fmt = LOCAL_FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv or .jsonl")
     datasets.disable_progress_bars()
     try:
-        if fmt == "tsv":  # GLUE-style: tab separated, bare quotes are literal text
-            return datasets.load_dataset("csv", data_files=str(path), sep="\t", quoting=3, split="train")
-        return datasets.load_dataset(fmt, data_files=str(path), split="train")
+        return datasets.load_dataset(builder, data_files=str(path), split="train", **kwargs)
     except Exception as exc:  # datasets raises many types for malformed files
         if "corresponds to no data" in str(exc):
             raise DataError(f"'{path}' has no rows") from None
         raise DataError(f"cannot read '{path}': {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
+def read_delimited(path: Path, sep: str = "\t", quoted: bool = False) -> Any:
+    """Read a delimited file; ``quoted=False`` treats every '"' as text (GLUE, SemEval) and cells such as
+    'NA' or 'null' stay text either way."""
+    return _load_file(path, "csv", sep=sep, quoting=0 if quoted else 3, keep_default_na=False)
+
+
+def _read_local(path: Path) -> Any:
+    fmt = LOCAL_FORMATS.get(path.suffix.lower())
+    if fmt is None and path.is_file():
+        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv or .jsonl")
+    if fmt == "tsv":  # GLUE-style: tab separated, bare quotes are literal text
+        return read_delimited(path, "\t", quoted=False)
+    if fmt == "csv":
+        return read_delimited(path, ",", quoted=True)
+    return _load_file(path, "json")
 
 
 def _read_hub(spec: DataSpec) -> Any:

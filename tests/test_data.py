@@ -74,3 +74,12 @@ def test_align_labels_by_name_index_and_classlabel():
         align_labels(Dataset([Example("a", label="neutral")], name="d"), ["negative", "positive"])
     with pytest.raises(DataError, match="label 5"):
         align_labels(Dataset([Example("a", label=5)], name="d"), ["negative", "positive"])
+
+
+def test_na_like_text_stays_text(tmp_path):
+    path = tmp_path / "na.tsv"
+    path.write_text("sentence\tlabel\nNA\t1\nnull\t0\n")
+    assert [ex.text for ex in load_table(DataSpec(path=str(path))).examples] == ["NA", "null"]
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_text('sentence,label\n"a, quoted ""film""",1\nNone,0\n')
+    assert [ex.text for ex in load_table(DataSpec(path=str(csv_path))).examples] == ['a, quoted "film"', "None"]
