@@ -175,7 +175,7 @@ def batch_statistics(att: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, s
         special=((per_row["cls"] + per_row["sep"]) * rows_w).sum(-1) / n_rows,
         diagonal=(diag * rows_w).sum(-1) / n_rows,
         segment=(seg_mass * rows_w).sum(-1) / n_rows,
-        pair=torch.tensor([int(segments[b][valid[b]].max()) > 0 for b in range(ids.shape[0])]),
+        pair=(segments * valid).amax(dim=1) > 0,  # on the batch's device
     )
     return sums, feats
 
