@@ -260,7 +260,7 @@ class HeadPruningProbe(Probe):
         result.add_metric("max_single_head_drop", float(-deltas.min()) + 0.0, False, "largest accuracy drop from removing one head")
         result.add_metric("heads_improving_when_removed", float((deltas > 0).sum()), None,
                           "heads whose removal raises accuracy")
-        hurt = sorted(table, key=lambda r: r["delta"])[: params.findings]
+        hurt = [r for r in sorted(table, key=lambda r: r["delta"]) if r["delta"] < 0][: params.findings]
         helps = [r for r in sorted(table, key=lambda r: -r["delta"]) if r["delta"] > 0][: params.findings]
         for row, title in [(r, "removal hurts") for r in hurt] + [(r, "removal helps") for r in helps]:
             ci = f" (CI {row['ci'][0]:+.4f}..{row['ci'][1]:+.4f})" if row["ci"] else ""
