@@ -352,9 +352,10 @@ class AttentionAuditProbe(Probe):
                 table.append(entry)
         result.details["heads"] = table
         result.details["layer_type_shares"] = {n: shares[:, :, i].mean(1).tolist() for i, n in enumerate(TYPES)}
+        titles = {"cls": "attention to [CLS]", "sep": "attention to [SEP]", "punct": "attention to punctuation",
+                  "entropy": "attention entropy (nats)"}
         result.details["heatmaps"] = {
-            f"attention to {k}": {"matrix": acc.mean(k).tolist(), "rows": rows, "cols": cols}
-            for k in ("cls", "sep", "punct", "entropy")
+            title: {"matrix": acc.mean(k).tolist(), "rows": rows, "cols": cols} for k, title in titles.items()
         }
         result.details["heatmaps"]["share heterogeneous"] = {"matrix": shares[:, :, 4].tolist(), "rows": rows, "cols": cols}
         result.details["summary"] = {

@@ -29,7 +29,7 @@ STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 .passed{color:#176f2c}.failed{color:#b00020}.error{color:#b00020}.skipped{color:#666}
-.heat td{width:2.2em;text-align:center;font-size:.75em;border:none}
+.heat td{min-width:.8em;text-align:center;font-size:.75em;border:none;padding:.1em .25em}
 """
 
 
@@ -45,11 +45,15 @@ def _heatmap(title: str, spec: dict[str, Any]) -> str:
     out = [f"<h4>{html.escape(title)}</h4><table class='heat'><tr><td></td>"]
     out += [f"<td>{html.escape(str(c))}</td>" for c in cols]
     out.append("</tr>")
+    show_numbers = len(cols) <= 24  # big matrices (head x head) are drawn as colour only; values in tooltips
     for label, row in zip(rows, matrix):
         out.append(f"<tr><td>{html.escape(str(label))}</td>")
         for v in row:
-            shade = int(255 - 200 * ((v - lo) / span)) if isinstance(v, (int, float)) else 255
-            out.append(f"<td style='background:rgb({shade},{shade},255)' title='{fmt(v)}'>{fmt(v)}</td>")
+            number = isinstance(v, (int, float))
+            shade = int(255 - 200 * ((v - lo) / span)) if number else 255
+            text = (f"{v:.2f}".replace("-0.00", "0.00") if number else "") if show_numbers else ""
+            ink = "#fff" if shade < 120 else "#000"
+            out.append(f"<td style='background:rgb({shade},{shade},255);color:{ink}' title='{fmt(v)}'>{text}</td>")
         out.append("</tr>")
     out.append("</table>")
     return "".join(out)
