@@ -252,3 +252,15 @@ def test_entry_point_passes_exit_codes(suite_factory, capsys):
     with pytest.raises(SystemExit) as exit_info:
         entry_point(["--version"])
     assert exit_info.value.code == 0 and "0.1.0" in capsys.readouterr().out
+
+
+def test_report_json_round_trips(suite_factory):
+    from bertprobe.reporters.json_report import read_report
+
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n")
+    assert invoke("run", str(suite)).exit_code == 0
+    (run_dir,) = run_dirs(suite)
+    raw = json.loads((run_dir / "report.json").read_text())
+    report = read_report(run_dir / "report.json")
+    assert report.ok and report.score() == 1.0 and report.probes[0].metrics["accuracy"].ci is not None
+    assert report.to_dict() == raw

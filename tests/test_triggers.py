@@ -84,7 +84,7 @@ def test_vocabulary_filter(tmp_path):
 
 def _search(target, params, examples):
     rows = SplicedRows(target, examples, params)
-    return TriggerSearch(target, rows, torch.zeros(len(examples)), params, goal=1, targeted=False)
+    return TriggerSearch(target, rows, params, goal=1, targeted=False)
 
 
 def test_gradient_equals_autograd_on_input_embeddings(trained):

@@ -201,9 +201,8 @@ def _content_runs(special: list[int]) -> list[tuple[int, int]]:
 class TriggerSearch:
     """The search state: the spliced examples, the attack objective and a forward-pass counter."""
 
-    def __init__(self, target: Target, rows: SplicedRows, labels: torch.Tensor, params: TriggerParams,
-                 goal: int, targeted: bool) -> None:
-        self.target, self.rows, self.labels, self.params = target, rows, labels, params
+    def __init__(self, target: Target, rows: SplicedRows, params: TriggerParams, goal: int, targeted: bool) -> None:
+        self.target, self.rows, self.params = target, rows, params
         self.goal, self.targeted = goal, targeted
         self.forward_passes = 0
         self.rows_scored = 0
@@ -412,7 +411,7 @@ class UniversalTriggerProbe(Probe):
         search_idx, held_idx = list(range(cut)), list(range(cut, len(examples)))
         rows = SplicedRows(target, examples, params)
         goal = to if to is not None else label
-        search = TriggerSearch(target, rows, torch.tensor([label] * len(examples)), params, goal, to is not None)
+        search = TriggerSearch(target, rows, params, goal, to is not None)
         allowed = allowed_vocabulary(target.tokenizer, params)
         if int(allowed.sum()) < params.candidates:
             raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
