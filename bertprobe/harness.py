@@ -116,6 +116,7 @@ class Session:
     log: Any = None
     targets: dict[ModelSpec, Target] = field(default_factory=dict)
     datasets: dict[tuple[str, ModelSpec | None], Dataset] = field(default_factory=dict)
+    raw_datasets: dict[str, Dataset] = field(default_factory=dict)
 
     def emit(self, event: str, **payload: Any) -> None:
         record = {"event": event, "time": utc_now(), **payload}
@@ -137,12 +138,13 @@ class Session:
         return self.targets[spec]
 
     def data_for(self, spec: DataSpec, target: Target | None = None) -> Dataset:
-        key = (repr(spec), target.spec if target else None)  # DataSpec holds a dict: not hashable
+        name = repr(spec)  # DataSpec holds a dict: not hashable
+        key = (name, target.spec if target else None)
         if key not in self.datasets:
-            raw = (
-                self.plugins.datasets.get(spec.loader).load(spec) if spec.loader else load_table(spec)
-            )
-            data = subsample(raw, spec.limit, spec.sample, self.suite.seed)
+            if name not in self.raw_datasets:  # read each file once, however many targets use it
+                raw = self.plugins.datasets.get(spec.loader).load(spec) if spec.loader else load_table(spec)
+                self.raw_datasets[name] = subsample(raw, spec.limit, spec.sample, self.suite.seed)
+            data = self.raw_datasets[name]
             if target is not None and any(ex.label is not None for ex in data.examples):
                 if target.task == "multiple-choice":
                     sizes = {len(ex.choices or ()) for ex in data.examples}

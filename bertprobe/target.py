@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,7 +78,8 @@ def resolve_dtype(name: str, device: torch.device, checkpoint_dtype: Any) -> tor
 
 
 def _looks_local(path: str) -> bool:
-    return path.startswith((".", "/", "~")) or os.sep in path.strip("/").split("/", 1)[-1] or Path(path).exists()
+    """A hub id is 'name' or 'org/name'; anything relative, absolute or deeper is a local path."""
+    return path.startswith((".", "/", "~")) or path.count("/") > 1 or Path(path).exists()
 
 
 def _check_weights(directory: Path, allow_pickle: bool) -> None:
@@ -134,7 +134,7 @@ def load_target(spec: ModelSpec) -> Target:
     if local.is_dir():
         _check_weights(local, spec.allow_pickle)
         source = str(local)
-    elif _looks_local(path) or local.exists():
+    elif _looks_local(path):
         raise TargetError(f"model path '{path}' does not exist or is not a directory; pass --model PATH")
     else:
         source = path
