@@ -179,3 +179,11 @@ def test_not_cue_on_real_arct_meets_the_bar():
     lit = {c.cue: c for c in choice_cues([ex.choices for ex in data.examples], labels, normalize_contractions=False)}["not"]
     assert (round(norm.productivity, 3), round(norm.coverage, 3)) == (0.666, 0.617)
     assert (round(lit.productivity, 3), round(lit.coverage, 3)) == (0.659, 0.352)
+
+
+def test_cue_flip_matches_whole_words_only():
+    rows = [Example("c r", choices=("nothing is fair", "not fair"), label=1, meta={"claim": "c", "reason": "r"})]
+    target = RuleTarget("not", [], _Tok())
+    result = SpuriousCuesProbe().run(target, Dataset(rows, name="t"), CueParams(min_applicability=1, ngrams=(1,)), ProbeContext())
+    # 'nothing' does not contain the cue word 'not', so the wrong warrant is eligible for the insertion
+    assert result.details["cue_flip_examples"] == 1 and result.value("cue_flip_rate") == 1.0

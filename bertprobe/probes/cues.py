@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 
-from bertprobe.cues import Cue, choice_cues, label_cues, top_cues, words
+from bertprobe.cues import Cue, choice_cues, grams, label_cues, top_cues, words
 from bertprobe.data import Dataset, DataSpec, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
@@ -172,8 +172,6 @@ class SpuriousCuesProbe(Probe):
 
     @staticmethod
     def _share_covered(data: Dataset, cues: set[str], params: CueParams, choice: bool) -> float:
-        from bertprobe.cues import grams
-
         hit = 0
         for ex in data.examples:
             if choice:
@@ -239,7 +237,8 @@ class SpuriousCuesProbe(Probe):
             wrong = 1 - int(ex.label)  # type: ignore[arg-type]
             if base[i] != ex.label or wrong >= len(ex.choices or ()):
                 continue
-            if cue.cue in " ".join(words(ex.choices[wrong], params.normalize_contractions)):  # type: ignore[index]
+            wrong_grams = grams(words(ex.choices[wrong], params.normalize_contractions), params.ngrams)  # type: ignore[index]
+            if cue.cue in wrong_grams:  # whole words: 'not' is not in 'nothing'
                 continue
             choices = list(ex.choices)  # type: ignore[arg-type]
             choices[wrong] = f"{cue.cue} {choices[wrong]}"
