@@ -10,7 +10,7 @@ from conftest import SHARED
 
 from bertprobe.cloze.builtin import CATEGORIES, builtin_items
 from bertprobe.cloze.items import ClozeItem, load_ettinger, load_item_file, resolve_sets
-from bertprobe.cloze.scoring import ClozeScorer, candidate_ids
+from bertprobe.cloze.scoring import ClozeScorer, candidate_ids, encode_many
 from bertprobe.errors import DataError
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.cloze import ClozeParams, ClozeProbe, ItemOutcome, aggregate
@@ -153,6 +153,42 @@ def test_batched_and_one_by_one_scoring_agree(tmp_path):
     for a, b in zip(joint, single):
         for w in a.answers:
             assert a.answers[w] == pytest.approx(b.answers[w], abs=1e-4)
+
+
+def test_identical_rows_run_once_and_only_single_mask_rows_keep_the_vocabulary(bert_mlm):
+    rows_seen = []
+    bert_mlm.model.register_forward_pre_hook(lambda m, a, kw: rows_seen.append(kw["input_ids"].shape[0]), with_kwargs=True)
+    tok = bert_mlm.tokenizer
+    # two 2-piece candidates: their first-piece rows (both positions masked) are the same input
+    item = ClozeItem("x", "t", "It is one hundred {mask}.", ("centimeters",), ("kindmeters",))
+    assert len(candidate_ids(tok, item, "kindmeters")) == 2 and candidate_ids(tok, item, "kindmeters")[1] == candidate_ids(tok, item, "centimeters")[1]
+    scorer = ClozeScorer(bert_mlm)
+    (scores,) = scorer.score([item])
+    assert scorer.passes == 1 and rows_seen == [1 + 3]  # single-mask row, shared first piece, two second pieces
+    assert scores.vocab_logprobs.shape == (bert_mlm.model.config.vocab_size,)
+    alone = {w: ClozeScorer(bert_mlm).score([ClozeItem("y", "t", item.text, (w,))])[0].answers[w] for w in ("centimeters", "kindmeters")}
+    twins = ClozeScorer(bert_mlm).score([ClozeItem("a", "t", item.text, ("centimeters",)), ClozeItem("b", "t", item.text, ("kindmeters",))])
+    assert torch.equal(twins[0].vocab_logprobs, twins[1].vocab_logprobs)  # one shared row fills both items
+    assert torch.allclose(twins[0].vocab_logprobs, scores.vocab_logprobs, atol=1e-5)
+    assert scores.answers["centimeters"] == pytest.approx(alone["centimeters"], abs=1e-5)
+    assert scores.distractors["kindmeters"] == pytest.approx(alone["kindmeters"], abs=1e-5)
+    assert alone["centimeters"] != pytest.approx(alone["kindmeters"], abs=1e-3)
+
+
+def test_slow_tokenizer_path_tokenizes_like_the_fast_backend(bert_mlm):
+    tok = bert_mlm.tokenizer
+
+    class Slow:  # a tokenizer without a Rust backend: only __call__
+        is_fast = False
+
+        def __call__(self, texts, add_special_tokens):
+            return tok(texts, add_special_tokens=add_special_tokens)
+
+    texts = ["a robin is a", " centimeters", "", " centimeters", "It is."]
+    fast = encode_many(tok, texts)
+    assert encode_many(Slow(), texts) == fast
+    assert fast == [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert fast[1] == tok.convert_tokens_to_ids(["centi", "##meters"]) and fast[2] == []
 
 
 def test_builtin_sets_are_large_seeded_and_valid():

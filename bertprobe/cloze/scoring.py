@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,23 +36,40 @@ def _spaced(item: ClozeItem, word: str) -> str:
     return (" " if prefix[-1:].isspace() else "") + word
 
 
+def encode_many(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text without special tokens, each distinct text tokenized once.
+
+    A fast tokenizer is called through its Rust backend: transformers' wrapper spends most of a batch
+    call converting encodings to Python objects the scorer never reads (about 3x the tokenizing itself).
+    """
+    distinct = list(dict.fromkeys(texts))
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is not None:
+        ids = [e.ids for e in backend.encode_batch(distinct, add_special_tokens=False)]
+    else:
+        ids = [list(x) for x in tokenizer(distinct, add_special_tokens=False)["input_ids"]] if distinct else []
+    by_text = dict(zip(distinct, ids))
+    return [list(by_text[t]) for t in texts]
+
+
 def candidate_ids_many(tokenizer: Any, pairs: list[tuple[ClozeItem, str]]) -> list[list[int]]:
-    """Token ids of each (item, word) as the word would appear in place of the blank, in one tokenizer call.
+    """Token ids of each (item, word) as the word would appear in place of the blank.
 
     The word gets a leading space when one precedes the blank, so BPE vocabularies give 'Ġword'.
     """
-    if not pairs:
-        return []
-    encoded = tokenizer([_spaced(it, w) for it, w in pairs], add_special_tokens=False)["input_ids"]
+    encoded = encode_many(tokenizer, [_spaced(it, w) for it, w in pairs])
     for (it, w), ids in zip(pairs, encoded):
         if not ids:
             raise ProbeError(f"cloze item {it.id!r}: candidate {w!r} tokenizes to nothing")
-    return [list(ids) for ids in encoded]
+    return encoded
 
 
 def candidate_ids(tokenizer: Any, item: ClozeItem, word: str) -> list[int]:
     """Token ids of ``word`` in place of the blank of ``item``."""
     return candidate_ids_many(tokenizer, [(item, word)])[0]
+
+
+Row = tuple[tuple[int, ...], int]  # token ids and the scored position
 
 
 class ClozeScorer:
@@ -64,6 +82,7 @@ class ClozeScorer:
             raise ProbeError("the tokenizer has no mask token; the cloze probe needs a masked language model")
         self.batch_size = batch_size
         self.passes = 0
+        self.forward_seconds = 0.0  # time in model passes (inputs on the device to log-probs on the host)
 
     def _parts(self, item: ClozeItem) -> tuple[list[int], list[int]]:
         return self._parts_many([item])[0]
@@ -72,9 +91,9 @@ class ClozeScorer:
         """Token ids before and after the blank of each item (two tokenizer calls for all items)."""
         splits = [it.text.split(MASK) for it in items]
         prefixes = [p.rstrip() if p[-1:].isspace() else p for p, _ in splits]
-        pre = self.tok(prefixes, add_special_tokens=False)["input_ids"]
-        suf = self.tok([s for _, s in splits], add_special_tokens=False)["input_ids"]
-        return [(list(a), list(b)) for a, b in zip(pre, suf)]
+        pre = encode_many(self.tok, prefixes)
+        suf = encode_many(self.tok, [s for _, s in splits])
+        return list(zip(pre, suf))
 
     def has_unknown_word(self, item: ClozeItem) -> bool:
         """Whether an answer or distractor tokenizes to the unknown token (it cannot be scored fairly)."""
@@ -94,28 +113,44 @@ class ClozeScorer:
         at = ids.index(self.tok.mask_token_id)
         return list(ids[:at]), list(ids[at + 1 :])
 
-    def _forward_logprobs(self, rows: list[tuple[list[int], int]]) -> torch.Tensor:
-        """Log-softmax over the vocabulary at each row's position: ``len(rows) x V``."""
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-        result = torch.empty(len(rows), self.target.model.config.vocab_size)
+    def _forward(self, rows: list[Row], full: list[int], picks: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the distinct masked ``rows`` (ids, scored position) through the model in length-sorted batches.
+
+        Returns the log-softmax over the vocabulary of each row in ``full`` (``len(full) x V``) and, for
+        each (row, token) in ``picks``, that token's log-probability. Only the picked values of the other
+        rows are kept, so memory grows with the rows' count, not with rows x vocabulary.
+        """
+        full_at: dict[int, list[int]] = {}
+        for k, r in enumerate(full):
+            full_at.setdefault(r, []).append(k)
+        picks_of: dict[int, list[tuple[int, int]]] = {}
+        for k, (r, token) in enumerate(picks):
+            picks_of.setdefault(r, []).append((k, token))
+        dists = torch.empty(len(full), self.target.model.config.vocab_size)
+        picked = torch.empty(len(picks))
         pad = self.tok.pad_token_id or 0
+        device = self.target.device
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         with torch.inference_mode():
-            for s in range(0, len(order), self.batch_size):
-                chunk = order[s : s + self.batch_size]
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
                 width = max(len(rows[i][0]) for i in chunk)
-                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-                mask = torch.zeros_like(ids)
-                for j, i in enumerate(chunk):
-                    seq = rows[i][0]
-                    ids[j, : len(seq)] = torch.tensor(seq)
-                    mask[j, : len(seq)] = 1
+                ids = torch.tensor([[*rows[i][0], *[pad] * (width - len(rows[i][0]))] for i in chunk], device=device)
+                mask = torch.tensor([[1] * len(rows[i][0]) + [0] * (width - len(rows[i][0])) for i in chunk], device=device)
+                pos = torch.tensor([rows[i][1] for i in chunk], device=device)
+                keep = [(j, k) for j, i in enumerate(chunk) for k in full_at.get(i, ())]
+                wanted = [(j, k, token) for j, i in enumerate(chunk) for k, token in picks_of.get(i, ())]
                 self.passes += 1
-                pos = torch.tensor([rows[i][1] for i in chunk], device=self.target.device)
-                logits = self._masked_logits(ids.to(self.target.device), mask.to(self.target.device), pos)
-                picked = logits.float().log_softmax(-1).cpu()
-                for j, i in enumerate(chunk):
-                    result[i] = picked[j]
-        return result
+                started = time.perf_counter()
+                logprobs = self._masked_logits(ids, mask, pos).float().log_softmax(-1)
+                if keep:
+                    local, dest = zip(*keep)
+                    dists[list(dest)] = logprobs[list(local)].cpu()
+                if wanted:
+                    local, dest, tokens = zip(*wanted)
+                    picked[list(dest)] = logprobs[list(local), list(tokens)].cpu()
+                self.forward_seconds += time.perf_counter() - started
+        return dists, picked
 
     def _masked_logits(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """Vocabulary logits at one position per row (``rows x V``).
@@ -139,41 +174,42 @@ class ClozeScorer:
         return logits[:, 0] if logits.shape[1] == 1 else logits[rows, pos]
 
     def score(self, items: list[ClozeItem], joint_batching: bool = True) -> list[ItemScores]:
-        """Score every item's answers and distractors; ``joint_batching=False`` runs one item per pass."""
+        """Score every item's answers and distractors; ``joint_batching=False`` scores one item per pass.
+
+        Each item contributes one single-mask row (its vocabulary distribution, which also scores every
+        single-token candidate) and, per multi-token candidate of k pieces, k left-to-right rows.
+        Identical rows (the first piece of same-length candidates) are computed once.
+        """
         if not joint_batching:
             return [s for it in items for s in self.score([it])]
         mask_id = self.tok.mask_token_id
-        parts = self._parts_many(items)
         head, tail = self._specials()
-        offset = len(head)
-        # 1. one mask per item: the vocabulary distribution (and every single-token candidate's score)
-        single_rows = [(head + pre + [mask_id] + suf + tail, offset + len(pre)) for pre, suf in parts]
-        vocab = self._forward_logprobs(single_rows)
-        # 2. multi-token candidates, left to right
-        multi_rows: list[tuple[list[int], int]] = []
-        multi_keys: list[tuple[int, str, int]] = []  # (item index, candidate, piece id)
-        pairs = [(it, w) for it in items for w in dict.fromkeys((*it.answers, *it.distractors))]
-        flat = iter(candidate_ids_many(self.tok, pairs))
-        cand_ids: list[dict[str, list[int]]] = [
-            {w: next(flat) for w in dict.fromkeys((*it.answers, *it.distractors))} for it in items
-        ]
-        for n, (it, (pre, suf)) in enumerate(zip(items, parts)):
-            ids_by_word = cand_ids[n]
-            for word, ids in ids_by_word.items():
-                if len(ids) == 1:
-                    continue
-                for j in range(len(ids)):
-                    span = ids[:j] + [mask_id] * (len(ids) - j)
-                    multi_rows.append((head + pre + span + suf + tail, offset + len(pre) + j))
-                    multi_keys.append((n, word, ids[j]))
-        multi = self._forward_logprobs(multi_rows) if multi_rows else torch.empty(0, 0)
-        sums: dict[tuple[int, str], float] = {}
-        for r, (n, word, piece) in enumerate(multi_keys):
-            sums[(n, word)] = sums.get((n, word), 0.0) + float(multi[r, piece])
+        words = [list(dict.fromkeys((*it.answers, *it.distractors))) for it in items]
+        flat = iter(candidate_ids_many(self.tok, [(it, w) for it, ws in zip(items, words) for w in ws]))
+        cand_ids = [{w: next(flat) for w in ws} for ws in words]
+        index: dict[Row, int] = {}
+
+        def row(ids: list[int], pos: int) -> int:
+            return index.setdefault((tuple(ids), pos), len(index))
+
+        full: list[int] = []
+        picks: list[tuple[int, int]] = []
+        spans: list[tuple[int, str, int]] = []  # (item, word, first pick) of each multi-token candidate
+        for n, (pre, suf) in enumerate(self._parts_many(items)):
+            at = len(head) + len(pre)
+            full.append(row(head + pre + [mask_id] + suf + tail, at))
+            for word, ids in cand_ids[n].items():
+                if len(ids) > 1:
+                    spans.append((n, word, len(picks)))
+                    for j, piece in enumerate(ids):
+                        span = ids[:j] + [mask_id] * (len(ids) - j)
+                        picks.append((row(head + pre + span + suf + tail, at + j), piece))
+        dists, picked = self._forward([key for key in index], full, picks)
+        sums = {(n, word): float(picked[k : k + len(cand_ids[n][word])].sum()) for n, word, k in spans}
         out = []
         for n, it in enumerate(items):
             def score(word: str, n: int = n) -> float:
                 ids = cand_ids[n][word]
-                return float(vocab[n, ids[0]]) if len(ids) == 1 else sums[(n, word)]
-            out.append(ItemScores(it, {w: score(w) for w in it.answers}, {w: score(w) for w in it.distractors}, vocab[n]))
+                return float(dists[n, ids[0]]) if len(ids) == 1 else sums[(n, word)]
+            out.append(ItemScores(it, {w: score(w) for w in it.answers}, {w: score(w) for w in it.distractors}, dists[n]))
         return out
