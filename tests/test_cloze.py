@@ -145,9 +145,16 @@ def test_unknown_words_are_skipped(bert_mlm):
 def test_batched_and_one_by_one_scoring_agree(tmp_path):
     target = tiny_target(tmp_path / "r", task="masked-lm", arch="roberta")
     items = builtin_items(0, 3)
-    scorer = ClozeScorer(target, batch_size=16)
+    bars = []
+
+    def progress(iterable, total, desc):
+        bars.append((total, desc))
+        return iterable
+
+    scorer = ClozeScorer(target, batch_size=16, progress=progress)
     joint = scorer.score(items)
     passes = scorer.passes
+    assert len(bars) == 1 and bars[0][0] == passes > 1 and bars[0][1].startswith("cloze (")
     single = scorer.score(items, joint_batching=False)
     assert scorer.passes - passes > passes
     for a, b in zip(joint, single):

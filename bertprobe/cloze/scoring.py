@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -75,8 +76,9 @@ Row = tuple[tuple[int, ...], int]  # token ids and the scored position
 class ClozeScorer:
     """Builds masked inputs for items and scores them in batches on a masked-LM target."""
 
-    def __init__(self, target: Any, batch_size: int = 32) -> None:
+    def __init__(self, target: Any, batch_size: int = 32, progress: Callable[..., Iterable[Any]] | None = None) -> None:
         self.target = target
+        self.progress = progress
         self.tok = target.tokenizer
         if self.tok.mask_token_id is None:
             raise ProbeError("the tokenizer has no mask token; the cloze probe needs a masked language model")
@@ -132,7 +134,10 @@ class ClozeScorer:
         device = self.target.device
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
+            starts = range(0, len(order), self.batch_size)
+            if self.progress is not None:
+                starts = self.progress(starts, total=len(starts), desc=f"cloze ({len(rows)} masked inputs)")
+            for start in starts:
                 chunk = order[start : start + self.batch_size]
                 width = max(len(rows[i][0]) for i in chunk)
                 ids = torch.tensor([[*rows[i][0], *[pad] * (width - len(rows[i][0]))] for i in chunk], device=device)

@@ -131,7 +131,7 @@ class ClozeProbe(Probe):
             result.status = "skipped"
             result.message = "no cloze items selected"
             return result
-        scorer = ClozeScorer(target, params.batch_size)
+        scorer = ClozeScorer(target, params.batch_size, ctx.progress)
         skip = scorer.unknown_items(items)
         unknown = [it for it in items if it.id in skip]
         items = [it for it in items if it.id not in skip]
