@@ -224,8 +224,15 @@ def test_item_files_and_errors(tmp_path):
     assert [(i.id, i.category, i.answers) for i in items] == [("a", "mine", ("four",)), ("b", "colours", ("blue",))]
     bad = tmp_path / "bad.yaml"
     bad.write_text("- {id: a, text: 'no blank', answers: [x]}\n")
-    with pytest.raises(DataError, match="exactly once"):
+    with pytest.raises(DataError, match=r"bad.yaml: item 1: cloze item 'a': text must contain \{mask\} exactly once"):
         load_item_file(bad)
+    bad.write_text("- {id: a, text: '{mask}', answers: [x]}\n- just a string\n")
+    with pytest.raises(DataError, match="bad.yaml: item 2: an item must be a mapping"):
+        load_item_file(bad)
+    jsonl = tmp_path / "bad.jsonl"
+    jsonl.write_text('{"id": "a", "text": "{mask}", "answers": ["x"]}\n\n{"id": "b", "text": "{mask}", "answers": []}\n')
+    with pytest.raises(DataError, match="bad.jsonl:3: cloze item 'b': needs at least one non-empty answer"):
+        load_item_file(jsonl)
     bad.write_text("- {id: a, text: '{mask}', answers: [x], colour: red}\n")
     with pytest.raises(DataError, match="unknown field 'colour'"):
         load_item_file(bad)

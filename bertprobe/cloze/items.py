@@ -55,11 +55,20 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
 
 def item_from_mapping(raw: dict[str, Any], where: str, default_category: str) -> ClozeItem:
     allowed = {"id", "category", "text", "answers", "answer", "distractors", "pair", "negated"}
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: an item must be a mapping with 'text' and 'answers', got {type(raw).__name__}")
     unknown = set(raw) - allowed
     if unknown:
         raise DataError(f"{where}: unknown field '{sorted(unknown)[0]}'; fields: {', '.join(sorted(allowed))}")
     if "text" not in raw:
         raise DataError(f"{where}: missing 'text' (a sentence with {MASK})")
+    try:
+        return _item(raw, where, default_category)
+    except DataError as exc:
+        raise DataError(f"{where}: {exc}") from None
+
+
+def _item(raw: dict[str, Any], where: str, default_category: str) -> ClozeItem:
     return ClozeItem(
         id=str(raw.get("id", where)),
         category=str(raw.get("category", default_category)),
@@ -94,7 +103,7 @@ def load_item_file(path: Path) -> list[ClozeItem]:
     entries = doc.get("items") if isinstance(doc, dict) else doc
     if not isinstance(entries, list):
         raise DataError(f"{path}: expected a list of items (or a mapping with 'items:')")
-    return [item_from_mapping(raw, f"{path}:{i}", category) for i, raw in enumerate(entries)]
+    return [item_from_mapping(raw, f"{path}: item {i}", category) for i, raw in enumerate(entries, 1)]
 
 
 # ---- Ettinger 2020 diagnostics, native tsv ----------------------------------------------------
