@@ -23,6 +23,19 @@ from torch import nn
 from bertprobe.architectures import AttentionSite
 
 
+@contextlib.contextmanager
+def frozen_parameters(model: nn.Module) -> Iterator[None]:
+    """Turn off gradients for every parameter (only an input's gradient is wanted), then restore them."""
+    flags = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(model.parameters(), flags):
+            p.requires_grad_(flag)
+
+
 class _LayerCounter:
     """Maps each call of a (possibly shared) attention block to its logical layer."""
 

@@ -117,3 +117,15 @@ def test_mask_gradient_is_available_for_importance(tmp_path):
         loss = target.forward(batch).logits.logsumexp(-1).sum()
     loss.backward()
     assert mask.grad is not None and mask.grad.shape == (2, 4) and mask.grad.abs().sum() > 0
+
+
+def test_frozen_parameters_restores_each_flag_even_after_an_error():
+    from bertprobe.interventions import frozen_parameters
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    model[1].bias.requires_grad_(False)
+    before = [p.requires_grad for p in model.parameters()]
+    with pytest.raises(RuntimeError), frozen_parameters(model):
+        assert not any(p.requires_grad for p in model.parameters())
+        raise RuntimeError("stop")
+    assert [p.requires_grad for p in model.parameters()] == before == [True, True, True, False]

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
-from bertprobe.interventions import head_intervention
+from bertprobe.interventions import frozen_parameters, head_intervention
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci, gini
@@ -95,10 +95,7 @@ class Evaluator:
         base = torch.ones(self.shape) if mask is None else mask.float()
         total = torch.zeros(self.shape)
         model = self.target.model
-        flags = [p.requires_grad for p in model.parameters()]
-        for p in model.parameters():
-            p.requires_grad_(False)
-        try:
+        with frozen_parameters(model):
             for idx, batch in self.batches:
                 xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(self.target.device).requires_grad_(True)
                 with torch.enable_grad(), head_intervention(model, self.sites, mask=xi):
@@ -106,9 +103,6 @@ class Evaluator:
                     loss = F.cross_entropy(logits, self.labels[idx].to(logits.device), reduction="sum")
                     loss.backward()
                 total += xi.grad.abs().sum(0).cpu()
-        finally:
-            for p, flag in zip(model.parameters(), flags):
-                p.requires_grad_(flag)
         return total / len(self.labels)
 
 

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
+from bertprobe.interventions import frozen_parameters
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.target import ModelSpec, Target
@@ -416,12 +417,9 @@ class UniversalTriggerProbe(Probe):
         if int(allowed.sum()) < params.candidates:
             raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
 
-        params_frozen = [p.requires_grad for p in target.model.parameters()]
-        for p in target.model.parameters():
-            p.requires_grad_(False)
         start = time.perf_counter()
-        try:
-            best, best_loss, history = None, math.inf, []
+        best, best_loss, history = None, math.inf, []
+        with frozen_parameters(target.model):
             for restart in range(params.restarts):
                 init = _initial_trigger(target.tokenizer, params, allowed, restart, rng)
                 trigger, hist = run_search(search, init, search_idx, allowed, rng, ctx.progress)
@@ -430,9 +428,6 @@ class UniversalTriggerProbe(Probe):
                 ctx.log(f"restart {restart}: {target.tokenizer.decode(trigger.tolist())!r} loss {loss:.3f}")
                 if loss < best_loss:
                     best, best_loss = trigger, loss
-        finally:
-            for p, flag in zip(target.model.parameters(), params_frozen):
-                p.requires_grad_(flag)
         search_seconds = time.perf_counter() - start
         assert best is not None
 
