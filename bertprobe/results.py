@@ -6,6 +6,12 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+def layer_head_heatmap(matrix: Any) -> dict[str, Any]:
+    """A ``details["heatmaps"]`` entry for a layers x heads tensor: rows L0, L1, ..., columns H0, H1, ..."""
+    layers, heads = matrix.shape
+    return {"matrix": matrix.tolist(), "rows": [f"L{i}" for i in range(layers)], "cols": [f"H{j}" for j in range(heads)]}
+
+
 SCHEMA_VERSION = 1
 
 Status = Literal["passed", "failed", "skipped", "error"]

@@ -73,7 +73,8 @@ def test_probe_end_to_end(trained):
     assert phys["parameters_after"] < phys["parameters_before"]
     assert phys["accuracy_pruned"] == phys["accuracy_masked"]
     assert "speedup" in result.metrics
-    assert "head importance (raw)" in result.details["heatmaps"]
+    raw_map = result.details["heatmaps"]["head importance (raw)"]
+    assert raw_map == {"matrix": result.details["importance"], "rows": ["L0", "L1"], "cols": ["H0", "H1", "H2", "H3"]}
 
 
 def test_ablating_a_dead_head_changes_nothing_and_layer_ablation_matches_masks(tmp_path):

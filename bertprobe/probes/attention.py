@@ -34,7 +34,7 @@ import torch
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import Finding, ProbeResult, layer_head_heatmap
 from bertprobe.target import ModelSpec, Target
 
 TYPES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
@@ -80,6 +80,11 @@ def special_ids(tokenizer: Any) -> tuple[set[int], set[int]]:
     cls = {i for i in (tokenizer.cls_token_id, tokenizer.bos_token_id) if i is not None}
     sep = {i for i in (tokenizer.sep_token_id, tokenizer.eos_token_id) if i is not None}
     return cls, sep - cls if sep - cls else sep
+
+
+def any_of(ids: torch.Tensor, wanted: set[int]) -> torch.Tensor:
+    """Boolean tensor shaped like ``ids``: where the id is one of ``wanted``."""
+    return torch.isin(ids, torch.tensor(sorted(wanted), dtype=ids.dtype, device=ids.device))
 
 
 @dataclass
@@ -147,12 +152,7 @@ def batch_statistics(att: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, s
     def key_mass(keys: torch.Tensor) -> torch.Tensor:  # keys: B x T bool -> B x L x H x T (per query row)
         return (att * keys.to(att.dtype).view(keys.shape[0], 1, 1, 1, t)).sum(-1)
 
-    is_cls = torch.zeros_like(valid)
-    for i in cls_ids:
-        is_cls |= ids == i
-    is_sep = torch.zeros_like(valid)
-    for i in sep_ids:
-        is_sep |= ids == i
+    is_cls, is_sep = any_of(ids, cls_ids), any_of(ids, sep_ids)
     is_punct = punct.to(ids.device)[ids.clamp(max=len(punct) - 1)] & valid
     per_row = {
         "cls": key_mass(is_cls),
@@ -184,9 +184,7 @@ def segment_ids(ids: torch.Tensor, mask: torch.Tensor, batch: dict[str, torch.Te
     """Segment index of every token: token_type_ids when present, else count [SEP]s before it."""
     if "token_type_ids" in batch and int(batch["token_type_ids"].max()) > 0:
         return batch["token_type_ids"].reshape(ids.shape)
-    is_sep = torch.zeros_like(ids, dtype=torch.bool)
-    for i in sep_ids:
-        is_sep |= ids == i
+    is_sep = any_of(ids, sep_ids)
     seps_before = torch.cumsum(is_sep.long(), dim=1) - is_sep.long()
     # RoBERTa writes '</s></s>' between segments: count pairs as one boundary
     return (seps_before > 0).long() * mask.long()
@@ -341,8 +339,6 @@ class AttentionAuditProbe(Probe):
         special = cls + sep
         result.add_metric("heads_mostly_special", float((special > 0.5).double().mean()), None,
                           "share of heads putting more than half their attention on [CLS]/[SEP]")
-        rows = [f"L{i}" for i in range(layers)]
-        cols = [f"H{j}" for j in range(heads)]
         table = []
         for layer in range(layers):
             for head in range(heads):
@@ -355,9 +351,9 @@ class AttentionAuditProbe(Probe):
         titles = {"cls": "attention to [CLS]", "sep": "attention to [SEP]", "punct": "attention to punctuation",
                   "entropy": "attention entropy (nats)"}
         result.details["heatmaps"] = {
-            title: {"matrix": acc.mean(k).tolist(), "rows": rows, "cols": cols} for k, title in titles.items()
+            title: layer_head_heatmap(acc.mean(k)) for k, title in titles.items()
         }
-        result.details["heatmaps"]["share heterogeneous"] = {"matrix": shares[:, :, 4].tolist(), "rows": rows, "cols": cols}
+        result.details["heatmaps"]["share heterogeneous"] = layer_head_heatmap(shares[:, :, TYPES.index("heterogeneous")])
         result.details["summary"] = {
             "map types": ", ".join(f"{n.replace('_', '+')} {overall[i]:.0%}" for i, n in enumerate(TYPES)),
             "special tokens": f"[CLS] {float(cls.mean()):.0%}, [SEP] {float(sep.mean()):.0%} of all attention",
@@ -378,7 +374,7 @@ class AttentionAuditProbe(Probe):
         if cosine is not None:
             result.add_metric("compare_cosine_mean", float(cosine.mean()), None,
                               "mean per-head cosine similarity of flattened maps to compare_model")
-            result.details["heatmaps"]["cosine similarity to compare_model"] = {"matrix": cosine.tolist(), "rows": rows, "cols": cols}
+            result.details["heatmaps"]["cosine similarity to compare_model"] = layer_head_heatmap(cosine)
         for name, typical in acc.typical.items():
             result.findings.append(Finding(
                 title=f"typical {name} map: layer {typical['layer']} head {typical['head']}",

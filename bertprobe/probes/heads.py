@@ -34,7 +34,7 @@ from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.interventions import frozen_parameters, head_intervention
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import Finding, ProbeResult, layer_head_heatmap
 from bertprobe.stats import bootstrap_ci, gini
 from bertprobe.target import Target
 
@@ -196,13 +196,11 @@ class HeadPruningProbe(Probe):
                           "concentration of raw importance over heads (0 even, 1 one head)")
         result.add_metric("importance_cost_passes", importance_seconds / max(eval_seconds, 1e-9), False,
                           "importance wall time in units of one plain evaluation pass")
-        rows_labels = [f"L{i}" for i in range(layers)]
-        cols = [f"H{j}" for j in range(heads)]
         result.details["importance"] = raw.tolist()
         result.details["importance_normalized"] = norm.tolist()
         result.details["heatmaps"] = {
-            "head importance (raw)": {"matrix": raw.tolist(), "rows": rows_labels, "cols": cols},
-            "head importance (normalised per layer)": {"matrix": norm.tolist(), "rows": rows_labels, "cols": cols},
+            "head importance (raw)": layer_head_heatmap(raw),
+            "head importance (normalised per layer)": layer_head_heatmap(norm),
         }
 
         if params.ablation:
@@ -249,8 +247,7 @@ class HeadPruningProbe(Probe):
             deltas[layer, head] = delta
             table.append({"layer": layer, "head": head, "delta": delta, "ci": ci})
         result.details["ablation"] = table
-        result.details["heatmaps"]["accuracy change when the head is removed"] = {
-            "matrix": deltas.tolist(), "rows": [f"L{i}" for i in range(layers)], "cols": [f"H{j}" for j in range(heads)]}
+        result.details["heatmaps"]["accuracy change when the head is removed"] = layer_head_heatmap(deltas)
         result.add_metric("max_single_head_drop", float(-deltas.min()) + 0.0, False, "largest accuracy drop from removing one head")
         result.add_metric("heads_improving_when_removed", float((deltas > 0).sum()), None,
                           "heads whose removal raises accuracy")
@@ -284,13 +281,10 @@ class HeadPruningProbe(Probe):
         for layer, head in drop:
             mask[layer, head] = 0
         masked_accuracy = float(ev.correct(mask=mask).mean())
-        pruned_preds = []
+        pruned_correct = np.zeros(len(ev.labels), dtype=bool)
         with torch.inference_mode():
             for idx, batch in ev.batches:
-                pruned_preds.append((idx, pruned(**batch).logits.argmax(-1).cpu()))
-        pruned_correct = np.zeros(len(ev.labels), dtype=bool)
-        for idx, pred in pruned_preds:
-            pruned_correct[idx] = (pred == ev.labels[idx]).numpy()
+                pruned_correct[idx] = (pruned(**batch).logits.argmax(-1).cpu() == ev.labels[idx]).numpy()
         result.add_metric("speedup", after / before - 1, True,
                           f"relative examples/s gain with {params.physical_fraction:.0%} of heads physically pruned")
         result.details["physical"] = {
