@@ -41,6 +41,13 @@ def grams(tokens: Sequence[str], sizes: Iterable[int]) -> set[str]:
     return out
 
 
+def choice_grams(options: Sequence[str], sizes: Iterable[int],
+                 normalize_contractions: bool = True) -> tuple[list[set[str]], set[str]]:
+    """Each choice's n-grams, and the cues applicable to the data point: in some choices but not all."""
+    sets = [grams(words(c, normalize_contractions), sizes) for c in options]
+    return sets, (set().union(*sets) - set.intersection(*sets)) if sets else set()
+
+
 @dataclass(frozen=True)
 class Cue:
     cue: str
@@ -66,11 +73,9 @@ def choice_cues(choices: Sequence[Sequence[str]], labels: Sequence[int], sizes: 
     correct: Counter[str] = Counter()
     m = 2
     for options, label in zip(choices, labels):
-        sets = [grams(words(c, normalize_contractions), sizes) for c in options]
+        sets, distinguishing = choice_grams(options, sizes, normalize_contractions)
         m = max(m, len(sets))
-        union = set().union(*sets)
-        common = set.intersection(*sets) if sets else set()
-        for cue in union - common:
+        for cue in distinguishing:
             applicable[cue] += 1
             if cue in sets[label]:
                 correct[cue] += 1

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, only_run
 
 from bertprobe.arct import ArctLoader, load_arct_file
-from bertprobe.cues import choice_cues, label_cues, top_cues, words
+from bertprobe.cues import choice_cues, choice_grams, label_cues, top_cues, words
 from bertprobe.data import Dataset, DataSpec, Example
 from bertprobe.errors import DataError
 from bertprobe.probe import ProbeContext
@@ -41,6 +41,9 @@ def test_choice_cue_statistics_by_hand():
     assert smoothed["not"].productivity == pytest.approx((1 + 1) / (2 + 2))
     bigrams = {c.cue for c in choice_cues(choices, labels, sizes=(2,))}
     assert "not good" in bigrams and "not" not in bigrams
+    sets, applicable = choice_grams(("It isn't red", "it is red", "it is blue"), (1,))
+    assert sets[0] == {"it", "is", "not", "red"} and applicable == {"not", "red", "blue"}
+    assert choice_grams((), (1,)) == ([], set())
 
 
 def test_label_cue_statistics_and_ranking():
@@ -156,10 +159,7 @@ def test_multiple_choice_tiny_model_through_the_suite(tmp_path):
     )
     result = CliRunner().invoke(main, ["run", str(suite)])
     assert result.exit_code == 0, result.output
-    import json
-
-    (run,) = (tmp_path / "out").glob("arct-tiny-*")
-    report = json.loads((run / "report.json").read_text())
+    _, report = only_run(tmp_path / "out", "arct-tiny")
     acc, cues = report["probes"]
     assert set(acc["metrics"]) >= {"accuracy", "accuracy_0", "accuracy_1"}
     assert cues["metrics"]["accuracy_full"] == pytest.approx(acc["metrics"]["accuracy"], abs=1e-6)

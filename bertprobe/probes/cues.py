@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 
-from bertprobe.cues import Cue, choice_cues, grams, label_cues, top_cues, words
+from bertprobe.cues import Cue, choice_cues, choice_grams, grams, label_cues, top_cues, words
 from bertprobe.data import Dataset, DataSpec, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
@@ -175,8 +175,7 @@ class SpuriousCuesProbe(Probe):
         hit = 0
         for ex in data.examples:
             if choice:
-                sets = [grams(words(c, params.normalize_contractions), params.ngrams) for c in ex.choices or ()]
-                applicable = set().union(*sets) - set.intersection(*sets)
+                _, applicable = choice_grams(ex.choices or (), params.ngrams, params.normalize_contractions)
             else:
                 applicable = grams(words(f"{ex.text} {ex.text_pair or ''}", params.normalize_contractions), params.ngrams)
             hit += bool(applicable & cues)
