@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import SHARED
+from conftest import SHARED, only_run
 
 from bertprobe.cloze.builtin import CATEGORIES, builtin_items
 from bertprobe.cloze.items import ClozeItem, load_ettinger, load_item_file, resolve_sets
@@ -126,7 +126,7 @@ def test_mask_mapping_for_wordpiece_and_bpe(tmp_path):
         item = ClozeItem("x", "t", "A robin is a {mask}.", ("bird",))
         assert tok.convert_ids_to_tokens(candidate_ids(tok, item, "bird")) == [bird]
         scorer = ClozeScorer(target)
-        pre, suf = scorer._parts(item)
+        ((pre, suf),) = scorer._parts_many([item])
         head, tail = scorer._specials()
         row = head + pre + [tok.mask_token_id] + suf + tail
         at = row.index(tok.mask_token_id)
@@ -139,7 +139,7 @@ def test_mask_mapping_for_wordpiece_and_bpe(tmp_path):
 def test_unknown_words_are_skipped(bert_mlm):
     items = [ClozeItem("ok", "c", "A robin is a {mask}.", ("bird",)), ClozeItem("unk", "c", "It is {mask}.", ("zebra",))]
     scorer = ClozeScorer(bert_mlm)
-    assert [scorer.has_unknown_word(it) for it in items] == [False, True]
+    assert scorer.unknown_items(items) == {"unk"}
 
 
 def test_batched_and_one_by_one_scoring_agree(tmp_path):
@@ -287,8 +287,7 @@ def test_probe_override_gives_the_classifier_suite_an_mlm(tmp_path, tiny_clf_dir
     )
     result = CliRunner().invoke(main, ["run", str(suite)])
     assert result.exit_code == 0, result.output
-    (run,) = (tmp_path / "out").glob("mixed-*")
-    report = json.loads((run / "report.json").read_text())
+    _, report = only_run(tmp_path / "out", "mixed")
     skipped, ran = report["probes"]
     assert skipped["status"] == "skipped" and "mlm" in skipped["message"]
     assert ran["status"] == "passed" and ran["metrics"]["items"] == 20 and ran["model"] == str(mlm)

@@ -86,9 +86,6 @@ class ClozeScorer:
         self.passes = 0
         self.forward_seconds = 0.0  # time in model passes (inputs on the device to log-probs on the host)
 
-    def _parts(self, item: ClozeItem) -> tuple[list[int], list[int]]:
-        return self._parts_many([item])[0]
-
     def _parts_many(self, items: list[ClozeItem]) -> list[tuple[list[int], list[int]]]:
         """Token ids before and after the blank of each item (two tokenizer calls for all items)."""
         splits = [it.text.split(MASK) for it in items]
@@ -97,12 +94,8 @@ class ClozeScorer:
         suf = encode_many(self.tok, [s for _, s in splits])
         return list(zip(pre, suf))
 
-    def has_unknown_word(self, item: ClozeItem) -> bool:
-        """Whether an answer or distractor tokenizes to the unknown token (it cannot be scored fairly)."""
-        return bool(self.unknown_items([item]))
-
     def unknown_items(self, items: list[ClozeItem]) -> set[str]:
-        """Ids of items with a word that tokenizes to the unknown token."""
+        """Ids of items with an answer or distractor that tokenizes to the unknown token (unfair to score)."""
         unk = self.tok.unk_token_id
         if unk is None:
             return set()
