@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +48,12 @@ def sst_tsv(tmp_path: Path) -> Path:
     ]
     path.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
     return path
+
+
+def only_run(out: Path, suite: str) -> tuple[Path, dict[str, Any]]:
+    """The one run directory of ``suite`` under ``out`` (failing if there are none or several) and its report.json."""
+    (run_dir,) = out.glob(f"{suite}-[0-9]*")  # <suite>-<UTC time>: "arct" must not match "arct-tiny-..."
+    return run_dir, json.loads((run_dir / "report.json").read_text())
 
 
 def write_suite(path: Path, text: str) -> Path:

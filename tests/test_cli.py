@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import only_run
 
 import bertprobe.plugins
 from bertprobe import Probe, ProbeResult, hookimpl
@@ -74,11 +75,10 @@ def test_run_writes_reports_and_exits_zero(suite_factory):
     suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n")
     result = invoke("run", str(suite))
     assert result.exit_code == 0, result.output
-    (run_dir,) = run_dirs(suite)
+    run_dir, report = only_run(suite.parent / "reports", "tiny")
     assert run_dir.name.startswith("tiny-") and run_dir.name.endswith("Z")
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events] == ["run_start", "probe_start", "target_loaded", "probe_result", "run_finish"]
-    report = json.loads((run_dir / "report.json").read_text())
     assert report["suite"] == "tiny" and report["seed"] == 3 and report["status"] == "completed"
     assert report["device"] == "cpu" and report["dtype"] == "float32"
     assert set(report["versions"]) >= {"bertprobe", "torch", "transformers"}
@@ -163,9 +163,8 @@ def test_unknown_label_aborts_but_keeps_earlier_results(suite_factory, tmp_path,
     )
     line = one_line_error(invoke("run", str(suite)))
     assert "'neutral'" in line and "not one the model knows" in line
-    (run_dir,) = run_dirs(suite)
+    run_dir, report = only_run(suite.parent / "reports", "tiny")
     assert f"partial report in {run_dir}" in line
-    report = json.loads((run_dir / "report.json").read_text())
     assert report["status"] == "aborted" and [p["id"] for p in report["probes"]] == ["accuracy"]
 
 
@@ -173,8 +172,7 @@ def test_probe_error_is_recorded_and_run_continues(suite_factory, with_test_prob
     suite = suite_factory("  - probe: boom\n  - probe: accuracy\n  - probe: needs-mlm\n")
     result = invoke("run", str(suite))
     assert result.exit_code == 1
-    (run_dir,) = run_dirs(suite)
-    report = json.loads((run_dir / "report.json").read_text())
+    run_dir, report = only_run(suite.parent / "reports", "tiny")
     status = {p["id"]: (p["status"], p["message"]) for p in report["probes"]}
     assert status["boom"] == ("error", "RuntimeError: probe exploded")
     assert status["accuracy"][0] == "passed"
@@ -186,8 +184,7 @@ def test_ctrl_c_leaves_partial_report(suite_factory, with_test_probes):
     suite = suite_factory("  - probe: accuracy\n  - probe: interrupt\n  - probe: accuracy\n    id: never\n")
     result = invoke("run", str(suite))
     assert result.exit_code == 130
-    (run_dir,) = run_dirs(suite)
-    report = json.loads((run_dir / "report.json").read_text())
+    run_dir, report = only_run(suite.parent / "reports", "tiny")
     assert report["status"] == "interrupted" and [p["id"] for p in report["probes"]] == ["accuracy"]
     assert "interrupted" in (run_dir / "report.md").read_text()
 
@@ -195,7 +192,7 @@ def test_ctrl_c_leaves_partial_report(suite_factory, with_test_probes):
 def test_only_selects_probes_and_rejects_unknown(suite_factory):
     suite = suite_factory("  - probe: accuracy\n  - probe: accuracy\n    id: again\n")
     assert invoke("run", str(suite), "--only", "again").exit_code == 0
-    report = json.loads((run_dirs(suite)[0] / "report.json").read_text())
+    _, report = only_run(suite.parent / "reports", "tiny")
     assert [p["id"] for p in report["probes"]] == ["again"]
     assert "did you mean 'again'" in one_line_error(invoke("run", str(suite), "--only", "agian"))
 
@@ -204,7 +201,7 @@ def test_model_and_data_overrides(suite_factory, tiny_clf_dir, sst_tsv, tmp_path
     suite = suite_factory(model=str(tmp_path / "absent"), data=str(tmp_path / "absent.tsv"))
     result = invoke("run", str(suite), "--model", str(tiny_clf_dir), "--data", str(sst_tsv), "--limit", "4")
     assert result.exit_code == 0, result.output
-    report = json.loads((run_dirs(suite)[0] / "report.json").read_text())
+    _, report = only_run(suite.parent / "reports", "tiny")
     assert report["model"] == str(tiny_clf_dir) and report["probes"][0]["metrics"]["examples"] == 4
 
 
@@ -259,8 +256,7 @@ def test_report_json_round_trips(suite_factory):
 
     suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n")
     assert invoke("run", str(suite)).exit_code == 0
-    (run_dir,) = run_dirs(suite)
-    raw = json.loads((run_dir / "report.json").read_text())
+    run_dir, raw = only_run(suite.parent / "reports", "tiny")
     report = read_report(run_dir / "report.json")
     assert report.ok and report.score() == 1.0 and report.probes[0].metrics["accuracy"].ci is not None
     assert report.to_dict() == raw

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import ARCT_MODEL, REPO, SHARED, SST2_DEV, SST2_MODEL
+from click.testing import CliRunner, Result
+from conftest import ARCT_MODEL, REPO, SHARED, SST2_DEV, SST2_MODEL, only_run
 
 from bertprobe.cli import main
 
@@ -15,17 +15,22 @@ pytestmark = pytest.mark.integration
 needs_sst2 = pytest.mark.skipif(
     not (SST2_MODEL.is_dir() and SST2_DEV.is_file()), reason="../shared SST-2 fixture model/data not present"
 )
+SST2_ENV = {"BERTPROBE_SST2_MODEL": SST2_MODEL, "BERTPROBE_SST2_DATA": SST2_DEV}
+
+
+def run_shipped(suite: str, out: Path, monkeypatch: pytest.MonkeyPatch, *args: str, **env: object) -> Result:
+    """``bertprobe run suites/<suite>.yaml --out OUT`` on the CPU with the suite's variables set from ``env``."""
+    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(value))
+    return CliRunner().invoke(main, ["run", str(REPO / "suites" / f"{suite}.yaml"), "--out", str(out), *args])
 
 
 @needs_sst2
 def test_sst2_suite_on_fixture(tmp_path, monkeypatch):
-    monkeypatch.setenv("BERTPROBE_SST2_MODEL", str(SST2_MODEL))
-    monkeypatch.setenv("BERTPROBE_SST2_DATA", str(SST2_DEV))
-    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
-    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "sst2.yaml"), "--out", str(tmp_path), "--only", "accuracy"])
+    result = run_shipped("sst2", tmp_path, monkeypatch, "--only", "accuracy", **SST2_ENV)
     assert result.exit_code == 0, result.output
-    (run_dir,) = tmp_path.glob("sst2-*")
-    report = json.loads((run_dir / "report.json").read_text())
+    _, report = only_run(tmp_path, "sst2")
     acc = report["probes"][0]
     # The fixture's README: SST-2 dev accuracy 0.892 in fp32; we load the fp16 weights into fp32.
     assert acc["metrics"]["examples"] == 872
@@ -36,13 +41,9 @@ def test_sst2_suite_on_fixture(tmp_path, monkeypatch):
 @needs_sst2
 def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
     """The whole sst2 suite: the trigger must take held-out positive accuracy below the 0.5 bar (exit 1)."""
-    monkeypatch.setenv("BERTPROBE_SST2_MODEL", str(SST2_MODEL))
-    monkeypatch.setenv("BERTPROBE_SST2_DATA", str(SST2_DEV))
-    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
-    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "sst2.yaml"), "--out", str(tmp_path)])
+    result = run_shipped("sst2", tmp_path, monkeypatch, **SST2_ENV)
     assert result.exit_code == 1, result.output
-    (run_dir,) = tmp_path.glob("sst2-*")
-    report = json.loads((run_dir / "report.json").read_text())
+    run_dir, report = only_run(tmp_path, "sst2")
     status = {p["probe"]: p for p in report["probes"]}
     assert status["accuracy"]["status"] == "passed"
     trig = status["universal-trigger"]
@@ -58,15 +59,12 @@ ARCT_DATA = SHARED / "data" / "arct"
 @pytest.mark.skipif(not (ARCT_MODEL.is_dir() and ARCT_DATA.is_dir()), reason="../shared ARCT fixture not present")
 def test_arct_suite_exposes_the_cue_reliant_fixture(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # the suite's defaults are relative to the repository root
-    monkeypatch.setenv("BERTPROBE_ARCT_MODEL", str(ARCT_MODEL))
-    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
-    for var, sub in (("BERTPROBE_ARCT_DATA", "original/test-full.txt"), ("BERTPROBE_ARCT_ADV", "adversarial/test-adv-negated.csv")):
-        monkeypatch.setenv(var, str(ARCT_DATA / sub))
-    monkeypatch.setenv("BERTPROBE_ARCT_STATS", ",".join(str(ARCT_DATA / "original" / f"{s}-full.txt") for s in ("train", "dev", "test")))
-    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "arct.yaml"), "--out", str(tmp_path)])
+    stats = ",".join(str(ARCT_DATA / "original" / f"{s}-full.txt") for s in ("train", "dev", "test"))
+    result = run_shipped("arct", tmp_path, monkeypatch, BERTPROBE_ARCT_MODEL=ARCT_MODEL,
+                         BERTPROBE_ARCT_DATA=ARCT_DATA / "original" / "test-full.txt",
+                         BERTPROBE_ARCT_ADV=ARCT_DATA / "adversarial" / "test-adv-negated.csv", BERTPROBE_ARCT_STATS=stats)
     assert result.exit_code == 1, result.output  # the expectations fail on this weak model
-    (run_dir,) = tmp_path.glob("arct-*")
-    report = json.loads((run_dir / "report.json").read_text())
+    _, report = only_run(tmp_path, "arct")
     acc, cues = report["probes"]
     # fixture README: ARCT test accuracy 0.554
     assert acc["metrics"]["accuracy"] == pytest.approx(0.554, abs=0.01)
@@ -79,14 +77,9 @@ def test_arct_suite_exposes_the_cue_reliant_fixture(tmp_path, monkeypatch):
 
 @needs_sst2
 def test_internals_suite_on_a_slice_of_the_fixture(tmp_path, monkeypatch):
-    monkeypatch.setenv("BERTPROBE_SST2_MODEL", str(SST2_MODEL))
-    monkeypatch.setenv("BERTPROBE_SST2_DATA", str(SST2_DEV))
-    monkeypatch.setenv("BERTPROBE_SST2_LIMIT", "48")
-    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
-    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "internals.yaml"), "--out", str(tmp_path)])
+    result = run_shipped("internals", tmp_path, monkeypatch, BERTPROBE_SST2_LIMIT=48, **SST2_ENV)
     assert result.exit_code in (0, 1), result.output
-    (run_dir,) = tmp_path.glob("internals-*")
-    report = json.loads((run_dir / "report.json").read_text())
+    run_dir, report = only_run(tmp_path, "internals")
     heads, attention = report["probes"]
     assert heads["status"] in ("passed", "failed") and len(heads["details"]["ablation"]) == 72
     assert heads["details"]["physical"]["heads_pruned"] == 36 and heads["metrics"]["speedup"] is not None
@@ -105,13 +98,9 @@ def test_cloze_suite_runs_with_a_local_masked_lm(tmp_path, monkeypatch):
     from bertprobe.testing import save_tiny_model
 
     mlm = save_tiny_model(tmp_path / "mlm", task="masked-lm", arch="roberta")
-    monkeypatch.setenv("BERTPROBE_MLM", str(mlm))
-    monkeypatch.setenv("BERTPROBE_ETTINGER", str(ETTINGER))
-    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
-    result = CliRunner().invoke(main, ["run", str(REPO / "suites" / "cloze.yaml"), "--out", str(tmp_path / "out")])
+    result = run_shipped("cloze", tmp_path / "out", monkeypatch, BERTPROBE_MLM=mlm, BERTPROBE_ETTINGER=ETTINGER)
     assert result.exit_code in (0, 1), result.output
-    (run_dir,) = (tmp_path / "out").glob("cloze-*")
-    report = json.loads((run_dir / "report.json").read_text())
+    _, report = only_run(tmp_path / "out", "cloze")
     builtin, ettinger = report["probes"]
     assert builtin["metrics"]["items"] == 200 and ettinger["metrics"]["items"] == 190
     assert "negation_sensitivity_neg_136_simp" in ettinger["metrics"]
