@@ -8,7 +8,7 @@ Runs the same search side by side in one process:
   default      ... plus early stopping (patience 2, or every batch example flipped): the probe's defaults
 It also times what re-tokenising every candidate x example would cost instead of splicing ids.
 
-Usage: python benchmarks/trigger.py [--device cpu] [--skip-reference] [--all-candidates]
+Usage: python benchmarks/trigger.py [--device cpu] [--skip-reference]
 """
 
 from __future__ import annotations
