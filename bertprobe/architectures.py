@@ -48,6 +48,10 @@ def attention_sites(model: nn.Module) -> list[AttentionSite]:
     config = model.config
     num_layers = _config_int(config, "num_hidden_layers", "n_layers")
     num_heads = _config_int(config, "num_attention_heads", "n_heads")
+    head_dim = getattr(config, "attention_head_size", None)
+    if not isinstance(head_dim, int) or head_dim <= 0:
+        hidden = _config_int(config, "hidden_size", "dim")
+        head_dim = hidden // num_heads
     outs = [(n, m) for n, m in model.named_modules() if _OUT_PROJ.search(n) and isinstance(m, nn.Linear)]
     def by_block(pattern: re.Pattern[str]) -> dict[str, nn.Linear]:
         return {
@@ -65,10 +69,11 @@ def attention_sites(model: nn.Module) -> list[AttentionSite]:
     sites = []
     for name, out in outs:
         block = name.rsplit(".", 2)[0] if ".output." in name else name.rsplit(".", 1)[0]
-        if out.in_features % num_heads:
-            raise TargetError(f"{name}: {out.in_features} features do not split into {num_heads} heads")
+        # Heads are counted from the module's shape: a physically pruned layer has fewer than the config says.
+        if out.in_features % head_dim:
+            raise TargetError(f"{name}: {out.in_features} features do not split into heads of {head_dim}")
         sites.append(
-            AttentionSite(name, out, values.get(block), num_heads, out.in_features // num_heads,
+            AttentionSite(name, out, values.get(block), out.in_features // head_dim, head_dim,
                           query_proj=queries.get(block), key_proj=keys.get(block))
         )
     if len(sites) == num_layers:
@@ -91,3 +96,17 @@ def attention_sites(model: nn.Module) -> list[AttentionSite]:
 
 def num_logical_layers(sites: list[AttentionSite]) -> int:
     return sum(len(s.layers) for s in sites)
+
+
+def heads_per_layer(sites: list[AttentionSite]) -> list[int]:
+    """Heads of each logical layer (they differ after physical pruning)."""
+    out = [0] * num_logical_layers(sites)
+    for site in sites:
+        for layer in site.layers:
+            out[layer] = site.num_heads
+    return out
+
+
+def head_grid(sites: list[AttentionSite]) -> tuple[int, int]:
+    """(layers, most heads in a layer): the shape of layer x head masks and maps."""
+    return num_logical_layers(sites), max(s.num_heads for s in sites)

@@ -59,15 +59,19 @@ def main(ctx: click.Context, debug: bool) -> None:
       bertprobe run suites/sst2.yaml --model ../shared/models/minilm-l6-sst2 \\
                                      --data ../shared/data/sst2/dev.tsv
 
-    Exit codes: 0 all expectations held, 1 an expectation failed or a probe errored,
-    2 bad input (suite, model, data), 130 interrupted.
+    Exit codes: 0 all expectations held, 1 an expectation failed, a probe errored or a
+    gate found a regression, 2 bad input (suite, model, data; runs that do not pair),
+    130 interrupted.
     """
     ctx.obj = _Context(debug)
 
 
 @main.command()
 @click.argument("suite_file", metavar="SUITE")
-@click.option("--model", "model", metavar="PATH", help="Model directory or hub id; replaces the suite's model.path.")
+@click.option("--model", "models", metavar="[NAME=]PATH", multiple=True,
+              help="Model directory or hub id. One bare PATH replaces the path of every model of the suite "
+                   "(variants keep their settings); NAME=PATH replaces that model's path; repeat to audit "
+                   "several models side by side.")
 @click.option("--data", "data", metavar="PATH", help="csv/tsv/jsonl file or hub id; replaces the suite's data.path.")
 @click.option("--device", metavar="D", help="auto | cpu | cuda | cuda:N | mps (default: the suite's, else auto).")
 @click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]), help="Compute dtype (auto: float32 on CPU).")
@@ -77,7 +81,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--allow-pickle", is_flag=True, help="Allow pickle (.bin) weights. Only for models you trust.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
 @_guard
-def run(suite_file: str, model: str | None, data: str | None, device: str | None, dtype: str | None,
+def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
         out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, quiet: bool) -> None:
     """Run a suite and write a scored report.
 
@@ -89,16 +93,17 @@ def run(suite_file: str, model: str | None, data: str | None, device: str | None
     Examples:
       bertprobe run suites/sst2.yaml
       bertprobe run suites/sst2.yaml --model ./my-model --data dev.tsv --device cuda
+      bertprobe run suites/sst2.yaml --model old=./deployed --model new=./candidate
       BERTPROBE_SST2_MODEL=./my-model bertprobe run suites/sst2.yaml --only accuracy
     """
     from bertprobe.harness import RunOptions, log_to_stderr, run_suite
     from bertprobe.plugins import build_plugins
-    from bertprobe.reporters.summary import OVERVIEW_HEADERS, overview_rows, score_text
+    from bertprobe.reporters.summary import overview_headers, overview_rows, score_text
     from bertprobe.suite import load_suite
 
     suite = load_suite(suite_file)
     plugins = build_plugins()
-    options = RunOptions(model=model, data=data, device=device, dtype=dtype, out=out, only=only, limit=limit,
+    options = RunOptions(models=models, data=data, device=device, dtype=dtype, out=out, only=only, limit=limit,
                          allow_pickle=allow_pickle, log=None if quiet else log_to_stderr)
     try:
         session = run_suite(suite, plugins, options)
@@ -106,9 +111,79 @@ def run(suite_file: str, model: str | None, data: str | None, device: str | None
         click.echo("interrupted: partial report kept", err=True)
         sys.exit(EXIT_INTERRUPTED)
     report = session.report
-    click.echo(tabulate(overview_rows(report), headers=OVERVIEW_HEADERS, tablefmt="simple"))
+    click.echo(tabulate(overview_rows(report), headers=overview_headers(report), tablefmt="simple"))
+    if report.regressions:
+        click.echo(f"\n{len(report.regressions)} regression(s) against {report.gate.get('baseline')}:")
+        for regression in report.regressions:
+            click.echo(f"  {regression.describe()}")
+    elif report.gate:
+        click.echo(f"\nno regression against {report.gate.get('baseline')}")
     click.echo(f"\nscore: {score_text(report)}   report: {Path(session.run_dir) / 'report.md'}")
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)
+
+
+@main.command()
+@click.argument("run_a", metavar="RUN_A", type=click.Path(file_okay=False))
+@click.argument("run_b", metavar="RUN_B", type=click.Path(file_okay=False))
+@click.option("--tolerance", type=float, default=None, metavar="X",
+              help="Largest change in the bad direction that is not a regression (default 0.01).")
+@click.option("--tolerance-for", "tolerance_for", multiple=True, metavar="METRIC=X",
+              help="Tolerance of one metric; repeatable.")
+@click.option("--significance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              metavar="ALPHA", help="Only regressions significant at ALPHA gate (paired tests on per-example outcomes).")
+@click.option("--baseline-model", metavar="NAME", help="Model of RUN_A to compare with (when the runs name models differently).")
+@click.option("--out", metavar="DIR", help="Folder for compare.json/.md/.html (default: RUN_B).")
+@_guard
+def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tuple[str, ...], significance: float | None,
+            baseline_model: str | None, out: str | None) -> None:
+    """Compare two runs made apart: RUN_A is the baseline, RUN_B the candidate.
+
+    Models pair by name (or, when each run has one model, with each other), probes by id, metrics by
+    name. Prints a delta table that respects each metric's direction and writes compare.json,
+    compare.md and compare.html. Exit codes: 0 no regression, 1 a regression, 2 the runs do not pair.
+
+    \b
+    Example:
+      bertprobe compare reports/sst2-20261101T000000Z reports/sst2-20261123T000000Z --significance 0.05
+    """
+    from bertprobe.compare import compare_runs, write_comparison
+    from bertprobe.suite import DEFAULT_TOLERANCE
+
+    per_metric: dict[str, float] = {}
+    for item in tolerance_for:
+        name, sep, value = item.partition("=")
+        try:
+            per_metric[name] = float(value)
+        except ValueError:
+            raise BertprobeError(f"--tolerance-for {item}: expected METRIC=NUMBER, e.g. accuracy=0.005") from None
+        if not sep or not name:
+            raise BertprobeError(f"--tolerance-for {item}: expected METRIC=NUMBER, e.g. accuracy=0.005")
+    default = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    comparison = compare_runs(Path(run_a), Path(run_b), lambda m: per_metric.get(m, default), significance,
+                              baseline_model)
+    paths = write_comparison(comparison, Path(out) if out else Path(run_b))
+    click.echo(comparison.text())
+    click.echo(f"\nwritten: {', '.join(str(p) for p in paths)}")
+    sys.exit(EXIT_FAILED if comparison.regressions else EXIT_OK)
+
+
+@main.command()
+@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False))
+@click.option("--format", "formats", multiple=True, metavar="NAME",
+              help="Reporter to run (json, markdown, html, junit, or a plugin's); repeatable. Default: all of the "
+                   "built-in formats.")
+@_guard
+def report(run_dir: str, formats: tuple[str, ...]) -> None:
+    """Rebuild a run's reports from its events.jsonl (an interrupted or killed run's included)."""
+    from bertprobe.harness import rebuild_report
+    from bertprobe.plugins import build_plugins
+
+    plugins = build_plugins()
+    rebuilt = rebuild_report(Path(run_dir))
+    written = []
+    for name in formats or ("json", "markdown", "html", "junit"):
+        written.append(plugins.reporters.get(name).write(rebuilt, Path(run_dir)))
+    click.echo(f"{run_dir}: {rebuilt.status}, {len(rebuilt.probes)} results; written: {', '.join(str(p) for p in written)}")
 
 
 @main.command()

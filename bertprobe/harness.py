@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
+import hashlib
 import json
 import platform
 import random
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,13 +20,14 @@ import torch
 
 from bertprobe.data import Dataset, DataSpec, align_labels, load_table, subsample
 from bertprobe.errors import BertprobeError, DataError, ProbeError, SuiteError, TargetError
+from bertprobe.outcomes import Outcomes, append_outcomes
 from bertprobe.params import params_to_dict
 from bertprobe.plugins import Plugins
 from bertprobe.probe import ProbeContext
 from bertprobe.progress import progress
 from bertprobe.registry import did_you_mean
 from bertprobe.results import Expectation, ProbeResult, RunReport, jsonable
-from bertprobe.suite import ProbeSpec, Suite, validate_probes
+from bertprobe.suite import ProbeSpec, Suite, unique_names, validate_probes
 from bertprobe.target import ModelSpec, Target
 
 
@@ -32,7 +35,7 @@ from bertprobe.target import ModelSpec, Target
 class RunOptions:
     """Command-line overrides of a suite."""
 
-    model: str | None = None
+    models: tuple[str, ...] = ()
     data: str | None = None
     device: str | None = None
     dtype: str | None = None
@@ -43,13 +46,36 @@ class RunOptions:
     log: Any = None
 
 
+def parse_model_option(value: str) -> tuple[str | None, str]:
+    """``NAME=PATH`` or a bare ``PATH`` (named later after its folder or hub id)."""
+    name, sep, path = value.partition("=")
+    if sep and name and "/" not in name and "\\" not in name:
+        return name.strip(), path.strip()
+    return None, value
+
+
+def _override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, ...]:
+    """Apply ``--model``: one bare PATH replaces every matrix model's path (variants keep their fields);
+    NAME=PATH with names of the matrix replace those models' paths; otherwise the given models are the matrix.
+    """
+    models = suite.models
+    if not given:
+        return models
+    parsed = [parse_model_option(v) for v in given]
+    names = {m.label for m in models}
+    if len(parsed) == 1 and parsed[0][0] is None and models:
+        return tuple(replace(m, path=parsed[0][1]) for m in models)
+    if all(name in names for name, _ in parsed):
+        lookup = dict(parsed)
+        return tuple(replace(m, path=lookup[m.label]) if m.label in lookup else m for m in models)
+    template = models[0].base if models else ModelSpec(path="")
+    return tuple(replace(template, path=path, name=name) for name, path in parsed)
+
+
 def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
-    """Return the suite with --model/--data/--device/--dtype/--limit/--only applied."""
-    model = suite.model
-    if options.model:
-        model = replace(model, path=options.model) if model else ModelSpec(path=options.model)
+    """Return the suite with --model/--data/--device/--dtype/--limit/--only applied and models named."""
     machine = {"device": options.device, "dtype": options.dtype, "allow_pickle": options.allow_pickle or None}
-    model = model.with_overrides(**machine) if model else None
+    models = tuple(unique_names([m.with_overrides(**machine) for m in _override_models(suite, options.models)]))
     data = suite.data
     if options.data:
         data = replace(data, path=options.data, loader=data.loader) if data else DataSpec(path=options.data)
@@ -58,7 +84,7 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
     probes = []
     for spec in suite.probes:
         if spec.model:
-            spec = replace(spec, model=spec.model.with_overrides(**machine))
+            spec = replace(spec, model=unique_names([spec.model.with_overrides(**machine)])[0])
         if spec.data and options.limit:
             spec = replace(spec, data=replace(spec.data, limit=options.limit))
         probes.append(spec)
@@ -68,7 +94,12 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
             if name not in known:
                 raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
         probes = [p for p in probes if p.id in options.only or p.probe in options.only]
-    return replace(suite, model=model, data=data, probes=tuple(probes))
+    gate = suite.compare
+    if gate is not None and gate.baseline not in {m.label for m in models}:
+        labels = [m.label for m in models]
+        raise SuiteError(f"compare.baseline: no model named '{gate.baseline}' after --model{did_you_mean(gate.baseline, labels)}; "
+                         f"models: {', '.join(labels)}")
+    return replace(suite, model=models[0] if models else None, models=models, data=data, probes=tuple(probes))
 
 
 def versions() -> dict[str, str]:
@@ -106,7 +137,11 @@ def new_run_dir(base: Path, suite: str) -> Path:
 
 @dataclass
 class Session:
-    """State of one run; plugins receive it in the session hooks."""
+    """State of one run; plugins receive it in the session hooks.
+
+    Every event goes through ``emit``, which writes it to events.jsonl and folds it into ``report``,
+    so the report on disk and one rebuilt from the events are the same.
+    """
 
     suite: Suite
     plugins: Plugins
@@ -117,34 +152,91 @@ class Session:
     targets: dict[ModelSpec, Target] = field(default_factory=dict)
     datasets: dict[tuple[str, ModelSpec | None], Dataset] = field(default_factory=dict)
     raw_datasets: dict[str, Dataset] = field(default_factory=dict)
+    encode_cache: dict[Any, Any] = field(default_factory=dict)
+    hashes: dict[str, str | None] = field(default_factory=dict)
+    outcomes: dict[tuple[str, str], dict[str, Outcomes]] = field(default_factory=dict)
+    baseline: str = ""
 
     def emit(self, event: str, **payload: Any) -> None:
-        record = {"event": event, "time": utc_now(), **payload}
-        self.events.write(json.dumps(jsonable(record), ensure_ascii=False) + "\n")
+        record = jsonable({"event": event, "time": utc_now(), **payload})
+        self.events.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.events.flush()
+        self.report.apply(record)
 
     def say(self, message: str) -> None:
         if self.log:
             self.log(message)
 
-    def target_for(self, spec: ModelSpec) -> Target:
-        if spec not in self.targets:
+    # ---- models ---------------------------------------------------------------------------------
+    def resolve_model(self, name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
+        """A model param: a name of the matrix first, then a path or hub id on ``like``'s device/dtype."""
+        for spec in self.suite.models:
+            if spec.label == name_or_path:
+                return spec
+        base = like.base if like is not None else ModelSpec(path=name_or_path)
+        return replace(base, path=name_or_path, name=None, task="auto")
+
+    def _load_stored(self, spec: ModelSpec) -> Target:
+        base = spec.base
+        if base not in self.targets:
             self.say(f"loading model {spec.path}")
-            target = self.plugins.hook.bertprobe_load_target(spec=spec)
+            target = self.plugins.hook.bertprobe_load_target(spec=base)
             if target is None:
                 raise TargetError(f"no plugin could load model '{spec.path}'")
-            self.targets[spec] = target
-            self.emit("target_loaded", model=spec.path, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""), task=target.task)
-        return self.targets[spec]
+            target.encode_cache = self.encode_cache
+            self.targets[base] = target
+        return self.targets[base]
+
+    def target_for(self, spec: ModelSpec) -> Target:
+        """Load (once) the model ``spec`` names, deriving its variant, and record a ``model_loaded`` event."""
+        if spec in self.targets:
+            return self.targets[spec]
+        if spec.variant.keys() - {"dtype"}:
+            from bertprobe.variants import derive_variant
+
+            stored = self._load_stored(spec)
+            data = None
+            if spec.prune_heads and self.suite.data is not None:
+                data = self.data_for(self.suite.data, stored)
+            target, notes = derive_variant(stored, spec, data, self.say)
+        else:
+            target, notes = self._load_stored(spec), []
+            if target.spec != spec:  # the stored model under this spec's name
+                target = replace(target, spec=spec)
+        self.targets[spec] = target
+        if spec.path not in self.hashes:
+            from bertprobe.modelinfo import sha256_of, weight_files
+
+            self.hashes[spec.path] = sha256_of(weight_files(spec.path))
+        from bertprobe.modelinfo import describe_model
+
+        info = describe_model(target, self.hashes[spec.path], notes)
+        self.emit("model_loaded", model=info.name, info=asdict(info))
+        return target
+
+    def release(self, keep: set[ModelSpec]) -> None:
+        """Free every loaded model not in ``keep`` (by spec or as the stored weights of one)."""
+        wanted = keep | {k.base for k in keep}
+        for spec in list(self.targets):
+            if spec not in wanted:
+                del self.targets[spec]
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # ---- data -----------------------------------------------------------------------------------
+    def raw_data(self, spec: DataSpec) -> Dataset:
+        name = repr(spec)  # DataSpec holds a dict: not hashable
+        if name not in self.raw_datasets:  # read each file once, however many targets use it
+            raw = self.plugins.datasets.get(spec.loader).load(spec) if spec.loader else load_table(spec)
+            check_ids(raw)
+            self.raw_datasets[name] = subsample(raw, spec.limit, spec.sample, self.suite.seed)
+        return self.raw_datasets[name]
 
     def data_for(self, spec: DataSpec, target: Target | None = None) -> Dataset:
-        name = repr(spec)  # DataSpec holds a dict: not hashable
-        key = (name, target.spec if target else None)
+        key = (repr(spec), target.spec.base if target else None)
         if key not in self.datasets:
-            if name not in self.raw_datasets:  # read each file once, however many targets use it
-                raw = self.plugins.datasets.get(spec.loader).load(spec) if spec.loader else load_table(spec)
-                self.raw_datasets[name] = subsample(raw, spec.limit, spec.sample, self.suite.seed)
-            data = self.raw_datasets[name]
+            data = self.raw_data(spec)
             if target is not None and any(ex.label is not None for ex in data.examples):
                 if target.task == "multiple-choice":
                     sizes = {len(ex.choices or ()) for ex in data.examples}
@@ -155,6 +247,23 @@ class Session:
         return self.datasets[key]
 
 
+def check_ids(data: Dataset) -> None:
+    """Example ids key per-example outcomes: they must be unique (and stable for a given file)."""
+    seen: set[str] = set()
+    for i, ex in enumerate(data.examples):
+        if ex.id in seen:
+            raise DataError(f"{data.name}: example id '{ex.id}' (row {i + 1}) is not unique; ids key per-example outcomes")
+        seen.add(ex.id)
+
+
+def fingerprint(data: Dataset) -> str:
+    """sha256 over the examples' ids, texts, labels and choices: equal data give equal fingerprints."""
+    digest = hashlib.sha256()
+    for ex in data.examples:
+        digest.update(json.dumps([ex.id, ex.text, ex.text_pair, ex.label, ex.choices], default=str).encode("utf-8"))
+    return digest.hexdigest()
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -163,35 +272,43 @@ def _seed_everything(seed: int) -> None:
 
 def _judge(result: ProbeResult, expectations: tuple[Expectation, ...]) -> None:
     result.expectations = [Expectation(e.metric, e.min, e.max) for e in expectations]
-    if result.status in ("skipped", "error"):
+    if result.status in ("skipped", "error", "interrupted"):
         return
     ok = [e.check(result.value(e.metric)) for e in result.expectations]
     result.status = "passed" if all(ok) else "failed"
 
 
-def run_probe(session: Session, spec: ProbeSpec, params: Any) -> ProbeResult:
-    """Run one probe; its own failures become an ``error`` result, input errors propagate."""
+def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelSpec) -> ProbeResult:
+    """Run one probe on one model; its own failures become an ``error`` result, input errors propagate."""
     suite = session.suite
     cls = session.plugins.probes.get(spec.probe)
-    model_spec = spec.model or suite.model
     data_spec = spec.data or suite.data
-    assert model_spec is not None
     target = session.target_for(model_spec)
-    result = ProbeResult(probe=spec.probe, id=spec.id, params=params_to_dict(params), model=model_spec.path, seed=suite.seed)
+    name = model_spec.label
+    result = ProbeResult(probe=spec.probe, id=spec.id, params=params_to_dict(params), model=name, seed=suite.seed)
     missing = cls.missing_requirements(target.capabilities)
     if missing:
         result.status = "skipped"
-        result.message = f"target {model_spec.path} ({target.task}) lacks: {', '.join(missing)}"
+        result.message = f"target {name} ({target.task}) lacks: {', '.join(missing)}"
         _judge(result, spec.expect)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
+
+    def baseline_result() -> ProbeResult | None:
+        if not session.baseline or session.baseline == name:
+            return None
+        return session.report.result(session.baseline, spec.id)
+
     ctx = ProbeContext(
         seed=suite.seed,
         out_dir=session.run_dir,
         progress=progress,
-        log=lambda msg: session.say(f"[{spec.id}] {msg}"),
+        log=lambda msg: session.say(f"[{name}/{spec.id}] {msg}" if len(suite.models) > 1 else f"[{spec.id}] {msg}"),
         load_target=session.target_for,
         load_data=lambda s: session.data_for(s, None),
+        resolve_model=session.resolve_model,
+        baseline_result=baseline_result,
+        model_name=name,
     )
     _seed_everything(suite.seed)
     start = time.perf_counter()
@@ -204,9 +321,9 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any) -> ProbeResult:
     except Exception as exc:  # a broken probe must not end the run
         result.status = "error"
         result.message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ProbeError) else str(exc)
-        session.emit("probe_traceback", id=spec.id, traceback=traceback.format_exc())
+        session.emit("probe_traceback", id=spec.id, model=name, traceback=traceback.format_exc())
     else:
-        produced.id, produced.probe, produced.model, produced.seed = spec.id, spec.probe, model_spec.path, suite.seed
+        produced.id, produced.probe, produced.model, produced.seed = spec.id, spec.probe, name, suite.seed
         produced.params = result.params
         result = produced
     result.duration_s = time.perf_counter() - start
@@ -221,9 +338,45 @@ def write_reports(session: Session) -> list[Path]:
     return paths
 
 
-def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None) -> Session:
-    """Run every probe of the suite and write the reports; returns the finished session.
+def _plan(suite: Suite) -> list[ModelSpec]:
+    """Models in run order: the gate's baseline first, then the others as the suite lists them."""
+    models = list(suite.models)
+    if suite.compare is not None:
+        models.sort(key=lambda m: m.label != suite.compare.baseline)  # type: ignore[union-attr]
+    return models
 
+
+def _record(session: Session, result: ProbeResult) -> None:
+    """Outcomes to the sidecar first, then the result event, then the plugins and a fresh partial report."""
+    key = (result.model, result.id or result.probe)
+    if result.outcomes:
+        session.outcomes[key] = {o.name: o for o in result.outcomes}
+        append_outcomes(session.run_dir, result.model, result.id or result.probe, result.outcomes)
+    session.emit("probe_result", result=result.to_dict())
+    session.plugins.hook.bertprobe_probe_result(session=session, result=result)
+    write_reports(session)  # a readable partial report after every probe
+
+
+def _gate(session: Session) -> None:
+    gate = session.suite.compare
+    if gate is None or len(session.suite.models) < 2:
+        return
+    from bertprobe.gates import gate_models
+
+    deltas = gate_models(session.report, session.outcomes, gate.baseline, gate.tolerance_for, gate.significance,
+                         session.suite.seed)
+    regressions = [d.as_regression() for d in deltas if d.regression]
+    session.emit("gate", baseline=gate.baseline, deltas=[d.to_dict() for d in deltas],
+                 regressions=[asdict(r) for r in regressions])
+    for r in regressions:
+        session.say(f"regression: {r.describe()}")
+
+
+def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None) -> Session:
+    """Run every probe of the suite on every model and write the reports; returns the finished session.
+
+    Models run one after another (the gate's baseline first), each through every probe, and each is
+    freed once its probes are done, so a run stopped halfway keeps whole models in its partial report.
     Raises BertprobeError for bad input (after writing a partial report when the run had started)
     and KeyboardInterrupt after writing an ``interrupted`` report.
     """
@@ -231,34 +384,41 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     suite = apply_overrides(suite, options)
     parsed = validate_probes(suite, plugins.probes, plugins.reporters)
     run_dir = new_run_dir(Path(options.out or suite.report_dir), suite.name)
-    report = RunReport(
-        suite=suite.name,
-        model=suite.model.path if suite.model else "",
-        data=suite.data.describe() if suite.data else "",
-        seed=suite.seed,
-        versions=versions(),
-        started_at=utc_now(),
-        run_dir=str(run_dir),
-    )
+    report = RunReport(suite=suite.name, run_dir=str(run_dir))
+    paths = {m.path for m in suite.models}
     with open(run_dir / "events.jsonl", "w", encoding="utf-8") as events:
         session = Session(suite, plugins, run_dir, report, events, log=options.log)
-        session.emit("run_start", suite=suite.name, source=suite.source, model=report.model, data=report.data,
-                     seed=suite.seed, versions=report.versions, probes=[p.id for p in suite.probes])
+        plan = _plan(suite)
+        session.baseline = plan[0].label if len(plan) > 1 else ""
+        session.emit("run_start", suite=suite.name, source=suite.source,
+                     model=paths.pop() if len(paths) == 1 else f"{len(suite.models)} models",
+                     models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
+                     seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
+                     gate=suite.compare.to_dict() if suite.compare else {})
         plugins.hook.bertprobe_session_start(session=session)
+        running: tuple[str, str] | None = None
         try:
-            for spec in suite.probes:
-                session.say(f"running {spec.id}")
-                session.emit("probe_start", id=spec.id, probe=spec.probe)
-                result = run_probe(session, spec, parsed[spec.id])
-                if not report.device and session.targets:
-                    first = next(iter(session.targets.values()))
-                    report.device, report.dtype = str(first.device), str(first.dtype).replace("torch.", "")
-                report.probes.append(result)
-                session.emit("probe_result", result=result.to_dict())
-                plugins.hook.bertprobe_probe_result(session=session, result=result)
-                write_reports(session)  # a readable partial report after every probe
+            if suite.data is not None and any(plugins.probes.get(p.probe).needs_data and p.data is None for p in suite.probes):
+                data = session.raw_data(suite.data)
+                session.emit("data_loaded", data=suite.data.describe(), examples=len(data), fingerprint=fingerprint(data))
+            for position, model_spec in enumerate(plan):
+                for spec in suite.probes:
+                    if spec.model is not None and position > 0:
+                        continue  # a probe with its own model runs once, in the first model's turn
+                    target_spec = spec.model or model_spec
+                    running = (target_spec.label, spec.id)
+                    session.say(f"running {spec.id}" + (f" on {target_spec.label}" if len(plan) > 1 else ""))
+                    session.emit("probe_start", id=spec.id, probe=spec.probe, model=target_spec.label)
+                    result = run_probe(session, spec, parsed[spec.id], target_spec)
+                    running = None
+                    _record(session, result)
+                session.release(set(plan[position + 1 :]))
+            _gate(session)
             report.status = "completed"
         except KeyboardInterrupt:
+            if running is not None:
+                _record(session, ProbeResult(probe=running[1], id=running[1], model=running[0], status="interrupted",
+                                             message="stopped by the user while this probe ran"))
             report.status, report.message = "interrupted", "stopped by the user (Ctrl-C)"
             raise
         except BertprobeError as exc:
@@ -266,11 +426,21 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
             exc.args = (f"{exc}; partial report in {run_dir}",)
             raise
         finally:
-            report.finished_at = utc_now()
-            session.emit("run_finish", status=report.status, message=report.message, counts=report.counts(), score=report.score())
+            session.emit("run_finish", status=report.status, message=report.message, counts=report.counts(),
+                         score=report.score())
             write_reports(session)
             plugins.hook.bertprobe_session_finish(session=session, report=report)
     return session
+
+
+def rebuild_report(run_dir: Path) -> RunReport:
+    """The report of a run folder, rebuilt from its events.jsonl."""
+    events = Path(run_dir) / "events.jsonl"
+    if not events.is_file():
+        raise BertprobeError(f"'{run_dir}' has no events.jsonl; is it a bertprobe run folder?")
+    report = RunReport.from_events(events)
+    report.run_dir = str(run_dir)
+    return report
 
 
 def log_to_stderr(message: str) -> None:

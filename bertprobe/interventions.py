@@ -53,14 +53,17 @@ class _LayerCounter:
         return site.layers[count % len(site.layers)]
 
 
-def _per_row(values: torch.Tensor, rows: int, layer: int) -> torch.Tensor:
-    """Select ``layer`` of an ``L x H`` or ``B x L x H`` tensor as ``rows x 1 x H x 1`` (or ``1 x 1 x H x 1``)."""
+def _per_row(values: torch.Tensor, rows: int, layer: int, heads: int) -> torch.Tensor:
+    """Select ``layer`` of an ``L x H`` or ``B x L x H`` tensor as ``rows x 1 x heads x 1`` (or ``1 x 1 x heads x 1``).
+
+    ``H`` may exceed the layer's ``heads`` (a pruned layer in a grid sized for the widest layer).
+    """
     if values.dim() == 2:
-        return values[layer].view(1, 1, -1, 1)
+        return values[layer, :heads].reshape(1, 1, -1, 1)
     if values.shape[0] != rows:
         # Multiple-choice models flatten B x C rows: repeat each mask for its C choices.
         values = values.repeat_interleave(rows // values.shape[0], dim=0)
-    return values[:, layer].reshape(rows, 1, -1, 1)
+    return values[:, layer, :heads].reshape(rows, 1, -1, 1)
 
 
 @contextlib.contextmanager
@@ -105,7 +108,7 @@ def head_intervention(
             rows = x.reshape(-1, shape[-2], shape[-1]).shape[0]
             heads = x.reshape(rows, shape[-2], site.num_heads, site.head_dim)
             if uniform is not None:
-                flags = _per_row(uniform.to(x.device), rows, layer).to(torch.bool)
+                flags = _per_row(uniform.to(x.device), rows, layer, site.num_heads).to(torch.bool)
                 if bool(flags.any()):
                     values = state["values"][id(site.out_proj)].pop(0)
                     values = values.reshape(rows, shape[-2], site.num_heads, site.head_dim)
@@ -121,7 +124,7 @@ def head_intervention(
                 elif state["values"].get(id(site.out_proj)):
                     state["values"][id(site.out_proj)].pop(0)
             if mask is not None:
-                heads = heads * _per_row(mask, rows, layer).to(device=x.device, dtype=x.dtype)
+                heads = heads * _per_row(mask, rows, layer, site.num_heads).to(device=x.device, dtype=x.dtype)
             return (heads.reshape(shape), *args[1:])
 
         handles.append(site.out_proj.register_forward_pre_hook(on_out))

@@ -28,6 +28,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",
+    "bertprobe.reporters.junit_report",
 )
 
 

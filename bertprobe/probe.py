@@ -23,9 +23,23 @@ def _no_progress(iterable: Iterable[T], **_: Any) -> Iterable[T]:
     return iterable
 
 
+def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
+    from bertprobe.target import ModelSpec
+
+    if like is None:
+        return ModelSpec(path=name_or_path)
+    return ModelSpec(path=name_or_path, device=like.device, dtype=like.dtype)
+
+
 @dataclass
 class ProbeContext:
-    """What the harness lends a running probe besides the target and the data."""
+    """What the harness lends a running probe besides the target and the data.
+
+    ``resolve_model(name_or_path, like)`` turns a param that names another model (``transfer_model``,
+    ``compare_model``) into a ModelSpec: a model name of the run's matrix first, then a path or hub id
+    (loaded on ``like``'s device and dtype). ``baseline_result()`` returns the matrix baseline's
+    finished result of the running probe id (None on the baseline itself or in a one-model run).
+    """
 
     seed: int = 0
     out_dir: Path | None = None
@@ -33,6 +47,9 @@ class ProbeContext:
     log: Callable[[str], None] = lambda message: None
     load_target: Callable[[ModelSpec], Target] | None = None
     load_data: Callable[[DataSpec], Dataset] | None = None
+    resolve_model: Callable[..., ModelSpec] = _spec_for
+    baseline_result: Callable[[], ProbeResult | None] | None = None
+    model_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -11,9 +11,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from bertprobe.architectures import attention_sites
+from bertprobe.architectures import attention_sites, head_grid
+from bertprobe.interventions import frozen_parameters, head_intervention
 
 PRUNABLE = {"bert", "roberta", "xlm-roberta", "electra", "distilbert", "camembert"}
 
@@ -72,3 +74,50 @@ def prune_heads(model: nn.Module, heads: Iterable[tuple[int, int]]) -> tuple[nn.
 
 def count_parameters(model: Any) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def head_importance(target: Any, batches: Iterable[tuple[list[int], dict[str, torch.Tensor]]],
+                    labels: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Michel et al.'s E_x |dL(x)/d xi_h| at ``mask`` (ones by default): one forward+backward pass.
+
+    The mask is per example (``B x L x H``), so the absolute value is taken per example as the paper's
+    equation says. ``labels`` are gold class (or choice) indices; the result is ``L x H`` (a pruned
+    layer's missing heads stay 0).
+    """
+    sites = target.attention_sites()
+    shape = head_grid(sites)
+    base = torch.ones(shape) if mask is None else mask.float()
+    total = torch.zeros(shape)
+    model = target.model
+    count = 0
+    with frozen_parameters(model):
+        for idx, batch in batches:
+            xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(target.device).requires_grad_(True)
+            with torch.enable_grad(), head_intervention(model, sites, mask=xi):
+                logits = target.forward(batch).logits.float()
+                loss = F.cross_entropy(logits, labels[idx].to(logits.device), reduction="sum")
+                loss.backward()
+            if xi.grad is None:
+                raise ValueError("no gradient reached the head masks (a quantized model has no backward pass)")
+            total += xi.grad.abs().sum(0).cpu()
+            count += len(idx)
+    return total / max(count, 1)
+
+
+def normalize_by_layer(scores: torch.Tensor) -> torch.Tensor:
+    """Michel's layer-wise normalisation: each layer's scores divided by their L2 norm."""
+    norms = scores.norm(dim=1, keepdim=True).clamp_min(1e-20)
+    return scores / norms
+
+
+def least_important(scores: torch.Tensor, share: float, heads_per_layer: list[int] | None = None) -> list[tuple[int, int]]:
+    """The ``round(share * heads)`` (layer, head) pairs with the lowest scores; cells past a layer's heads never count."""
+    layers, width = scores.shape
+    real = torch.ones(layers, width, dtype=torch.bool)
+    if heads_per_layer is not None:
+        for layer, n in enumerate(heads_per_layer):
+            real[layer, n:] = False
+    total = int(real.sum())
+    n = int(round(share * total))
+    order = scores.masked_fill(~real, float("inf")).flatten().argsort()[:n].tolist()
+    return [divmod(f, width) for f in order]

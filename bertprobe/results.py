@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
@@ -12,9 +14,10 @@ def layer_head_heatmap(matrix: Any) -> dict[str, Any]:
     return {"matrix": matrix.tolist(), "rows": [f"L{i}" for i in range(layers)], "cols": [f"H{j}" for j in range(heads)]}
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: models (a matrix), metric kind/outcome, regressions; version 1 is still read
 
-Status = Literal["passed", "failed", "skipped", "error"]
+Status = Literal["passed", "failed", "skipped", "error", "interrupted"]
+MetricKind = Literal["quality", "cost", "count"]
 RunStatus = Literal["running", "completed", "interrupted", "aborted"]
 
 
@@ -44,6 +47,63 @@ class Metric:
     higher_is_better: bool | None = None
     description: str = ""
     ci: tuple[float, float] | None = None
+    kind: MetricKind = "quality"  # gates and compare judge quality metrics only
+    outcome: str | None = None  # the per-example Outcomes vector this metric summarises
+
+    @property
+    def gated(self) -> bool:
+        """Whether a regression gate judges this metric: a quality metric with a direction."""
+        return self.kind == "quality" and self.higher_is_better is not None
+
+
+@dataclass
+class ModelInfo:
+    """What was loaded for one model of a run (one ``model_loaded`` event)."""
+
+    name: str
+    path: str
+    sha256: str | None = None
+    parameters: int = 0
+    bytes: int = 0
+    dtype: str = ""
+    device: str = ""
+    task: str = ""
+    variant: dict[str, Any] = field(default_factory=dict)
+    capabilities: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelInfo:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Regression:
+    """A candidate metric that moved in the bad direction past the tolerance (and, if asked, significantly)."""
+
+    model: str
+    baseline: str
+    probe_id: str
+    metric: str
+    baseline_value: float | None
+    value: float | None
+    delta: float | None
+    tolerance: float
+    p_value: float | None = None
+    ci: tuple[float, float] | None = None
+    test: str = ""
+
+    def describe(self) -> str:
+        sig = f", p={self.p_value:.3g} ({self.test})" if self.p_value is not None else ""
+        return (f"{self.probe_id}.{self.metric} on {self.model}: {_num(self.value)} vs {_num(self.baseline_value)} "
+                f"on {self.baseline} (delta {_num(self.delta, signed=True)}, tolerance {self.tolerance:g}{sig})")
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:+.4g}" if signed else f"{value:.4g}"
 
 
 @dataclass
@@ -105,6 +165,7 @@ class ProbeResult:
     model: str = ""
     duration_s: float = 0.0
     seed: int | None = None
+    outcomes: list[Any] = field(default_factory=list)  # Outcomes; written to outcomes.jsonl, not report.json
 
     def add_metric(
         self,
@@ -113,9 +174,15 @@ class ProbeResult:
         higher_is_better: bool | None = None,
         description: str = "",
         ci: tuple[float, float] | None = None,
+        kind: MetricKind = "quality",
+        outcome: str | None = None,
     ) -> Metric:
-        """Add (or replace) a metric and return it."""
-        metric = Metric(name, None if value is None else float(value), higher_is_better, description, ci)
+        """Add (or replace) a metric and return it.
+
+        ``kind``: quality (judged by gates), cost (timings, passes) or count. ``outcome`` names the
+        per-example vector in ``outcomes`` that this metric is the mean of, for paired tests.
+        """
+        metric = Metric(name, None if value is None else float(value), higher_is_better, description, ci, kind, outcome)
         self.metrics[name] = metric
         return metric
 
@@ -133,7 +200,8 @@ class ProbeResult:
                 "model": self.model,
                 "metrics": {n: m.value for n, m in self.metrics.items()},
                 "metric_info": {
-                    n: {"higher_is_better": m.higher_is_better, "description": m.description, "ci": m.ci}
+                    n: {"higher_is_better": m.higher_is_better, "description": m.description, "ci": m.ci,
+                        "kind": m.kind, "outcome": m.outcome}
                     for n, m in self.metrics.items()
                 },
                 "expectations": [asdict(e) for e in self.expectations],
@@ -155,6 +223,8 @@ class ProbeResult:
                 info.get(name, {}).get("higher_is_better"),
                 info.get(name, {}).get("description", ""),
                 tuple(info[name]["ci"]) if info.get(name, {}).get("ci") else None,  # type: ignore[arg-type]
+                info.get(name, {}).get("kind") or "quality",
+                info.get(name, {}).get("outcome"),
             )
             for name, value in data.get("metrics", {}).items()
         }
@@ -176,7 +246,11 @@ class ProbeResult:
 
 @dataclass
 class RunReport:
-    """The whole run: provenance plus one ProbeResult per probe, in suite order."""
+    """The whole run: provenance, the models, one ProbeResult per (model, probe) and the gate's verdict.
+
+    The report is a fold over ``events.jsonl``: the harness builds it with ``apply`` as it writes each
+    event, and ``from_events`` rebuilds the same report from the file (an interrupted run's included).
+    """
 
     suite: str
     model: str = ""
@@ -190,13 +264,17 @@ class RunReport:
     status: RunStatus = "running"
     message: str = ""
     run_dir: str = ""
+    data_fingerprint: str = ""
+    models: list[ModelInfo] = field(default_factory=list)
+    gate: dict[str, Any] = field(default_factory=dict)
+    regressions: list[Regression] = field(default_factory=list)
     probes: list[ProbeResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def counts(self) -> dict[str, int]:
         out = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
         for result in self.probes:
-            out[result.status] += 1
+            out[result.status] = out.get(result.status, 0) + 1
         return out
 
     def score(self) -> float | None:
@@ -206,7 +284,7 @@ class RunReport:
         """
         total = held = 0
         for result in self.probes:
-            if result.status == "skipped":
+            if result.status in ("skipped", "interrupted"):
                 continue
             if result.status == "error":
                 total += max(1, len(result.expectations))
@@ -217,20 +295,97 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        """True when the run completed and no probe failed or errored."""
+        """True when the run completed, no probe failed or errored, and no gate found a regression."""
         counts = self.counts()
-        return self.status == "completed" and counts["failed"] == 0 and counts["error"] == 0
+        return (self.status == "completed" and counts["failed"] == 0 and counts["error"] == 0
+                and not self.regressions)
 
+    @property
+    def model_names(self) -> list[str]:
+        names = [m.name for m in self.models]
+        for r in self.probes:  # results of models that were never recorded (old reports)
+            if r.model and r.model not in names:
+                names.append(r.model)
+        return names
+
+    def results_for(self, model: str) -> list[ProbeResult]:
+        return [r for r in self.probes if r.model == model]
+
+    def result(self, model: str, probe_id: str) -> ProbeResult | None:
+        return next((r for r in self.probes if r.model == model and (r.id or r.probe) == probe_id), None)
+
+    # ---- the event fold ------------------------------------------------------------------------
+    def apply(self, event: dict[str, Any]) -> None:
+        """Update the report with one record of ``events.jsonl``."""
+        kind = event.get("event")
+        if kind == "run_start":
+            self.suite = event.get("suite", self.suite)
+            self.model = event.get("model", "")
+            self.data = event.get("data", "")
+            self.seed = event.get("seed")
+            self.versions = dict(event.get("versions") or {})
+            self.started_at = event.get("time", "")
+            self.data_fingerprint = event.get("data_fingerprint", "")
+            self.gate = dict(event.get("gate") or {})
+        elif kind == "data_loaded":
+            self.data_fingerprint = event.get("fingerprint", "")
+        elif kind == "model_loaded":
+            info = ModelInfo.from_dict(event.get("info") or {})
+            self.models = [m for m in self.models if m.name != info.name] + [info]
+            devices = {m.device for m in self.models}
+            dtypes = {m.dtype for m in self.models}
+            self.device = devices.pop() if len(devices) == 1 else "mixed"
+            self.dtype = dtypes.pop() if len(dtypes) == 1 else "mixed"
+        elif kind == "probe_result":
+            result = ProbeResult.from_dict(event["result"])
+            self.probes = [r for r in self.probes if not (r.model == result.model and r.id == result.id)] + [result]
+        elif kind == "gate":
+            self.regressions = [Regression(**r) for r in event.get("regressions") or []]
+        elif kind == "run_finish":
+            self.status = event.get("status", self.status)
+            self.message = event.get("message", "")
+            self.finished_at = event.get("time", "")
+
+    @classmethod
+    def from_events(cls, path: str | Path) -> RunReport:
+        """Rebuild a report from an ``events.jsonl``; a run that never finished reads as interrupted."""
+        path = Path(path)
+        report = cls(suite=path.parent.name, run_dir=str(path.parent))
+        finished = False
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line from a killed run
+            if not isinstance(event, dict):
+                continue
+            report.apply(event)
+            finished = finished or event.get("event") == "run_finish"
+        if not finished:
+            report.status = "interrupted"
+            report.message = "the run ended without a run_finish record (killed); rebuilt from events.jsonl"
+        return report
+
+    # ---- (de)serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "probes"}
+        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("probes", "models", "regressions")}
         head["score"] = self.score()
         head["counts"] = self.counts()
+        head["models"] = [asdict(m) for m in self.models]
+        head["regressions"] = [asdict(r) for r in self.regressions]
         head["probes"] = [p.to_dict() for p in self.probes]
         return jsonable(head)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
-        names = {f.name for f in fields(cls)} - {"probes"}
+        """Read a report of this schema or of schema 1 (one model, results keyed by path)."""
+        names = {f.name for f in fields(cls)} - {"probes", "models", "regressions", "schema_version"}
         report = cls(**{k: v for k, v in data.items() if k in names})
         report.probes = [ProbeResult.from_dict(p) for p in data.get("probes", [])]
+        report.models = [ModelInfo.from_dict(m) for m in data.get("models", [])]
+        report.regressions = [Regression(**r) for r in data.get("regressions", [])]
+        if not report.models and report.model:  # schema 1: one model, named by its path
+            report.models = [ModelInfo(name=report.model, path=report.model, dtype=report.dtype, device=report.device)]
         return report

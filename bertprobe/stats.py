@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,3 +30,27 @@ def gini(values: Sequence[float] | np.ndarray) -> float:
     n = data.size
     ranks = np.arange(1, n + 1)
     return float((2 * (ranks * data).sum()) / (n * data.sum()) - (n + 1) / n)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant counts of a paired 2x2 table.
+
+    ``b``: pairs right under A and wrong under B; ``c``: wrong under A and right under B. Under the
+    null each discordant pair falls either way with probability 1/2, so the p-value is twice the
+    smaller binomial tail of Bin(b + c, 1/2), capped at 1 (1.0 when there are no discordant pairs).
+    """
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_bootstrap_diff(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, resamples: int = 1000,
+    confidence: float = 0.95, seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of mean(b) - mean(a) over paired examples (resampled together)."""
+    diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    return bootstrap_ci(diff, resamples, confidence, seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,9 @@ from bertprobe.results import Expectation
 from bertprobe.target import ModelSpec
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
-TOP_KEYS = ("suite", "description", "model", "data", "seed", "probes", "report")
+TOP_KEYS = ("suite", "description", "model", "models", "data", "seed", "probes", "report", "compare")
+COMPARE_KEYS = ("baseline", "tolerance", "significance")
+DEFAULT_TOLERANCE = 0.01
 PROBE_KEYS = ("probe", "id", "params", "expect", "model", "data")
 REPORT_KEYS = ("dir", "formats")
 EXPECT_KEYS = ("min", "max")
@@ -39,11 +41,35 @@ class ProbeSpec:
 
 
 @dataclass(frozen=True)
+class GateSpec:
+    """``compare:``: every other model is judged against ``baseline`` (a model name of the matrix).
+
+    ``tolerance`` is one number or a map per metric name (``default`` for the rest); a change in the
+    bad direction larger than it is a regression. With ``significance``, only regressions whose paired
+    test (McNemar's exact test on binary outcomes, else a paired bootstrap CI) is significant gate.
+    """
+
+    baseline: str
+    tolerance: float | dict[str, float] = DEFAULT_TOLERANCE
+    significance: float | None = None
+
+    def tolerance_for(self, metric: str) -> float:
+        if isinstance(self.tolerance, dict):
+            return float(self.tolerance.get(metric, self.tolerance.get("default", DEFAULT_TOLERANCE)))
+        return float(self.tolerance)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "tolerance": self.tolerance, "significance": self.significance}
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     model: ModelSpec | None
     data: DataSpec | None
     probes: tuple[ProbeSpec, ...]
+    models: tuple[ModelSpec, ...] = ()
+    compare: GateSpec | None = None
     seed: int = 0
     description: str = ""
     report_dir: str = "reports"
@@ -110,6 +136,57 @@ def _model(raw: Any, path: str, base: ModelSpec | None = None) -> ModelSpec:
     return parse_params(ModelSpec, raw, path)
 
 
+def unique_names(specs: list[ModelSpec]) -> list[ModelSpec]:
+    """Give every model a name: its own, else its folder or hub name, made unique with -2, -3, ..."""
+    taken = {s.name for s in specs if s.name}
+    out = []
+    for spec in specs:
+        if not spec.name:
+            name, n = spec.default_name, 2
+            while name in taken:
+                name, n = f"{spec.default_name}-{n}", n + 1
+            taken.add(name)
+            spec = replace(spec, name=name)
+        out.append(spec)
+    return out
+
+
+def _models(raw: Any, path: str) -> tuple[ModelSpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise SuiteError(f"{path}: expected a non-empty list of models, e.g. '- {{name: fp32, path: ./model}}'")
+    specs = [_model(item, f"{path}[{i}]") for i, item in enumerate(raw)]
+    seen: set[str] = set()
+    for i, spec in enumerate(specs):
+        if spec.name and spec.name in seen:
+            raise SuiteError(f"{path}[{i}].name: '{spec.name}' is used twice; give each model its own name")
+        if spec.name is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]+", spec.name):
+            raise SuiteError(f"{path}[{i}].name: {spec.name!r} must be a short name (letters, digits, '.', '_', '+', '-')")
+        seen.add(spec.name or "")
+    return tuple(specs)  # unnamed models are named after their folder when the run starts (unique_names)
+
+
+def _gate(raw: Any, path: str, names: list[str]) -> GateSpec:
+    raw = _mapping(raw, path)
+    _check_keys(raw, COMPARE_KEYS, path)
+    baseline = raw.get("baseline")
+    if not isinstance(baseline, str):
+        raise SuiteError(f"{path}.baseline: required, the name of the model the others are judged against")
+    if baseline not in names:
+        raise SuiteError(f"{path}.baseline: no model named '{baseline}'{did_you_mean(baseline, names)}; models: {', '.join(names)}")
+    tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
+    values = tolerance.values() if isinstance(tolerance, dict) else [tolerance]
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SuiteError(f"{path}.tolerance: expected a number >= 0 or a map of metric: number, got {tolerance!r}")
+    if isinstance(tolerance, dict):
+        tolerance = {str(k): float(v) for k, v in tolerance.items()}
+    significance = raw.get("significance")
+    if significance is not None and (isinstance(significance, bool) or not isinstance(significance, (int, float))
+                                     or not 0 < significance < 1):
+        raise SuiteError(f"{path}.significance: expected a level in (0, 1) such as 0.05, got {significance!r}")
+    return GateSpec(baseline, tolerance, None if significance is None else float(significance))
+
+
 def _data(raw: Any, path: str) -> DataSpec:
     if isinstance(raw, str):
         raw = {"path": raw}
@@ -139,7 +216,17 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
     name = doc.get("suite") or Path(source).stem
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise SuiteError(f"suite: {name!r} must be a short name (letters, digits, '.', '_', '-')")
-    model = _model(doc["model"], "model") if doc.get("model") is not None else None
+    if doc.get("model") is not None and doc.get("models") is not None:
+        raise SuiteError("models: give either model: (one model) or models: (a matrix), not both")
+    if doc.get("models") is not None:
+        models = _models(doc["models"], "models")
+    elif doc.get("model") is not None:
+        models = (_model(doc["model"], "model"),)
+    else:
+        models = ()
+    model = models[0] if models else None
+    labels = [m.label for m in unique_names(list(models))]
+    gate = _gate(doc["compare"], "compare", labels) if doc.get("compare") is not None else None
     data = _data(doc["data"], "data") if doc.get("data") is not None else None
     seed = doc.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -175,6 +262,8 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         model=model,
         data=data,
         probes=tuple(probes),
+        models=models,
+        compare=gate,
         seed=seed,
         description=str(doc.get("description") or ""),
         report_dir=str(report.get("dir", "reports")),
@@ -222,7 +311,7 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
                 )
         if cls.needs_data and spec.data is None and suite.data is None:
             raise SuiteError(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
-        if spec.model is None and suite.model is None:
+        if spec.model is None and not suite.models:
             raise SuiteError(f"{spec.path}: no model; add a model: section to the suite or the probe")
     if reporters is not None:
         for fmt in suite.formats:

@@ -23,11 +23,23 @@ _SUFFIX_TASK: dict[str, Task] = {
 }
 
 
+QUANTIZE_MODES = ("none", "int8-dynamic", "int8-weight-only")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """How to load a target. ``path`` is a hub id or a local directory."""
+    """How to load a target. ``path`` is a hub id or a local directory.
+
+    ``name`` labels the model in a matrix (default: the folder name or the hub id's last part).
+    ``quantize``, ``prune_heads`` and ``compile`` derive a variant from the loaded weights (see
+    ``bertprobe.variants``); ``dtype`` is the compute dtype.
+    """
 
     path: str
+    name: str | None = None
+    quantize: Literal["none", "int8-dynamic", "int8-weight-only"] = "none"
+    prune_heads: float | None = None
+    compile: bool = False
     device: str = "auto"
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     task: Literal["auto", "classification", "multiple-choice", "masked-lm"] = "auto"
@@ -37,8 +49,42 @@ class ModelSpec:
     trust_remote_code: bool = False
     allow_pickle: bool = False
 
+    def __post_init__(self) -> None:
+        if self.prune_heads is not None and not 0 <= self.prune_heads < 1:
+            raise ValueError("prune_heads must be a share of heads in [0, 1), e.g. 0.3")
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+
     def with_overrides(self, **changes: Any) -> ModelSpec:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def default_name(self) -> str:
+        """The folder name of a local path, or the last part of a hub id."""
+        return Path(self.path.rstrip("/\\")).name or self.path
+
+    @property
+    def label(self) -> str:
+        return self.name or self.default_name
+
+    @property
+    def variant(self) -> dict[str, Any]:
+        """The fields that derive a variant from the stored weights (empty for the model as stored)."""
+        out: dict[str, Any] = {}
+        if self.quantize != "none":
+            out["quantize"] = self.quantize
+        if self.prune_heads:
+            out["prune_heads"] = self.prune_heads
+        if self.compile:
+            out["compile"] = True
+        if self.dtype != "auto":
+            out["dtype"] = self.dtype
+        return out
+
+    @property
+    def base(self) -> ModelSpec:
+        """The same model as stored: no variant fields, no name (variants share its loaded weights)."""
+        return replace(self, name=None, quantize="none", prune_heads=None, compile=False)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -123,6 +169,9 @@ def _auto_class(task: Task) -> Any:
 
 def load_target(spec: ModelSpec) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed."""
+    from bertprobe.quantize import preload_quietly
+
+    preload_quietly()
     import transformers
 
     from bertprobe.progress import progress_enabled
@@ -202,12 +251,16 @@ class Target:
     task: Task
     device: torch.device
     dtype: torch.dtype
+    quantized: bool = False
+    gradient_model: Any = field(default=None, repr=False)  # float copy for input gradients of a quantized variant
+    compiled: Any = field(default=None, repr=False)  # torch.compile'd model used by batched prediction
+    encode_cache: dict[Any, Encoded] | None = field(default=None, repr=False)  # shared by a run's targets
     _sites: Any = field(default=None, repr=False)
 
     # ---- description -------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self.spec.path
+        return self.spec.label
 
     @property
     def label_names(self) -> list[str]:
@@ -229,7 +282,11 @@ class Target:
 
     @property
     def capabilities(self) -> frozenset[str]:
-        caps = {"gradients", "attentions", self.task}
+        caps = {"attentions", self.task}
+        if not self.quantized:
+            caps.add("gradients")
+        if not self.quantized or self.gradient_model is not None:
+            caps.add("input-gradients")  # the trigger search's HotFlip gradients (maybe from the float copy)
         if self.task in ("classification", "multiple-choice"):
             caps.add("predictions")
         if self.task == "classification":
@@ -269,8 +326,34 @@ class Target:
         accepted = set(inspect.signature(self.model.forward).parameters)
         return frozenset({"input_ids", "attention_mask", "token_type_ids"} & accepted)
 
+    @functools.cached_property
+    def tokenizer_key(self) -> str:
+        """A fingerprint of the tokenizer (class and vocabulary, or its full serialisation when fast)."""
+        import hashlib
+
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        text = backend.to_str() if backend is not None else repr(sorted(self.tokenizer.get_vocab().items()))
+        return type(self.tokenizer).__name__ + ":" + hashlib.sha1(text.encode("utf-8")).hexdigest()
+
     def encode(self, examples: Sequence[Any]) -> Encoded:
-        """Tokenise examples once; multiple-choice examples become one row per choice."""
+        """Tokenise examples once; multiple-choice examples become one row per choice.
+
+        With a run's ``encode_cache``, the same examples are tokenised once per distinct tokenizer,
+        max_length and task, however many models (variants of one checkpoint) and probes ask.
+        """
+        if self.encode_cache is None:
+            return self._encode(examples)
+        import hashlib
+
+        digest = hashlib.sha1()
+        for ex in examples:
+            digest.update(repr((ex.text, ex.text_pair, ex.choices)).encode("utf-8"))
+        key = (self.tokenizer_key, self.max_length, self.task, self.input_names, digest.hexdigest())
+        if key not in self.encode_cache:
+            self.encode_cache[key] = self._encode(examples)
+        return self.encode_cache[key]
+
+    def _encode(self, examples: Sequence[Any]) -> Encoded:
         rows: list[Any] = []
         lengths: list[int] = []
         for ex in examples:
@@ -325,8 +408,9 @@ class Target:
             size = batch_size or self.spec.batch_size
             batches = progress(batches, total=-(-len(encoded) // size), desc="predict")
         with torch.inference_mode():
+            model = self.compiled or self.model
             for idx, batch in batches:
-                logits = self.forward(batch).logits.float().cpu()
+                logits = model(**batch).logits.float().cpu()
                 if out is None:
                     out = torch.empty(len(encoded), logits.shape[-1])
                 out[torch.tensor(idx)] = logits

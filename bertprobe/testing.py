@@ -55,9 +55,18 @@ def roberta_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
     return RobertaTokenizer(vocab=vocab, merges=merges)
 
 
+def _transformers() -> Any:
+    from bertprobe.quantize import preload_quietly
+
+    preload_quietly()  # transformers imports torchao when installed; keep its load warnings quiet
+    import transformers
+
+    return transformers
+
+
 def tiny_config(arch: Arch, vocab_size: int, num_labels: int = 2, layers: int = 2, heads: int = 4,
                 hidden: int = 32, **extra: Any) -> Any:
-    import transformers
+    transformers = _transformers()
 
     common: dict[str, Any] = dict(vocab_size=vocab_size, num_labels=num_labels, max_position_embeddings=128, **extra)
     if arch == "distilbert":
@@ -92,7 +101,7 @@ def save_tiny_model(
     **config: Any,
 ) -> Path:
     """Write a random model of ``arch`` for ``task`` (safetensors + tokenizer) into ``directory``."""
-    import transformers
+    transformers = _transformers()
 
     directory = Path(directory)
     tokenizer = roberta_tokenizer(words) if arch == "roberta" else bert_tokenizer(words)
@@ -140,7 +149,7 @@ def sentiment_examples(n: int, seed: int = 0) -> list[tuple[str, int]]:
 
 def train_tiny_classifier(directory: str | Path, arch: Arch = "bert", steps: int = 150, seed: int = 0, **config: Any) -> Path:
     """Save a tiny classifier trained (seconds, CPU) on ``sentiment_examples``: it really relies on sentiment words."""
-    import transformers
+    transformers = _transformers()
 
     directory = Path(directory)
     save_tiny_model(directory, arch=arch, seed=seed, **config)

@@ -14,7 +14,7 @@ def test_builtins_register_through_hooks_and_managers_are_fresh():
     b = build_plugins(entry_points=False)
     assert a.manager is not b.manager
     assert "accuracy" in a.probes and a.probes.origin("accuracy") == "bertprobe.probes.accuracy"
-    assert set(a.reporters.names()) == {"json", "markdown", "html"}
+    assert set(a.reporters.names()) == {"json", "markdown", "html", "junit"}
     assert {row["name"] for row in a.describe()} == set(DEFAULT_PLUGINS)
 
 

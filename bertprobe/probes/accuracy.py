@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import time
+
 import torch
 
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
+from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
@@ -33,30 +36,40 @@ class AccuracyProbe(Probe):
     """Accuracy of the target on the suite's data, overall and per class (or per gold choice).
 
     Metrics: ``accuracy`` (with a percentile-bootstrap confidence interval), ``accuracy_<label>`` for each
-    class present, and ``examples``. Findings: the most confidently wrong predictions.
+    class present, ``examples`` and ``examples_per_s`` (prediction throughput, a cost metric). Outcomes:
+    ``correct`` (0/1 per example) and ``prediction`` (the predicted class), for paired comparisons. Findings: the most confidently wrong predictions.
     """
 
     name = "accuracy"
     description = "Overall and per-class accuracy on the data (the baseline for every robustness number)"
     requires = frozenset({"predictions"})
-    metrics = ("accuracy", "accuracy_*", "examples")
+    metrics = ("accuracy", "accuracy_*", "examples", "examples_per_s")
     Params = AccuracyParams
 
     def run(self, target: Target, data: Dataset | None, params: Any, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         result = ProbeResult(probe=self.name)
-        probs = target.predict_proba(data.examples, params.batch_size, ctx.progress)
+        encoded = target.encode(data.examples)
+        start = time.perf_counter()
+        probs = target.predict_proba(encoded, params.batch_size, ctx.progress)
+        seconds = time.perf_counter() - start
         gold = torch.tensor(data.labels())
         pred = probs.argmax(dim=-1)
         correct = (pred == gold).float()
+        ids = example_ids(data.examples)
+        result.outcomes += [Outcomes.from_values("correct", ids, correct.tolist()),
+                            Outcomes.from_values("prediction", ids, pred.tolist(), "categorical")]
         ci = bootstrap_ci(correct.numpy(), params.bootstrap, params.confidence, ctx.seed) if params.bootstrap else None
-        result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci)
+        result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci,
+                          outcome="correct")
+        result.add_metric("examples_per_s", len(gold) / max(seconds, 1e-9), True,
+                          "prediction throughput on the data (tokenisation excluded)", kind="cost")
         names = target.label_names or [str(i) for i in range(probs.shape[-1])]
         for idx, label in enumerate(names):
             sel = gold == idx
             if bool(sel.any()):
                 result.add_metric(f"accuracy_{label}", correct[sel].mean().item(), True, f"accuracy on gold '{label}'")
-        result.add_metric("examples", float(len(gold)), None, "examples evaluated")
+        result.add_metric("examples", float(len(gold)), None, "examples evaluated", kind="count")
         confidence = probs.gather(1, pred.unsqueeze(1)).squeeze(1)
         wrong = [i for i in torch.argsort(confidence, descending=True).tolist() if not correct[i]]
         for i in wrong[: params.findings]:

@@ -288,8 +288,7 @@ class AttentionAuditProbe(Probe):
         if not params.compare_model:
             return None
         assert ctx.load_target is not None
-        other = ctx.load_target(ModelSpec(path=params.compare_model, device=target.spec.device, dtype=target.spec.dtype,
-                                          task="auto"))
+        other = ctx.load_target(ctx.resolve_model(params.compare_model, target.spec))
         if other.tokenizer.get_vocab() != target.tokenizer.get_vocab():
             from bertprobe.errors import ProbeError
 

@@ -28,11 +28,13 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
-from bertprobe.interventions import frozen_parameters, head_intervention
+from bertprobe.architectures import head_grid, heads_per_layer
+from bertprobe.interventions import head_intervention
+from bertprobe.pruning import head_importance, least_important, normalize_by_layer
+from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult, layer_head_heatmap
 from bertprobe.stats import bootstrap_ci, gini
@@ -79,7 +81,16 @@ class Evaluator:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return sum(len(s.layers) for s in self.sites), self.sites[0].num_heads
+        return head_grid(self.sites)
+
+    @property
+    def real(self) -> torch.Tensor:
+        """``L x H`` bool: which grid cells are heads (a physically pruned layer has fewer)."""
+        layers, width = self.shape
+        out = torch.zeros(layers, width, dtype=torch.bool)
+        for layer, n in enumerate(heads_per_layer(self.sites)):
+            out[layer, :n] = True
+        return out
 
     def correct(self, mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> np.ndarray:
         out = torch.empty(len(self.labels), dtype=torch.bool)
@@ -92,31 +103,16 @@ class Evaluator:
 
     def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Michel's E_x |dL(x)/d xi_h| at the given mask (ones by default), one forward+backward pass."""
-        base = torch.ones(self.shape) if mask is None else mask.float()
-        total = torch.zeros(self.shape)
-        model = self.target.model
-        with frozen_parameters(model):
-            for idx, batch in self.batches:
-                xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(self.target.device).requires_grad_(True)
-                with torch.enable_grad(), head_intervention(model, self.sites, mask=xi):
-                    logits = self.target.forward(batch).logits.float()
-                    loss = F.cross_entropy(logits, self.labels[idx].to(logits.device), reduction="sum")
-                    loss.backward()
-                total += xi.grad.abs().sum(0).cpu()
-        return total / len(self.labels)
-
-
-def normalize_by_layer(scores: torch.Tensor) -> torch.Tensor:
-    norms = scores.norm(dim=1, keepdim=True).clamp_min(1e-20)
-    return scores / norms
+        return head_importance(self.target, self.batches, self.labels, mask)
 
 
 def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams, base: float,
                   ctx: ProbeContext) -> list[dict[str, Any]]:
     """Prune heads from least to most important in steps; optionally re-rank after each step (Michel)."""
     layers, heads = ev.shape
-    total = layers * heads
-    mask = torch.ones(layers, heads)
+    real = ev.real
+    total = int(real.sum())
+    mask = real.float()
     pruned: list[tuple[int, int]] = []
     curve = [{"fraction": 0.0, "heads_pruned": 0, "metric": base}]
     steps = math.ceil(1 / params.step - 1e-9)  # the last step reaches 100% even when step does not divide 1
@@ -126,7 +122,7 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
         if params.iterative and pruned:  # Michel: re-compute importance with the heads pruned so far
             scores = ev.importance(mask)
             scores = normalize_by_layer(scores) if params.normalize else scores
-        remaining = scores.masked_fill(mask == 0, float("inf")).flatten().argsort()
+        remaining = scores.masked_fill((mask == 0) | ~real, float("inf")).flatten().argsort()
         for f in remaining[: target_n - len(pruned)].tolist():
             layer, head = divmod(f, heads)
             mask[layer, head] = 0
@@ -185,7 +181,8 @@ class HeadPruningProbe(Probe):
         base_correct = ev.correct()
         eval_seconds = time.perf_counter() - t0
         base = float(base_correct.mean())
-        result.add_metric("baseline", base, True, "accuracy of the unmodified model")
+        result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), base_correct.tolist()))
+        result.add_metric("baseline", base, True, "accuracy of the unmodified model", outcome="correct")
 
         t0 = time.perf_counter()
         raw = ev.importance()
@@ -195,7 +192,7 @@ class HeadPruningProbe(Probe):
         result.add_metric("importance_gini", gini(raw.flatten().numpy()), None,
                           "concentration of raw importance over heads (0 even, 1 one head)")
         result.add_metric("importance_cost_passes", importance_seconds / max(eval_seconds, 1e-9), False,
-                          "importance wall time in units of one plain evaluation pass")
+                          "importance wall time in units of one plain evaluation pass", kind="cost")
         result.details["importance"] = raw.tolist()
         result.details["importance_normalized"] = norm.tolist()
         result.details["heatmaps"] = {
@@ -233,7 +230,7 @@ class HeadPruningProbe(Probe):
         layers, heads = ev.shape
         table = []
         deltas = torch.zeros(layers, heads)
-        pairs = [(layer, head) for layer in range(layers) for head in range(heads)]
+        pairs = [(layer, head) for layer in range(layers) for head in range(heads) if ev.real[layer, head]]
         for layer, head in ctx.progress(pairs, total=len(pairs), desc=f"head ablation ({params.mode})"):
             flags = torch.zeros(layers, heads, dtype=torch.bool)
             flags[layer, head] = True
@@ -250,7 +247,7 @@ class HeadPruningProbe(Probe):
         result.details["heatmaps"]["accuracy change when the head is removed"] = layer_head_heatmap(deltas)
         result.add_metric("max_single_head_drop", float(-deltas.min()) + 0.0, False, "largest accuracy drop from removing one head")
         result.add_metric("heads_improving_when_removed", float((deltas > 0).sum()), None,
-                          "heads whose removal raises accuracy")
+                          "heads whose removal raises accuracy", kind="count")
         hurt = [r for r in sorted(table, key=lambda r: r["delta"]) if r["delta"] < 0][: params.findings]
         helps = [r for r in sorted(table, key=lambda r: -r["delta"]) if r["delta"] > 0][: params.findings]
         for row, title in [(r, "removal hurts") for r in hurt] + [(r, "removal helps") for r in helps]:
@@ -266,9 +263,8 @@ class HeadPruningProbe(Probe):
         from bertprobe.pruning import count_parameters, prune_heads
 
         layers, heads = ev.shape
-        n = int(round(params.physical_fraction * layers * heads))
-        order = ranking.flatten().argsort()[:n].tolist()
-        drop = [divmod(f, heads) for f in order]
+        drop = least_important(ranking, params.physical_fraction, heads_per_layer(ev.sites))
+        n = len(drop)
         try:
             pruned, notes = prune_heads(target.model, drop)
         except ValueError as exc:
@@ -286,7 +282,8 @@ class HeadPruningProbe(Probe):
             for idx, batch in ev.batches:
                 pruned_correct[idx] = (pruned(**batch).logits.argmax(-1).cpu() == ev.labels[idx]).numpy()
         result.add_metric("speedup", after / before - 1, True,
-                          f"relative examples/s gain with {params.physical_fraction:.0%} of heads physically pruned")
+                          f"relative examples/s gain with {params.physical_fraction:.0%} of heads physically pruned",
+                          kind="cost")
         result.details["physical"] = {
             "heads_pruned": n, "examples_per_s_before": before, "examples_per_s_after": after,
             "parameters_before": count_parameters(target.model), "parameters_after": count_parameters(pruned),

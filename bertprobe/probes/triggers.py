@@ -22,6 +22,11 @@ Where we deviate from the paper and its reference code:
   * Held-out accuracy uses the trigger's token ids spliced in. ``transfer_model`` instead prepends the
     decoded trigger text, since the other model has its own tokenizer; with byte-level BPE (RoBERTa)
     ids do not always round-trip through text (a sentence-initial 'Ġbad' becomes 'bad').
+  * A quantized variant has no backward pass: its candidates come from the gradients of the float
+    weights it was quantized from (``Target.gradient_model``) and are scored on the variant itself.
+  * In a model matrix, every model after the baseline also measures the baseline's trigger on its own
+    held-out examples (``baseline_trigger_accuracy_after``): does the attack found on the model we
+    evaluated still work on the build we ship?
   * The vocabulary filter (no special tokens, by default no '##' pieces and no non-alphabetic tokens,
     plus a user blacklist) is ours; Wallace also ran with sentiment words removed (``blacklist``).
 """
@@ -42,8 +47,9 @@ from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
 from bertprobe.interventions import frozen_parameters
 from bertprobe.probe import Probe, ProbeContext
+from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.target import ModelSpec, Target
+from bertprobe.target import Target
 
 
 @dataclass(frozen=True)
@@ -207,7 +213,8 @@ class TriggerSearch:
         self.goal, self.targeted = goal, targeted
         self.forward_passes = 0
         self.rows_scored = 0
-        self.embedding = target.model.get_input_embeddings()
+        self.grad_model = target.gradient_model if target.gradient_model is not None else target.model
+        self.embedding = self.grad_model.get_input_embeddings()
 
     def objective(self, logits: torch.Tensor) -> torch.Tensor:
         """Per-row loss the attacker minimises: CE to ``to_label``, or minus CE of the true label."""
@@ -245,7 +252,9 @@ class TriggerSearch:
         try:
             with torch.enable_grad():
                 batch = self.rows.build(rows, trigger.unsqueeze(0))
-                loss = self.objective(self._forward(batch)).mean()
+                self.forward_passes += 1
+                self.rows_scored += batch["input_ids"].shape[0]
+                loss = self.objective(self.grad_model(**batch).logits).mean()
                 loss.backward()
         finally:
             handle.remove()
@@ -388,9 +397,10 @@ class UniversalTriggerProbe(Probe):
 
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
-    requires = frozenset({"classifier", "gradients"})
+    requires = frozenset({"classifier", "input-gradients"})
     metrics = ("accuracy_before", "accuracy_after", "success_rate", "search_seconds", "forward_passes",
-               "transfer_accuracy_before", "transfer_accuracy_after", "examples_searched", "examples_held_out")
+               "transfer_accuracy_before", "transfer_accuracy_after", "examples_searched", "examples_held_out",
+               "baseline_trigger_accuracy_after")
     Params = TriggerParams
 
     def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
@@ -419,7 +429,7 @@ class UniversalTriggerProbe(Probe):
 
         start = time.perf_counter()
         best, best_loss, history = None, math.inf, []
-        with frozen_parameters(target.model):
+        with frozen_parameters(search.grad_model):
             for restart in range(params.restarts):
                 init = _initial_trigger(target.tokenizer, params, allowed, restart, rng)
                 trigger, hist = run_search(search, init, search_idx, allowed, rng, ctx.progress)
@@ -441,14 +451,24 @@ class UniversalTriggerProbe(Probe):
         text = target.tokenizer.decode(best.tolist()).strip()
 
         result = ProbeResult(probe=self.name)
-        result.add_metric("accuracy_before", correct_before.float().mean().item(), True, f"held-out '{names[label]}' accuracy")
-        result.add_metric("accuracy_after", correct_after.float().mean().item(), True, "held-out accuracy with the trigger")
-        result.add_metric("success_rate", (hit & correct_before).sum().item() / n_correct if n_correct else 0.0,
+        id_of = {id(ex): key for ex, key in zip(data.examples, example_ids(data.examples))}
+        held_ids = [id_of[id(examples[i])] for i in held_idx]
+        flipped = hit & correct_before
+        result.outcomes += [
+            Outcomes.from_values("correct_before", held_ids, correct_before.tolist()),
+            Outcomes.from_values("correct_after", held_ids, correct_after.tolist()),
+        ]
+        result.add_metric("accuracy_before", correct_before.float().mean().item(), True, f"held-out '{names[label]}' accuracy",
+                          outcome="correct_before")
+        result.add_metric("accuracy_after", correct_after.float().mean().item(), True, "held-out accuracy with the trigger",
+                          outcome="correct_after")
+        result.add_metric("success_rate", flipped.sum().item() / n_correct if n_correct else 0.0,
                           False, "share of correctly predicted held-out examples the trigger flips")
-        result.add_metric("search_seconds", search_seconds, False)
-        result.add_metric("forward_passes", float(search.forward_passes), False, "model forward calls during the search")
-        result.add_metric("examples_searched", float(len(search_idx)))
-        result.add_metric("examples_held_out", float(len(held_idx)))
+        result.add_metric("search_seconds", search_seconds, False, kind="cost")
+        result.add_metric("forward_passes", float(search.forward_passes), False, "model forward calls during the search",
+                          kind="cost")
+        result.add_metric("examples_searched", float(len(search_idx)), kind="count")
+        result.add_metric("examples_held_out", float(len(held_idx)), kind="count")
         result.details.update({
             "trigger_tokens": tokens,
             "trigger_ids": best.tolist(),
@@ -478,13 +498,37 @@ class UniversalTriggerProbe(Probe):
             ))
         if params.transfer_model:
             self._transfer(result, ctx, target, params, [examples[i] for i in held_idx], text, label)
+        self._baseline_trigger(result, ctx, search, held_idx, held_ids, label)
         return result
+
+    @staticmethod
+    def _baseline_trigger(result: ProbeResult, ctx: ProbeContext, search: TriggerSearch, held_idx: list[int],
+                          held_ids: list[str], label: int) -> None:
+        """Held-out accuracy of this model under the matrix baseline's trigger (same tokens spliced in)."""
+        baseline = ctx.baseline_result() if ctx.baseline_result is not None else None
+        if baseline is None or baseline.model == ctx.model_name or baseline.status == "error":
+            return
+        tokens = baseline.details.get("trigger_tokens")
+        if not tokens or len(tokens) != search.params.length:
+            return
+        tokenizer = search.target.tokenizer
+        ids = tokenizer.convert_tokens_to_ids(tokens)
+        if any(i is None or i == tokenizer.unk_token_id for i in ids):
+            result.details["baseline_trigger"] = {"skipped": "the baseline's trigger tokens are not in this vocabulary"}
+            return
+        probs = held_out_probs(search, torch.tensor(ids, dtype=torch.long), held_idx)
+        correct = probs.argmax(-1) == label
+        result.outcomes.append(Outcomes.from_values("correct_under_baseline_trigger", held_ids, correct.tolist()))
+        result.add_metric("baseline_trigger_accuracy_after", correct.float().mean().item(), True,
+                          f"held-out accuracy with the trigger found on {baseline.model}",
+                          outcome="correct_under_baseline_trigger")
+        result.details["baseline_trigger"] = {"model": baseline.model, "trigger_text": baseline.details.get("trigger_text")}
 
     def _transfer(self, result: ProbeResult, ctx: ProbeContext, target: Target, params: TriggerParams,
                   held: list[Example], text: str, label: int) -> None:
         """Measure the trigger text on a second model (its own tokenizer; class matched by name)."""
         assert ctx.load_target is not None
-        other = ctx.load_target(ModelSpec(path=params.transfer_model, device=target.spec.device, dtype=target.spec.dtype))  # type: ignore[arg-type]
+        other = ctx.load_target(ctx.resolve_model(params.transfer_model, target.spec))  # type: ignore[arg-type]
         other_label = resolve_label(target.label_names[label], other.label_names, "transfer model class") \
             if target.label_names[label].lower() in [n.lower() for n in other.label_names] else label
         def attach(ex: Example) -> Example:

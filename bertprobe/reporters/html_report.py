@@ -16,12 +16,18 @@ from tabulate import tabulate
 from bertprobe.hookspecs import hookimpl
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
-    OVERVIEW_HEADERS,
+    MODEL_HEADERS,
+    REGRESSION_HEADERS,
     fmt,
     header_rows,
     metric_rows,
+    model_rows,
+    multi_model,
+    overview_headers,
     overview_rows,
+    regression_rows,
     score_text,
+    side_by_side,
 )
 from bertprobe.results import RunReport
 
@@ -67,11 +73,21 @@ def render_html(report: RunReport) -> str:
         f"<h1>bertprobe report: {esc(report.suite)}</h1>",
         f"<p><b>Overall score: {esc(score_text(report))}</b> of expectations held.</p>",
         tabulate(header_rows(report), tablefmt="html"),
-        "<h2>Probes</h2>",
-        tabulate(overview_rows(report), headers=OVERVIEW_HEADERS, tablefmt="html"),
     ]
+    if report.models:
+        parts += ["<h2>Models</h2>", tabulate(model_rows(report), headers=MODEL_HEADERS, tablefmt="html")]
+    if report.gate:
+        parts.append(f"<h2>Regressions against {esc(str(report.gate.get('baseline')))}</h2>")
+        parts.append(tabulate(regression_rows(report), headers=REGRESSION_HEADERS, tablefmt="html")
+                     if report.regressions else "<p>None.</p>")
+    if multi_model(report):
+        headers, rows = side_by_side(report)
+        parts += ["<h2>Metrics side by side</h2>", tabulate(rows, headers=headers, tablefmt="html")]
+    parts += ["<h2>Probes</h2>", tabulate(overview_rows(report), headers=overview_headers(report), tablefmt="html")]
+    multi = multi_model(report)
     for result in report.probes:
-        parts.append(f"<h2 class='{result.status}'>{esc(result.id or result.probe)}: {result.status}</h2>")
+        title = (result.id or result.probe) + (f" on {result.model}" if multi else "")
+        parts.append(f"<h2 class='{result.status}'>{esc(title)}: {result.status}</h2>")
         if result.message:
             parts.append(f"<p>{esc(result.message)}</p>")
         summary = result.details.get("summary") or {}

@@ -10,56 +10,67 @@ from tabulate import tabulate
 from bertprobe.hookspecs import hookimpl
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
-    OVERVIEW_HEADERS,
+    MODEL_HEADERS,
+    REGRESSION_HEADERS,
     fmt,
     header_rows,
+    md_cell,
     metric_rows,
+    model_rows,
+    multi_model,
+    overview_headers,
     overview_rows,
+    regression_rows,
     score_text,
+    side_by_side,
 )
 from bertprobe.results import RunReport
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    """A GitHub table whose every cell went through the one Markdown escaper."""
+    return tabulate([[md_cell(c) for c in row] for row in rows], headers=[md_cell(h) for h in headers], tablefmt="github")
 
 
 def render_markdown(report: RunReport) -> str:
     counts = report.counts()
     lines = [
-        f"# bertprobe report: {report.suite}",
+        f"# bertprobe report: {md_cell(report.suite)}",
         "",
         f"**Overall score: {score_text(report)}** of expectations held "
         f"({counts['passed']} passed, {counts['failed']} failed, {counts['error']} error, {counts['skipped']} skipped)",
         "",
-        tabulate(header_rows(report), tablefmt="github", headers=["", ""]),
-        "",
-        "## Probes",
-        "",
-        tabulate(overview_rows(report), headers=OVERVIEW_HEADERS, tablefmt="github"),
+        _table(header_rows(report), ["", ""]),
     ]
+    if report.models:
+        lines += ["", "## Models", "", _table(model_rows(report), MODEL_HEADERS)]
+    if report.gate:
+        baseline = report.gate.get("baseline")
+        lines += ["", f"## Regressions against {md_cell(baseline)}", ""]
+        lines.append(_table(regression_rows(report), REGRESSION_HEADERS) if report.regressions else "None.")
+    if multi_model(report):
+        headers, rows = side_by_side(report)
+        lines += ["", "## Metrics side by side", "", _table(rows, headers)]
+    lines += ["", "## Probes", "", _table(overview_rows(report), overview_headers(report))]
+    multi = multi_model(report)
     for result in report.probes:
-        lines += ["", f"## {result.id or result.probe} ({result.status})", ""]
+        title = (result.id or result.probe) + (f" on {result.model}" if multi else "")
+        lines += ["", f"## {md_cell(title)} ({result.status})", ""]
         if result.message:
-            lines += [f"> {result.message}", ""]
+            lines += [f"> {md_cell(result.message)}", ""]
         summary = result.details.get("summary") or {}
         if summary:
-            lines += [tabulate([[k, _clip(str(v))] for k, v in summary.items()], tablefmt="github", headers=["", ""]), ""]
+            lines += [_table([[k, md_cell(v, 90)] for k, v in summary.items()], ["", ""]), ""]
         if result.metrics or result.expectations:
-            lines.append(tabulate(metric_rows(result), headers=METRIC_HEADERS, tablefmt="github"))
+            lines.append(_table(metric_rows(result), METRIC_HEADERS))
         if result.findings:
             lines += ["", f"### Findings ({len(result.findings)})", ""]
             rows = [
-                [f.title, _clip(f.input), _clip(f.perturbed), fmt(f.expected), fmt(f.observed), fmt(f.score)]
+                [f.title, md_cell(f.input, 90), md_cell(f.perturbed, 90), fmt(f.expected), fmt(f.observed), fmt(f.score)]
                 for f in result.findings[:20]
             ]
-            lines.append(
-                tabulate(rows, headers=["finding", "input", "perturbed", "expected", "observed", "score"], tablefmt="github")
-            )
+            lines.append(_table(rows, ["finding", "input", "perturbed", "expected", "observed", "score"]))
     return "\n".join(lines) + "\n"
-
-
-def _clip(text: str | None, width: int = 90) -> str:
-    if not text:
-        return ""
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class MarkdownReporter:

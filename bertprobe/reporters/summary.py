@@ -1,4 +1,4 @@
-"""Tables shared by the Markdown, HTML and terminal summaries."""
+"""Tables shared by the Markdown, HTML, JUnit and terminal summaries."""
 
 from __future__ import annotations
 
@@ -15,24 +15,41 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def size_text(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
 def score_text(report: RunReport) -> str:
     score = report.score()
     return "n/a (no expectations checked)" if score is None else f"{score * 100:.0f}%"
 
 
+def multi_model(report: RunReport) -> bool:
+    return len(report.model_names) > 1
+
+
+def overview_headers(report: RunReport) -> list[str]:
+    return (["model"] if multi_model(report) else []) + OVERVIEW_HEADERS
+
+
 def overview_rows(report: RunReport) -> list[list[str]]:
-    """One row per probe: id, status, expectations held, duration, message."""
+    """One row per result: (model,) probe id, status, expectations held, duration, message."""
     rows = []
+    multi = multi_model(report)
     for r in report.probes:
         held = sum(1 for e in r.expectations if e.passed)
-        rows.append(
-            [r.id or r.probe, r.status.upper(), f"{held}/{len(r.expectations)}", f"{r.duration_s:.1f}s", r.message]
-        )
+        row = [r.id or r.probe, r.status.upper(), f"{held}/{len(r.expectations)}", f"{r.duration_s:.1f}s", r.message]
+        rows.append(([r.model] if multi else []) + row)
     return rows
 
 
 OVERVIEW_HEADERS = ["probe", "status", "expectations", "time", "note"]
 METRIC_HEADERS = ["metric", "value", "95% CI", "expected", "ok"]
+MODEL_HEADERS = ["model", "path", "variant", "dtype", "device", "parameters", "size", "examples/s", "sha256"]
 
 
 def metric_rows(result: ProbeResult) -> list[list[str]]:
@@ -51,13 +68,81 @@ def metric_rows(result: ProbeResult) -> list[list[str]]:
 
 def header_rows(report: RunReport) -> list[list[str]]:
     versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
-    return [
-        ["suite", report.suite],
-        ["model", report.model],
-        ["data", report.data],
+    rows = [["suite", report.suite]]
+    if len(report.models) == 1:
+        m = report.models[0]
+        rows.append(["model", f"{m.path}" + (f" ({m.name})" if m.name != m.path else "")])
+        if m.sha256:
+            rows.append(["weights sha256", m.sha256])
+    else:
+        rows.append(["models", ", ".join(report.model_names) or report.model])
+    rows += [
+        ["data", report.data + (f" (sha256 {report.data_fingerprint[:12]})" if report.data_fingerprint else "")],
         ["device / dtype", f"{report.device} / {report.dtype}"],
         ["seed", fmt(report.seed)],
         ["started (UTC)", report.started_at],
         ["status", report.status + (f" ({report.message})" if report.message else "")],
         ["versions", versions],
     ]
+    if report.gate:
+        rows.append(["gate", f"baseline {report.gate.get('baseline')}, tolerance {report.gate.get('tolerance')}"
+                     + (f", significance {report.gate['significance']}" if report.gate.get("significance") else "")])
+    return rows
+
+
+def examples_per_s(report: RunReport, model: str) -> float | None:
+    """The model's prediction throughput on the suite's data, from the first probe that measured it."""
+    for r in report.results_for(model):
+        value = r.value("examples_per_s")
+        if value is not None:
+            return value
+    return None
+
+
+def model_rows(report: RunReport) -> list[list[str]]:
+    rows = []
+    for m in report.models:
+        variant = ", ".join(f"{k}={v}" for k, v in m.variant.items()) or "as stored"
+        rate = examples_per_s(report, m.name)
+        rows.append([m.name, m.path, variant, m.dtype, m.device, f"{m.parameters:,}", size_text(m.bytes),
+                     fmt(rate), (m.sha256 or "-")[:12]])
+    return rows
+
+
+def side_by_side(report: RunReport) -> tuple[list[str], list[list[str]]]:
+    """Every metric of every probe id, one column per model (the gate's baseline first)."""
+    names = report.model_names
+    baseline = report.gate.get("baseline")
+    if baseline in names:
+        names = [baseline] + [n for n in names if n != baseline]
+    keys: list[tuple[str, str]] = []
+    for r in report.probes:
+        for metric in r.metrics:
+            key = (r.id or r.probe, metric)
+            if key not in keys:
+                keys.append(key)
+    rows = []
+    for pid, metric in keys:
+        row = [pid, metric]
+        for name in names:
+            result = report.result(name, pid)
+            row.append(fmt(result.value(metric)) if result is not None and metric in result.metrics else "")
+        rows.append(row)
+    return ["probe", "metric"] + names, rows
+
+
+REGRESSION_HEADERS = ["model", "probe", "metric", "baseline", "value", "delta", "tolerance", "p", "test"]
+
+
+def regression_rows(report: RunReport) -> list[list[str]]:
+    return [[r.model, r.probe_id, r.metric, fmt(r.baseline_value), fmt(r.value),
+             f"{r.delta:+.4g}" if r.delta is not None else "-", f"{r.tolerance:g}", fmt(r.p_value), r.test]
+            for r in report.regressions]
+
+
+def md_cell(value: Any, width: int | None = None) -> str:
+    """One Markdown table cell: whitespace folded, pipes escaped, optionally clipped."""
+    text = " ".join(str(value if value is not None else "").split()).replace("|", "\\|")
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    return text

@@ -1,0 +1,159 @@
+"""``bertprobe compare RUN_A RUN_B``: two runs made apart, paired model by model, probe by probe."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from bertprobe.errors import BertprobeError
+from bertprobe.gates import MetricDelta, comparable, compare_results
+from bertprobe.outcomes import Outcomes, read_outcomes
+from bertprobe.reporters.summary import fmt, md_cell
+from bertprobe.results import RunReport
+
+HEADERS = ["model", "probe", "metric", "A", "B", "delta", "", "p", "paired", "verdict"]
+
+
+def load_run(run_dir: Path) -> RunReport:
+    """A run folder's report: rebuilt from events.jsonl (the source of truth), else read from report.json."""
+    if not run_dir.is_dir():
+        raise BertprobeError(f"run folder '{run_dir}' does not exist; give two folders under reports/")
+    events = run_dir / "events.jsonl"
+    if events.is_file():
+        report = RunReport.from_events(events)
+        report.run_dir = str(run_dir)
+        return report
+    summary = run_dir / "report.json"
+    if summary.is_file():
+        try:
+            return RunReport.from_dict(json.loads(summary.read_text(encoding="utf-8")))
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise BertprobeError(f"{summary}: not a readable bertprobe report ({exc})") from None
+    raise BertprobeError(f"'{run_dir}' has neither events.jsonl nor report.json; is it a bertprobe run folder?")
+
+
+@dataclass
+class Comparison:
+    run_a: str
+    run_b: str
+    pairs: list[tuple[str, str]]
+    deltas: list[MetricDelta] = field(default_factory=list)
+    unpaired: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[MetricDelta]:
+        return [d for d in self.deltas if d.regression]
+
+    def rows(self) -> list[list[str]]:
+        rows = []
+        for d in self.deltas:
+            arrow = ""
+            if d.delta is not None and d.higher_is_better is not None and abs(d.delta) > 1e-12:
+                arrow = "better" if (d.delta > 0) == d.higher_is_better else "worse"
+            model = d.model if d.model == d.baseline else f"{d.baseline} -> {d.model}"
+            verdict = "REGRESSION" if d.regression else ("ok" if d.gated else "not gated")
+            rows.append([model, d.probe_id, d.metric, fmt(d.baseline_value), fmt(d.value),
+                         "-" if d.delta is None else f"{d.delta:+.4g}", arrow, fmt(d.p_value),
+                         str(d.paired or ""), verdict])
+        return rows
+
+    def text(self) -> str:
+        lines = [tabulate(self.rows(), headers=HEADERS, tablefmt="simple")]
+        lines += [f"note: {n}" for n in self.notes + [f"not paired: {u}" for u in self.unpaired]]
+        lines.append(f"\n{len(self.regressions)} regression(s)" if self.regressions else "\nno regression")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_a": self.run_a, "run_b": self.run_b, "pairs": self.pairs, "notes": self.notes,
+                "unpaired": self.unpaired, "regressions": len(self.regressions),
+                "deltas": [d.to_dict() for d in self.deltas]}
+
+
+def _pair_models(a: RunReport, b: RunReport, baseline_model: str | None) -> list[tuple[str, str]]:
+    names_a, names_b = a.model_names, b.model_names
+    if baseline_model is not None:
+        if baseline_model not in names_a:
+            raise BertprobeError(f"--baseline-model {baseline_model}: RUN_A has no such model; it has {', '.join(names_a)}")
+        return [(baseline_model, m) for m in names_b]
+    common = [m for m in names_b if m in names_a]
+    if common:
+        return [(m, m) for m in common]
+    if len(names_a) == 1 and len(names_b) == 1:
+        return [(names_a[0], names_b[0])]
+    raise BertprobeError(f"the runs share no model name (A: {', '.join(names_a) or 'none'}; B: {', '.join(names_b) or 'none'}); "
+                         "pass --baseline-model NAME")
+
+
+def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float], significance: float | None,
+                 baseline_model: str | None = None) -> Comparison:
+    """Pair the models, probes (by id) and metrics of two runs and compare them; BertprobeError if nothing pairs."""
+    a, b = load_run(run_a), load_run(run_b)
+    comparison = Comparison(str(run_a), str(run_b), _pair_models(a, b, baseline_model))
+    out_a: dict[tuple[str, str], dict[str, Outcomes]] = read_outcomes(run_a)
+    out_b: dict[tuple[str, str], dict[str, Outcomes]] = read_outcomes(run_b)
+    if a.data_fingerprint and b.data_fingerprint and a.data_fingerprint != b.data_fingerprint:
+        if significance is not None:
+            raise BertprobeError("the runs used different data (fingerprints differ), so per-example outcomes do not "
+                                 "pair; compare without --significance to see the deltas alone")
+        comparison.notes.append("the runs used different data: paired tests are off, deltas compare unpaired means")
+        out_a, out_b = {}, {}
+    paired_probes = 0
+    for model_a, model_b in comparison.pairs:
+        for cand in b.results_for(model_b):
+            pid = cand.id or cand.probe
+            base = a.result(model_a, pid)
+            if base is None:
+                comparison.unpaired.append(f"probe '{pid}' of {model_b} is not in RUN_A")
+                continue
+            if not (comparable(base) and comparable(cand)):
+                comparison.unpaired.append(f"probe '{pid}': {base.status} in RUN_A, {cand.status} in RUN_B")
+                continue
+            paired_probes += 1
+            comparison.deltas += compare_results(base, cand, out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {}),
+                                                 tolerance_for, significance)
+    if paired_probes == 0:
+        details = "; ".join(comparison.unpaired[:5]) or "no probe results"
+        raise BertprobeError(f"nothing to compare between '{run_a}' and '{run_b}': {details}")
+    return comparison
+
+
+def render_markdown(c: Comparison) -> str:
+    rows = [[md_cell(x) for x in row] for row in c.rows()]
+    lines = [f"# bertprobe compare", "", f"A (baseline): `{md_cell(c.run_a)}`  ", f"B (candidate): `{md_cell(c.run_b)}`", "",
+             f"**{len(c.regressions)} regression(s)**", "", tabulate(rows, headers=HEADERS, tablefmt="github")]
+    lines += [""] + [f"- {md_cell(n)}" for n in c.notes + [f"not paired: {u}" for u in c.unpaired]]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(c: Comparison) -> str:
+    esc = html.escape
+    return "\n".join([
+        "<!doctype html><html><head><meta charset='utf-8'><title>bertprobe compare</title>",
+        "<style>body{font-family:system-ui,sans-serif;margin:2em auto;max-width:80em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.2em .5em}</style></head><body>",
+        f"<h1>bertprobe compare</h1><p>A (baseline): {esc(c.run_a)}<br>B (candidate): {esc(c.run_b)}</p>",
+        f"<p><b>{len(c.regressions)} regression(s)</b></p>",
+        tabulate(c.rows(), headers=HEADERS, tablefmt="html"),
+        "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in c.notes + [f"not paired: {u}" for u in c.unpaired]) + "</ul>",
+        "</body></html>",
+    ])
+
+
+def write_comparison(c: Comparison, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in (("compare.json", json.dumps(c.to_dict(), indent=2) + "\n"), ("compare.md", render_markdown(c)),
+                       ("compare.html", render_html(c))):
+        path = out / name
+        tmp = path.with_name(name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        paths.append(path)
+    return paths
