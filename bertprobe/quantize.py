@@ -44,6 +44,8 @@ def preload_quietly() -> None:
     try:
         with _quiet():
             import torchao  # noqa: F401
+            import torchao.quantization  # noqa: F401  (registers pytree constants: more warnings)
+            import torchao.prototype.safetensors.safetensors_support  # noqa: F401  (what transformers imports)
     except Exception:  # absent or broken: quantize: will say so when asked for
         pass
 

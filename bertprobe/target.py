@@ -296,10 +296,12 @@ class Target:
         if self.task == "masked-lm":
             caps.add("mlm")
         try:
-            self.attention_sites()
+            sites = self.attention_sites()
             caps.add("heads")
+            if len({s.num_heads for s in sites}) == 1:
+                caps.add("uniform-heads")  # every layer has as many heads (not so after uneven physical pruning)
         except TargetError:
-            pass
+            caps.add("uniform-heads")  # heads unknown: attention maps come from the model's own output
         return frozenset(caps)
 
     def attention_sites(self) -> Any:

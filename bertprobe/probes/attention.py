@@ -229,7 +229,7 @@ class AttentionAuditProbe(Probe):
 
     name = "attention-audit"
     description = "Attention to [CLS]/[SEP]/punctuation, entropy, map types, head similarity (Kovaleva; Clark 2019)"
-    requires = frozenset({"attentions"})
+    requires = frozenset({"attentions", "uniform-heads"})  # per-head maps are stacked over layers
     metrics = tuple(f"share_{t}" for t in TYPES) + (
         "sep_attention_mid_layers", "cls_attention", "mean_entropy", "heads_mostly_special", "compare_cosine_mean")
     Params = AttentionParams

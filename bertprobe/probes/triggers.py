@@ -454,16 +454,18 @@ class UniversalTriggerProbe(Probe):
         id_of = {id(ex): key for ex, key in zip(data.examples, example_ids(data.examples))}
         held_ids = [id_of[id(examples[i])] for i in held_idx]
         flipped = hit & correct_before
+        was_correct = correct_before.nonzero().squeeze(1).tolist()
         result.outcomes += [
             Outcomes.from_values("correct_before", held_ids, correct_before.tolist()),
             Outcomes.from_values("correct_after", held_ids, correct_after.tolist()),
+            Outcomes.from_values("flipped", [held_ids[i] for i in was_correct], flipped[was_correct].tolist()),
         ]
         result.add_metric("accuracy_before", correct_before.float().mean().item(), True, f"held-out '{names[label]}' accuracy",
                           outcome="correct_before")
         result.add_metric("accuracy_after", correct_after.float().mean().item(), True, "held-out accuracy with the trigger",
                           outcome="correct_after")
         result.add_metric("success_rate", flipped.sum().item() / n_correct if n_correct else 0.0,
-                          False, "share of correctly predicted held-out examples the trigger flips")
+                          False, "share of correctly predicted held-out examples the trigger flips", outcome="flipped")
         result.add_metric("search_seconds", search_seconds, False, kind="cost")
         result.add_metric("forward_passes", float(search.forward_passes), False, "model forward calls during the search",
                           kind="cost")
