@@ -410,7 +410,7 @@ class Target:
             size = batch_size or self.spec.batch_size
             batches = progress(batches, total=-(-len(encoded) // size), desc="predict")
         with torch.inference_mode():
-            model = self.compiled or self.model
+            model = self.compiled if self.compiled is not None else self.model
             for idx, batch in batches:
                 logits = model(**batch).logits.float().cpu()
                 if out is None:

@@ -105,3 +105,22 @@ def test_cloze_suite_runs_with_a_local_masked_lm(tmp_path, monkeypatch):
     assert builtin["metrics"]["items"] == 200 and ettinger["metrics"]["items"] == 190
     assert "negation_sensitivity_neg_136_simp" in ettinger["metrics"]
     assert {e["metric"] for e in builtin["expectations"]} == {"top1_accuracy", "negation_sensitivity"}
+
+
+@needs_sst2
+def test_compression_suite_variants_on_fixture(tmp_path, monkeypatch):
+    """fp32, torchao int8 and 30% pruned from one checkpoint: sizes, accuracies and the gate's verdict."""
+    result = run_shipped("compression", tmp_path, monkeypatch, "--only", "accuracy", **SST2_ENV)
+    assert result.exit_code == 0, result.output
+    run_dir, report = only_run(tmp_path, "compression")
+    models = {m["name"]: m for m in report["models"]}
+    assert list(models) == ["fp32", "int8", "pruned30"]
+    assert len({m["sha256"] for m in models.values()}) == 1  # one checkpoint, three builds
+    assert models["int8"]["bytes"] < 0.7 * models["fp32"]["bytes"]
+    assert models["pruned30"]["parameters"] < models["fp32"]["parameters"]
+    assert "22 of 72 heads pruned" in " ".join(models["pruned30"]["notes"])
+    acc = {p["model"]: p["metrics"]["accuracy"] for p in report["probes"]}
+    assert acc["fp32"] == pytest.approx(0.892, abs=0.005)
+    assert acc["int8"] == pytest.approx(acc["fp32"], abs=0.02) and acc["pruned30"] == pytest.approx(acc["fp32"], abs=0.02)
+    assert report["regressions"] == [] and report["gate"]["baseline"] == "fp32"
+    assert (run_dir / "report.junit.xml").is_file()
