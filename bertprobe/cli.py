@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -10,9 +11,14 @@ from typing import Any
 import click
 from tabulate import tabulate
 
-from bertprobe.errors import BertprobeError
+from bertprobe.errors import BertprobeError, InternalError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from bertprobe.exitcodes import FAILED as EXIT_FAILED
+from bertprobe.exitcodes import INTERNAL as EXIT_INTERNAL
+from bertprobe.exitcodes import OK as EXIT_OK
+from bertprobe.exitcodes import SIGINT as EXIT_INTERRUPTED
+from bertprobe.exitcodes import SIGTERM as EXIT_TERMINATED
+from bertprobe.exitcodes import USAGE as EXIT_USAGE
 
 
 class _Context:
@@ -20,12 +26,12 @@ class _Context:
         self.debug = debug
 
 
-def _fail(ctx_obj: _Context, exc: BaseException) -> None:
+def _fail(ctx_obj: _Context, exc: BaseException, code: int = EXIT_USAGE) -> None:
     if ctx_obj.debug:
         traceback.print_exc()
     message = " ".join(str(exc).split())
     click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_USAGE)
+    sys.exit(code)
 
 
 def _guard(fn: Any) -> Any:
@@ -37,6 +43,8 @@ def _guard(fn: Any) -> Any:
             return fn(*args, **kwargs)
         except BertprobeError as exc:
             _fail(ctx_obj, exc)
+        except InternalError as exc:
+            _fail(ctx_obj, exc, EXIT_INTERNAL)
         except OSError as exc:
             _fail(ctx_obj, BertprobeError(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")))
 
@@ -59,9 +67,14 @@ def main(ctx: click.Context, debug: bool) -> None:
       bertprobe run suites/sst2.yaml --model ../shared/models/minilm-l6-sst2 \\
                                      --data ../shared/data/sst2/dev.tsv
 
-    Exit codes: 0 all expectations held, 1 an expectation failed, a probe errored or a
-    gate found a regression, 2 bad input (suite, model, data; runs that do not pair),
-    130 interrupted.
+    \b
+    Exit codes (the first that applies, in this order: 130/143, 2, 3, 1, 5):
+      0    everything checked held
+      1    an expectation failed, a probe errored, or a gate found a regression
+      2    bad input or usage (suite, model, data; runs that do not pair)
+      3    an internal error (the report says aborted, with the message)
+      5    nothing was checked (no expectation and no gate ran); --allow-skips makes it 0
+      130  interrupted by Ctrl-C; 143 by SIGTERM (a partial report is kept)
     """
     ctx.obj = _Context(debug)
 
@@ -79,10 +92,17 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--only", multiple=True, metavar="PROBE", help="Run only this probe (id or name); repeatable.")
 @click.option("--limit", type=click.IntRange(min=1), help="Use at most N examples (seeded sample).")
 @click.option("--allow-pickle", is_flag=True, help="Allow pickle (.bin) weights. Only for models you trust.")
+@click.option("--seed", type=int, help="Replaces the suite's seed (sampling, trigger restarts, bootstraps).")
+@click.option("--threads", type=click.IntRange(min=1), metavar="N",
+              help="CPU threads for torch (default: the suite's threads:, else torch's default capped at the "
+                   "cores this process may use). On a shared machine, 1 or 2 avoids oversubscription.")
+@click.option("--allow-skips", is_flag=True,
+              help="Exit 0, not 5, when nothing was checked (every probe skipped or without expectations).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
 @_guard
 def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
-        out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, quiet: bool) -> None:
+        out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, seed: int | None,
+        threads: int | None, allow_skips: bool, quiet: bool) -> None:
     """Run a suite and write a scored report.
 
     Each run writes a new folder reports/<suite>-<UTC time>/ with events.jsonl (one record per event,
@@ -103,13 +123,23 @@ def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str 
 
     suite = load_suite(suite_file)
     plugins = build_plugins()
+    from bertprobe.exitcodes import Terminated, nothing_checked, run_exit_code
+
     options = RunOptions(models=models, data=data, device=device, dtype=dtype, out=out, only=only, limit=limit,
-                         allow_pickle=allow_pickle, log=None if quiet else log_to_stderr)
+                         allow_pickle=allow_pickle, seed=seed, threads=threads, log=None if quiet else log_to_stderr)
+
+    def on_sigterm(_signum: int, _frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         session = run_suite(suite, plugins, options)
-    except KeyboardInterrupt:
-        click.echo("interrupted: partial report kept", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        where = getattr(exc, "run_dir", None)
+        click.echo(f"interrupted: partial report in {where}" if where else "interrupted", err=True)
+        sys.exit(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     report = session.report
     click.echo(tabulate(overview_rows(report), headers=overview_headers(report), tablefmt="simple"))
     if report.regressions:
@@ -118,8 +148,13 @@ def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str 
             click.echo(f"  {regression.describe()}")
     elif report.gate:
         click.echo(f"\nno regression against {report.gate.get('baseline')}")
-    click.echo(f"\nscore: {score_text(report)}   report: {Path(session.run_dir) / 'report.md'}")
-    sys.exit(EXIT_OK if report.ok else EXIT_FAILED)
+    click.echo(f"\n{score_text(report)}")
+    click.echo(f"report: {Path(session.run_dir) / 'report.md'}")
+    code = run_exit_code(report, allow_skips)
+    if nothing_checked(report):
+        click.echo("nothing was checked: no probe has an expectation that ran" +
+                   (" (--allow-skips: exit 0)" if allow_skips else "; exit 5 (pass --allow-skips to accept)"), err=True)
+    sys.exit(code)
 
 
 @main.command()

@@ -25,3 +25,7 @@ class ProbeError(BertprobeError):
 
 class PluginError(BertprobeError):
     """A plugin is broken: unknown hook implementations, name collisions."""
+
+
+class InternalError(Exception):
+    """A bug in bertprobe or a plugin stopped the run: the report says ``aborted``; exit code 3."""

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from bertprobe.data import Dataset, DataSpec, align_labels, load_table, subsample
-from bertprobe.errors import BertprobeError, DataError, ProbeError, SuiteError, TargetError
+from bertprobe.errors import BertprobeError, DataError, InternalError, ProbeError, SuiteError, TargetError
+from bertprobe.exitcodes import Terminated
 from bertprobe.outcomes import Outcomes, append_outcomes
 from bertprobe.params import params_to_dict
 from bertprobe.plugins import Plugins
@@ -43,7 +44,20 @@ class RunOptions:
     only: tuple[str, ...] = ()
     limit: int | None = None
     allow_pickle: bool = False
+    seed: int | None = None
+    threads: int | None = None
     log: Any = None
+
+
+def default_threads() -> int:
+    """torch's thread count capped at the cores this process may use (cgroups and affinity aside, os says)."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(torch.get_num_threads(), cores))
 
 
 def parse_model_option(value: str) -> tuple[str | None, str]:
@@ -99,7 +113,9 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
         labels = [m.label for m in models]
         raise SuiteError(f"compare.baseline: no model named '{gate.baseline}' after --model{did_you_mean(gate.baseline, labels)}; "
                          f"models: {', '.join(labels)}")
-    return replace(suite, model=models[0] if models else None, models=models, data=data, probes=tuple(probes))
+    seed = suite.seed if options.seed is None else options.seed
+    return replace(suite, model=models[0] if models else None, models=models, data=data, probes=tuple(probes),
+                   seed=seed)
 
 
 def versions() -> dict[str, str]:
@@ -274,6 +290,9 @@ def _judge(result: ProbeResult, expectations: tuple[Expectation, ...]) -> None:
     result.expectations = [Expectation(e.metric, e.min, e.max) for e in expectations]
     if result.status in ("skipped", "error", "interrupted"):
         return
+    if not result.expectations:  # measured, not judged: no expectation to hold or fail
+        result.status = "measured"
+        return
     ok = [e.check(result.value(e.metric)) for e in result.expectations]
     result.status = "passed" if all(ok) else "failed"
 
@@ -385,6 +404,9 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     parsed = validate_probes(suite, plugins.probes, plugins.reporters)
     run_dir = new_run_dir(Path(options.out or suite.report_dir), suite.name)
     report = RunReport(suite=suite.name, run_dir=str(run_dir))
+    threads = options.threads or suite.threads or default_threads()
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)  # restored when the run ends: a library call leaves no global change
     paths = {m.path for m in suite.models}
     with open(run_dir / "events.jsonl", "w", encoding="utf-8") as events:
         session = Session(suite, plugins, run_dir, report, events, log=options.log)
@@ -394,7 +416,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
                      model=paths.pop() if len(paths) == 1 else f"{len(suite.models)} models",
                      models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
                      seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
-                     gate=suite.compare.to_dict() if suite.compare else {})
+                     gate=suite.compare.to_dict() if suite.compare else {}, threads=threads)
         plugins.hook.bertprobe_session_start(session=session)
         running: tuple[str, str] | None = None
         try:
@@ -415,21 +437,29 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
                 session.release(set(plan[position + 1 :]))
             _gate(session)
             report.status = "completed"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            how = "SIGTERM" if isinstance(exc, Terminated) else "the user (Ctrl-C)"
             if running is not None:
                 _record(session, ProbeResult(probe=running[1], id=running[1], model=running[0], status="interrupted",
-                                             message="stopped by the user while this probe ran"))
-            report.status, report.message = "interrupted", "stopped by the user (Ctrl-C)"
+                                             message=f"stopped by {how} while this probe ran"))
+            report.status, report.message = "interrupted", f"stopped by {how}"
+            exc.run_dir = run_dir  # type: ignore[attr-defined]
             raise
         except BertprobeError as exc:
             report.status, report.message = "aborted", str(exc)
             exc.args = (f"{exc}; partial report in {run_dir}",)
             raise
+        except Exception as exc:  # a bug: the report says so instead of staying 'running'
+            report.status, report.message = "aborted", f"internal error: {type(exc).__name__}: {exc}"
+            session.emit("run_traceback", traceback=traceback.format_exc())
+            raise InternalError(f"internal error: {type(exc).__name__}: {exc}; partial report in {run_dir}; "
+                                "rerun with --debug for the traceback") from exc
         finally:
             session.emit("run_finish", status=report.status, message=report.message, counts=report.counts(),
                          score=report.score())
             write_reports(session)
             plugins.hook.bertprobe_session_finish(session=session, report=report)
+            torch.set_num_threads(previous_threads)
     return session
 
 

@@ -16,7 +16,7 @@ def layer_head_heatmap(matrix: Any) -> dict[str, Any]:
 
 SCHEMA_VERSION = 2  # 2: models (a matrix), metric kind/outcome, regressions; version 1 is still read
 
-Status = Literal["passed", "failed", "skipped", "error", "interrupted"]
+Status = Literal["passed", "failed", "measured", "skipped", "error", "interrupted"]
 MetricKind = Literal["quality", "cost", "count"]
 RunStatus = Literal["running", "completed", "interrupted", "aborted"]
 
@@ -264,6 +264,7 @@ class RunReport:
     status: RunStatus = "running"
     message: str = ""
     run_dir: str = ""
+    threads: int | None = None
     data_fingerprint: str = ""
     models: list[ModelInfo] = field(default_factory=list)
     gate: dict[str, Any] = field(default_factory=dict)
@@ -272,16 +273,13 @@ class RunReport:
     schema_version: int = SCHEMA_VERSION
 
     def counts(self) -> dict[str, int]:
-        out = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
+        out = {"passed": 0, "failed": 0, "measured": 0, "skipped": 0, "error": 0, "interrupted": 0}
         for result in self.probes:
             out[result.status] = out.get(result.status, 0) + 1
         return out
 
-    def score(self) -> float | None:
-        """Share of checked expectations that hold; probes that errored count as failing all theirs.
-
-        Returns None when nothing was checked.
-        """
+    def expectation_counts(self) -> tuple[int, int]:
+        """(held, checked) expectations; an errored probe counts as failing all of its (at least one)."""
         total = held = 0
         for result in self.probes:
             if result.status in ("skipped", "interrupted"):
@@ -291,6 +289,14 @@ class RunReport:
                 continue
             total += len(result.expectations)
             held += sum(1 for e in result.expectations if e.passed)
+        return held, total
+
+    def score(self) -> float | None:
+        """Share of checked expectations that hold; probes that errored count as failing all theirs.
+
+        Returns None when nothing was checked.
+        """
+        held, total = self.expectation_counts()
         return None if total == 0 else held / total
 
     @property
@@ -327,6 +333,7 @@ class RunReport:
             self.started_at = event.get("time", "")
             self.data_fingerprint = event.get("data_fingerprint", "")
             self.gate = dict(event.get("gate") or {})
+            self.threads = event.get("threads")
         elif kind == "data_loaded":
             self.data_fingerprint = event.get("fingerprint", "")
         elif kind == "model_loaded":

@@ -19,7 +19,7 @@ from bertprobe.results import Expectation
 from bertprobe.target import ModelSpec
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
-TOP_KEYS = ("suite", "description", "model", "models", "data", "seed", "probes", "report", "compare")
+TOP_KEYS = ("suite", "description", "model", "models", "data", "seed", "threads", "probes", "report", "compare")
 COMPARE_KEYS = ("baseline", "tolerance", "significance")
 DEFAULT_TOLERANCE = 0.01
 PROBE_KEYS = ("probe", "id", "params", "expect", "model", "data")
@@ -71,6 +71,7 @@ class Suite:
     models: tuple[ModelSpec, ...] = ()
     compare: GateSpec | None = None
     seed: int = 0
+    threads: int | None = None
     description: str = ""
     report_dir: str = "reports"
     formats: tuple[str, ...] = ("json", "markdown", "html")
@@ -231,6 +232,9 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
     seed = doc.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise SuiteError(f"seed: expected an integer, got {seed!r}")
+    threads = doc.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise SuiteError(f"threads: expected a number of CPU threads >= 1, got {threads!r}")
     report = _mapping(doc.get("report") or {}, "report")
     _check_keys(report, REPORT_KEYS, "report")
     formats = report.get("formats", ["json", "markdown", "html"])
@@ -265,6 +269,7 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         models=models,
         compare=gate,
         seed=seed,
+        threads=threads,
         description=str(doc.get("description") or ""),
         report_dir=str(report.get("dir", "reports")),
         formats=tuple(formats),

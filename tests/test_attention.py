@@ -176,3 +176,21 @@ def test_compare_model_to_itself_is_cosine_one(target):
     params = AttentionParams(similarity=False, compare_model="same")
     result = AttentionAuditProbe().run(target, _data(6), params, ProbeContext(load_target=lambda spec: target))
     assert result.value("compare_cosine_mean") == pytest.approx(1.0, abs=1e-5)
+
+
+def test_js_distance_matrix_vectorised_matches_the_per_row_definition():
+    from bertprobe.probes.attention import js_distance_matrix
+
+    torch.manual_seed(0)
+    dists = torch.rand(37, 6, 9).softmax(-1)
+    expected = torch.zeros(6, 6, dtype=torch.float64)
+    for r in range(37):
+        for a in range(6):
+            for b in range(6):
+                p, q = dists[r, a].double(), dists[r, b].double()
+                m = (p + q) / 2
+                js = 0.5 * (p * (p / m).log()).sum() + 0.5 * (q * (q / m).log()).sum()
+                expected[a, b] += js.clamp_min(0).sqrt()
+    expected /= 37
+    for budget in (1, 500, 1 << 20):  # one row per chunk, a few rows, all rows at once
+        assert torch.allclose(js_distance_matrix(dists, budget), expected, atol=1e-9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -58,10 +59,49 @@ class NeedsMlm(Probe):
         return ProbeResult(probe=self.name)
 
 
+class SigTerm(Probe):
+    name = "sigterm"
+    description = "sends the process SIGTERM, as CI runners and Kubernetes do"
+
+    def run(self, target, data, params, ctx):
+        import os
+        import signal
+        import time
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+        return ProbeResult(probe=self.name)
+
+
+class Threads(Probe):
+    name = "threads"
+    description = "reports torch's thread count"
+
+    def run(self, target, data, params, ctx):
+        import torch
+
+        result = ProbeResult(probe=self.name)
+        result.add_metric("threads", torch.get_num_threads())
+        result.add_metric("seed", ctx.seed)
+        return result
+
+
+class HarnessBug:
+    """Breaks the harness itself (not a probe): the session hook raises."""
+
+    @hookimpl
+    def bertprobe_session_start(self, session):
+        session.say("about to break")
+
+    @hookimpl
+    def bertprobe_probe_result(self, session, result):
+        raise ValueError("reporter plugin bug")
+
+
 class TestProbes:
     @hookimpl
     def bertprobe_register_probes(self, registry):
-        for cls in (Boom, Interrupt, NeedsMlm):
+        for cls in (Boom, Interrupt, NeedsMlm, SigTerm, Threads):
             registry.add(cls)
 
 
@@ -89,9 +129,9 @@ def test_run_writes_reports_and_exits_zero(suite_factory):
     per_class = [probe["metrics"]["accuracy_negative"], probe["metrics"]["accuracy_positive"]]
     assert acc == pytest.approx(sum(per_class) / 2)  # 3 examples of each class
     md = (run_dir / "report.md").read_text()
-    assert "Overall score: 100%" in md and "| accuracy " in md
+    assert "1 of 1 expectations held (100%); probes: 1 passed, 0 failed" in md and "| accuracy " in md
     assert "<h1>bertprobe report: tiny</h1>" in (run_dir / "report.html").read_text()
-    assert "score: 100%" in result.stdout
+    assert "1 of 1 expectations held (100%)" in result.stdout
 
 
 def test_failed_expectation_exits_one_and_runs_never_overwrite(suite_factory):
@@ -104,7 +144,9 @@ def test_failed_expectation_exits_one_and_runs_never_overwrite(suite_factory):
     report = json.loads((dirs[0] / "report.json").read_text())
     assert report["probes"][0]["status"] == "failed"
     assert report["probes"][0]["expectations"][0]["passed"] is False
-    assert "Overall score: 0%" in (dirs[0] / "report.md").read_text()
+    assert "0 of 1 expectations held (0%)" in (dirs[0] / "report.md").read_text()
+    # the terminal says why it failed: the expectation and the value
+    assert re.search(r"FAILED .*accuracy 0\.\d+ \(expected <= -1\)", first.output), first.output
 
 
 def test_missing_suite_file():
@@ -175,7 +217,7 @@ def test_probe_error_is_recorded_and_run_continues(suite_factory, with_test_prob
     run_dir, report = only_run(suite.parent / "reports", "tiny")
     status = {p["id"]: (p["status"], p["message"]) for p in report["probes"]}
     assert status["boom"] == ("error", "RuntimeError: probe exploded")
-    assert status["accuracy"][0] == "passed"
+    assert status["accuracy"][0] == "measured"  # no expectation: measured, not judged
     assert status["needs-mlm"][0] == "skipped" and "lacks: mlm" in status["needs-mlm"][1]
     assert "probe_traceback" in (run_dir / "events.jsonl").read_text()
 
@@ -187,13 +229,13 @@ def test_ctrl_c_leaves_partial_report(suite_factory, with_test_probes):
     run_dir, report = only_run(suite.parent / "reports", "tiny")
     assert report["status"] == "interrupted"
     # the probe that was running is listed as interrupted; the one after it never ran
-    assert [(p["id"], p["status"]) for p in report["probes"]] == [("accuracy", "passed"), ("interrupt", "interrupted")]
+    assert [(p["id"], p["status"]) for p in report["probes"]] == [("accuracy", "measured"), ("interrupt", "interrupted")]
     assert "interrupted" in (run_dir / "report.md").read_text()
 
 
 def test_only_selects_probes_and_rejects_unknown(suite_factory):
     suite = suite_factory("  - probe: accuracy\n  - probe: accuracy\n    id: again\n")
-    assert invoke("run", str(suite), "--only", "again").exit_code == 0
+    assert invoke("run", str(suite), "--only", "again", "--allow-skips").exit_code == 0
     _, report = only_run(suite.parent / "reports", "tiny")
     assert [p["id"] for p in report["probes"]] == ["again"]
     assert "did you mean 'again'" in one_line_error(invoke("run", str(suite), "--only", "agian"))
@@ -202,7 +244,7 @@ def test_only_selects_probes_and_rejects_unknown(suite_factory):
 def test_model_and_data_overrides(suite_factory, tiny_clf_dir, sst_tsv, tmp_path):
     suite = suite_factory(model=str(tmp_path / "absent"), data=str(tmp_path / "absent.tsv"))
     result = invoke("run", str(suite), "--model", str(tiny_clf_dir), "--data", str(sst_tsv), "--limit", "4")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 5, result.output  # nothing checked: the suite's one probe has no expectation
     _, report = only_run(suite.parent / "reports", "tiny")
     assert report["model"] == str(tiny_clf_dir) and report["probes"][0]["metrics"]["examples"] == 4
 
@@ -262,3 +304,58 @@ def test_report_json_round_trips(suite_factory):
     report = read_report(run_dir / "report.json")
     assert report.ok and report.score() == 1.0 and report.probes[0].metrics["accuracy"].ci is not None
     assert report.to_dict() == raw
+
+
+def test_nothing_checked_exits_5_unless_skips_are_allowed(suite_factory, with_test_probes):
+    suite = suite_factory("  - probe: needs-mlm\n  - probe: accuracy\n")
+    result = invoke("run", str(suite))
+    assert result.exit_code == 5, result.output
+    assert "nothing was checked" in result.stderr and "--allow-skips" in result.stderr
+    assert "no expectation was checked; probes: 0 passed, 0 failed, 0 errored, 1 skipped, 1 measured" in result.stdout
+    # a measured probe shows its key metric, a skipped one its reason
+    assert re.search(r"accuracy\s+MEASURED\s+0/0\s+\S+\s+accuracy 0\.\d+", result.stdout), result.stdout
+    assert "lacks: mlm" in result.stdout
+    assert invoke("run", str(suite), "--allow-skips").exit_code == 0
+
+
+def test_sigterm_finishes_the_report_as_interrupted_and_exits_143(suite_factory, with_test_probes):
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n  - probe: sigterm\n  - probe: accuracy\n    id: never\n")
+    result = invoke("run", str(suite))
+    assert result.exit_code == 143, result.output
+    run_dir, report = only_run(suite.parent / "reports", "tiny")
+    assert report["status"] == "interrupted" and "SIGTERM" in report["message"]
+    assert [(p["id"], p["status"]) for p in report["probes"]] == [("accuracy", "passed"), ("sigterm", "interrupted")]
+    assert f"partial report in {run_dir}" in result.stderr
+    assert '"run_finish"' in (run_dir / "events.jsonl").read_text()
+
+
+def test_internal_error_aborts_the_report_and_exits_3(suite_factory, monkeypatch):
+    real = bertprobe.plugins.build_plugins
+    monkeypatch.setattr(bertprobe.plugins, "build_plugins", lambda **kw: real(extra=[HarnessBug()], **kw))
+    suite = suite_factory("  - probe: accuracy\n")
+    result = invoke("run", str(suite))
+    line = one_line_error(result, 3)
+    assert "internal error: ValueError: reporter plugin bug" in line and "partial report in" in line
+    run_dir, report = only_run(suite.parent / "reports", "tiny")
+    assert report["status"] == "aborted" and "reporter plugin bug" in report["message"]
+    assert "run_traceback" in (run_dir / "events.jsonl").read_text()
+
+
+def test_seed_and_threads_reach_the_probe_and_the_report(suite_factory, with_test_probes):
+    suite = suite_factory("  - probe: threads\n", head="threads: 2\n")
+    assert invoke("run", str(suite), "--allow-skips").exit_code == 0
+    _, report = only_run(suite.parent / "reports", "tiny")
+    assert report["threads"] == 2 and report["probes"][0]["metrics"]["threads"] == 2 and report["seed"] == 3
+    out = suite.parent / "again"
+    assert invoke("run", str(suite), "--allow-skips", "--threads", "1", "--seed", "99", "--out", str(out)).exit_code == 0
+    _, report = only_run(out, "tiny")
+    assert report["threads"] == 1 and report["probes"][0]["metrics"] == {"threads": 1.0, "seed": 99.0}
+    assert report["seed"] == 99
+
+
+def test_default_threads_never_exceed_the_cores_available():
+    import os
+
+    from bertprobe.harness import default_threads
+
+    assert 1 <= default_threads() <= len(os.sched_getaffinity(0))

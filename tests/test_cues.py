@@ -158,7 +158,7 @@ def test_multiple_choice_tiny_model_through_the_suite(tmp_path):
         "  - probe: spurious-cues\n    params: {min_applicability: 1, ngrams: [1]}\n"
     )
     result = CliRunner().invoke(main, ["run", str(suite)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 5, result.output  # nothing has an expectation: measured, not checked
     _, report = only_run(tmp_path / "out", "arct-tiny")
     acc, cues = report["probes"]
     assert set(acc["metrics"]) >= {"accuracy", "accuracy_0", "accuracy_1"}

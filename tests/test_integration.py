@@ -50,7 +50,7 @@ def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
     assert trig["status"] == "failed" and len(trig["details"]["trigger_tokens"]) == 3
     assert trig["metrics"]["accuracy_before"] > 0.85
     assert trig["metrics"]["accuracy_after"] < trig["metrics"]["accuracy_before"] - 0.5
-    assert "Overall score: 50%" in (run_dir / "report.md").read_text()
+    assert "1 of 2 expectations held (50%)" in (run_dir / "report.md").read_text()
 
 
 ARCT_DATA = SHARED / "data" / "arct"
@@ -81,9 +81,9 @@ def test_internals_suite_on_a_slice_of_the_fixture(tmp_path, monkeypatch):
     assert result.exit_code in (0, 1), result.output
     run_dir, report = only_run(tmp_path, "internals")
     heads, attention = report["probes"]
-    assert heads["status"] in ("passed", "failed") and len(heads["details"]["ablation"]) == 72
+    assert heads["status"] in ("passed", "failed", "measured") and len(heads["details"]["ablation"]) == 72
     assert heads["details"]["physical"]["heads_pruned"] == 36 and heads["metrics"]["speedup"] is not None
-    assert attention["status"] in ("passed", "failed") and len(attention["details"]["heads"]) == 72
+    assert attention["status"] in ("passed", "failed", "measured") and len(attention["details"]["heads"]) == 72
     assert sum(attention["metrics"][f"share_{t}"] for t in
                ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")) == pytest.approx(1)
     html = (run_dir / "report.html").read_text()

@@ -61,7 +61,7 @@ def test_matrix_runs_every_probe_on_every_model_in_model_order(tmp_path, trained
     models = (f"  - {{name: good, path: '{trained_dir}', device: cpu}}\n"
               f"  - {{path: '{random_dir}', device: cpu}}\n")
     probes = "  - probe: accuracy\n  - probe: accuracy\n    id: again\n"
-    result = invoke("run", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
+    result = invoke("run", "--allow-skips", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
     assert result.exit_code == 0, result.output
     run_dir, report = only_run(tmp_path / "reports", "mx")
     assert report["schema_version"] == 2
@@ -85,7 +85,7 @@ def test_matrix_runs_every_probe_on_every_model_in_model_order(tmp_path, trained
 
 def test_repeated_model_flags_build_the_matrix(tmp_path, trained_dir, random_dir, suite_factory):
     suite = suite_factory()
-    result = invoke("run", str(suite), "--model", f"a={trained_dir}", "--model", str(random_dir))
+    result = invoke("run", "--allow-skips", str(suite), "--model", f"a={trained_dir}", "--model", str(random_dir))
     assert result.exit_code == 0, result.output
     _, report = only_run(suite.parent / "reports", "tiny")
     assert [m["name"] for m in report["models"]] == ["a", random_dir.name]
@@ -93,7 +93,7 @@ def test_repeated_model_flags_build_the_matrix(tmp_path, trained_dir, random_dir
 
 
 def test_one_model_suite_keeps_its_shape(suite_factory, tiny_clf_dir):
-    result = invoke("run", str(suite_factory()))
+    result = invoke("run", "--allow-skips", str(suite_factory()))
     assert result.exit_code == 0, result.output
     _, report = only_run(suite_factory().parent / "reports", "tiny")
     assert report["model"] == str(tiny_clf_dir) and len(report["models"]) == 1
@@ -141,11 +141,11 @@ def test_pruned_variant_has_the_expected_heads_and_runs_every_probe(tmp_path, tr
               "  - probe: universal-trigger\n    params: {target_label: positive, candidates: 4, iterations: 2, batch_size: 8}\n"
               "  - probe: head-pruning\n    params: {bootstrap: 0, step: 0.5}\n"
               "  - probe: attention-audit\n    params: {batch_size: 16}\n")
-    result = invoke("run", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
+    result = invoke("run", "--allow-skips", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
     assert result.exit_code == 0, result.output
     _, report = only_run(tmp_path / "reports", "mx")
     half = [p for p in report["probes"] if p["model"] == "half"]
-    assert [p["status"] for p in half] == ["passed"] * 4, [p["message"] for p in half]
+    assert [p["status"] for p in half] == ["measured"] * 4, [p["message"] for p in half]
     info = {m["name"]: m for m in report["models"]}
     assert info["half"]["variant"] == {"prune_heads": 0.5}
     assert "4 of 8 heads pruned" in " ".join(info["half"]["notes"])
@@ -173,7 +173,7 @@ def gate_models(trained_dir: Path, other: Path) -> str:
 def test_gate_flags_a_worse_candidate_and_exits_1(tmp_path, trained_dir, random_dir, senti_tsv):
     suite = matrix_suite(tmp_path, gate_models(trained_dir, random_dir), senti_tsv,
                          extra="compare: {baseline: base, tolerance: 0.01, significance: 0.05}\n")
-    result = invoke("run", str(suite))
+    result = invoke("run", "--allow-skips", str(suite))
     assert result.exit_code == 1, result.output
     assert "regression" in result.output
     run_dir, report = only_run(tmp_path / "reports", "mx")
@@ -195,7 +195,7 @@ def test_gate_flags_a_worse_candidate_and_exits_1(tmp_path, trained_dir, random_
 def test_candidate_within_tolerance_passes(tmp_path, trained_dir, senti_tsv):
     suite = matrix_suite(tmp_path, gate_models(trained_dir, trained_dir), senti_tsv,
                          extra="compare: {baseline: base, tolerance: {accuracy: 0.0}}\n")
-    result = invoke("run", str(suite))
+    result = invoke("run", "--allow-skips", str(suite))
     assert result.exit_code == 0, result.output
     _, report = only_run(tmp_path / "reports", "mx")
     assert report["regressions"] == [] and report["gate"]["baseline"] == "base"
@@ -224,7 +224,7 @@ def test_gate_ignores_cost_metrics_and_small_changes():
 
 def test_gate_baseline_must_name_a_model(tmp_path, trained_dir, senti_tsv):
     suite = matrix_suite(tmp_path, gate_models(trained_dir, trained_dir), senti_tsv, extra="compare: {baseline: bsae}\n")
-    result = invoke("run", str(suite))
+    result = invoke("run", "--allow-skips", str(suite))
     assert result.exit_code == 2 and "did you mean 'base'" in result.output
 
 
@@ -232,7 +232,7 @@ def _single_run(tmp_path: Path, name: str, model: Path, data: Path) -> Path:
     out = tmp_path / name
     out.mkdir()
     suite = matrix_suite(out, f"  - {{name: m, path: '{model}', device: cpu}}\n", data)
-    assert invoke("run", str(suite)).exit_code == 0
+    assert invoke("run", "--allow-skips", str(suite)).exit_code == 0
     run_dir, _ = only_run(out / "reports", "mx")
     return run_dir
 
@@ -260,7 +260,7 @@ def test_compare_refuses_runs_that_do_not_pair(tmp_path, trained_dir, senti_tsv,
     out.mkdir()
     suite = matrix_suite(out, f"  - {{name: m, path: '{trained_dir}', device: cpu}}\n", sst_tsv,
                          probes="  - probe: accuracy\n    id: different\n")
-    assert invoke("run", str(suite)).exit_code == 0
+    assert invoke("run", "--allow-skips", str(suite)).exit_code == 0
     b, _ = only_run(out / "reports", "mx")
     result = invoke("compare", str(a), str(b))
     assert result.exit_code == 2 and "nothing to compare" in result.output
@@ -273,7 +273,7 @@ def test_compare_refuses_runs_that_do_not_pair(tmp_path, trained_dir, senti_tsv,
 
 def test_rebuilt_report_equals_the_original(tmp_path, trained_dir, random_dir, senti_tsv):
     suite = matrix_suite(tmp_path, gate_models(trained_dir, random_dir), senti_tsv, extra="compare: {baseline: base}\n")
-    assert invoke("run", str(suite)).exit_code == 1
+    assert invoke("run", "--allow-skips", str(suite)).exit_code == 1
     run_dir, original = only_run(tmp_path / "reports", "mx")
     (run_dir / "report.json").unlink()
     result = invoke("report", str(run_dir), "--format", "json", "--format", "junit")
@@ -307,11 +307,11 @@ def test_trigger_of_the_baseline_is_measured_on_the_variant(tmp_path, trained_di
     models = (f"  - {{name: fp32, path: '{trained_dir}', device: cpu}}\n"
               f"  - {{name: int8, path: '{trained_dir}', device: cpu, quantize: int8-dynamic}}\n")
     probes = "  - probe: universal-trigger\n    params: {target_label: positive, candidates: 4, iterations: 2, batch_size: 8}\n"
-    result = invoke("run", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
+    result = invoke("run", "--allow-skips", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
     assert result.exit_code == 0, result.output
     _, report = only_run(tmp_path / "reports", "mx")
     fp32, int8 = report["probes"]
-    assert fp32["status"] == int8["status"] == "passed"
+    assert fp32["status"] == int8["status"] == "measured"
     assert "baseline_trigger_accuracy_after" not in fp32["metrics"]
     assert int8["details"]["baseline_trigger"]["trigger_text"] == fp32["details"]["trigger_text"]
     # the same trigger on nearly the same model: held-out accuracy close to the fp32 model's own

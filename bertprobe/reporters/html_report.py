@@ -34,7 +34,7 @@ from bertprobe.results import RunReport
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
-.passed{color:#176f2c}.failed{color:#b00020}.error{color:#b00020}.skipped{color:#666}
+.passed{color:#176f2c}.measured{color:#1a4f8b}.interrupted{color:#b06000}.failed{color:#b00020}.error{color:#b00020}.skipped{color:#666}
 .heat td{min-width:.8em;text-align:center;font-size:.75em;border:none;padding:.1em .25em}
 """
 
@@ -71,7 +71,7 @@ def render_html(report: RunReport) -> str:
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>bertprobe: {esc(report.suite)}</title><style>{STYLE}</style></head><body>",
         f"<h1>bertprobe report: {esc(report.suite)}</h1>",
-        f"<p><b>Overall score: {esc(score_text(report))}</b> of expectations held.</p>",
+        f"<p><b>{esc(score_text(report))}</b></p>",
         tabulate(header_rows(report), tablefmt="html"),
     ]
     if report.models:

@@ -33,12 +33,10 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
 
 
 def render_markdown(report: RunReport) -> str:
-    counts = report.counts()
     lines = [
         f"# bertprobe report: {md_cell(report.suite)}",
         "",
-        f"**Overall score: {score_text(report)}** of expectations held "
-        f"({counts['passed']} passed, {counts['failed']} failed, {counts['error']} error, {counts['skipped']} skipped)",
+        f"**{score_text(report)}**",
         "",
         _table(header_rows(report), ["", ""]),
     ]

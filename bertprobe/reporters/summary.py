@@ -24,8 +24,45 @@ def size_text(n: int) -> str:
 
 
 def score_text(report: RunReport) -> str:
-    score = report.score()
-    return "n/a (no expectations checked)" if score is None else f"{score * 100:.0f}%"
+    """Expectations and probes, each in their own unit: '1 of 2 expectations held (50%); probes: ...'."""
+    held, total = report.expectation_counts()
+    c = report.counts()
+    expectations = (f"{held} of {total} expectations held ({held / total:.0%})" if total
+                    else "no expectation was checked")
+    probes = [f"{c['passed']} passed", f"{c['failed']} failed", f"{c['error']} errored", f"{c['skipped']} skipped",
+              f"{c['measured']} measured"]
+    if c.get("interrupted"):
+        probes.append(f"{c['interrupted']} interrupted")
+    text = f"{expectations}; probes: {', '.join(probes)}"
+    if report.gate and len(report.model_names) > 1:
+        text += f"; {len(report.regressions)} regression(s) against {report.gate.get('baseline')}"
+    return text
+
+
+def failed_note(result: ProbeResult) -> str:
+    """Why a probe failed: each failed expectation with its value, e.g. 'accuracy_after 0.13 (expected >= 0.5)'."""
+    parts = []
+    for e in result.expectations:
+        if not e.passed:
+            value = "missing" if e.value is None else f"{e.value:.4g}"
+            parts.append(f"{e.metric} {value} (expected {e.describe()})")
+    return "; ".join(parts)
+
+
+def key_metric(result: ProbeResult) -> str:
+    """The probe's first metric as 'name value': what a measured probe shows in the summary."""
+    for name, metric in result.metrics.items():
+        if metric.value is not None and metric.kind == "quality":
+            return f"{name} {metric.value:.4g}"
+    return ""
+
+
+def note(result: ProbeResult) -> str:
+    if result.status == "failed":
+        return failed_note(result)
+    if result.status == "measured":
+        return key_metric(result)
+    return result.message
 
 
 def multi_model(report: RunReport) -> bool:
@@ -42,7 +79,7 @@ def overview_rows(report: RunReport) -> list[list[str]]:
     multi = multi_model(report)
     for r in report.probes:
         held = sum(1 for e in r.expectations if e.passed)
-        row = [r.id or r.probe, r.status.upper(), f"{held}/{len(r.expectations)}", f"{r.duration_s:.1f}s", r.message]
+        row = [r.id or r.probe, r.status.upper(), f"{held}/{len(r.expectations)}", f"{r.duration_s:.1f}s", note(r)]
         rows.append(([r.model] if multi else []) + row)
     return rows
 
@@ -80,6 +117,7 @@ def header_rows(report: RunReport) -> list[list[str]]:
         ["data", report.data + (f" (sha256 {report.data_fingerprint[:12]})" if report.data_fingerprint else "")],
         ["device / dtype", f"{report.device} / {report.dtype}"],
         ["seed", fmt(report.seed)],
+        ["threads", fmt(report.threads)],
         ["started (UTC)", report.started_at],
         ["status", report.status + (f" ({report.message})" if report.message else "")],
         ["versions", versions],
