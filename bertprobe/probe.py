@@ -58,14 +58,17 @@ class Probe(abc.ABC):
 
     Subclasses set ``name`` (what a suite writes), ``description`` (one line for ``bertprobe list``),
     ``requires`` (target capabilities such as ``classifier``, ``mlm``, ``attentions``, ``gradients``),
-    ``metrics`` (metric names, fnmatch patterns allowed, that ``expect:`` may name) and ``Params``
-    (a frozen dataclass; the suite's ``params:`` are validated against it).
+    ``metrics`` (metric names, fnmatch patterns allowed, that ``expect:`` may name), ``Params``
+    (a frozen dataclass; the suite's ``params:`` are validated against it) and ``path_params`` (names of
+    params that hold file paths, comma-separated or ``prefix:path`` allowed: relative ones written in
+    a suite resolve against the suite file's folder, as ``model.path`` and ``data.path`` do).
     """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     requires: ClassVar[frozenset[str]] = frozenset()
     needs_data: ClassVar[bool] = True
+    path_params: ClassVar[tuple[str, ...]] = ()  # params holding file paths: resolved against the suite's folder
     metrics: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type] = NoParams
 

@@ -14,6 +14,7 @@ import yaml
 from bertprobe.data import DataSpec
 from bertprobe.errors import SuiteError
 from bertprobe.params import parse_params
+from bertprobe.paths import from_env, resolve_in, resolve_path_value
 from bertprobe.registry import Registry, did_you_mean
 from bertprobe.results import Expectation
 from bertprobe.target import ModelSpec
@@ -38,6 +39,8 @@ class ProbeSpec:
     model: ModelSpec | None = None
     data: DataSpec | None = None
     path: str = ""
+    base_dir: str | None = None  # the suite file's folder: path params resolve against it
+    env_params: frozenset[str] = frozenset()  # params whose value came from an environment variable
 
 
 @dataclass(frozen=True)
@@ -209,10 +212,45 @@ def _expectations(raw: Any, path: str) -> tuple[Expectation, ...]:
     return tuple(out)
 
 
-def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None = None) -> Suite:
-    """Build a Suite from parsed YAML, checking every key."""
+def _resolve_suite_paths(doc: dict[str, Any], raw: dict[str, Any], base: Path, env: Mapping[str, str]) -> None:
+    """Make the suite's own relative paths relative to its folder (see bertprobe.paths)."""
+
+    def model_or_data(parent: dict[str, Any], parent_raw: Any, key: str) -> None:
+        value = parent.get(key)
+        if isinstance(value, str):
+            resolve_in(parent, parent_raw, key, base, env)
+        elif isinstance(value, dict):
+            resolve_in(value, parent_raw.get(key) if isinstance(parent_raw, dict) else None, "path", base, env)
+
+    model_or_data(doc, raw, "model")
+    model_or_data(doc, raw, "data")
+    if isinstance(doc.get("models"), list):
+        raws = raw.get("models") if isinstance(raw.get("models"), list) else []
+        for i, entry in enumerate(doc["models"]):
+            holder, holder_raw = {"m": entry}, {"m": raws[i] if i < len(raws) else None}
+            model_or_data(holder, holder_raw, "m")
+            doc["models"][i] = holder["m"]
+    if isinstance(doc.get("report"), dict):
+        resolve_in(doc["report"], raw.get("report"), "dir", base, env, always=True)
+    if isinstance(doc.get("probes"), list):
+        raws = raw.get("probes") if isinstance(raw.get("probes"), list) else []
+        for i, entry in enumerate(doc["probes"]):
+            entry_raw = raws[i] if i < len(raws) and isinstance(raws[i], dict) else {}
+            if isinstance(entry, dict):
+                model_or_data(entry, entry_raw, "model")
+                model_or_data(entry, entry_raw, "data")
+
+
+def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None = None,
+                base_dir: str | Path | None = None) -> Suite:
+    """Build a Suite from parsed YAML, checking every key.
+
+    With ``base_dir`` (the suite file's folder), relative paths written in the suite resolve against it.
+    """
     env = os.environ if env is None else env
     doc = interpolate(_mapping(raw, "suite file"), env)
+    if base_dir is not None:
+        _resolve_suite_paths(doc, raw, Path(base_dir), env)
     _check_keys(doc, TOP_KEYS, "")
     name = doc.get("suite") or Path(source).stem
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
@@ -260,7 +298,11 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         params = entry.get("params") or {}
         _mapping(params, f"{path}.params")
         expect = _expectations(entry.get("expect") or {}, f"{path}.expect")
-        probes.append(ProbeSpec(probe, pid, params, expect, override_model, override_data, path))
+        raw_entry = raw["probes"][i] if isinstance(raw.get("probes"), list) and isinstance(raw["probes"][i], dict) else {}
+        raw_params = raw_entry.get("params") if isinstance(raw_entry.get("params"), dict) else {}
+        env_params = frozenset(k for k, v in raw_params.items() if from_env(v, env))
+        probes.append(ProbeSpec(probe, pid, params, expect, override_model, override_data, path,
+                                None if base_dir is None else str(base_dir), env_params))
     return Suite(
         name=name,
         model=model,
@@ -293,7 +335,7 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
     if raw is None:
         raise SuiteError(f"{path}: the suite file is empty")
     try:
-        return parse_suite(raw, str(path), env)
+        return parse_suite(raw, str(path), env, base_dir=file.parent)
     except SuiteError as exc:
         raise SuiteError(f"{path}: {exc}") from None
 
@@ -306,7 +348,12 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             cls = probes.get(spec.probe)
         except SuiteError as exc:
             raise SuiteError(f"{spec.path}.probe: {exc}") from None
-        parsed[spec.id] = parse_params(cls.Params, spec.params, f"{spec.path}.params")
+        params = dict(spec.params)
+        if spec.base_dir is not None:
+            for name in getattr(cls, "path_params", ()):
+                if name in params and name not in spec.env_params:
+                    params[name] = resolve_path_value(params[name], Path(spec.base_dir))
+        parsed[spec.id] = parse_params(cls.Params, params, f"{spec.path}.params")
         for exp in spec.expect:
             if not cls.knows_metric(exp.metric):
                 known = [m for m in cls.metrics if "*" not in m]

@@ -58,7 +58,7 @@ ARCT_DATA = SHARED / "data" / "arct"
 
 @pytest.mark.skipif(not (ARCT_MODEL.is_dir() and ARCT_DATA.is_dir()), reason="../shared ARCT fixture not present")
 def test_arct_suite_exposes_the_cue_reliant_fixture(tmp_path, monkeypatch):
-    monkeypatch.chdir(REPO)  # the suite's defaults are relative to the repository root
+    monkeypatch.chdir(tmp_path)  # the suite runs from any folder: its defaults are relative to suites/
     stats = ",".join(str(ARCT_DATA / "original" / f"{s}-full.txt") for s in ("train", "dev", "test"))
     result = run_shipped("arct", tmp_path, monkeypatch, BERTPROBE_ARCT_MODEL=ARCT_MODEL,
                          BERTPROBE_ARCT_DATA=ARCT_DATA / "original" / "test-full.txt",
@@ -124,3 +124,16 @@ def test_compression_suite_variants_on_fixture(tmp_path, monkeypatch):
     assert acc["int8"] == pytest.approx(acc["fp32"], abs=0.02) and acc["pruned30"] == pytest.approx(acc["fp32"], abs=0.02)
     assert report["regressions"] == [] and report["gate"]["baseline"] == "fp32"
     assert (run_dir / "report.junit.xml").is_file()
+
+
+@pytest.mark.skipif(not ARCT_MODEL.is_dir(), reason="../shared ARCT fixture not present")
+def test_arct_suite_defaults_resolve_against_the_suite_folder(tmp_path, monkeypatch):
+    """No variables set, run from an unrelated folder: the suite's ../../shared defaults still find the fixtures."""
+    for name in ("BERTPROBE_ARCT_MODEL", "BERTPROBE_ARCT_DATA", "BERTPROBE_ARCT_ADV", "BERTPROBE_ARCT_STATS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    result = run_shipped("arct", tmp_path / "out", monkeypatch, "--only", "accuracy", "--allow-skips")
+    assert result.exit_code == 0, result.output
+    _, report = only_run(tmp_path / "out", "arct")
+    assert report["probes"][0]["metrics"]["accuracy"] == pytest.approx(0.554, abs=0.01)
+    assert not (tmp_path / "reports").exists()

@@ -107,3 +107,36 @@ def test_shipped_suites_validate(monkeypatch):
     for path in sorted((REPO / "suites").glob("*.yaml")):
         suite = load_suite(path, env={})
         validate_probes(suite, plugins.probes, plugins.reporters)
+
+
+def test_relative_paths_resolve_against_the_suite_folder(tmp_path, monkeypatch):
+    from bertprobe.plugins import build_plugins
+    from bertprobe.suite import load_suite, validate_probes
+
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    (tmp_path / "model").mkdir()
+    (folder / "dev.tsv").write_text("sentence\tlabel\nx\t1\n")
+    monkeypatch.setenv("FROM_ENV", "relative/to/cwd")
+    monkeypatch.delenv("UNSET_VAR", raising=False)
+    (folder / "s.yaml").write_text(
+        "model: {path: '${UNSET_VAR:-../model}'}\n"
+        "data: {path: dev.tsv}\n"
+        "report: {dir: out}\n"
+        "probes:\n"
+        "  - probe: accuracy\n    model: {path: org/hub-model}\n"
+        "  - probe: accuracy\n    id: env\n    data: {path: '${FROM_ENV}'}\n"
+        "  - probe: spurious-cues\n    params: {statistics_path: '../a.txt,../b.txt', adversarial_path: '${FROM_ENV}'}\n"
+        "  - probe: cloze\n    params: {sets: ['builtin', 'ettinger:../ett']}\n"
+    )
+    monkeypatch.chdir(tmp_path / "model")  # anywhere else: the result must not depend on it
+    suite = load_suite(folder / "s.yaml")
+    assert suite.model.path == str(tmp_path / "model")
+    assert suite.data.path == str(folder / "dev.tsv")
+    assert suite.report_dir == str(folder / "out")
+    assert suite.probes[0].model.path == "org/hub-model"  # a hub id is left alone
+    assert suite.probes[1].data.path == "relative/to/cwd"  # an environment variable's value: as typed
+    params = validate_probes(suite, build_plugins(entry_points=False).probes)
+    assert params["spurious-cues"].statistics_path == f"{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}"
+    assert params["spurious-cues"].adversarial_path == "relative/to/cwd"
+    assert params["cloze"].sets == ("builtin", f"ettinger:{tmp_path / 'ett'}")

@@ -120,6 +120,7 @@ class ClozeProbe(Probe):
     needs_data = False
     metrics = tuple(f"{m}*" for m in METRICS) + ("items",)
     Params = ClozeParams
+    path_params = ("sets",)
 
     def run(self, target: Target, data: Dataset | None, params: ClozeParams, ctx: ProbeContext) -> ProbeResult:
         items = resolve_sets(params.sets, ctx.seed, params.per_category)
