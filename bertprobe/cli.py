@@ -45,6 +45,9 @@ def _guard(fn: Any) -> Any:
             _fail(ctx_obj, exc)
         except InternalError as exc:
             _fail(ctx_obj, exc, EXIT_INTERNAL)
+        except BrokenPipeError:  # `bertprobe list | head`: the reader left, nothing to report
+            sys.stderr.close()
+            sys.exit(EXIT_OK)
         except OSError as exc:
             _fail(ctx_obj, BertprobeError(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": ")))
 
@@ -93,6 +96,12 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--limit", type=click.IntRange(min=1), help="Use at most N examples (seeded sample).")
 @click.option("--allow-pickle", is_flag=True, help="Allow pickle (.bin) weights. Only for models you trust.")
 @click.option("--seed", type=int, help="Replaces the suite's seed (sampling, trigger restarts, bootstraps).")
+@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
+              help="Change the suite without editing it; VALUE is YAML. Repeatable. E.g. "
+                   "--set probes.universal-trigger.params.length=2 --set data.limit=200.")
+@click.option("--text", metavar="COL", help="Column holding the text (name or 0-based index); replaces data.text.")
+@click.option("--text-pair", metavar="COL", help="Column holding the second text of a pair; replaces data.text_pair.")
+@click.option("--label", metavar="COL", help="Column holding the label; replaces data.label.")
 @click.option("--threads", type=click.IntRange(min=1), metavar="N",
               help="CPU threads for torch (default: the suite's threads:, else torch's default capped at the "
                    "cores this process may use). On a shared machine, 1 or 2 avoids oversubscription.")
@@ -102,6 +111,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 @_guard
 def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
         out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, seed: int | None,
+        sets: tuple[str, ...], text: str | None, text_pair: str | None, label: str | None,
         threads: int | None, allow_skips: bool, quiet: bool) -> None:
     """Run a suite and write a scored report.
 
@@ -121,11 +131,11 @@ def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str 
     from bertprobe.reporters.summary import overview_headers, overview_rows, score_text
     from bertprobe.suite import load_suite
 
-    suite = load_suite(suite_file)
+    suite = load_suite(suite_file, sets=sets)
     plugins = build_plugins()
     from bertprobe.exitcodes import Terminated, nothing_checked, run_exit_code
 
-    options = RunOptions(models=models, data=data, device=device, dtype=dtype, out=out, only=only, limit=limit,
+    options = RunOptions(text=text, text_pair=text_pair, label=label, models=models, data=data, device=device, dtype=dtype, out=out, only=only, limit=limit,
                          allow_pickle=allow_pickle, seed=seed, threads=threads, log=None if quiet else log_to_stderr)
 
     def on_sigterm(_signum: int, _frame: Any) -> None:
@@ -223,15 +233,23 @@ def report(run_dir: str, formats: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("suite_file", metavar="SUITE")
+@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="As for 'run'.")
 @_guard
-def validate(suite_file: str) -> None:
-    """Check a suite (keys, probe names, params, expected metrics) without loading any model."""
-    from bertprobe.plugins import build_plugins
-    from bertprobe.suite import load_suite, validate_probes
+def validate(suite_file: str, sets: tuple[str, ...]) -> None:
+    """Check a suite without loading any model, and report every problem at once.
 
-    suite = load_suite(suite_file)
+    Checks keys, probe names, params and expected metrics, reporters, that data files and local model
+    folders exist, that named data loaders are installed, and class names given as params (such as
+    target_label) against each local model's config.json.
+    """
+    from bertprobe.harness import RunOptions, apply_overrides
+    from bertprobe.plugins import build_plugins
+    from bertprobe.suite import load_suite
+    from bertprobe.validation import validate_suite
+
+    suite = apply_overrides(load_suite(suite_file, sets=sets), RunOptions())
     plugins = build_plugins()
-    validate_probes(suite, plugins.probes, plugins.reporters)
+    validate_suite(suite, plugins)
     click.echo(f"{suite_file}: ok ({len(suite.probes)} probes: {', '.join(p.id for p in suite.probes)})")
 
 
@@ -251,10 +269,50 @@ def list_(**_: Any) -> None:
         rows.append([name, ", ".join(sorted(cls.requires)) or "-", cls.description, plugins.probes.origin(name)])
     click.echo("\nProbes")
     click.echo(tabulate(rows, headers=["probe", "requires", "description", "plugin"], tablefmt="simple"))
+    click.echo("\nReporters (name them in report.formats)")
+    click.echo(tabulate([[n, getattr(plugins.reporters.get(n), "filename", ""), plugins.reporters.origin(n)]
+                         for n in plugins.reporters.names()], headers=["format", "writes", "plugin"], tablefmt="simple"))
     if len(plugins.datasets):
-        click.echo("\nData loaders")
-        click.echo(tabulate([[n, plugins.datasets.get(n).description] for n in plugins.datasets.names()],
-                            headers=["loader", "description"], tablefmt="simple"))
+        click.echo("\nData loaders (data: {loader: NAME, path: ...})")
+        click.echo(tabulate([[n, plugins.datasets.get(n).description, plugins.datasets.origin(n)]
+                             for n in plugins.datasets.names()],
+                            headers=["loader", "description", "plugin"], tablefmt="simple"))
+    click.echo("\n'bertprobe describe PROBE' shows a probe's paper, params and metrics.")
+
+
+@main.command()
+@click.argument("probe", metavar="PROBE")
+@_guard
+def describe(probe: str) -> None:
+    """A probe's paper and deviations, its params (type, default) and its metrics."""
+    import dataclasses
+    import inspect
+    import sys as _sys
+
+    from bertprobe.params import _type_name
+    from bertprobe.plugins import build_plugins
+
+    plugins = build_plugins()
+    cls = plugins.probes.get(probe)
+    module = _sys.modules.get(cls.__module__)
+    click.echo(f"{cls.name}: {cls.description}")
+    click.echo(f"plugin: {plugins.probes.origin(probe)}; requires: {', '.join(sorted(cls.requires)) or 'nothing'}")
+    doc = inspect.getdoc(module) if module is not None else None
+    if doc:
+        click.echo("\n" + doc)
+    try:
+        hints = __import__("typing").get_type_hints(cls.Params)
+    except Exception:
+        hints = {}
+    rows = []
+    for f in dataclasses.fields(cls.Params):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
+        rows.append([f.name, _type_name(hints.get(f.name, f.type)), repr(default)])
+    click.echo("\nParams")
+    click.echo(tabulate(rows, headers=["param", "type", "default"], tablefmt="simple") if rows else "(none)")
+    click.echo("\nMetrics (expect: may name these; directions and descriptions are in every report)")
+    click.echo(", ".join(cls.metrics) or "(any)")
 
 
 def entry_point(argv: list[str] | None = None) -> None:

@@ -29,7 +29,12 @@ class DataSpec:
     choices: tuple[str | int, ...] | None = None
     limit: int | None = None
     sample: Literal["random", "first"] = "random"
+    label_map: dict[str, str] = field(default_factory=dict)  # the data's label -> the model's class name
     options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise ValueError("limit must be at least 1 (leave it out to use every example)")
 
     def with_overrides(self, **changes: Any) -> DataSpec:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -204,6 +209,17 @@ def subsample(dataset: Dataset, limit: int | None, how: str, seed: int) -> Datas
     else:
         keep = sorted(random.Random(seed).sample(range(len(dataset)), limit))
     return replace(dataset, examples=[dataset.examples[i] for i in keep])
+
+
+def map_labels(dataset: Dataset, label_map: dict[str, str]) -> Dataset:
+    """Rename the data's labels (``{pos: positive}``) before they are matched to the model's classes."""
+    if not label_map:
+        return dataset
+    lookup = {str(k).strip().lower(): v for k, v in label_map.items()}
+    out = [replace(ex, label=lookup.get(str(ex.label).strip().lower(), ex.label)) if ex.label is not None else ex
+           for ex in dataset.examples]
+    names = [lookup.get(n.lower(), n) for n in dataset.label_names] if dataset.label_names else None
+    return replace(dataset, examples=out, label_names=names)
 
 
 def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int | None = None) -> Dataset:

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import numpy as np
 import torch
 
-from bertprobe.data import Dataset, DataSpec, align_labels, load_table, subsample
+from bertprobe.data import Dataset, DataSpec, align_labels, load_table, map_labels, subsample
 from bertprobe.errors import BertprobeError, DataError, InternalError, ProbeError, SuiteError, TargetError
 from bertprobe.exitcodes import Terminated
 from bertprobe.outcomes import Outcomes, append_outcomes
@@ -28,7 +28,8 @@ from bertprobe.probe import ProbeContext
 from bertprobe.progress import progress
 from bertprobe.registry import did_you_mean
 from bertprobe.results import Expectation, ProbeResult, RunReport, jsonable
-from bertprobe.suite import ProbeSpec, Suite, unique_names, validate_probes
+from bertprobe.suite import ProbeSpec, Suite, unique_names
+from bertprobe.validation import validate_suite
 from bertprobe.target import ModelSpec, Target
 
 
@@ -46,6 +47,9 @@ class RunOptions:
     allow_pickle: bool = False
     seed: int | None = None
     threads: int | None = None
+    text: str | None = None
+    text_pair: str | None = None
+    label: str | None = None
     log: Any = None
 
 
@@ -86,6 +90,11 @@ def _override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, .
     return tuple(replace(template, path=path, name=name) for name, path in parsed)
 
 
+def _column_option(value: str | None) -> str | int | None:
+    """A column flag: a name, or a 0-based index given as digits."""
+    return int(value) if value is not None and value.isdigit() else value
+
+
 def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
     """Return the suite with --model/--data/--device/--dtype/--limit/--only applied and models named."""
     machine = {"device": options.device, "dtype": options.dtype, "allow_pickle": options.allow_pickle or None}
@@ -95,6 +104,9 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
         data = replace(data, path=options.data, loader=data.loader) if data else DataSpec(path=options.data)
     if data and options.limit:
         data = replace(data, limit=options.limit)
+    columns = {"text": options.text, "text_pair": options.text_pair, "label": options.label}
+    if data and any(columns.values()):
+        data = data.with_overrides(**{k: _column_option(v) for k, v in columns.items()})
     probes = []
     for spec in suite.probes:
         if spec.model:
@@ -246,6 +258,7 @@ class Session:
         if name not in self.raw_datasets:  # read each file once, however many targets use it
             raw = self.plugins.datasets.get(spec.loader).load(spec) if spec.loader else load_table(spec)
             check_ids(raw)
+            raw = map_labels(raw, spec.label_map)
             self.raw_datasets[name] = subsample(raw, spec.limit, spec.sample, self.suite.seed)
         return self.raw_datasets[name]
 
@@ -400,8 +413,10 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     and KeyboardInterrupt after writing an ``interrupted`` report.
     """
     options = options or RunOptions()
-    suite = apply_overrides(suite, options)
-    parsed = validate_probes(suite, plugins.probes, plugins.reporters)
+    selected = apply_overrides(suite, options)  # raises for an unknown --only name
+    full = apply_overrides(suite, replace(options, only=()))
+    parsed = validate_suite(full, plugins, {p.id for p in selected.probes} if options.only else None)
+    suite = selected
     run_dir = new_run_dir(Path(options.out or suite.report_dir), suite.name)
     report = RunReport(suite=suite.name, run_dir=str(run_dir))
     threads = options.threads or suite.threads or default_threads()

@@ -69,6 +69,7 @@ class Probe(abc.ABC):
     requires: ClassVar[frozenset[str]] = frozenset()
     needs_data: ClassVar[bool] = True
     path_params: ClassVar[tuple[str, ...]] = ()  # params holding file paths: resolved against the suite's folder
+    label_params: ClassVar[tuple[str, ...]] = ()  # params naming a class: checked against the model's config
     metrics: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type] = NoParams
 

@@ -319,8 +319,47 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
     )
 
 
-def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
-    """Read and parse a suite file; every problem is a one-line SuiteError."""
+def apply_sets(raw: dict[str, Any], assignments: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """Apply ``--set PATH=VALUE`` to the YAML before it is parsed; VALUE is read as YAML (``2``, ``[a, b]``).
+
+    PATH is dotted: ``seed``, ``data.limit``, ``probes.ID.params.length`` (a probe by id, or by name
+    when one probe has it), ``models.NAME.dtype`` (a model by name). Missing mappings are created, so
+    ``probes.universal-trigger.params.length=2`` works on a probe without params.
+    """
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise SuiteError(f"--set {item}: expected PATH=VALUE, e.g. probes.universal-trigger.params.length=2")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
+        parts = key.split(".")
+        node: Any = raw
+        for i, part in enumerate(parts[:-1]):
+            where = ".".join(parts[: i + 1])
+            if isinstance(node, list):
+                matches = [e for e in node if isinstance(e, dict) and (e.get("id") == part or e.get("name") == part)]
+                matches = matches or [e for e in node if isinstance(e, dict) and e.get("probe") == part and "id" not in e]
+                if len(matches) != 1:
+                    names = [str(e.get("id") or e.get("name") or e.get("probe")) for e in node if isinstance(e, dict)]
+                    raise SuiteError(f"--set {item}: no single entry '{part}' under {'.'.join(parts[:i])}"
+                                     f"{did_you_mean(part, names)}; entries: {', '.join(names)}")
+                node = matches[0]
+                continue
+            if not isinstance(node, dict):
+                raise SuiteError(f"--set {item}: {where} is not a mapping")
+            if node.get(part) is None:
+                node[part] = [] if part in ("probes", "models") else {}
+            node = node[part]
+        if not isinstance(node, dict):
+            raise SuiteError(f"--set {item}: {'.'.join(parts[:-1])} is not a mapping")
+        node[parts[-1]] = value
+    return raw
+
+
+def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tuple[str, ...] = ()) -> Suite:
+    """Read and parse a suite file (with ``--set`` assignments applied); every problem is a one-line SuiteError."""
     file = Path(path)
     if not file.is_file():
         raise SuiteError(f"suite file '{path}' not found; try 'bertprobe run suites/sst2.yaml'")
@@ -334,41 +373,57 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None) -> Suite:
         raise SuiteError(f"{path}: not a readable YAML file: {exc}") from None
     if raw is None:
         raise SuiteError(f"{path}: the suite file is empty")
+    if sets and isinstance(raw, dict):
+        raw = apply_sets(raw, sets)
     try:
         return parse_suite(raw, str(path), env, base_dir=file.parent)
     except SuiteError as exc:
         raise SuiteError(f"{path}: {exc}") from None
 
 
-def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None) -> dict[str, Any]:
-    """Check probe names, params and expected metric names; return parsed params by probe id."""
+def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
+                    problems: list[str] | None = None) -> dict[str, Any]:
+    """Check probe names, params and expected metric names; return parsed params by probe id.
+
+    With a ``problems`` list, every problem is appended to it instead of raising at the first one.
+    """
+    collect = problems is not None
+    found: list[str] = problems if problems is not None else []
+
+    def problem(message: str) -> None:
+        if not collect:
+            raise SuiteError(message)
+        found.append(message)
+
     parsed = {}
     for spec in suite.probes:
         try:
             cls = probes.get(spec.probe)
         except SuiteError as exc:
-            raise SuiteError(f"{spec.path}.probe: {exc}") from None
+            problem(f"{spec.path}.probe: {exc}")
+            continue
         params = dict(spec.params)
         if spec.base_dir is not None:
             for name in getattr(cls, "path_params", ()):
                 if name in params and name not in spec.env_params:
                     params[name] = resolve_path_value(params[name], Path(spec.base_dir))
-        parsed[spec.id] = parse_params(cls.Params, params, f"{spec.path}.params")
+        try:
+            parsed[spec.id] = parse_params(cls.Params, params, f"{spec.path}.params")
+        except SuiteError as exc:
+            problem(str(exc))
         for exp in spec.expect:
             if not cls.knows_metric(exp.metric):
                 known = [m for m in cls.metrics if "*" not in m]
-                raise SuiteError(
-                    f"{spec.path}.expect.{exp.metric}: probe '{spec.probe}' has no such metric"
-                    f"{did_you_mean(exp.metric, known)}; metrics: {', '.join(cls.metrics)}"
-                )
+                problem(f"{spec.path}.expect.{exp.metric}: probe '{spec.probe}' has no such metric"
+                        f"{did_you_mean(exp.metric, known)}; metrics: {', '.join(cls.metrics)}")
         if cls.needs_data and spec.data is None and suite.data is None:
-            raise SuiteError(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
+            problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
         if spec.model is None and not suite.models:
-            raise SuiteError(f"{spec.path}: no model; add a model: section to the suite or the probe")
+            problem(f"{spec.path}: no model; add a model: section to the suite or the probe")
     if reporters is not None:
         for fmt in suite.formats:
             try:
                 reporters.get(fmt)
             except SuiteError as exc:
-                raise SuiteError(f"report.formats: {exc}") from None
+                problem(f"report.formats: {exc}")
     return parsed

@@ -250,9 +250,33 @@ def test_model_and_data_overrides(suite_factory, tiny_clf_dir, sst_tsv, tmp_path
 
 
 def test_validate_does_not_load_the_model(suite_factory, tmp_path):
-    suite = suite_factory(model=str(tmp_path / "absent"))
+    suite = suite_factory(model="some-org/some-model")  # a hub id: nothing is fetched to validate
     result = invoke("validate", str(suite))
     assert result.exit_code == 0 and "ok" in result.output
+
+
+def test_validate_reports_every_problem_at_once_with_the_file(suite_factory, tmp_path, tiny_clf_dir):
+    suite = suite_factory(
+        "  - probe: accuracy\n    params: {bootstrapp: 10}\n"
+        "  - probe: universal-trigger\n    params: {target_label: postive}\n"
+        "  - probe: accuracy\n    id: other\n    data: {loader: arcct, path: x}\n"
+        "  - probe: accuracy\n    id: folder\n    data: {path: '" + str(tmp_path) + "'}\n",
+        data=str(tmp_path / "absent.tsv"))
+    line = one_line_error(invoke("validate", str(suite)))
+    assert line.startswith(f"error: {suite}: 5 problems:")
+    assert "probes[0].params.bootstrapp: unknown parameter (did you mean 'bootstrap'?)" in line
+    assert "probes[1].params.target_label: 'postive' is not a class of" in line and "did you mean 'positive'" in line
+    assert "probes[2].data.loader: no data loader 'arcct' (did you mean 'arct'?)" in line
+    assert "is a folder, not a data file" in line and "absent.tsv' does not exist" in line
+    # a run finds the same problems before it loads anything or creates a run folder
+    assert "5 problems" in one_line_error(invoke("run", str(suite)))
+    assert not (suite.parent / "reports").exists()
+
+
+def test_only_still_validates_the_probes_it_leaves_out(suite_factory):
+    suite = suite_factory("  - probe: accuracy\n  - probe: universal-trigger\n    params: {target_label: positive, length: 0}\n")
+    line = one_line_error(invoke("run", str(suite), "--only", "accuracy"))
+    assert "probes[1].params" in line and "left out by --only; it runs next time" in line
 
 
 def test_list_shows_plugins_and_probes():
@@ -359,3 +383,51 @@ def test_default_threads_never_exceed_the_cores_available():
     from bertprobe.harness import default_threads
 
     assert 1 <= default_threads() <= len(os.sched_getaffinity(0))
+
+
+def test_set_overrides_are_typed_like_yaml(suite_factory):
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n")
+    result = invoke("run", str(suite), "--set", "probes.accuracy.params.bootstrap=0", "--set", "seed=42",
+                    "--set", "data.limit=4")
+    assert result.exit_code == 0, result.output
+    _, report = only_run(suite.parent / "reports", "tiny")
+    (probe,) = report["probes"]
+    assert probe["params"]["bootstrap"] == 0 and report["seed"] == 42 and probe["metrics"]["examples"] == 4
+    assert "did you mean 'accuracy'" in one_line_error(invoke("run", str(suite), "--set", "probes.acuracy.params.x=1"))
+    assert "expected PATH=VALUE" in one_line_error(invoke("run", str(suite), "--set", "seed"))
+    assert "params.bogus: unknown parameter" in one_line_error(
+        invoke("validate", str(suite), "--set", "probes.accuracy.params.bogus=1"))
+
+
+def test_column_flags_and_label_map(suite_factory, tmp_path):
+    data = tmp_path / "reviews.csv"
+    data.write_text("review,sentiment\nthe movie was good,pos\nboring and dull,neg\nit was fun,pos\nthe worst acting,neg\n")
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n", data=str(data))
+    # the suite says text: sentence, label: label; the file has review/sentiment with pos/neg labels
+    assert "no column 'sentence'" in one_line_error(invoke("run", str(suite)))
+    assert "'pos'" in one_line_error(invoke("run", str(suite), "--text", "review", "--label", "sentiment"))
+    result = invoke("run", str(suite), "--text", "review", "--label", "1", "--out", str(tmp_path / "ok"),
+                    "--set", "data.label_map={pos: positive, neg: negative}")
+    assert result.exit_code == 0, result.output
+    _, report = only_run(tmp_path / "ok", "tiny")
+    assert report["probes"][0]["metrics"]["examples"] == 4
+    assert {"accuracy_positive", "accuracy_negative"} <= set(report["probes"][0]["metrics"])
+
+
+def test_suite_limit_zero_is_refused(suite_factory):
+    suite = suite_factory()
+    text = suite.read_text().replace("label: label}", "label: label, limit: 0}")
+    suite.write_text(text)
+    assert "limit must be at least 1" in one_line_error(invoke("validate", str(suite)))
+
+
+def test_describe_teaches_a_probe_and_list_shows_reporters_and_loaders():
+    result = invoke("describe", "universal-trigger")
+    assert result.exit_code == 0
+    assert "Wallace" in result.output and "Where we deviate" in result.output
+    assert re.search(r"length\s+int\s+3", result.output) and "target_label" in result.output
+    assert "accuracy_after" in result.output
+    listing = invoke("list").output
+    assert "junit" in listing and "report.junit.xml" in listing and "arct" in listing
+    assert "did you mean" in one_line_error(invoke("describe", "universal-triger")) or \
+        "unknown probe" in one_line_error(invoke("describe", "universal-triger"))

@@ -402,6 +402,7 @@ class UniversalTriggerProbe(Probe):
                "transfer_accuracy_before", "transfer_accuracy_after", "examples_searched", "examples_held_out",
                "baseline_trigger_accuracy_after")
     Params = TriggerParams
+    label_params = ("target_label", "to_label")  # class names, checked against config.json by validate
 
     def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
