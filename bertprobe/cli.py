@@ -83,7 +83,11 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 @main.command()
-@click.argument("suite_file", metavar="SUITE")
+@click.argument("suite_file", metavar="[SUITE]", required=False)
+@click.option("--resume", metavar="RUN_DIR",
+              help="Continue an interrupted or aborted run in its folder: finished probes are kept and sweeps "
+                   "continue from their last finished unit, when the suite, data and weights are unchanged. "
+                   "Without SUITE, the run's own suite file and options are used.")
 @click.option("--model", "models", metavar="[NAME=]PATH", multiple=True,
               help="Model directory or hub id. One bare PATH replaces the path of every model of the suite "
                    "(variants keep their settings); NAME=PATH replaces that model's path; repeat to audit "
@@ -109,7 +113,7 @@ def main(ctx: click.Context, debug: bool) -> None:
               help="Exit 0, not 5, when nothing was checked (every probe skipped or without expectations).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
 @_guard
-def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
+def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
         out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, seed: int | None,
         sets: tuple[str, ...], text: str | None, text_pair: str | None, label: str | None,
         threads: int | None, allow_skips: bool, quiet: bool) -> None:
@@ -131,12 +135,25 @@ def run(suite_file: str, models: tuple[str, ...], data: str | None, device: str 
     from bertprobe.reporters.summary import overview_headers, overview_rows, score_text
     from bertprobe.suite import load_suite
 
+    recorded: dict[str, Any] = {}
+    if suite_file is None:
+        if not resume:
+            raise click.UsageError("missing SUITE (a suite file such as suites/sst2.yaml), or --resume RUN_DIR")
+        from bertprobe.harness import recorded_run
+
+        suite_file, recorded = recorded_run(Path(resume))
+        sets = tuple(recorded.get("sets", ())) or sets
     suite = load_suite(suite_file, sets=sets)
     plugins = build_plugins()
     from bertprobe.exitcodes import Terminated, nothing_checked, run_exit_code
 
-    options = RunOptions(text=text, text_pair=text_pair, label=label, models=models, data=data, device=device, dtype=dtype, out=out, only=only, limit=limit,
+    options = RunOptions(text=text, text_pair=text_pair, label=label, models=models, data=data, resume=resume, sets=sets, device=device, dtype=dtype, out=out, only=only, limit=limit,
                          allow_pickle=allow_pickle, seed=seed, threads=threads, log=None if quiet else log_to_stderr)
+    if recorded:  # --resume RUN_DIR alone: the run's own options
+        from dataclasses import replace as _replace
+
+        options = _replace(options, **{k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()
+                                       if k in RunOptions.__dataclass_fields__ and k != "sets"})
 
     def on_sigterm(_signum: int, _frame: Any) -> None:
         raise Terminated()

@@ -11,7 +11,7 @@ import random
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,7 +21,7 @@ import torch
 from bertprobe.data import Dataset, DataSpec, align_labels, load_table, map_labels, subsample
 from bertprobe.errors import BertprobeError, DataError, InternalError, ProbeError, SuiteError, TargetError
 from bertprobe.exitcodes import Terminated
-from bertprobe.outcomes import Outcomes, append_outcomes
+from bertprobe.outcomes import Outcomes, append_outcomes, read_outcomes
 from bertprobe.params import params_to_dict
 from bertprobe.plugins import Plugins
 from bertprobe.probe import ProbeContext
@@ -47,6 +47,8 @@ class RunOptions:
     allow_pickle: bool = False
     seed: int | None = None
     threads: int | None = None
+    resume: str | None = None
+    sets: tuple[str, ...] = ()
     text: str | None = None
     text_pair: str | None = None
     label: str | None = None
@@ -184,6 +186,25 @@ class Session:
     hashes: dict[str, str | None] = field(default_factory=dict)
     outcomes: dict[tuple[str, str], dict[str, Outcomes]] = field(default_factory=dict)
     baseline: str = ""
+    previous: Any = None  # PreviousRun when resuming
+
+    def map_units(self, model: str, probe_id: str, fn: Any, units: Any, desc: str = "") -> list[Any]:
+        """``ProbeContext.map`` under the harness: each finished unit is a ``unit_result`` event; units a
+        resumed run already finished are not run again."""
+        done = self.previous.units.get((model, probe_id), {}) if self.previous else {}
+        units = list(units)
+        keys = [k for k, _ in units]
+        if len(set(keys)) != len(keys):
+            raise ProbeError(f"{probe_id}: work unit keys must be unique")
+        out = []
+        for key, unit in progress(units, total=len(units), desc=desc or probe_id):
+            if key in done:
+                out.append(done[key])
+                continue
+            value = jsonable(fn(unit))
+            self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
+            out.append(value)
+        return out
 
     def emit(self, event: str, **payload: Any) -> None:
         record = jsonable({"event": event, "time": utc_now(), **payload})
@@ -236,6 +257,11 @@ class Session:
             from bertprobe.modelinfo import sha256_of, weight_files
 
             self.hashes[spec.path] = sha256_of(weight_files(spec.path))
+        if self.previous is not None:
+            before = self.previous.hashes.get(spec.label)
+            if before and self.hashes[spec.path] and before != self.hashes[spec.path]:
+                raise SuiteError(f"cannot resume: the weights of model '{spec.label}' changed since the run "
+                                 f"(sha256 {before[:12]} -> {self.hashes[spec.path][:12]}); start a new run")
         from bertprobe.modelinfo import describe_model
 
         info = describe_model(target, self.hashes[spec.path], notes)
@@ -341,6 +367,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         resolve_model=session.resolve_model,
         baseline_result=baseline_result,
         model_name=name,
+        probe_id=spec.id,
+        map=lambda fn, units, desc="": session.map_units(name, spec.id, fn, units, desc),
     )
     _seed_everything(suite.seed)
     start = time.perf_counter()
@@ -417,32 +445,50 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     full = apply_overrides(suite, replace(options, only=()))
     parsed = validate_suite(full, plugins, {p.id for p in selected.probes} if options.only else None)
     suite = selected
-    run_dir = new_run_dir(Path(options.out or suite.report_dir), suite.name)
-    report = RunReport(suite=suite.name, run_dir=str(run_dir))
+    parts = suite_fingerprint(suite)
+    previous = read_previous_run(Path(options.resume), parts) if options.resume else None
+    run_dir = Path(options.resume) if options.resume else new_run_dir(Path(options.out or suite.report_dir), suite.name)
+    report = previous.report if previous else RunReport(suite=suite.name, run_dir=str(run_dir))
     threads = options.threads or suite.threads or default_threads()
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)  # restored when the run ends: a library call leaves no global change
     paths = {m.path for m in suite.models}
-    with open(run_dir / "events.jsonl", "w", encoding="utf-8") as events:
+    with open(run_dir / "events.jsonl", "a" if previous else "w", encoding="utf-8") as events:
         session = Session(suite, plugins, run_dir, report, events, log=options.log)
         plan = _plan(suite)
         session.baseline = plan[0].label if len(plan) > 1 else ""
-        session.emit("run_start", suite=suite.name, source=suite.source,
-                     model=paths.pop() if len(paths) == 1 else f"{len(suite.models)} models",
-                     models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
-                     seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
-                     gate=suite.compare.to_dict() if suite.compare else {}, threads=threads)
+        if previous:
+            session.previous = previous
+            session.outcomes = read_outcomes(run_dir)
+            session.emit("run_resumed", kept=[list(k) for k in sorted(previous.kept)],
+                         units=sum(len(v) for v in previous.units.values()), threads=threads)
+        else:
+            session.emit("run_start", suite=suite.name, source=_absolute(suite.source),
+                         model=paths.pop() if len(paths) == 1 else f"{len(suite.models)} models",
+                         models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
+                         seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
+                         gate=suite.compare.to_dict() if suite.compare else {}, threads=threads,
+                         suite_parts=parts, options=recorded_options(options))
         plugins.hook.bertprobe_session_start(session=session)
         running: tuple[str, str] | None = None
         try:
             if suite.data is not None and any(plugins.probes.get(p.probe).needs_data and p.data is None for p in suite.probes):
                 data = session.raw_data(suite.data)
-                session.emit("data_loaded", data=suite.data.describe(), examples=len(data), fingerprint=fingerprint(data))
+                print_ = fingerprint(data)
+                if previous and previous.report.data_fingerprint and previous.report.data_fingerprint != print_:
+                    raise SuiteError(f"cannot resume {run_dir}: the data changed since the run (fingerprint "
+                                     f"{previous.report.data_fingerprint[:12]} -> {print_[:12]}); start a new run")
+                if not previous:
+                    session.emit("data_loaded", data=suite.data.describe(), examples=len(data), fingerprint=print_)
             for position, model_spec in enumerate(plan):
                 for spec in suite.probes:
                     if spec.model is not None and position > 0:
                         continue  # a probe with its own model runs once, in the first model's turn
                     target_spec = spec.model or model_spec
+                    if previous and (target_spec.label, spec.id) in previous.kept:
+                        session.say(f"kept {spec.id}" + (f" on {target_spec.label}" if len(plan) > 1 else "")
+                                    + " from the interrupted run")
+                        continue
                     running = (target_spec.label, spec.id)
                     session.say(f"running {spec.id}" + (f" on {target_spec.label}" if len(plan) > 1 else ""))
                     session.emit("probe_start", id=spec.id, probe=spec.probe, model=target_spec.label)
@@ -457,7 +503,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
             if running is not None:
                 _record(session, ProbeResult(probe=running[1], id=running[1], model=running[0], status="interrupted",
                                              message=f"stopped by {how} while this probe ran"))
-            report.status, report.message = "interrupted", f"stopped by {how}"
+            report.status, report.message = "interrupted", f"stopped by {how}; continue with 'bertprobe run --resume {run_dir}'"
             exc.run_dir = run_dir  # type: ignore[attr-defined]
             raise
         except BertprobeError as exc:
@@ -476,6 +522,94 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
             plugins.hook.bertprobe_session_finish(session=session, report=report)
             torch.set_num_threads(previous_threads)
     return session
+
+
+def _absolute(source: str) -> str:
+    path = Path(source)
+    return str(path.resolve()) if path.is_file() else source
+
+
+def suite_fingerprint(suite: Suite) -> dict[str, str]:
+    """A short hash of each part of the resolved suite (models, data, probes, ...), to tell what changed."""
+    out = {}
+    for f in fields(suite):
+        if f.name in ("source", "description", "model"):
+            continue
+        text = json.dumps(jsonable(_plain(getattr(suite, f.name))), sort_keys=True, default=str)
+        out[f.name] = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def recorded_options(options: RunOptions) -> dict[str, Any]:
+    """The command-line overrides, kept in run_start so ``--resume RUN_DIR`` alone can rebuild the run."""
+    return {k: v for k, v in asdict(options).items() if k not in ("log", "resume") and v not in (None, (), False)}
+
+
+def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any]]:
+    """The suite file and command-line options a run folder was started with (for ``--resume`` alone)."""
+    events = run_dir / "events.jsonl"
+    if not events.is_file():
+        raise SuiteError(f"--resume {run_dir}: not a bertprobe run folder (no events.jsonl)")
+    with open(events, encoding="utf-8", errors="replace") as handle:
+        try:
+            first = json.loads(handle.readline())
+        except json.JSONDecodeError:
+            first = {}
+    if not isinstance(first, dict) or first.get("event") != "run_start" or not first.get("source"):
+        raise SuiteError(f"--resume {run_dir}: its events.jsonl does not start with a run_start naming the suite; "
+                         "give the suite file too: bertprobe run SUITE --resume RUN_DIR")
+    return str(first["source"]), dict(first.get("options") or {})
+
+
+@dataclass
+class PreviousRun:
+    """What an interrupted or aborted run folder already holds, for ``--resume``."""
+
+    report: RunReport
+    kept: set[tuple[str, str]]
+    units: dict[tuple[str, str], dict[str, Any]]
+    hashes: dict[str, str | None]
+
+
+def read_previous_run(run_dir: Path, parts: dict[str, str]) -> PreviousRun:
+    """Read a run folder to resume; SuiteError when it cannot be (missing, completed, or the suite changed)."""
+    events = run_dir / "events.jsonl"
+    if not events.is_file():
+        raise SuiteError(f"--resume {run_dir}: not a bertprobe run folder (no events.jsonl)")
+    report = RunReport.from_events(events)
+    if report.status == "completed":
+        raise SuiteError(f"--resume {run_dir}: the run completed; nothing to resume (start a new run)")
+    old_parts: dict[str, str] = {}
+    units: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in events.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if event.get("event") == "run_start":
+            old_parts = dict(event.get("suite_parts") or {})
+        elif event.get("event") == "unit_result":
+            units.setdefault((str(event.get("model")), str(event.get("id"))), {})[str(event.get("key"))] = event.get("value")
+    changed = sorted(k for k in set(parts) | set(old_parts) if parts.get(k) != old_parts.get(k))
+    if changed:
+        raise SuiteError(f"--resume {run_dir}: the suite changed since the run ({', '.join(changed)} differ); "
+                         "give the same suite and options, or start a new run")
+    kept = {(r.model, r.id or r.probe) for r in report.probes if r.status not in ("error", "interrupted")}
+    hashes = {m.name: m.sha256 for m in report.models}
+    report.run_dir = str(run_dir)
+    return PreviousRun(report, kept, units, hashes)
 
 
 def rebuild_report(run_dir: Path) -> RunReport:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import fnmatch
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -23,6 +23,18 @@ def _no_progress(iterable: Iterable[T], **_: Any) -> Iterable[T]:
     return iterable
 
 
+def unit_seed(seed: int, probe_id: str, key: str) -> int:
+    """The seed of one work unit: derived from (suite seed, probe id, unit key), so a unit computes the
+    same whether it runs in order, alone after a resume, or on another worker."""
+    import hashlib
+
+    return int(hashlib.sha256(f"{seed}:{probe_id}:{key}".encode()).hexdigest()[:8], 16)
+
+
+def _local_map(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], desc: str = "") -> list[Any]:
+    return [fn(unit) for _, unit in units]
+
+
 def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
     from bertprobe.target import ModelSpec
 
@@ -39,6 +51,13 @@ class ProbeContext:
     ``compare_model``) into a ModelSpec: a model name of the run's matrix first, then a path or hub id
     (loaded on ``like``'s device and dtype). ``baseline_result()`` returns the matrix baseline's
     finished result of the running probe id (None on the baseline itself or in a one-model run).
+
+    ``map(fn, units, desc="")`` runs a sweep of independent work units, ``units`` being ``(key, unit)``
+    pairs with keys unique within the probe, and returns ``fn(unit)`` for each, in order. ``fn`` must
+    return JSON-able values (numbers, strings, lists, dicts), and the values come back as JSON gives them
+    (tuples as lists). Under the harness each finished unit is recorded (a ``unit_result`` event), so a
+    resumed run (``bertprobe run --resume``) continues a sweep instead of restarting it. Seed a unit
+    with ``ctx.unit_seed(key)``, never with state shared across units.
     """
 
     seed: int = 0
@@ -50,7 +69,13 @@ class ProbeContext:
     resolve_model: Callable[..., ModelSpec] = _spec_for
     baseline_result: Callable[[], ProbeResult | None] | None = None
     model_name: str = ""
+    probe_id: str = ""
+    map: Callable[..., list[Any]] = _local_map
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def unit_seed(self, key: str) -> int:
+        """The seed of work unit ``key`` of this probe (see ``map``)."""
+        return unit_seed(self.seed, self.probe_id, key)
 
 
 class Probe(abc.ABC):

@@ -345,7 +345,13 @@ class RunReport:
             self.dtype = dtypes.pop() if len(dtypes) == 1 else "mixed"
         elif kind == "probe_result":
             result = ProbeResult.from_dict(event["result"])
-            self.probes = [r for r in self.probes if not (r.model == result.model and r.id == result.id)] + [result]
+            at = next((i for i, r in enumerate(self.probes) if r.model == result.model and r.id == result.id), None)
+            if at is None:
+                self.probes.append(result)
+            else:  # a resumed run replaces the interrupted entry where it stood
+                self.probes[at] = result
+        elif kind == "run_resumed":
+            self.status, self.message, self.finished_at = "running", "", ""
         elif kind == "gate":
             self.regressions = [Regression(**r) for r in event.get("regressions") or []]
         elif kind == "run_finish":
@@ -369,7 +375,8 @@ class RunReport:
             if not isinstance(event, dict):
                 continue
             report.apply(event)
-            finished = finished or event.get("event") == "run_finish"
+            if event.get("event") in ("run_finish", "run_resumed"):
+                finished = event.get("event") == "run_finish"
         if not finished:
             report.status = "interrupted"
             report.message = "the run ended without a run_finish record (killed); rebuilt from events.jsonl"

@@ -98,10 +98,48 @@ class HarnessBug:
         raise ValueError("reporter plugin bug")
 
 
+class InterruptOnce(Probe):
+    """Ctrl-C the first time it runs (class-level memory: both runs of a test share the process)."""
+
+    name = "interrupt-once"
+    description = "simulates Ctrl-C once"
+    calls: list[str] = []
+
+    def run(self, target, data, params, ctx):
+        InterruptOnce.calls.append("run")
+        if len(InterruptOnce.calls) == 1:
+            raise KeyboardInterrupt
+        result = ProbeResult(probe=self.name)
+        result.add_metric("runs", len(InterruptOnce.calls))
+        return result
+
+
+class Sweep(Probe):
+    """Six work units through ctx.map; Ctrl-C in unit 4 the first time."""
+
+    name = "sweep"
+    description = "a sweep of units"
+    computed: list[str] = []
+
+    def run(self, target, data, params, ctx):
+        def unit(k: int) -> dict:
+            if k == 4 and "u4" not in Sweep.computed and "interrupted" not in Sweep.computed:
+                Sweep.computed.append("interrupted")
+                raise KeyboardInterrupt
+            Sweep.computed.append(f"u{k}")
+            return {"value": k * k + ctx.unit_seed(f"u{k}") % 7, "pair": (k, k)}
+
+        values = ctx.map(unit, [(f"u{k}", k) for k in range(6)])
+        result = ProbeResult(probe=self.name)
+        result.add_metric("total", sum(v["value"] for v in values))
+        result.details["values"] = values
+        return result
+
+
 class TestProbes:
     @hookimpl
     def bertprobe_register_probes(self, registry):
-        for cls in (Boom, Interrupt, NeedsMlm, SigTerm, Threads):
+        for cls in (Boom, Interrupt, NeedsMlm, SigTerm, Threads, InterruptOnce, Sweep):
             registry.add(cls)
 
 
@@ -295,7 +333,7 @@ def test_debug_shows_traceback():
     "argv, message",
     [(["run", "x.yaml", "--dtype", "float64"], "Invalid value for '--dtype'"),
      (["frobnicate"], "No such command 'frobnicate'"),
-     (["run"], "Missing argument 'SUITE'")],
+     (["run"], "missing SUITE")],
 )
 def test_usage_errors_are_one_line(argv, message, capsys):
     from bertprobe.cli import entry_point
@@ -431,3 +469,60 @@ def test_describe_teaches_a_probe_and_list_shows_reporters_and_loaders():
     assert "junit" in listing and "report.junit.xml" in listing and "arct" in listing
     assert "did you mean" in one_line_error(invoke("describe", "universal-triger")) or \
         "unknown probe" in one_line_error(invoke("describe", "universal-triger"))
+
+
+def test_resume_keeps_finished_probes_and_runs_the_rest(suite_factory, with_test_probes):
+    InterruptOnce.calls.clear()
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n  - probe: interrupt-once\n"
+                          "  - probe: accuracy\n    id: after\n    expect: {accuracy: {min: 0}}\n")
+    first = invoke("run", str(suite))
+    assert first.exit_code == 130 and "--resume" in json.loads(
+        (only_run(suite.parent / "reports", "tiny")[0] / "report.json").read_text())["message"]
+    run_dir, before = only_run(suite.parent / "reports", "tiny")
+    kept_duration = before["probes"][0]["duration_s"]
+    resumed = invoke("run", "--resume", str(run_dir))  # no SUITE: the run's own suite and options
+    assert resumed.exit_code == 0, resumed.output
+    assert "kept accuracy from the interrupted run" in resumed.stderr
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "completed"
+    assert [(p["id"], p["status"]) for p in report["probes"]] == [
+        ("accuracy", "passed"), ("interrupt-once", "measured"), ("after", "passed")]
+    assert report["probes"][0]["duration_s"] == kept_duration  # not run again
+    assert InterruptOnce.calls == ["run", "run"]
+    kinds = [json.loads(line)["event"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert kinds.count("run_start") == 1 and kinds.count("run_resumed") == 1
+    assert len(list((suite.parent / "reports").glob("tiny-*"))) == 1  # the same folder, no new one
+    assert "nothing to resume" in one_line_error(invoke("run", "--resume", str(run_dir)))
+
+
+def test_resume_continues_a_sweep_from_its_last_finished_unit(suite_factory, with_test_probes, tmp_path):
+    Sweep.computed.clear()
+    suite = suite_factory("  - probe: sweep\n    expect: {total: {min: 0}}\n")
+    assert invoke("run", str(suite)).exit_code == 130
+    assert Sweep.computed == ["u0", "u1", "u2", "u3", "interrupted"]
+    run_dir, _ = only_run(suite.parent / "reports", "tiny")
+    assert invoke("run", str(suite), "--resume", str(run_dir)).exit_code == 0
+    assert Sweep.computed[5:] == ["u4", "u5"]  # units 0-3 were not computed again
+    resumed = json.loads((run_dir / "report.json").read_text())["probes"][0]
+    Sweep.computed.clear()
+    Sweep.computed.append("u4")  # no interruption this time
+    assert invoke("run", str(suite), "--out", str(tmp_path / "fresh")).exit_code == 0
+    _, fresh = only_run(tmp_path / "fresh", "tiny")
+    assert resumed["details"]["values"] == fresh["probes"][0]["details"]["values"]
+    assert resumed["metrics"] == fresh["probes"][0]["metrics"]
+
+
+def test_resume_refuses_when_the_suite_or_data_changed(suite_factory, with_test_probes, sst_tsv, tmp_path):
+    InterruptOnce.calls.clear()
+    suite = suite_factory("  - probe: accuracy\n  - probe: interrupt-once\n")
+    assert invoke("run", str(suite)).exit_code == 130
+    run_dir, _ = only_run(suite.parent / "reports", "tiny")
+    other = tmp_path / "other.tsv"
+    other.write_text(sst_tsv.read_text().replace("fun", "great fun"))
+    line = one_line_error(invoke("run", str(suite), "--resume", str(run_dir), "--data", str(other)))
+    assert "the suite changed since the run (data differ)" in line
+    line = one_line_error(invoke("run", str(suite), "--resume", str(run_dir), "--seed", "7"))
+    assert "(seed differ)" in line
+    assert "not a bertprobe run folder" in one_line_error(invoke("run", "--resume", str(tmp_path)))
+    sst_tsv.write_text(sst_tsv.read_text().replace("fun", "great fun"))  # same file, new content
+    assert "the data changed since the run (fingerprint" in one_line_error(invoke("run", "--resume", str(run_dir)))

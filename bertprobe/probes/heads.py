@@ -203,11 +203,12 @@ class HeadPruningProbe(Probe):
         if params.ablation:
             self._ablate(result, ev, base_correct, params, ctx)
         if params.layers:
-            drops = []
-            for layer in range(layers):
+            def drop_layer(layer: int) -> float:
                 mask = torch.ones(layers, heads)
                 mask[layer] = 0
-                drops.append(base - float(ev.correct(mask=mask).mean()))
+                return base - float(ev.correct(mask=mask).mean())
+
+            drops = ctx.map(drop_layer, [(f"layer{layer}", layer) for layer in range(layers)], desc="layer ablation")
             result.details["layer_ablation"] = [{"layer": i, "drop": d} for i, d in enumerate(drops)]
             result.add_metric("layer_max_drop", max(drops), False, "largest accuracy drop from removing one layer's heads")
         if params.pruning:
@@ -231,13 +232,18 @@ class HeadPruningProbe(Probe):
         table = []
         deltas = torch.zeros(layers, heads)
         pairs = [(layer, head) for layer in range(layers) for head in range(heads) if ev.real[layer, head]]
-        for layer, head in ctx.progress(pairs, total=len(pairs), desc=f"head ablation ({params.mode})"):
+
+        def ablate(pair: tuple[int, int]) -> list[int]:
             flags = torch.zeros(layers, heads, dtype=torch.bool)
-            flags[layer, head] = True
-            if params.mode == "mask":
-                correct = ev.correct(mask=(~flags).float())
-            else:
-                correct = ev.correct(uniform=flags)
+            flags[pair[0], pair[1]] = True
+            correct = ev.correct(mask=(~flags).float()) if params.mode == "mask" else ev.correct(uniform=flags)
+            return correct.astype(np.int8).tolist()
+
+        # each head is a work unit: a resumed run continues the sweep where it stopped
+        outcomes = ctx.map(ablate, [(f"L{layer}H{head}", (layer, head)) for layer, head in pairs],
+                           desc=f"head ablation ({params.mode})")
+        for (layer, head), correct_list in zip(pairs, outcomes):
+            correct = np.asarray(correct_list, dtype=bool)
             diff = correct.astype(np.float64) - base_correct.astype(np.float64)
             delta = float(diff.mean())
             ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=layer * heads + head) if params.bootstrap else None

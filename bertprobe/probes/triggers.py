@@ -16,6 +16,10 @@ Where we deviate from the paper and its reference code:
     the best few on the full batch. The reference scores every candidate on the full batch.
   * Early stopping (``patience``): the search ends when the beam has not improved the batch loss for
     ``patience`` iterations, or when every example of the batch is already flipped.
+  * Restarts are independent work units (``ctx.map``): restart 0 continues the probe's seeded
+    stream, restart k > 0 draws from its own seed derived from (suite seed, probe id, "restart<k>"), so
+    a resumed run continues with the restarts it had not finished and every restart computes the same
+    alone. (Before, restarts shared one stream, so results with ``restarts > 1`` differ from then.)
   * Honest evaluation: the target-class examples are split (seeded) into a search part and a held-out
     part; every reported accuracy is measured on the held-out part only. The paper reports accuracy on
     the same dev set the trigger was searched on.
@@ -429,18 +433,25 @@ class UniversalTriggerProbe(Probe):
             raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
 
         start = time.perf_counter()
-        best, best_loss, history = None, math.inf, []
-        with frozen_parameters(search.grad_model):
-            for restart in range(params.restarts):
-                init = _initial_trigger(target.tokenizer, params, allowed, restart, rng)
-                trigger, hist = run_search(search, init, search_idx, allowed, rng, ctx.progress)
+        after_shuffle = rng.getstate()
+
+        def restart_unit(restart: int) -> dict[str, Any]:
+            # restart 0 continues the probe's seeded stream; later restarts get their own unit seed,
+            # so any restart computes the same alone (a resumed run, another worker)
+            unit_rng = random.Random(ctx.unit_seed(f"restart{restart}"))
+            if restart == 0:
+                unit_rng.setstate(after_shuffle)
+            with frozen_parameters(search.grad_model):
+                init = _initial_trigger(target.tokenizer, params, allowed, restart, unit_rng)
+                trigger, hist = run_search(search, init, search_idx, allowed, unit_rng, ctx.progress)
                 loss = float(search.score(trigger.unsqueeze(0), tuple(search_idx[:256]))[0])
-                history.append({"restart": restart, "loss": loss, "iterations": hist})
-                ctx.log(f"restart {restart}: {target.tokenizer.decode(trigger.tolist())!r} loss {loss:.3f}")
-                if loss < best_loss:
-                    best, best_loss = trigger, loss
+            ctx.log(f"restart {restart}: {target.tokenizer.decode(trigger.tolist())!r} loss {loss:.3f}")
+            return {"restart": restart, "loss": loss, "trigger_ids": trigger.tolist(), "iterations": hist}
+
+        history = ctx.map(restart_unit, [(f"restart{r}", r) for r in range(params.restarts)], desc="trigger restarts")
+        best_run = min(history, key=lambda h: h["loss"])  # the first of equal losses, as before
+        best, best_loss = torch.tensor(best_run["trigger_ids"], dtype=torch.long), float(best_run["loss"])
         search_seconds = time.perf_counter() - start
-        assert best is not None
 
         before = held_out_probs(search, None, held_idx)
         after = held_out_probs(search, best, held_idx)
