@@ -56,6 +56,9 @@ class ClozeParams:
             raise ValueError("per_category, batch_size and top_k must be at least 1")
 
 
+CHUNK_ITEMS = 256  # items per work unit: large enough to batch well, small enough to checkpoint
+
+
 @dataclass
 class ItemOutcome:
     item: ClozeItem
@@ -141,9 +144,20 @@ class ClozeProbe(Probe):
             result.status = "skipped"
             result.message = f"all {len(unknown)} cloze items use words outside the model's vocabulary"
             return result
-        scores = scorer.score(items)
         special = set(target.tokenizer.all_special_ids)
-        outcomes = [evaluate(s, target.tokenizer, params.top_k, special) for s in scores]
+        by_id = {it.id: it for it in items}
+
+        def score_chunk(chunk: list[ClozeItem]) -> list[dict[str, Any]]:
+            return [{"id": o.item.id, "rank": o.rank, "predicted": o.predicted, "pair": o.pair_correct,
+                     "top": [list(t) for t in o.top]}
+                    for o in (evaluate(sc, target.tokenizer, params.top_k, special) for sc in scorer.score(chunk))]
+
+        # chunks of items are work units: a resumed run scores only the chunks it had not finished
+        size = CHUNK_ITEMS
+        chunks = [(f"items{i}-{i + len(items[i:i + size])}", items[i:i + size]) for i in range(0, len(items), size)]
+        outcomes = [ItemOutcome(by_id[r["id"]], int(r["rank"]), str(r["predicted"]), r["pair"],
+                                [(str(w), float(p)) for w, p in r["top"]])
+                    for chunk in ctx.map(score_chunk, chunks, desc="cloze chunks") for r in chunk]
         for name, value in aggregate(outcomes).items():
             result.add_metric(name, value, True)
         result.add_metric("items", float(len(items)))
