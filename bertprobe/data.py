@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 from bertprobe.errors import DataError
 from bertprobe.registry import did_you_mean
 
+LABEL_LIKE = {"label", "labels", "sentiment", "class", "target", "gold", "y", "category", "polarity"}
 TEXT_DEFAULTS = ("sentence", "text", "sentence1", "premise", "question", "content", "review")
 LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json"}
 
@@ -139,7 +140,9 @@ def _read_hub(spec: DataSpec) -> Any:
         ) from None
 
 
-def _column(spec_value: str | int | None, columns: list[str], role: str, source: str) -> str | None:
+def _column(spec_value: str | int | None, columns: list[str], role: str, source: str,
+            taken: tuple[str | None, ...] = ()) -> str | None:
+    """The column for ``role``; a did-you-mean never points at a column another role already uses."""
     if spec_value is None:
         return None
     if isinstance(spec_value, int):
@@ -147,9 +150,12 @@ def _column(spec_value: str | int | None, columns: list[str], role: str, source:
             raise DataError(f"{role} column #{spec_value} is out of range: '{source}' has {len(columns)} columns")
         return columns[spec_value]
     if spec_value not in columns:
+        free = [c for c in columns if c not in taken and not (role != "label" and c.lower() in LABEL_LIKE)]
+        flag = {"text": "--text", "text_pair": "--text-pair", "label": "--label"}.get(role)
+        hint = f" (or pass {flag} COL)" if flag else ""
         raise DataError(
-            f"'{source}' has no column '{spec_value}' for {role}{did_you_mean(spec_value, columns)}; "
-            f"columns: {', '.join(columns)}"
+            f"'{source}' has no column '{spec_value}' for {role}{did_you_mean(spec_value, free)}; "
+            f"columns: {', '.join(columns)}; set data.{role}{hint}"
         )
     return spec_value
 
@@ -167,15 +173,15 @@ def load_table(spec: DataSpec) -> Dataset:
     table = _read_local(Path(spec.path).expanduser()) if local else _read_hub(spec)
     columns = list(table.column_names)
     source = spec.path
-    text_col = _column(spec.text, columns, "text", source) if spec.text is not None else next(
-        (c for c in TEXT_DEFAULTS if c in columns), None
-    )
-    if text_col is None:
-        raise DataError(f"'{source}' has no text column; set data.text to one of: {', '.join(columns)}")
-    pair_col = _column(spec.text_pair, columns, "text_pair", source)
     # The default label column is optional (unlabelled data); an explicitly named one must exist.
     default_missing = spec.label == DataSpec.label and spec.label not in columns
     label_col = None if default_missing else _column(spec.label, columns, "label", source)
+    text_col = _column(spec.text, columns, "text", source, (label_col,)) if spec.text is not None else next(
+        (c for c in TEXT_DEFAULTS if c in columns), None
+    )
+    if text_col is None:
+        raise DataError(f"'{source}' has no text column; set data.text (or --text COL) to one of: {', '.join(columns)}")
+    pair_col = _column(spec.text_pair, columns, "text_pair", source, (label_col, text_col))
     choice_cols = [_column(c, columns, "choices", source) for c in spec.choices] if spec.choices else None
     label_names = None
     feature = table.features.get(label_col) if label_col else None

@@ -187,6 +187,7 @@ class Session:
     outcomes: dict[tuple[str, str], dict[str, Outcomes]] = field(default_factory=dict)
     baseline: str = ""
     previous: Any = None  # PreviousRun when resuming
+    units_done: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def map_units(self, model: str, probe_id: str, fn: Any, units: Any, desc: str = "") -> list[Any]:
         """``ProbeContext.map`` under the harness: each finished unit is a ``unit_result`` event; units a
@@ -203,6 +204,7 @@ class Session:
                 continue
             value = jsonable(fn(unit))
             self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
+            self.units_done[(model, probe_id)] = self.units_done.get((model, probe_id), 0) + 1
             out.append(value)
         return out
 
@@ -501,8 +503,11 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
         except KeyboardInterrupt as exc:
             how = "SIGTERM" if isinstance(exc, Terminated) else "the user (Ctrl-C)"
             if running is not None:
+                done = session.units_done.get(running, 0)
+                kept = f"; {done} work unit(s) it finished are kept for --resume" if done else ""
                 _record(session, ProbeResult(probe=running[1], id=running[1], model=running[0], status="interrupted",
-                                             message=f"stopped by {how} while this probe ran"))
+                                             message=f"stopped by {how} while this probe ran{kept}",
+                                             details={"units_finished": done}))
             report.status, report.message = "interrupted", f"stopped by {how}; continue with 'bertprobe run --resume {run_dir}'"
             exc.run_dir = run_dir  # type: ignore[attr-defined]
             raise

@@ -443,6 +443,8 @@ def test_column_flags_and_label_map(suite_factory, tmp_path):
     suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n", data=str(data))
     # the suite says text: sentence, label: label; the file has review/sentiment with pos/neg labels
     assert "no column 'sentence'" in one_line_error(invoke("run", str(suite)))
+    line = one_line_error(invoke("run", str(suite)))
+    assert "did you mean 'sentiment'" not in line and "--text COL" in line  # the label column is no hint for text
     assert "'pos'" in one_line_error(invoke("run", str(suite), "--text", "review", "--label", "sentiment"))
     result = invoke("run", str(suite), "--text", "review", "--label", "1", "--out", str(tmp_path / "ok"),
                     "--set", "data.label_map={pos: positive, neg: negative}")
@@ -500,7 +502,9 @@ def test_resume_continues_a_sweep_from_its_last_finished_unit(suite_factory, wit
     suite = suite_factory("  - probe: sweep\n    expect: {total: {min: 0}}\n")
     assert invoke("run", str(suite)).exit_code == 130
     assert Sweep.computed == ["u0", "u1", "u2", "u3", "interrupted"]
-    run_dir, _ = only_run(suite.parent / "reports", "tiny")
+    run_dir, partial = only_run(suite.parent / "reports", "tiny")
+    assert partial["probes"][0]["status"] == "interrupted" and partial["probes"][0]["details"]["units_finished"] == 4
+    assert "4 work unit(s) it finished are kept" in partial["probes"][0]["message"]
     assert invoke("run", str(suite), "--resume", str(run_dir)).exit_code == 0
     assert Sweep.computed[5:] == ["u4", "u5"]  # units 0-3 were not computed again
     resumed = json.loads((run_dir / "report.json").read_text())["probes"][0]
