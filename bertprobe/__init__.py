@@ -1,9 +1,12 @@
 """bertprobe: adversarial and robustness probes for fine-tuned BERT-family models."""
 
+from bertprobe.errors import BertprobeError, DataError, ProbeError, SuiteError, TargetError
 from bertprobe.hookspecs import hookimpl
+from bertprobe.outcomes import Outcomes
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, Metric, ProbeResult, RunReport
 
 __version__ = "0.1.0"
 
-__all__ = ["Finding", "Metric", "Probe", "ProbeContext", "ProbeResult", "RunReport", "__version__", "hookimpl"]
+__all__ = ["BertprobeError", "DataError", "Finding", "Metric", "Outcomes", "Probe", "ProbeContext", "ProbeError",
+           "ProbeResult", "RunReport", "SuiteError", "TargetError", "__version__", "hookimpl"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bertprobe.data import Dataset, DataSpec, Example, read_delimited
+from bertprobe.data import Dataset, DataSpec, Example, check_text_file, read_delimited
 from bertprobe.errors import DataError
 
 COLUMNS = ("#id", "warrant0", "warrant1", "correctLabelW0orW1", "reason", "claim")
@@ -22,6 +22,7 @@ FLAGS = ("adversarial", "swapped")
 def _header(path: Path) -> list[str]:
     if not path.is_file():
         raise DataError(f"ARCT file '{path}' does not exist; pass --data PATH")
+    check_text_file(Path(path))
     with open(path, encoding="utf-8") as fh:
         return fh.readline().rstrip("\n").split("\t")
 

@@ -34,6 +34,19 @@ def _fail(ctx_obj: _Context, exc: BaseException, code: int = EXIT_USAGE) -> None
     sys.exit(code)
 
 
+def _set_debug(ctx: click.Context, _param: Any, value: bool) -> None:
+    if value:
+        obj = ctx.find_object(_Context)
+        if obj is not None:
+            obj.debug = True
+
+
+def _debug_option(fn: Any) -> Any:
+    """``--debug`` also after the subcommand (``bertprobe run SUITE --debug``), as users type it."""
+    return click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+                        help="Show full tracebacks on errors.")(fn)
+
+
 def _guard(fn: Any) -> Any:
     """Turn BertprobeError into one line on stderr and exit code 2 (tracebacks only with --debug)."""
 
@@ -112,6 +125,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--allow-skips", is_flag=True,
               help="Exit 0, not 5, when nothing was checked (every probe skipped or without expectations).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
+@_debug_option
 @_guard
 def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
         out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, seed: int | None,
@@ -195,6 +209,7 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
               metavar="ALPHA", help="Only regressions significant at ALPHA gate (paired tests on per-example outcomes).")
 @click.option("--baseline-model", metavar="NAME", help="Model of RUN_A to compare with (when the runs name models differently).")
 @click.option("--out", metavar="DIR", help="Folder for compare.json/.md/.html (default: RUN_B).")
+@_debug_option
 @_guard
 def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tuple[str, ...], significance: float | None,
             baseline_model: str | None, out: str | None) -> None:
@@ -234,6 +249,7 @@ def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tupl
 @click.option("--format", "formats", multiple=True, metavar="NAME",
               help="Reporter to run (json, markdown, html, junit, or a plugin's); repeatable. Default: all of the "
                    "built-in formats.")
+@_debug_option
 @_guard
 def report(run_dir: str, formats: tuple[str, ...]) -> None:
     """Rebuild a run's reports from its events.jsonl (an interrupted or killed run's included)."""
@@ -251,6 +267,7 @@ def report(run_dir: str, formats: tuple[str, ...]) -> None:
 @main.command()
 @click.argument("suite_file", metavar="SUITE")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="As for 'run'.")
+@_debug_option
 @_guard
 def validate(suite_file: str, sets: tuple[str, ...]) -> None:
     """Check a suite without loading any model, and report every problem at once.
@@ -271,6 +288,7 @@ def validate(suite_file: str, sets: tuple[str, ...]) -> None:
 
 
 @main.command(name="list")
+@_debug_option
 @_guard
 def list_(**_: Any) -> None:
     """List installed plugins (name, version, source) and probes (name, requirements, description)."""
@@ -299,6 +317,7 @@ def list_(**_: Any) -> None:
 
 @main.command()
 @click.argument("probe", metavar="PROBE")
+@_debug_option
 @_guard
 def describe(probe: str) -> None:
     """A probe's paper and deviations, its params (type, default) and its metrics."""

@@ -83,21 +83,62 @@ class DatasetLoader(Protocol):
     def load(self, spec: DataSpec) -> Dataset: ...
 
 
-def _load_file(path: Path, builder: str, **kwargs: Any) -> Any:
-    """Load one local file with a datasets builder; every failure becomes a one-line DataError."""
-    import datasets
+def check_text_file(path: Path) -> None:
+    """The one check of an external text file: it exists, is a file, is not binary and decodes as UTF-8.
 
+    Every problem is a DataError naming the file (and the line, for a decoding error).
+    """
+    if path.is_dir():
+        raise DataError(f"'{path}' is a folder, not a data file; name a csv/tsv/jsonl file in it")
     if not path.is_file():
         raise DataError(f"data file '{path}' does not exist; pass --data PATH to a csv/tsv/jsonl file")
-    if path.stat().st_size == 0:
+    data = path.read_bytes()
+    if not data:
         raise DataError(f"data file '{path}' is empty")
+    if b"\x00" in data[:65536]:
+        raise DataError(f"'{path}' looks binary (it holds NUL bytes), not a csv/tsv/jsonl text file")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"'{path}' line {line}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+
+
+def _root_message(exc: BaseException) -> str:
+    """The most specific message in an exception chain (datasets wraps pandas' 'Expected 2 fields in line 5')."""
+    messages = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).strip()
+        if text:
+            messages.append(text.splitlines()[0])
+        current = current.__cause__ or current.__context__
+    generic = ("An error occurred while generating the dataset",)
+    useful = [m for m in messages if not m.startswith(generic)]
+    return (useful[-1] if useful else messages[0] if messages else type(exc).__name__)
+
+
+def _load_file(path: Path, builder: str, **kwargs: Any) -> Any:
+    """Load one local file with a datasets builder; every failure becomes a one-line DataError."""
+    import logging
+
+    import datasets
+
+    check_text_file(path)
     datasets.disable_progress_bars()
+    logger = logging.getLogger("datasets")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)  # datasets logs the parser's error separately: it goes into ours
     try:
         return datasets.load_dataset(builder, data_files=str(path), split="train", **kwargs)
     except Exception as exc:  # datasets raises many types for malformed files
         if "corresponds to no data" in str(exc):
             raise DataError(f"'{path}' has no rows") from None
-        raise DataError(f"cannot read '{path}': {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise DataError(f"cannot read '{path}': {_root_message(exc)}") from None
+    finally:
+        logger.setLevel(level)
 
 
 def read_delimited(path: Path, sep: str = "\t", quoted: bool = False) -> Any:

@@ -250,8 +250,10 @@ class Session:
             if spec.prune_heads and self.suite.data is not None:
                 data = self.data_for(self.suite.data, stored)
             target, notes = derive_variant(stored, spec, data, self.say)
+            notes = list(stored.notes) + notes
         else:
-            target, notes = self._load_stored(spec), []
+            target = self._load_stored(spec)
+            notes = list(target.notes)
             if target.spec != spec:  # the stored model under this spec's name
                 target = replace(target, spec=spec)
         self.targets[spec] = target
@@ -284,7 +286,7 @@ class Session:
     def raw_data(self, spec: DataSpec) -> Dataset:
         name = repr(spec)  # DataSpec holds a dict: not hashable
         if name not in self.raw_datasets:  # read each file once, however many targets use it
-            raw = self.plugins.datasets.get(spec.loader).load(spec) if spec.loader else load_table(spec)
+            raw = _load_with(self.plugins.datasets.get(spec.loader), spec) if spec.loader else load_table(spec)
             check_ids(raw)
             raw = map_labels(raw, spec.label_map)
             self.raw_datasets[name] = subsample(raw, spec.limit, spec.sample, self.suite.seed)
@@ -296,12 +298,31 @@ class Session:
             data = self.raw_data(spec)
             if target is not None and any(ex.label is not None for ex in data.examples):
                 if target.task == "multiple-choice":
+                    if any(not ex.choices for ex in data.examples):
+                        raise DataError(f"{target.name} is a multiple-choice model but {spec.describe()} has examples "
+                                        "without choices; set data.choices to the choice columns (or use a loader "
+                                        "such as arct)")
                     sizes = {len(ex.choices or ()) for ex in data.examples}
                     data = align_labels(data, [], num_choices=min(sizes) if sizes else 0)
                 elif target.task == "classification":
                     data = align_labels(data, target.label_names)
             self.datasets[key] = data
         return self.datasets[key]
+
+
+def _load_with(loader: Any, spec: DataSpec) -> Dataset:
+    """A named loader's data; anything it raises besides a BertprobeError becomes a DataError naming it."""
+    try:
+        data = loader.load(spec)
+    except BertprobeError:
+        raise
+    except Exception as exc:  # a plugin's loader: its failure on this input is bad input, reported in one line
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise DataError(f"data loader '{spec.loader}' failed on '{spec.path}': {type(exc).__name__}"
+                        + (f": {message}" if message else "")) from None
+    if not isinstance(data, Dataset):
+        raise DataError(f"data loader '{spec.loader}' returned {type(data).__name__}, not a bertprobe Dataset")
+    return data
 
 
 def check_ids(data: Dataset) -> None:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 
 from bertprobe import hookspecs
 from bertprobe.errors import PluginError
-from bertprobe.registry import Registry
+from bertprobe.registry import Registry, did_you_mean
 
 ENTRY_POINT_GROUP = "bertprobe"
 DISABLE_ENV = "BERTPROBE_DISABLE_PLUGINS"
@@ -40,6 +41,7 @@ class Plugins:
     probes: Registry[Any]
     reporters: Registry[Any]
     datasets: Registry[Any]
+    dists: dict[str, tuple[str, str]] = field(default_factory=dict)  # entry-point plugin -> (dist, version)
 
     @property
     def hook(self) -> Any:
@@ -49,14 +51,13 @@ class Plugins:
         """One row per plugin: name, version and where it came from."""
         from bertprobe import __version__
 
-        dists = {id(plugin): dist for plugin, dist in self.manager.list_plugin_distinfo()}
         rows = []
         for name, plugin in sorted(self.manager.list_name_plugin(), key=lambda item: str(item[0])):
             if plugin is None:
                 continue
-            dist = dists.get(id(plugin))
+            dist = self.dists.get(name)
             if dist is not None:
-                rows.append({"name": name, "version": dist.version, "source": f"entry point ({dist.project_name})"})
+                rows.append({"name": name, "version": dist[1], "source": f"entry point ({dist[0]})"})
             else:
                 rows.append({"name": name, "version": __version__, "source": "built-in"})
         return rows
@@ -65,6 +66,39 @@ class Plugins:
 def _disabled(env: dict[str, str] | os._Environ[str] | None) -> set[str]:
     raw = (env if env is not None else os.environ).get(DISABLE_ENV, "")
     return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def _entry_points() -> list[Any]:
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> dict[str, tuple[str, str]]:
+    """Import and register each ``bertprobe`` entry point; any failure names the plugin that failed."""
+    dists: dict[str, tuple[str, str]] = {}
+    for ep in _entry_points():
+        if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
+            continue
+        dist = (ep.dist.metadata["Name"], ep.dist.version) if ep.dist is not None else ("?", "?")
+        try:
+            plugin = ep.load()
+        except BaseException as exc:  # SyntaxError, RuntimeError, SystemExit...: a broken plugin, not ours
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise PluginError(f"plugin '{ep.name}' ({ep.value}, from {dist[0]} {dist[1]}) failed to import: "
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; fix or "
+                              f"uninstall it, or disable it with {DISABLE_ENV}={ep.name}") from None
+        pm.register(plugin, name=ep.name)
+        dists[ep.name] = dist
+    return dists
+
+
+def _check_disabled(pm: pluggy.PluginManager, disabled: set[str], entry_points: bool) -> None:
+    """A name in BERTPROBE_DISABLE_PLUGINS that matches no plugin is a typo: it would leave the plugin on."""
+    known = set(DEFAULT_PLUGINS) | ({ep.name for ep in _entry_points()} if entry_points else set())
+    known |= {name for name, _ in pm.list_name_plugin()}
+    for name in sorted(disabled - known):
+        raise PluginError(f"{DISABLE_ENV} names '{name}', which is no plugin{did_you_mean(name, sorted(known))}; "
+                          f"plugins: {', '.join(sorted(known))}")
 
 
 def build_plugins(
@@ -87,15 +121,15 @@ def build_plugins(
                 pm.register(importlib.import_module(module_name), name=module_name)
         for plugin in extra or []:
             pm.register(plugin)
-        if entry_points:
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        dists = _load_entry_points(pm) if entry_points else {}
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         name = pm.get_name(exc.plugin) if exc.plugin is not None else "?"
         raise PluginError(f"plugin '{name}' is invalid: {exc}; disable it with {DISABLE_ENV}") from None
     except (ImportError, AttributeError) as exc:
         raise PluginError(f"a bertprobe plugin failed to load: {exc}; disable it with {DISABLE_ENV}") from None
-    plugins = Plugins(pm, Registry("probe"), Registry("reporter"), Registry("dataset loader"))
+    _check_disabled(pm, _disabled(env), entry_points)
+    plugins = Plugins(pm, Registry("probe"), Registry("reporter"), Registry("dataset loader"), dists)
     for hook, registry in (
         ("bertprobe_register_probes", plugins.probes),
         ("bertprobe_register_reporters", plugins.reporters),

@@ -358,11 +358,49 @@ def apply_sets(raw: dict[str, Any], assignments: tuple[str, ...] | list[str]) ->
     return raw
 
 
+MAX_SUITE_BYTES = 1 << 20  # a suite is a page of YAML, not a data file
+MAX_SUITE_VALUES = 100_000  # values after YAML aliases are expanded (a "billion laughs" has 10^9)
+MAX_SUITE_DEPTH = 64
+
+
+def check_shape(raw: Any, source: str) -> None:
+    """Bound what a suite may expand to before anything walks or copies it: aliases that multiply
+    (billion laughs), recursive aliases, and absurd nesting are a one-line SuiteError."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: Any, depth: int) -> int:
+        if depth > MAX_SUITE_DEPTH:
+            raise SuiteError(f"{source}: nested deeper than {MAX_SUITE_DEPTH} levels; a suite is a short mapping")
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise SuiteError(f"{source}: a YAML alias refers to itself (a recursive structure); remove the loop")
+        active.add(key)
+        children = list(node.values()) if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_SUITE_VALUES:
+                raise SuiteError(f"{source}: expands to more than {MAX_SUITE_VALUES:,} values (YAML aliases that "
+                                 "multiply, such as a 'billion laughs'); refusing to read it")
+        active.discard(key)
+        sizes[key] = total
+        return total
+
+    size(raw, 0)
+
+
 def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tuple[str, ...] = ()) -> Suite:
     """Read and parse a suite file (with ``--set`` assignments applied); every problem is a one-line SuiteError."""
     file = Path(path)
     if not file.is_file():
         raise SuiteError(f"suite file '{path}' not found; try 'bertprobe run suites/sst2.yaml'")
+    if file.stat().st_size > MAX_SUITE_BYTES:
+        raise SuiteError(f"{path}: {file.stat().st_size:,} bytes is too large for a suite (at most {MAX_SUITE_BYTES:,})")
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.MarkedYAMLError as exc:
@@ -373,6 +411,7 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tup
         raise SuiteError(f"{path}: not a readable YAML file: {exc}") from None
     if raw is None:
         raise SuiteError(f"{path}: the suite file is empty")
+    check_shape(raw, str(path))
     if sets and isinstance(raw, dict):
         raw = apply_sets(raw, sets)
     try:

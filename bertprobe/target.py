@@ -48,6 +48,7 @@ class ModelSpec:
     revision: str | None = None
     trust_remote_code: bool = False
     allow_pickle: bool = False
+    allow_missing_weights: bool = False
 
     def __post_init__(self) -> None:
         if self.prune_heads is not None and not 0 <= self.prune_heads < 1:
@@ -208,26 +209,100 @@ def load_target(spec: ModelSpec) -> Target:
     task = detect_task(config, spec.task)
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device, getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
+    if local.is_dir():
+        check_tokenizer_files(local)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(source, **common)
-        model = _auto_class(task).from_pretrained(
+    except OSError as exc:
+        raise TargetError(f"cannot load the tokenizer of '{path}': {_first_line(exc)}") from None
+    except Exception as exc:  # tokenizers raises plain Exception for a corrupt tokenizer.json
+        where = f"{local / 'tokenizer.json'}" if (local / "tokenizer.json").is_file() else path
+        raise TargetError(f"cannot read the tokenizer in '{where}': {_first_line(exc)}; "
+                          "is the file complete and from the model's training?") from None
+    try:
+        model, info = _auto_class(task).from_pretrained(
             source,
             dtype=dtype,
             use_safetensors=None if spec.allow_pickle else True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported below by tensor name, not as a 60-line RuntimeError
             **common,
         )
     except OSError as exc:
-        first = str(exc).splitlines()[0]
+        first = _first_line(exc)
         if "safetensors" in first.lower() and not spec.allow_pickle:
             raise TargetError(
                 f"'{path}' has no safetensors weights; if you trust it, set 'allow_pickle: true' under model:"
             ) from None
         raise TargetError(f"cannot load '{path}': {first}; pass --model PATH to a local model directory") from None
-    except (ValueError, KeyError) as exc:
-        raise TargetError(f"cannot load '{path}': {str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # SafetensorError, UnpicklingError, RuntimeError, ...: a broken weights file
+        files = ", ".join(p.name for p in sorted(local.glob("*.safetensors")) + sorted(local.glob("*.bin"))) if local.is_dir() else path
+        raise TargetError(f"cannot read the weights of '{path}' ({files}): {type(exc).__name__}: {_first_line(exc)}; "
+                          "the file is truncated, corrupt or not a weights file") from None
+    notes = check_loading_info(info, path, task, spec.allow_missing_weights)
+    check_vocabulary(tokenizer, model, path)
     model.to(device)
     model.eval()
-    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype)
+    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model", "spm.model", "bpe.codes")
+# Tensors a checkpoint may lack or carry without harm: buffers rebuilt at load, and heads the task
+# does not use (the NSP head of a pre-training checkpoint loaded as a masked LM, a pooler it ignores).
+_HARMLESS = ("position_ids", "token_type_ids", "cls.seq_relationship.", "pooler.", "lm_head.", "cls.predictions.")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def check_tokenizer_files(directory: Path) -> None:
+    """A model folder without tokenizer files would get a placeholder tokenizer (every word [UNK])."""
+    names = {p.name for p in directory.iterdir()}
+    if not any(n in names for n in TOKENIZER_FILES):
+        raise TargetError(f"{directory} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); copy the "
+                          "tokenizer the model was trained with into it (tokenizer.save_pretrained)")
+
+
+def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing: bool) -> list[str]:
+    """Missing, unexpected or re-initialised tensors are an error naming them (a random head gives random
+    numbers); with ``allow_missing_weights: true`` they are notes in the report instead."""
+    def named(keys: Any) -> list[str]:
+        return sorted(str(k if isinstance(k, str) else k[0]) for k in keys)
+
+    missing = [k for k in named(info.get("missing_keys") or ()) if not k.endswith(("position_ids", "token_type_ids"))]
+    unexpected = [k for k in named(info.get("unexpected_keys") or ()) if not any(h in k for h in _HARMLESS)]
+    mismatched = named(info.get("mismatched_keys") or ())
+    problems = []
+    if missing:
+        problems.append(f"missing from the checkpoint, so randomly initialised: {', '.join(missing[:6])}"
+                        + (f" and {len(missing) - 6} more" if len(missing) > 6 else ""))
+    if mismatched:
+        problems.append(f"shaped differently from the config, so re-initialised: {', '.join(mismatched[:6])} "
+                        "(does config.json's label count match the weights?)")
+    if unexpected:
+        problems.append(f"in the checkpoint but not used by a {task} model: {', '.join(unexpected[:6])}")
+    if problems and not allow_missing:
+        raise TargetError(f"'{path}': weights do not fit the model: {'; '.join(problems)}; the audit would measure "
+                          "random weights. Fix the checkpoint, or set 'allow_missing_weights: true' under model: "
+                          "to accept it (recorded as a warning)")
+    return [f"WARNING (allow_missing_weights): {p}" for p in problems]
+
+
+def check_vocabulary(tokenizer: Any, model: Any, path: str) -> None:
+    """The tokenizer must fit the embedding matrix: larger ids index out of range, a far smaller one is
+    not the model's own (a 5-token placeholder turns every word into [UNK])."""
+    embeddings = model.get_input_embeddings()
+    rows = getattr(embeddings, "num_embeddings", None) or embeddings.weight.shape[0]
+    size = len(tokenizer)
+    if size > rows:
+        raise TargetError(f"'{path}': the tokenizer has {size} tokens but the model's embedding has only {rows} rows; "
+                          "the tokenizer is not the model's own")
+    if size < rows // 2:
+        raise TargetError(f"'{path}': the tokenizer has {size} tokens for an embedding of {rows} rows; "
+                          "the tokenizer files are missing or not the model's own")
 
 
 @dataclass
@@ -252,6 +327,7 @@ class Target:
     device: torch.device
     dtype: torch.dtype
     quantized: bool = False
+    notes: list[str] = field(default_factory=list)  # load warnings, shown in the report's model record
     gradient_model: Any = field(default=None, repr=False)  # float copy for input gradients of a quantized variant
     compiled: Any = field(default=None, repr=False)  # torch.compile'd model used by batched prediction
     encode_cache: dict[Any, Encoded] | None = field(default=None, repr=False)  # shared by a run's targets
