@@ -95,7 +95,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> dict[str, tuple[str, str]]:
 def _check_disabled(pm: pluggy.PluginManager, disabled: set[str], entry_points: bool) -> None:
     """A name in BERTPROBE_DISABLE_PLUGINS that matches no plugin is a typo: it would leave the plugin on."""
     known = set(DEFAULT_PLUGINS) | ({ep.name for ep in _entry_points()} if entry_points else set())
-    known |= {name for name, _ in pm.list_name_plugin()}
+    known |= {name for name, plugin in pm.list_name_plugin() if plugin is not None}
     for name in sorted(disabled - known):
         raise PluginError(f"{DISABLE_ENV} names '{name}', which is no plugin{did_you_mean(name, sorted(known))}; "
                           f"plugins: {', '.join(sorted(known))}")

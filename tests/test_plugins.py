@@ -19,9 +19,11 @@ def test_builtins_register_through_hooks_and_managers_are_fresh():
 
 
 def test_disable_env_blocks_plugins_by_name():
-    plugins = build_plugins(entry_points=False, env={"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.accuracy, x"})
+    plugins = build_plugins(entry_points=False, env={"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.accuracy, "})
     assert "accuracy" not in plugins.probes
     assert "json" in plugins.reporters
+    with pytest.raises(PluginError, match="names 'bertprobe.probes.acuracy', which is no plugin .did you mean"):
+        build_plugins(entry_points=False, env={"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.acuracy"})
 
 
 def test_unknown_hook_implementation_fails_loudly():
