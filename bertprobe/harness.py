@@ -312,6 +312,8 @@ class Session:
 
 def _load_with(loader: Any, spec: DataSpec) -> Dataset:
     """A named loader's data; anything it raises besides a BertprobeError becomes a DataError naming it."""
+    if isinstance(loader, type):  # registered as a class: an instance is what loads
+        loader = loader()
     try:
         data = loader.load(spec)
     except BertprobeError:
@@ -417,7 +419,9 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
 def write_reports(session: Session) -> list[Path]:
     paths = []
     for fmt in session.suite.formats:
-        paths.append(session.plugins.reporters.get(fmt).write(session.report, session.run_dir))
+        reporter = session.plugins.reporters.get(fmt)
+        reporter = reporter() if isinstance(reporter, type) else reporter
+        paths.append(reporter.write(session.report, session.run_dir))
     return paths
 
 

@@ -28,12 +28,16 @@ def bertprobe_register_probes(registry: Registry[Any]) -> None:
 
 @hookspec
 def bertprobe_register_reporters(registry: Registry[Any]) -> None:
-    """Add reporters: objects with ``name``, ``suffix`` and ``write(report, run_dir) -> Path``."""
+    """Add reporters: instances with ``name`` (what ``report.formats`` lists), ``filename`` (what they write
+    in the run folder) and ``write(report, run_dir) -> Path``. A reporter runs only when its name is in
+    the suite's ``report.formats``."""
 
 
 @hookspec
 def bertprobe_register_datasets(registry: Registry[Any]) -> None:
-    """Add named data loaders (``name``, ``description``, ``load(spec) -> Dataset``), e.g. ``arct``."""
+    """Add named data loaders, as instances with ``name``, ``description`` and ``load(spec) -> Dataset``
+    (e.g. ``arct``); a suite picks one with ``data: {loader: NAME, path: ...}``. Raise ``DataError``
+    for bad input."""
 
 
 # ---- loading ------------------------------------------------------------------------------------
