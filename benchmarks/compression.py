@@ -26,6 +26,7 @@ import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
 from bertprobe.modelinfo import model_bytes
+from bertprobe.reporters.summary import fmt
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.triggers import TriggerParams, UniversalTriggerProbe
 from bertprobe.target import ModelSpec
@@ -116,11 +117,7 @@ def copy_to(model, dtype):
 
 
 def _cell(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    return fmt(value)
 
 
 def _format_row(row: dict) -> str:

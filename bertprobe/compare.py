@@ -5,17 +5,17 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from bertprobe.errors import BertprobeError
-from bertprobe.gates import MetricDelta, comparable, compare_results
+from bertprobe.gates import comparable, compare_results
 from bertprobe.outcomes import Outcomes, read_outcomes
 from bertprobe.reporters.summary import fmt, md_cell
-from bertprobe.results import RunReport
+from bertprobe.results import MetricDelta, RunReport
 
 HEADERS = ["model", "probe", "metric", "A", "B", "delta", "", "p", "paired", "verdict"]
 
@@ -73,7 +73,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"run_a": self.run_a, "run_b": self.run_b, "pairs": self.pairs, "notes": self.notes,
                 "unpaired": self.unpaired, "regressions": len(self.regressions),
-                "deltas": [d.to_dict() for d in self.deltas]}
+                "deltas": [asdict(d) for d in self.deltas]}
 
 
 def _pair_models(a: RunReport, b: RunReport, baseline_model: str | None) -> list[tuple[str, str]]:

@@ -10,44 +10,15 @@ paired bootstrap CI of the difference for every kind.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from bertprobe.outcomes import Outcomes
-from bertprobe.results import ProbeResult, Regression, RunReport
+from bertprobe.results import MetricDelta, ProbeResult, RunReport
 from bertprobe.stats import mcnemar_exact, paired_bootstrap_diff
 
 EPS = 1e-12
-
-
-@dataclass
-class MetricDelta:
-    """One metric of one probe, baseline against candidate."""
-
-    model: str
-    baseline: str
-    probe_id: str
-    metric: str
-    baseline_value: float | None
-    value: float | None
-    delta: float | None
-    higher_is_better: bool | None
-    gated: bool
-    tolerance: float
-    paired: int = 0
-    p_value: float | None = None
-    ci: tuple[float, float] | None = None
-    test: str = ""
-    regression: bool = False
-
-    def as_regression(self) -> Regression:
-        return Regression(self.model, self.baseline, self.probe_id, self.metric, self.baseline_value, self.value,
-                          self.delta, self.tolerance, self.p_value, self.ci, self.test)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _paired(a: Outcomes, b: Outcomes) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +39,8 @@ def compare_metric(
     hib = mb.higher_is_better if mb.higher_is_better is not None else mc.higher_is_better
     gated = mb.gated and mc.kind == "quality"
     delta = None if mb.value is None or mc.value is None else mc.value - mb.value
-    out = MetricDelta(cand.model, base.model, cand.id or cand.probe, name, mb.value, mc.value, delta, hib, gated, tolerance)
+    out = MetricDelta(cand.model, base.model, cand.id or cand.probe, name, mb.value, mc.value, delta, hib, gated,
+                      tolerance)
     outcome = mb.outcome or mc.outcome
     if outcome and outcome in base_outcomes and outcome in cand_outcomes:
         a, b = _paired(base_outcomes[outcome], cand_outcomes[outcome])

@@ -452,8 +452,8 @@ def _gate(session: Session) -> None:
 
     deltas = gate_models(session.report, session.outcomes, gate.baseline, gate.tolerance_for, gate.significance,
                          session.suite.seed)
-    regressions = [d.as_regression() for d in deltas if d.regression]
-    session.emit("gate", baseline=gate.baseline, deltas=[d.to_dict() for d in deltas],
+    regressions = [d for d in deltas if d.regression]
+    session.emit("gate", baseline=gate.baseline, deltas=[asdict(d) for d in deltas],
                  regressions=[asdict(r) for r in regressions])
     for r in regressions:
         session.say(f"regression: {r.describe()}")

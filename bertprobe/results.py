@@ -79,8 +79,12 @@ class ModelInfo:
 
 
 @dataclass
-class Regression:
-    """A candidate metric that moved in the bad direction past the tolerance (and, if asked, significantly)."""
+class MetricDelta:
+    """One metric of one probe, a candidate model against the baseline; a regression when ``regression``.
+
+    ``tolerance`` is the change allowed in the bad direction; ``p_value`` and ``ci`` come from the
+    paired test (McNemar's exact test, paired bootstrap) where both sides published outcomes.
+    """
 
     model: str
     baseline: str
@@ -89,15 +93,24 @@ class Regression:
     baseline_value: float | None
     value: float | None
     delta: float | None
-    tolerance: float
+    higher_is_better: bool | None = None
+    gated: bool = False
+    tolerance: float = 0.0
+    paired: int = 0
     p_value: float | None = None
     ci: tuple[float, float] | None = None
     test: str = ""
+    regression: bool = False
 
     def describe(self) -> str:
         sig = f", p={self.p_value:.3g} ({self.test})" if self.p_value is not None else ""
         return (f"{self.probe_id}.{self.metric} on {self.model}: {_num(self.value)} vs {_num(self.baseline_value)} "
                 f"on {self.baseline} (delta {_num(self.delta, signed=True)}, tolerance {self.tolerance:g}{sig})")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MetricDelta:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 def _num(value: float | None, signed: bool = False) -> str:
@@ -268,7 +281,7 @@ class RunReport:
     data_fingerprint: str = ""
     models: list[ModelInfo] = field(default_factory=list)
     gate: dict[str, Any] = field(default_factory=dict)
-    regressions: list[Regression] = field(default_factory=list)
+    regressions: list[MetricDelta] = field(default_factory=list)
     probes: list[ProbeResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
@@ -353,7 +366,7 @@ class RunReport:
         elif kind == "run_resumed":
             self.status, self.message, self.finished_at = "running", "", ""
         elif kind == "gate":
-            self.regressions = [Regression(**r) for r in event.get("regressions") or []]
+            self.regressions = [MetricDelta.from_dict(r) for r in event.get("regressions") or []]
         elif kind == "run_finish":
             self.status = event.get("status", self.status)
             self.message = event.get("message", "")
@@ -399,7 +412,7 @@ class RunReport:
         report = cls(**{k: v for k, v in data.items() if k in names})
         report.probes = [ProbeResult.from_dict(p) for p in data.get("probes", [])]
         report.models = [ModelInfo.from_dict(m) for m in data.get("models", [])]
-        report.regressions = [Regression(**r) for r in data.get("regressions", [])]
+        report.regressions = [MetricDelta.from_dict(r) for r in data.get("regressions", [])]
         if not report.models and report.model:  # schema 1: one model, named by its path
             report.models = [ModelInfo(name=report.model, path=report.model, dtype=report.dtype, device=report.device)]
         return report

@@ -13,16 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bertprobe.hookspecs import hookimpl
-from bertprobe.results import ProbeResult, RunReport
-
-
-def _failed_expectations(result: ProbeResult) -> str:
-    lines = []
-    for e in result.expectations:
-        if not e.passed:
-            value = "missing" if e.value is None else f"{e.value:.4g}"
-            lines.append(f"{e.metric} {value} (expected {e.describe()})")
-    return "; ".join(lines) or "an expectation failed"
+from bertprobe.reporters.summary import failed_note
+from bertprobe.results import RunReport
 
 
 def render_junit(report: RunReport) -> ET.ElementTree:
@@ -38,7 +30,7 @@ def render_junit(report: RunReport) -> ET.ElementTree:
             counts["tests"] += 1
             seconds += result.duration_s
             if result.status == "failed":
-                text = _failed_expectations(result)
+                text = failed_note(result) or "an expectation failed"
                 ET.SubElement(case, "failure", message=text, type="expectation").text = text
                 counts["failures"] += 1
             elif result.status in ("error", "interrupted"):
