@@ -409,3 +409,16 @@ def test_hostile_strings_are_escaped_in_every_report(env: Env):
             cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
             assert len(cells) == 6, line  # the pipes inside the cells are escaped, the columns hold
     assert r"x\|<b>y</b>" in md or r"x\|" in md
+
+
+def test_allow_missing_weights_is_an_explicit_opt_in_recorded_as_a_warning(env: Env):
+    argv = _without_head(env)
+    suite = Path(argv[1])
+    suite.write_text(suite.read_text().replace("device: cpu}", "device: cpu, allow_missing_weights: true}"))
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (env.tmp / "reports").glob("*")
+    (model,) = json.loads((run_dir / "report.json").read_text())["models"]
+    assert any(n.startswith("WARNING (allow_missing_weights)") and "classifier.weight" in n for n in model["notes"])
+    assert "WARNING (allow_missing_weights)" in (run_dir / "report.md").read_text()
+    assert "WARNING (allow_missing_weights)" in (run_dir / "report.html").read_text()

@@ -21,6 +21,7 @@ from bertprobe.reporters.summary import (
     fmt,
     header_rows,
     metric_rows,
+    model_notes,
     model_rows,
     multi_model,
     overview_headers,
@@ -76,6 +77,8 @@ def render_html(report: RunReport) -> str:
     ]
     if report.models:
         parts += ["<h2>Models</h2>", tabulate(model_rows(report), headers=MODEL_HEADERS, tablefmt="html")]
+        if model_notes(report):
+            parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in model_notes(report)) + "</ul>")
     if report.gate:
         parts.append(f"<h2>Regressions against {esc(str(report.gate.get('baseline')))}</h2>")
         parts.append(tabulate(regression_rows(report), headers=REGRESSION_HEADERS, tablefmt="html")

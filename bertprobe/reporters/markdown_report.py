@@ -16,6 +16,7 @@ from bertprobe.reporters.summary import (
     header_rows,
     md_cell,
     metric_rows,
+    model_notes,
     model_rows,
     multi_model,
     overview_headers,
@@ -42,6 +43,7 @@ def render_markdown(report: RunReport) -> str:
     ]
     if report.models:
         lines += ["", "## Models", "", _table(model_rows(report), MODEL_HEADERS)]
+        lines += [""] + [f"- {md_cell(n)}" for n in model_notes(report)] if model_notes(report) else []
     if report.gate:
         baseline = report.gate.get("baseline")
         lines += ["", f"## Regressions against {md_cell(baseline)}", ""]

@@ -184,3 +184,9 @@ def md_cell(value: Any, width: int | None = None) -> str:
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
     return text
+
+
+def model_notes(report: RunReport) -> list[str]:
+    """'name: note' for every model note (variants, load warnings), warnings first."""
+    notes = [f"{m.name}: {n}" for m in report.models for n in m.notes]
+    return sorted(notes, key=lambda n: "WARNING" not in n)
