@@ -347,8 +347,17 @@ def describe(probe: str) -> None:
         rows.append([f.name, _type_name(hints.get(f.name, f.type)), repr(default)])
     click.echo("\nParams")
     click.echo(tabulate(rows, headers=["param", "type", "default"], tablefmt="simple") if rows else "(none)")
-    click.echo("\nMetrics (expect: may name these; directions and descriptions are in every report)")
-    click.echo(", ".join(cls.metrics) or "(any)")
+    click.echo("\nMetrics (expect: may name these; each report also says what every metric means)")
+    import fnmatch
+
+    def direction(name: str) -> str:
+        for pattern, higher in cls.metric_directions.items():
+            if fnmatch.fnmatchcase(name, pattern):
+                return {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
+        return "no direction"
+
+    click.echo(tabulate([[m, direction(m)] for m in cls.metrics], headers=["metric", "direction"], tablefmt="simple")
+               if cls.metrics else "(any)")
 
 
 def entry_point(argv: list[str] | None = None) -> None:

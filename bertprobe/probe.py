@@ -95,6 +95,9 @@ class Probe(abc.ABC):
     needs_data: ClassVar[bool] = True
     path_params: ClassVar[tuple[str, ...]] = ()  # params holding file paths: resolved against the suite's folder
     label_params: ClassVar[tuple[str, ...]] = ()  # params naming a class: checked against the model's config
+    # metric (fnmatch pattern) -> higher_is_better, for `bertprobe describe`; reports take the direction
+    # from each Metric the probe returns
+    metric_directions: ClassVar[dict[str, bool | None]] = {}
     metrics: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type] = NoParams
 

@@ -127,3 +127,27 @@ def test_physical_pruning_refuses_unsupported_families(tmp_path):
     target = tiny_target(tmp_path / "albert", arch="albert", layers=2, heads=4)
     with pytest.raises(ValueError, match="not albert"):
         prune_heads(target.model, [(0, 0)])
+
+
+def test_declared_metric_directions_match_what_the_probes_report(tmp_path):
+    """`bertprobe describe` shows Probe.metric_directions: it must agree with the metrics a run returns."""
+    import fnmatch
+
+    from bertprobe.data import Dataset, Example
+    from bertprobe.params import parse_params
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.accuracy import AccuracyProbe
+    from bertprobe.probes.heads import HeadPruningProbe
+    from bertprobe.probes.triggers import UniversalTriggerProbe
+    from bertprobe.target import ModelSpec, load_target
+
+    target = load_target(ModelSpec(path=str(train_tiny_classifier(tmp_path / "m", steps=30)), device="cpu"))
+    data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
+    runs = [(AccuracyProbe, {"bootstrap": 0}), (HeadPruningProbe, {"bootstrap": 0, "step": 0.5}),
+            (UniversalTriggerProbe, {"target_label": "positive", "candidates": 4, "iterations": 1, "batch_size": 8})]
+    for cls, raw in runs:
+        result = cls().run(target, data, parse_params(cls.Params, raw, "p"), ProbeContext())
+        for name, metric in result.metrics.items():
+            declared = [v for p, v in cls.metric_directions.items() if fnmatch.fnmatchcase(name, p)]
+            assert declared, f"{cls.name}: {name} has no declared direction"
+            assert declared[0] == metric.higher_is_better, f"{cls.name}: {name}"

@@ -123,6 +123,7 @@ class ClozeProbe(Probe):
     needs_data = False
     metrics = tuple(f"{m}*" for m in METRICS) + ("items",)
     Params = ClozeParams
+    metric_directions = {"items": None, "*": True}
     path_params = ("sets",)
 
     def run(self, target: Target, data: Dataset | None, params: ClozeParams, ctx: ProbeContext) -> ProbeResult:
@@ -160,7 +161,7 @@ class ClozeProbe(Probe):
                     for chunk in ctx.map(score_chunk, chunks, desc="cloze chunks") for r in chunk]
         for name, value in aggregate(outcomes).items():
             result.add_metric(name, value, True)
-        result.add_metric("items", float(len(items)))
+        result.add_metric("items", float(len(items)), kind="count")
         by_category: dict[str, list[ItemOutcome]] = defaultdict(list)
         for o in outcomes:
             by_category[category_key(o.item.category)].append(o)

@@ -171,6 +171,7 @@ class HeadPruningProbe(Probe):
     metrics = ("importance_gini", "max_single_head_drop", "heads_improving_when_removed", "layer_max_drop",
                "prunable_fraction", "speedup", "baseline", "importance_cost_passes")
     Params = HeadParams
+    metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True}
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
