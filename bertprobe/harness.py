@@ -189,34 +189,28 @@ class Session:
     previous: Any = None  # PreviousRun when resuming
     units_done: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def map_units(self, model: str, probe_id: str, fn: Any, units: Any, desc: str = "") -> list[Any]:
+    def map_units(self, model: str, probe_id: str, fn: Any, units: Any, desc: str = "", group: int = 0) -> list[Any]:
         """``ProbeContext.map`` under the harness: each finished unit is a ``unit_result`` event; units a
-        resumed run already finished are not run again."""
+        resumed run already finished are not run again. With ``group``, ``fn`` maps a list of units."""
         done = self.previous.units.get((model, probe_id), {}) if self.previous else {}
         units = list(units)
         keys = [k for k, _ in units]
         if len(set(keys)) != len(keys):
             raise ProbeError(f"{probe_id}: work unit keys must be unique")
-        out = []
-        for key, unit in progress(units, total=len(units), desc=desc or probe_id):
-            if key in done:
-                out.append(done[key])
-                continue
-            value = jsonable(fn(unit))
-            self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
-            self.units_done[(model, probe_id)] = self.units_done.get((model, probe_id), 0) + 1
-            out.append(value)
-        return out
-
-    def emit(self, event: str, **payload: Any) -> None:
-        record = jsonable({"event": event, "time": utc_now(), **payload})
-        self.events.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.events.flush()
-        self.report.apply(record)
-
-    def say(self, message: str) -> None:
-        if self.log:
-            self.log(message)
+        values: dict[str, Any] = {k: done[k] for k in keys if k in done}
+        todo = [(k, u) for k, u in units if k not in done]
+        size = max(1, group)
+        chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+        for chunk in progress(chunks, total=len(chunks), desc=desc or probe_id):
+            results = fn([u for _, u in chunk]) if group else [fn(chunk[0][1])]
+            if len(results) != len(chunk):
+                raise ProbeError(f"{probe_id}: a grouped work function returned {len(results)} values for {len(chunk)} units")
+            for (key, _), value in zip(chunk, results):
+                value = jsonable(value)
+                self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
+                self.units_done[(model, probe_id)] = self.units_done.get((model, probe_id), 0) + 1
+                values[key] = value
+        return [values[k] for k in keys]
 
     # ---- models ---------------------------------------------------------------------------------
     def resolve_model(self, name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
@@ -393,7 +387,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         baseline_result=baseline_result,
         model_name=name,
         probe_id=spec.id,
-        map=lambda fn, units, desc="": session.map_units(name, spec.id, fn, units, desc),
+        map=lambda fn, units, desc="", group=0: session.map_units(name, spec.id, fn, units, desc, group),
     )
     _seed_everything(suite.seed)
     start = time.perf_counter()

@@ -133,3 +133,65 @@ def head_intervention(
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _repeat_rows(batch: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
+    """The batch repeated ``k`` times along its first dimension (examples, or examples x choices)."""
+    return {key: value.repeat(k, *([1] * (value.dim() - 1))) for key, value in batch.items()}
+
+
+def stack_size(rows: int, length: int, hidden: int, layers: int, device: torch.device, units: int,
+               budget: int | None = None) -> int:
+    """How many intervention units to stack into one forward pass of a ``rows x length`` batch.
+
+    The budget bounds the activations one pass holds (stacked rows x length x hidden x layers elements).
+    On a CPU the default is one unit at a time: a CPU is compute-bound at ordinary batch sizes, so a
+    bigger pass only adds memory traffic. On a GPU the default budget is 2^31 elements (a few GiB),
+    where a pass is launch-bound and stacking pays.
+    """
+    if budget is None:
+        budget = 0 if device.type == "cpu" else 1 << 31
+    per_unit = max(1, rows * length * hidden * layers)
+    return max(1, min(units, budget // per_unit))
+
+
+def evaluate_units(
+    model: nn.Module, sites: list[AttentionSite], batches: list[tuple[list[int], dict[str, torch.Tensor]]],
+    labels: torch.Tensor, masks: list[torch.Tensor] | None = None, uniform: list[torch.Tensor] | None = None,
+    budget: int | None = None,
+) -> list[torch.Tensor]:
+    """Per-example correctness (bool, input order) for each intervention unit, stacking units along the batch.
+
+    Each unit is an ``L x H`` float ``mask`` (1 keeps a head) or a bool ``uniform`` map (True gives the
+    head uniform attention). Every pre-collated batch is repeated k times with one unit's mask per
+    repeat, so k units share one forward pass; k comes from ``stack_size`` (1 falls back to one unit at
+    a time). The numbers equal those of one unit per pass: the hooks take one mask per row.
+    """
+    units = masks if masks is not None else uniform
+    assert units is not None, "give masks or uniform"
+    n = len(labels)
+    out = [torch.empty(n, dtype=torch.bool) for _ in units]
+    if not units:
+        return out
+    config = getattr(model, "config", None)
+    hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0) or 768)
+    layers = sum(len(s.layers) for s in sites)
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        for idx, batch in batches:
+            ids = batch["input_ids"]
+            rows, length = ids.shape[0], ids.shape[-1]
+            k = stack_size(rows * (ids.shape[1] if ids.dim() == 3 else 1), length, hidden, layers, device, len(units), budget)
+            gold = labels[idx]
+            where = torch.tensor(idx)
+            for start in range(0, len(units), k):
+                group = units[start : start + k]
+                stacked = _repeat_rows(batch, len(group)) if len(group) > 1 else batch
+                per_row = torch.stack(group).repeat_interleave(rows, dim=0)  # (k * rows) x L x H
+                kwargs = {"mask": per_row.float()} if masks is not None else {"uniform": per_row.bool()}
+                with head_intervention(model, sites, **kwargs):
+                    logits = model(**stacked).logits
+                pred = logits.argmax(-1).view(len(group), rows).cpu()
+                for j in range(len(group)):
+                    out[start + j][where] = pred[j] == gold
+    return out

@@ -31,8 +31,11 @@ def unit_seed(seed: int, probe_id: str, key: str) -> int:
     return int(hashlib.sha256(f"{seed}:{probe_id}:{key}".encode()).hexdigest()[:8], 16)
 
 
-def _local_map(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], desc: str = "") -> list[Any]:
-    return [fn(unit) for _, unit in units]
+def _local_map(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], desc: str = "", group: int = 0) -> list[Any]:
+    items = [unit for _, unit in units]
+    if group:
+        return [value for start in range(0, len(items), group) for value in fn(items[start : start + group])]
+    return [fn(unit) for unit in items]
 
 
 def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
@@ -52,8 +55,10 @@ class ProbeContext:
     (loaded on ``like``'s device and dtype). ``baseline_result()`` returns the matrix baseline's
     finished result of the running probe id (None on the baseline itself or in a one-model run).
 
-    ``map(fn, units, desc="")`` runs a sweep of independent work units, ``units`` being ``(key, unit)``
-    pairs with keys unique within the probe, and returns ``fn(unit)`` for each, in order. ``fn`` must
+    ``map(fn, units, desc="", group=0)`` runs a sweep of independent work units, ``units`` being
+    ``(key, unit)`` pairs with keys unique within the probe, and returns ``fn(unit)`` for each, in order.
+    With ``group=k``, ``fn`` takes a list of up to k units and returns one value per unit (so units can
+    share forward passes); each value is still recorded, and resumed, per unit. ``fn`` must
     return JSON-able values (numbers, strings, lists, dicts), and the values come back as JSON gives them
     (tuples as lists). Under the harness each finished unit is recorded (a ``unit_result`` event), so a
     resumed run (``bertprobe run --resume``) continues a sweep instead of restarting it. Seed a unit

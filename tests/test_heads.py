@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -151,3 +152,65 @@ def test_declared_metric_directions_match_what_the_probes_report(tmp_path):
             declared = [v for p, v in cls.metric_directions.items() if fnmatch.fnmatchcase(name, p)]
             assert declared, f"{cls.name}: {name} has no declared direction"
             assert declared[0] == metric.higher_is_better, f"{cls.name}: {name}"
+
+
+def test_stacked_head_sweep_equals_one_head_per_pass(tmp_path):
+    from bertprobe.data import Dataset, Example
+    from bertprobe.params import parse_params
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.heads import HeadPruningProbe
+    from bertprobe.target import ModelSpec, load_target
+
+    target = load_target(ModelSpec(path=str(train_tiny_classifier(tmp_path / "m", steps=30)), device="cpu"))
+    data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
+    results = []
+    for raw in ({"stack_budget": 0}, {"stack_budget": 1 << 40, "stack": 5}):
+        params = parse_params(HeadPruningProbe.Params, {"bootstrap": 0, "pruning": False, **raw}, "p")
+        results.append(HeadPruningProbe().run(target, data, params, ProbeContext()))
+    one, stacked = results
+    assert one.details["ablation"] == stacked.details["ablation"]
+    assert one.details["layer_ablation"] == stacked.details["layer_ablation"]
+    assert one.value("max_single_head_drop") == stacked.value("max_single_head_drop")
+
+
+def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
+    """The case that broke the plain reading: fp16 against fp32 moved one of 872 baseline predictions, the
+    curve runs flat within a few tenths of a point of the tolerance, and the plain metric jumped 0.19 -> 0.50."""
+    from bertprobe.probes.heads import prunable_fraction_interval
+
+    rng = np.random.default_rng(0)
+    n, tol = 872, 0.01
+    base = np.zeros(n, dtype=bool)
+    base[:778] = True  # 0.8922
+    fractions = [0.1 * k for k in range(1, 11)]
+    drops_in_examples = [2, 5, 9, 8, 8, 9, 8, 14, 40, 120]  # tolerance is 8.72 examples: flat around it
+    steps = []
+    for k in drops_in_examples:
+        step = base.copy()
+        flip = rng.choice(np.arange(700), size=k + 3, replace=False)
+        step[flip] = False
+        back = rng.choice(np.flatnonzero(~base), size=3, replace=False)  # some pruned steps fix examples too
+        step[back] = True
+        steps.append(step)
+    shifted = base.copy()
+    shifted[750] = False  # one prediction changes at the baseline only (0.8922 -> 0.8911), as fp16 did
+
+    def plain(b):
+        best = 0.0
+        for f, s in zip(fractions, steps):
+            if s.mean() < b.mean() - tol - 1e-12:
+                break
+            best = f
+        return best
+
+    assert plain(base) == pytest.approx(0.2) and plain(shifted) == pytest.approx(0.7)  # 5 steps apart
+    v1, lo1, hi1 = prunable_fraction_interval(base, steps, fractions, tol, seed=1)
+    v2, lo2, hi2 = prunable_fraction_interval(shifted, steps, fractions, tol, seed=1)
+    assert lo1 <= v1 <= hi1 and lo2 <= v2 <= hi2
+    assert abs(v1 - v2) <= 0.1 + 1e-9 or (lo1 <= v2 <= hi1 and lo2 <= v1 <= hi2)
+    assert lo1 <= v2 <= hi1 and lo2 <= v1 <= hi2  # each value inside the other's interval
+    # a flat curve well inside the tolerance is prunable all the way; one far outside is not prunable at all
+    assert prunable_fraction_interval(base, [base] * 10, fractions, tol)[0] == pytest.approx(1.0)
+    worse = base.copy()
+    worse[:100] = False
+    assert prunable_fraction_interval(base, [worse] * 10, fractions, tol) == (0.0, 0.0, 0.0)

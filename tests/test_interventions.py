@@ -129,3 +129,50 @@ def test_frozen_parameters_restores_each_flag_even_after_an_error():
         assert not any(p.requires_grad for p in model.parameters())
         raise RuntimeError("stop")
     assert [p.requires_grad for p in model.parameters()] == before == [True, True, True, False]
+
+
+@pytest.mark.parametrize("task", ["classification", "multiple-choice"])
+@pytest.mark.parametrize("mode", ["mask", "uniform"])
+def test_stacked_units_equal_one_unit_per_pass(tmp_path, task, mode):
+    """evaluate_units stacks several interventions along the batch: the same predictions (and logits within
+    float tolerance) as one intervention per forward pass, for classification and multiple choice."""
+    from bertprobe.interventions import evaluate_units, stack_size
+
+    target = tiny_target(tmp_path / task, task=task, layers=2, heads=4, initializer_range=0.5)
+    sites = target.attention_sites()
+    texts = ["the movie was good", "bad", "a very boring dull story", "fun", "the plot was awful and long", "it was"]
+    examples = [Example(t, choices=("good", "bad", "fine") if task == "multiple-choice" else None, label=i % 2)
+                for i, t in enumerate(texts)]
+    batches = list(target.batches(target.encode(examples), batch_size=4))
+    labels = torch.tensor([ex.label for ex in examples])
+    gen = torch.Generator().manual_seed(0)
+    if mode == "mask":
+        units = [(torch.rand(2, 4, generator=gen) > 0.4).float() for _ in range(7)]
+        kwargs = {"masks": units}
+    else:
+        units = [torch.rand(2, 4, generator=gen) > 0.6 for _ in range(7)]
+        kwargs = {"uniform": units}
+    assert stack_size(4, 8, 32, 2, torch.device("cpu"), 7) == 1  # the CPU default: one unit per pass
+    assert stack_size(4, 8, 32, 2, torch.device("cpu"), 7, budget=4 * 8 * 32 * 2 * 3) == 3
+    single = evaluate_units(target.model, sites, batches, labels, budget=0, **kwargs)
+    for budget in (4 * 8 * 32 * 2 * 3, 1 << 40):  # stacks of 3, then all 7 at once
+        stacked = evaluate_units(target.model, sites, batches, labels, budget=budget, **kwargs)
+        for a, b in zip(single, stacked):
+            assert torch.equal(a, b)
+    # logits too: one forward of two stacked units against two forwards
+    batch = batches[0][1]
+    with torch.no_grad():
+        ones = [_one_pass(target, sites, batch, u, mode) for u in units[:2]]
+        from bertprobe.interventions import _repeat_rows
+
+        per_row = torch.stack(units[:2]).repeat_interleave(batch["input_ids"].shape[0], dim=0)
+        key = "mask" if mode == "mask" else "uniform"
+        with head_intervention(target.model, sites, **{key: per_row.float() if mode == "mask" else per_row}):
+            both = target.model(**_repeat_rows(batch, 2)).logits
+    torch.testing.assert_close(both, torch.cat(ones), atol=1e-5, rtol=1e-5)
+
+
+def _one_pass(target, sites, batch, unit, mode):
+    key = "mask" if mode == "mask" else "uniform"
+    with head_intervention(target.model, sites, **{key: unit}):
+        return target.model(**batch).logits
