@@ -4,7 +4,13 @@ Prints the cost of the importance map in units of one plain evaluation pass (tar
 time of the full single-head sweep, the pruning curve with prunable_fraction, and the physical-pruning
 speed-up at batch 16 with half of the heads removed (Michel et al. 2019 measured about 17.5%).
 
-Usage: python benchmarks/heads.py [--device cpu] [--mode mask|uniform] [--iterative]
+With --stacking, times only the 72-head single-head sweep twice in the same run: one head per forward
+pass, and heads stacked along the batch (--stack heads per pass), and checks that the per-head results
+are identical. With --dtype bfloat16 the whole probe runs in bf16 (compare its prunable_fraction and
+interval with an fp32 run's).
+
+Usage: python benchmarks/heads.py [--device cpu] [--mode mask|uniform] [--iterative] [--dtype float32|bfloat16]
+       python benchmarks/heads.py --stacking [--stack 8] [--limit N]
 """
 
 from __future__ import annotations
@@ -24,10 +30,22 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--mode", default="mask", choices=["mask", "uniform"])
     ap.add_argument("--iterative", action="store_true")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--stacking", action="store_true", help="time the single-head sweep unstacked vs stacked")
+    ap.add_argument("--stack", type=int, default=8)
+    ap.add_argument("--limit", type=int, default=None)
     args = ap.parse_args()
     require(SST2_MODEL, SST2_DEV)
     target = sst2_target(args.device)
+    if args.dtype != "float32":
+        target.model.to(getattr(torch, args.dtype))
+        target.dtype = getattr(torch, args.dtype)
     data = sst2_dev(target)
+    if args.limit:
+        data.examples = data.examples[: args.limit]
+    if args.stacking:
+        stacking(target, data, args)
+        return
     params = HeadParams(mode=args.mode, iterative=args.iterative, physical=True)
     start = time.perf_counter()
     result = HeadPruningProbe().run(target, data, params, ProbeContext(seed=13))
@@ -46,12 +64,31 @@ def main() -> None:
     print("pruning curve (fraction of heads pruned -> accuracy):")
     for point in result.details["pruning_curve"]:
         print(f"  {point['fraction']:>5.2f}  {point['metric']:.4f}")
-    print(f"prunable_fraction (within 1 point) {m['prunable_fraction']:.2f}   (Michel et al.: up to 0.40 on MNLI, BERT-base)")
+    ci = result.metrics["prunable_fraction"].ci
+    print(f"prunable_fraction (within 1 point) {m['prunable_fraction']:.2f}, interval {ci[0]:.2f}..{ci[1]:.2f}; "
+          f"plain reading {result.details['prunable_fraction_plain']:.2f}   (Michel et al.: up to 0.40 on MNLI, BERT-base)")
     phys = result.details.get("physical", {})
     if "examples_per_s_before" in phys:
         print(f"physical pruning of {phys['heads_pruned']} heads: {phys['examples_per_s_before']:.0f} -> "
               f"{phys['examples_per_s_after']:.0f} examples/s at batch 16, speedup {m['speedup'] * 100:+.1f}% "
               f"(Michel: +17.5%), accuracy {phys['accuracy_pruned']:.4f}")
+
+
+def stacking(target, data, args) -> None:
+    """The single-head sweep one head per pass against --stack heads per pass: wall time and equality."""
+    times, tables = [], []
+    rows_per_pass = 32 * args.stack
+    for budget, label in ((0, "one head per pass"), (1 << 40, f"{args.stack} heads stacked per pass")):
+        params = HeadParams(mode=args.mode, pruning=False, layers=False, physical=False, bootstrap=0,
+                            stack=args.stack, stack_budget=budget)
+        start = time.perf_counter()
+        result = HeadPruningProbe().run(target, data, params, ProbeContext(seed=13))
+        times.append(time.perf_counter() - start)
+        tables.append(result.details["ablation"])
+        print(f"{label:<28} {times[-1]:6.1f} s  ({len(result.details['ablation'])} heads, {len(data)} examples, "
+              f"{target.dtype})")
+    print(f"stacked / one-per-pass time: {times[1] / times[0]:.2f}  (passes of up to {rows_per_pass} rows); "
+          f"identical per-head results: {tables[0] == tables[1]}")
 
 
 if __name__ == "__main__":
