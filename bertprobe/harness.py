@@ -212,6 +212,16 @@ class Session:
                 values[key] = value
         return [values[k] for k in keys]
 
+    def emit(self, event: str, **payload: Any) -> None:
+        record = jsonable({"event": event, "time": utc_now(), **payload})
+        self.events.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.events.flush()
+        self.report.apply(record)
+
+    def say(self, message: str) -> None:
+        if self.log:
+            self.log(message)
+
     # ---- models ---------------------------------------------------------------------------------
     def resolve_model(self, name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
         """A model param: a name of the matrix first, then a path or hub id on ``like``'s device/dtype."""

@@ -45,6 +45,7 @@ class ModelSpec:
     task: Literal["auto", "classification", "multiple-choice", "masked-lm"] = "auto"
     max_length: int | None = None
     batch_size: int = 32
+    token_budget: int | None = None  # tokens per batch (default: 65,536 on a GPU, fixed batch_size on a CPU)
     revision: str | None = None
     trust_remote_code: bool = False
     allow_pickle: bool = False
@@ -447,29 +448,63 @@ class Target:
         return Encoded(rows, lengths)
 
     def collate(self, rows: Sequence[Any], pad_to: int | None = None) -> dict[str, torch.Tensor]:
-        """Pad rows to the longest one (or ``pad_to``) and move them to the device."""
+        """Pad rows to the longest one (or ``pad_to``) with torch's padding and move them to the device."""
         pad_id = self.tokenizer.pad_token_id or 0
         flat = [r for row in rows for r in row] if self.task == "multiple-choice" else list(rows)
         width = pad_to or max(len(r["input_ids"]) for r in flat)
         batch: dict[str, torch.Tensor] = {}
         for key in flat[0]:
             fill = pad_id if key == "input_ids" else 0
-            data = [r[key][:width] + [fill] * (width - len(r[key][:width])) for r in flat]
-            tensor = torch.tensor(data, dtype=torch.long)
+            seqs = [torch.tensor(r[key][:width], dtype=torch.long) for r in flat]
+            tensor = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=fill)
+            if tensor.shape[1] < width:  # pad_to wider than the longest row
+                tensor = torch.nn.functional.pad(tensor, (0, width - tensor.shape[1]), value=fill)
             if self.task == "multiple-choice":
                 tensor = tensor.view(len(rows), -1, width)
-            batch[key] = tensor.to(self.device)
+            batch[key] = tensor.to(self.device, non_blocking=True)
         return batch
+
+    @property
+    def token_budget(self) -> int | None:
+        """Tokens per batch (rows x padded length): the spec's, else 65,536 on a GPU; None (fixed batch
+        size) on a CPU, where a bigger batch only adds memory traffic."""
+        if self.spec.token_budget is not None:
+            return self.spec.token_budget
+        return 1 << 16 if self.device.type == "cuda" else None
 
     def batches(
         self, encoded: Encoded, batch_size: int | None = None, sort: bool = True
     ) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
-        """Yield ``(indices, batch)``; batches hold similar lengths when ``sort`` is set."""
-        size = batch_size or self.spec.batch_size
+        """Yield ``(indices, batch)``; batches hold similar lengths when ``sort`` is set.
+
+        An explicit ``batch_size`` fixes the rows per batch. Otherwise, with a token budget (on a GPU
+        by default), a batch takes sorted rows while rows x longest length stays within the budget;
+        without one, the spec's ``batch_size`` rows.
+        """
         order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__) if sort else list(range(len(encoded)))
-        for start in range(0, len(order), size):
-            idx = order[start : start + size]
+        for idx in self.plan_batches(encoded, order, batch_size):
             yield idx, self.collate([encoded.rows[i] for i in idx])
+
+    def plan_batches(self, encoded: Encoded, order: list[int], batch_size: int | None = None) -> list[list[int]]:
+        """The indices of each batch (see ``batches``)."""
+        budget = None if batch_size else self.token_budget
+        if budget is None:
+            size = batch_size or self.spec.batch_size
+            return [order[start : start + size] for start in range(0, len(order), size)]
+        per_row = max(1, len(encoded.rows[order[0]]) if order and self.task == "multiple-choice" else 1)
+        plans: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for i in order:
+            length = encoded.lengths[i]
+            if current and (len(current) + 1) * per_row * max(longest, length) > budget:
+                plans.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, length)
+        if current:
+            plans.append(current)
+        return plans
 
     # ---- prediction --------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], **kwargs: Any) -> Any:
@@ -480,19 +515,20 @@ class Target:
     ) -> torch.Tensor:
         """Float32 logits (``N x C``; choices for multiple choice) on the CPU, in input order."""
         encoded = data if isinstance(data, Encoded) else self.encode(data)
-        out: torch.Tensor | None = None
-        batches = self.batches(encoded, batch_size)
+        order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__)
+        plans = self.plan_batches(encoded, order, batch_size)
+        batches: Any = ((idx, self.collate([encoded.rows[i] for i in idx])) for idx in plans)
         if progress is not None:
-            size = batch_size or self.spec.batch_size
-            batches = progress(batches, total=-(-len(encoded) // size), desc="predict")
+            batches = progress(batches, total=len(plans), desc="predict")
+        out: torch.Tensor | None = None
         with torch.inference_mode():
             model = self.compiled if self.compiled is not None else self.model
             for idx, batch in batches:
-                logits = model(**batch).logits.float().cpu()
+                logits = model(**batch).logits.float()  # stays on the device until the evaluation ends
                 if out is None:
-                    out = torch.empty(len(encoded), logits.shape[-1])
-                out[torch.tensor(idx)] = logits
-        return out if out is not None else torch.empty(0, len(self.label_names) or 0)
+                    out = torch.empty(len(encoded), logits.shape[-1], device=logits.device)
+                out[torch.tensor(idx, device=logits.device)] = logits
+        return out.cpu() if out is not None else torch.empty(0, len(self.label_names) or 0)
 
     def predict_proba(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> torch.Tensor:
         return self.logits(data, batch_size, progress).softmax(dim=-1)

@@ -214,3 +214,28 @@ def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
     worse = base.copy()
     worse[:100] = False
     assert prunable_fraction_interval(base, [worse] * 10, fractions, tol) == (0.0, 0.0, 0.0)
+
+
+def test_compare_speed_interleaves_repeats_and_stays_within_its_budget():
+    import time as _time
+
+    from bertprobe.pruning import compare_speed
+
+    class Sleeper(torch.nn.Module):
+        def __init__(self, seconds: float) -> None:
+            super().__init__()
+            self.seconds = seconds
+            self.calls = 0
+
+        def forward(self, input_ids):
+            self.calls += 1
+            _time.sleep(self.seconds)
+            return input_ids
+
+    slow, fast = Sleeper(0.004), Sleeper(0.001)
+    batches = [{"input_ids": torch.zeros(8, 4, dtype=torch.long)} for _ in range(50)]
+    out = compare_speed(slow, fast, batches, torch.device("cpu"), budget_s=0.4, repeats=5)
+    assert out["speedup"] > 1.0 and out["spread"][0] <= out["speedup"] <= out["spread"][1]
+    assert out["batches"] < 50  # cut to fit the budget: 5 repeats x 2 models x batches x 4 ms <= 0.4 s
+    assert slow.calls == fast.calls == 1 + 5 * out["batches"]
+    assert out["per_s_after"] > out["per_s_before"]

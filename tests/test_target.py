@@ -104,3 +104,34 @@ def test_hub_check_fails_fast_and_respects_offline_and_proxy(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "https://127.0.0.1:1")  # nothing listens there
     assert not hub.hub_reachable(timeout=1)
     hub.hub_reachable.cache_clear()
+
+
+def test_token_budget_batches_respect_the_budget_and_give_the_same_logits(tmp_path):
+    from dataclasses import replace
+
+    from bertprobe.data import Example
+    from bertprobe.testing import sentiment_examples, tiny_target
+
+    target = tiny_target(tmp_path / "m")
+    examples = [Example(t) for t, _ in sentiment_examples(50, 3)]
+    fixed = target.logits(examples)
+    budgeted = replace(target, spec=replace(target.spec, token_budget=64))
+    assert budgeted.token_budget == 64 and target.token_budget is None  # CPU default: fixed batch size
+    encoded = budgeted.encode(examples)
+    plans = budgeted.plan_batches(encoded, sorted(range(50), key=encoded.lengths.__getitem__))
+    assert sorted(i for p in plans for i in p) == list(range(50))
+    assert all(len(p) * max(encoded.lengths[i] for i in p) <= 64 for p in plans)
+    assert len({len(p) for p in plans}) > 1  # short rows share bigger batches
+    torch.testing.assert_close(budgeted.logits(examples), fixed, atol=1e-5, rtol=1e-5)
+    assert len(budgeted.plan_batches(encoded, list(range(50)), batch_size=7)) == 8  # an explicit size wins
+
+
+def test_collate_pads_with_torch_as_before(tmp_path):
+    from bertprobe.data import Example
+    from bertprobe.testing import tiny_target
+
+    target = tiny_target(tmp_path / "m")
+    enc = target.encode([Example("the movie"), Example("a very boring dull story")])
+    batch = target.collate(enc.rows, pad_to=12)
+    assert batch["input_ids"].shape == (2, 12) and batch["attention_mask"][0].sum() == len(enc.rows[0]["input_ids"])
+    assert (batch["input_ids"][0, len(enc.rows[0]["input_ids"]):] == (target.tokenizer.pad_token_id or 0)).all()

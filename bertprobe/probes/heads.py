@@ -38,7 +38,7 @@ from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.architectures import head_grid, heads_per_layer
 from bertprobe.interventions import evaluate_units, head_intervention
-from bertprobe.pruning import head_importance, least_important, normalize_by_layer
+from bertprobe.pruning import compare_speed, head_importance, least_important, normalize_by_layer
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult, layer_head_heatmap
@@ -58,7 +58,8 @@ class HeadParams:
     iterative: bool = False
     physical: bool = False
     physical_fraction: float = 0.5
-    speed_batch_size: int = 16
+    speed_batch_size: int = 64
+    speed_seconds: float = 10.0  # time budget of the physical-pruning speed measurement
     batch_size: int | None = None
     stack: int = 24  # ablation units handed to the evaluator at once (stacked in one pass on a GPU)
     stack_budget: int | None = None  # activation elements per stacked pass (None: 0 on CPU, 2^31 on GPU)
@@ -198,18 +199,6 @@ def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray]
     return high, low, high
 
 
-def _throughput(model: Any, batches: list[dict[str, torch.Tensor]], n: int) -> float:
-    """Examples per second over pre-collated batches (best of two runs)."""
-    best = float("inf")
-    with torch.inference_mode():
-        for _ in range(2):
-            start = time.perf_counter()
-            for batch in batches:
-                model(**batch)
-            best = min(best, time.perf_counter() - start)
-    return n / best
-
-
 class HeadPruningProbe(Probe):
     """Head importance map, single-head and layer ablations, pruning curve (Michel 2019; Kovaleva 2019).
 
@@ -221,9 +210,9 @@ class HeadPruningProbe(Probe):
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
     requires = frozenset({"predictions", "heads"})
     metrics = ("importance_gini", "max_single_head_drop", "heads_improving_when_removed", "layer_max_drop",
-               "prunable_fraction", "speedup", "baseline", "importance_cost_passes")
+               "prunable_fraction", "speedup", "speedup_latency", "baseline", "importance_cost_passes")
     Params = HeadParams
-    metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True}
+    metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True, "speedup_latency": True}
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
@@ -283,6 +272,7 @@ class HeadPruningProbe(Probe):
         result.details["evaluations"] = ev.passes
         top = raw.flatten().argsort(descending=True)[:3].tolist()
         result.details["summary"] = {
+            **result.details.get("summary", {}),
             "most important heads": ", ".join(f"L{f // heads}H{f % heads}" for f in top),
             "evaluations": f"{ev.passes} passes over {len(ev.labels)} examples",
         }
@@ -349,9 +339,12 @@ class HeadPruningProbe(Probe):
         except ValueError as exc:
             result.details["physical"] = {"skipped": str(exc)}
             return
+        # throughput: large batches; latency: one example per pass. Interleaved, repeated, bounded in time.
         batches = [b for _, b in target.batches(ev.encoded, params.speed_batch_size)]
-        before = _throughput(target.model, batches, len(ev.labels))
-        after = _throughput(pruned, batches, len(ev.labels))
+        throughput = compare_speed(target.model, pruned, batches, target.device, params.speed_seconds * 0.7)
+        singles = [target.collate([ev.encoded.rows[i]]) for i in range(min(64, len(ev.encoded)))]
+        latency = compare_speed(target.model, pruned, singles, target.device, params.speed_seconds * 0.3)
+        before, after = throughput["per_s_before"], throughput["per_s_after"]
         mask = torch.ones(layers, heads)
         for layer, head in drop:
             mask[layer, head] = 0
@@ -360,11 +353,19 @@ class HeadPruningProbe(Probe):
         with torch.inference_mode():
             for idx, batch in ev.batches:
                 pruned_correct[idx] = (pruned(**batch).logits.argmax(-1).cpu() == ev.labels[idx]).numpy()
-        result.add_metric("speedup", after / before - 1, True,
-                          f"relative examples/s gain with {params.physical_fraction:.0%} of heads physically pruned",
-                          kind="cost")
+        result.add_metric("speedup", throughput["speedup"], True,
+                          f"relative examples/s gain at batch {params.speed_batch_size} with {params.physical_fraction:.0%} "
+                          "of heads physically pruned (median of interleaved repeats; CI: their range)",
+                          kind="cost", ci=throughput["spread"])
+        result.add_metric("speedup_latency", latency["speedup"], True,
+                          "relative gain in examples/s at batch 1 (latency), median of interleaved repeats",
+                          kind="cost", ci=latency["spread"])
+        result.details.setdefault("summary", {})["physical pruning"] = (
+            f"{n} heads: throughput {throughput['speedup']:+.1%} (range {throughput['spread'][0]:+.1%}.."
+            f"{throughput['spread'][1]:+.1%}), latency {latency['speedup']:+.1%}")
         result.details["physical"] = {
             "heads_pruned": n, "examples_per_s_before": before, "examples_per_s_after": after,
+            "throughput": throughput, "latency": latency,
             "parameters_before": count_parameters(target.model), "parameters_after": count_parameters(pruned),
             "accuracy_masked": masked_accuracy, "accuracy_pruned": float(pruned_correct.mean()),
             "notes": notes,
