@@ -107,7 +107,8 @@ def main(ctx: click.Context, debug: bool) -> None:
                    "several models side by side.")
 @click.option("--data", "data", metavar="PATH", help="csv/tsv/jsonl file or hub id; replaces the suite's data.path.")
 @click.option("--device", metavar="D", help="auto | cpu | cuda | cuda:N | mps (default: the suite's, else auto).")
-@click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]), help="Compute dtype (auto: float32 on CPU).")
+@click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]), help="Compute dtype. auto: float32 on a CPU (even for a float16 checkpoint); the checkpoint's stored dtype "
+                   "on a GPU.")
 @click.option("--out", metavar="DIR", help="Folder for run folders (default: the suite's report.dir, else reports/).")
 @click.option("--only", multiple=True, metavar="PROBE", help="Run only this probe (id or name); repeatable.")
 @click.option("--limit", type=click.IntRange(min=1), help="Use at most N examples (seeded sample).")
@@ -182,6 +183,9 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
     finally:
         signal.signal(signal.SIGTERM, previous)
     report = session.report
+    for m in report.models:
+        click.echo(f"model {m.name}: {m.device} / {m.dtype}" + (f" ({', '.join(f'{k}={v}' for k, v in m.variant.items())})"
+                                                               if m.variant else ""))
     click.echo(tabulate(overview_rows(report), headers=overview_headers(report), tablefmt="simple"))
     if report.regressions:
         click.echo(f"\n{len(report.regressions)} regression(s) against {report.gate.get('baseline')}:")

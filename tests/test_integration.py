@@ -137,3 +137,22 @@ def test_arct_suite_defaults_resolve_against_the_suite_folder(tmp_path, monkeypa
     _, report = only_run(tmp_path / "out", "arct")
     assert report["probes"][0]["metrics"]["accuracy"] == pytest.approx(0.554, abs=0.01)
     assert not (tmp_path / "reports").exists()
+
+
+@needs_sst2
+def test_prunable_fraction_agrees_in_fp32_and_bf16(tmp_path, monkeypatch):
+    """The verdict that moved with the device: bf16 changes one baseline prediction of 872, the plain reading
+    jumps (0.19 -> 0.50); each run's prunable_fraction must lie inside the other run's interval."""
+    runs = {}
+    for dtype in ("float32", "bfloat16"):
+        out = tmp_path / dtype
+        result = run_shipped("internals", out, monkeypatch, "--only", "head-pruning", "--dtype", dtype,
+                             "--set", "probes.head-pruning.params.ablation=false",
+                             "--set", "probes.head-pruning.params.layers=false",
+                             "--set", "probes.head-pruning.params.physical=false", **SST2_ENV)
+        assert result.exit_code in (0, 1), result.output
+        _, report = only_run(out, "internals")
+        runs[dtype] = report["probes"][0]
+    a, b = runs["float32"], runs["bfloat16"]
+    (lo_a, hi_a), (lo_b, hi_b) = a["metric_info"]["prunable_fraction"]["ci"], b["metric_info"]["prunable_fraction"]["ci"]
+    assert lo_a <= b["metrics"]["prunable_fraction"] <= hi_a and lo_b <= a["metrics"]["prunable_fraction"] <= hi_b
