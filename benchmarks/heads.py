@@ -69,9 +69,13 @@ def main() -> None:
           f"plain reading {result.details['prunable_fraction_plain']:.2f}   (Michel et al.: up to 0.40 on MNLI, BERT-base)")
     phys = result.details.get("physical", {})
     if "examples_per_s_before" in phys:
-        print(f"physical pruning of {phys['heads_pruned']} heads: {phys['examples_per_s_before']:.0f} -> "
-              f"{phys['examples_per_s_after']:.0f} examples/s at batch 16, speedup {m['speedup'] * 100:+.1f}% "
-              f"(Michel: +17.5%), accuracy {phys['accuracy_pruned']:.4f}")
+        tp, lat = phys["throughput"], phys["latency"]
+        print(f"physical pruning of {phys['heads_pruned']} heads, accuracy {phys['accuracy_pruned']:.4f}:")
+        print(f"  throughput (batch {params.speed_batch_size}): {phys['examples_per_s_before']:.0f} -> "
+              f"{phys['examples_per_s_after']:.0f} examples/s, {tp['speedup']:+.1%} (range {tp['spread'][0]:+.1%}.."
+              f"{tp['spread'][1]:+.1%} over {tp['repeats']} interleaved repeats; Michel: +17.5%)")
+        print(f"  latency (batch 1): {lat['per_s_before']:.0f} -> {lat['per_s_after']:.0f} examples/s, "
+              f"{lat['speedup']:+.1%} (range {lat['spread'][0]:+.1%}..{lat['spread'][1]:+.1%})")
 
 
 def stacking(target, data, args) -> None:
