@@ -415,7 +415,7 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tup
     if sets and isinstance(raw, dict):
         raw = apply_sets(raw, sets)
     try:
-        return parse_suite(raw, str(path), env, base_dir=file.parent)
+        return parse_suite(raw, str(path), env, base_dir=file.resolve().parent)
     except SuiteError as exc:
         raise SuiteError(f"{path}: {exc}") from None
 

@@ -530,3 +530,20 @@ def test_resume_refuses_when_the_suite_or_data_changed(suite_factory, with_test_
     assert "not a bertprobe run folder" in one_line_error(invoke("run", "--resume", str(tmp_path)))
     sst_tsv.write_text(sst_tsv.read_text().replace("fun", "great fun"))  # same file, new content
     assert "the data changed since the run (fingerprint" in one_line_error(invoke("run", "--resume", str(run_dir)))
+
+
+def test_resume_alone_works_for_a_suite_given_by_a_relative_path(tmp_path, tiny_clf_dir, sst_tsv, monkeypatch,
+                                                                  with_test_probes):
+    InterruptOnce.calls.clear()
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "s.yaml").write_text(
+        f"suite: rel\nmodel: {{path: '{tiny_clf_dir}', device: cpu}}\ndata: {{path: '{sst_tsv}'}}\n"
+        "report: {dir: ../reports}\nprobes:\n  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n"
+        "  - probe: interrupt-once\n")
+    monkeypatch.chdir(tmp_path)
+    assert invoke("run", "suites/s.yaml").exit_code == 130
+    run_dir, _ = only_run(tmp_path / "reports", "rel")
+    monkeypatch.chdir(tmp_path / "suites")  # resume from elsewhere, naming only the run folder
+    result = invoke("run", "--resume", str(run_dir))
+    assert result.exit_code == 0, result.output
+    assert json.loads((run_dir / "report.json").read_text())["status"] == "completed"
