@@ -86,6 +86,16 @@ class AccuracyProbe(Probe):
             )
         result.details["confusion"] = _confusion(gold, pred, len(names))
         result.details["labels"] = names
+        per_class = [n for n in names if f"accuracy_{n}" in result.metrics]
+        result.details["figures"] = [
+            {"kind": "bars", "title": "accuracy per gold class",
+             "data": {"labels": per_class, "series": [{"name": "accuracy",
+                                                       "values": [result.value(f"accuracy_{n}") for n in per_class]}]},
+             "axes": {"y": "accuracy"}},
+            {"kind": "heatmap", "title": "confusion matrix (rows: gold, columns: predicted)",
+             "data": {"matrix": result.details["confusion"], "rows": names, "cols": names},
+             "axes": {"x": "predicted", "y": "gold"}, "colorbar": "examples"},
+        ]
         return result
 
 

@@ -358,6 +358,12 @@ class AttentionAuditProbe(Probe):
                 table.append(entry)
         result.details["heads"] = table
         result.details["layer_type_shares"] = {n: shares[:, :, i].mean(1).tolist() for i, n in enumerate(TYPES)}
+        result.details["figures"] = [{
+            "kind": "bars", "title": "attention map types per layer (share of maps)",
+            "data": {"labels": [f"L{i}" for i in range(layers)], "stacked": True,
+                     "series": [{"name": n.replace("_", "+"), "values": result.details["layer_type_shares"][n]}
+                                for n in TYPES]},
+            "axes": {"x": "layer", "y": "share of maps"}}]
         titles = {"cls": "attention to [CLS]", "sep": "attention to [SEP]", "punct": "attention to punctuation",
                   "entropy": "attention entropy (nats)"}
         result.details["heatmaps"] = {

@@ -172,6 +172,11 @@ class ClozeProbe(Probe):
             for name, value in values.items():
                 result.add_metric(f"{name}_{cat}", value, True)
         result.details["categories"] = table
+        result.details["figures"] = [{
+            "kind": "bars", "title": "top-1 accuracy per category",
+            "data": {"labels": list(table), "series": [{"name": "top-1 accuracy",
+                                                        "values": [v.get("top1_accuracy") for v in table.values()]}]},
+            "axes": {"y": "top-1 accuracy"}}]
         ranked = sorted(table.items(), key=lambda kv: kv[1].get("top1_accuracy", 0))
         result.details["summary"] = {
             "weakest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:3]),

@@ -106,6 +106,7 @@ class SpuriousCuesProbe(Probe):
         else:
             self._partial_single(result, target, data, best, params)
             self._flip_single(result, target, data, cues, chance, n_labels, params)
+        result.details["figures"] = cue_figures(result)
         return result
 
     # ---- 1. statistics -----------------------------------------------------------------------
@@ -285,6 +286,27 @@ class SpuriousCuesProbe(Probe):
             after = new.text if not new.choices else " | ".join(new.choices)
             result.findings.append(Finding(title="prediction flipped by an inserted cue", input=before, perturbed=after,
                                            expected=str(ex.label), observed=str(pred[j])))
+
+
+def cue_figures(result: ProbeResult) -> list[dict[str, Any]]:
+    """Productivity against coverage of the top cues (chance marked), and the accuracies with chance."""
+    chance = result.value("chance")
+    figures: list[dict[str, Any]] = []
+    cues = result.details.get("top_cues") or []
+    if cues:
+        figures.append({"kind": "scatter", "title": "cue productivity against coverage (top cues)",
+                        "data": {"points": [{"x": c["coverage"], "y": c["productivity"], "label": c["cue"]}
+                                            for c in cues[:20]], "reference": {"y": chance}},
+                        "axes": {"x": "coverage", "y": "productivity"}})
+    names = [n for n in ("accuracy_full", "accuracy_warrant_only", "accuracy_reason_warrant", "accuracy_claim_warrant",
+                         "accuracy_cues_only", "accuracy_cues_masked", "accuracy_adversarial") if n in result.metrics]
+    if names:
+        figures.append({"kind": "bars", "title": "accuracy on full, partial and adversarial inputs",
+                        "data": {"labels": [n.replace("accuracy_", "") for n in names],
+                                 "series": [{"name": "accuracy", "values": [result.value(n) for n in names]}],
+                                 "reference": {"value": chance, "label": "chance"} if chance else None},
+                        "axes": {"y": "accuracy"}})
+    return figures
 
 
 @hookimpl

@@ -269,6 +269,7 @@ class HeadPruningProbe(Probe):
             result.details["prunable_fraction_plain"] = prunable_fraction(curve, base, params.tolerance)
             if params.physical:
                 self._physical(result, target, ev, curve, params, ranking)
+        result.details["figures"] = head_figures(result, params.tolerance)
         result.details["evaluations"] = ev.passes
         top = raw.flatten().argsort(descending=True)[:3].tolist()
         result.details["summary"] = {
@@ -370,6 +371,33 @@ class HeadPruningProbe(Probe):
             "accuracy_masked": masked_accuracy, "accuracy_pruned": float(pruned_correct.mean()),
             "notes": notes,
         }
+
+
+def head_figures(result: ProbeResult, tolerance: float) -> list[dict[str, Any]]:
+    """The pruning curve with its tolerance band and prunable_fraction marked, and the layer-ablation bars
+    (the importance and ablation maps are ``details["heatmaps"]``, drawn with a colour bar; changes
+    centred on 0)."""
+    figures: list[dict[str, Any]] = []
+    curve = result.details.get("pruning_curve")
+    base = result.value("baseline")
+    if curve and base is not None:
+        marks = []
+        metric = result.metrics.get("prunable_fraction")
+        if metric is not None and metric.value is not None:
+            marks.append({"x": metric.value, "label": f"prunable {metric.value:.2f}"})
+        figures.append({"kind": "line", "title": "pruning curve: accuracy as heads are removed, least important first",
+                        "data": {"series": [{"name": "accuracy", "x": [p["fraction"] for p in curve],
+                                             "y": [p["metric"] for p in curve]}],
+                                 "band": [base - tolerance, base], "band_label": f"within {tolerance:g} of baseline",
+                                 "marks": marks},
+                        "axes": {"x": "fraction of heads pruned", "y": "accuracy"}})
+    layers = result.details.get("layer_ablation")
+    if layers:
+        figures.append({"kind": "bars", "title": "accuracy drop when all heads of one layer are removed",
+                        "data": {"labels": [f"L{r['layer']}" for r in layers],
+                                 "series": [{"name": "drop", "values": [r["drop"] for r in layers]}]},
+                        "axes": {"x": "layer", "y": "accuracy drop"}})
+    return figures
 
 
 @hookimpl

@@ -514,6 +514,7 @@ class UniversalTriggerProbe(Probe):
         if params.transfer_model:
             self._transfer(result, ctx, target, params, [examples[i] for i in held_idx], text, label)
         self._baseline_trigger(result, ctx, search, held_idx, held_ids, label)
+        result.details["figures"] = trigger_figures(result, history, names[label])
         return result
 
     @staticmethod
@@ -555,6 +556,23 @@ class UniversalTriggerProbe(Probe):
         result.add_metric("transfer_accuracy_before", sum(p == other_label for p in plain) / len(held), True)
         result.add_metric("transfer_accuracy_after", sum(p == other_label for p in attacked) / len(held), True,
                           f"held-out accuracy of {params.transfer_model} with the trigger text")
+
+
+def trigger_figures(result: ProbeResult, history: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    """The attack loss per iteration (one line per restart) and held-out accuracy before and after."""
+    series = [{"name": f"restart {h['restart']}", "x": [0] + [i["iteration"] + 1 for i in h["iterations"]],
+               "y": ([h["iterations"][0]["loss_before"]] if h["iterations"] else []) + [i["loss_after"] for i in h["iterations"]]}
+              for h in history if h.get("iterations")]
+    names = [n for n in ("accuracy_before", "accuracy_after", "baseline_trigger_accuracy_after",
+                         "transfer_accuracy_before", "transfer_accuracy_after") if n in result.metrics]
+    return [
+        {"kind": "line", "title": "attack loss per iteration (lower is a stronger trigger)",
+         "data": {"series": series}, "axes": {"x": "iteration", "y": "batch loss"}},
+        {"kind": "bars", "title": f"held-out '{label}' accuracy before and after the trigger",
+         "data": {"labels": [n.replace("_", " ") for n in names],
+                  "series": [{"name": "accuracy", "values": [result.value(n) for n in names]}]},
+         "axes": {"y": "accuracy"}},
+    ]
 
 
 @hookimpl

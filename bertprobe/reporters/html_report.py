@@ -1,8 +1,9 @@
 """Reporter ``html``: a self-contained report.html (no scripts, no external assets).
 
-Probes may put heatmaps in ``details["heatmaps"]`` as ``{title: {"matrix": [[...]], "rows": [...],
-"cols": [...]}}``, and findings may carry ``extra = {"tokens": [...], "matrix": [[...]]}``; both are
-drawn as shaded tables (head-importance maps, attention maps).
+Figures are drawn from the specs probes put in ``details["figures"]`` (see ``bertprobe.figures``) as
+inline SVG by matplotlib on the Agg backend; ``details["heatmaps"]`` and findings that carry
+``extra = {"tokens": [...], "matrix": [[...]]}`` (attention maps) are drawn as heatmaps too, each with
+its colour bar. With several models, each probe gets side-by-side bars of its quality metrics.
 """
 
 from __future__ import annotations
@@ -37,33 +38,32 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 .passed{color:#176f2c}.measured{color:#1a4f8b}.interrupted{color:#b06000}.failed{color:#b00020}.error{color:#b00020}.skipped{color:#666}
 .heat td{min-width:.8em;text-align:center;font-size:.75em;border:none;padding:.1em .25em}
+figure{margin:.5em 0;max-width:100%}figure svg{max-width:100%;height:auto}.note{color:#666;font-size:.9em}
 """
 
 
-def _heatmap(title: str, spec: dict[str, Any]) -> str:
-    matrix = spec.get("matrix") or []
-    flat = [v for row in matrix for v in row if isinstance(v, (int, float))]
-    if not flat:
+def _figure(spec: dict[str, Any]) -> str:
+    """One figure as inline SVG, or a one-line note when the spec cannot be drawn."""
+    from bertprobe.figures import render_svg
+
+    try:
+        return f"<figure>{render_svg(spec)}</figure>"
+    except Exception as exc:  # a plugin's malformed spec must not break the report
+        return f"<p class='note'>figure {html.escape(str(spec.get('title', '')))!s} could not be drawn: {html.escape(str(exc))}</p>"
+
+
+def _side_by_side_figure(report: RunReport, probe_id: str) -> str:
+    names = report.model_names
+    results = [report.result(n, probe_id) for n in names]
+    present = [(n, r) for n, r in zip(names, results) if r is not None and r.status not in ("skipped", "error")]
+    if len(present) < 2:
         return ""
-    lo, hi = min(flat), max(flat)
-    span = (hi - lo) or 1.0
-    rows = spec.get("rows") or [str(i) for i in range(len(matrix))]
-    cols = spec.get("cols") or [str(j) for j in range(len(matrix[0]))]
-    out = [f"<h4>{html.escape(title)}</h4><table class='heat'><tr><td></td>"]
-    out += [f"<td>{html.escape(str(c))}</td>" for c in cols]
-    out.append("</tr>")
-    show_numbers = len(cols) <= 24  # big matrices (head x head) are drawn as colour only; values in tooltips
-    for label, row in zip(rows, matrix):
-        out.append(f"<tr><td>{html.escape(str(label))}</td>")
-        for v in row:
-            number = isinstance(v, (int, float))
-            shade = int(255 - 200 * ((v - lo) / span)) if number else 255
-            text = (f"{v:.2f}".replace("-0.00", "0.00") if number else "") if show_numbers else ""
-            ink = "#fff" if shade < 120 else "#000"
-            out.append(f"<td style='background:rgb({shade},{shade},255);color:{ink}' title='{fmt(v)}'>{text}</td>")
-        out.append("</tr>")
-    out.append("</table>")
-    return "".join(out)
+    metrics = [m for m, info in present[0][1].metrics.items() if info.gated and all(m in r.metrics for _, r in present)]
+    if not metrics:
+        return ""
+    spec = {"kind": "bars", "title": f"{probe_id}: quality metrics side by side",
+            "data": {"labels": metrics, "series": [{"name": n, "values": [r.value(m) for m in metrics]} for n, r in present]}}
+    return _figure(spec)
 
 
 def render_html(report: RunReport) -> str:
@@ -88,6 +88,9 @@ def render_html(report: RunReport) -> str:
         parts += ["<h2>Metrics side by side</h2>", tabulate(rows, headers=headers, tablefmt="html")]
     parts += ["<h2>Probes</h2>", tabulate(overview_rows(report), headers=overview_headers(report), tablefmt="html")]
     multi = multi_model(report)
+    if multi:
+        for pid in dict.fromkeys(r.id or r.probe for r in report.probes):
+            parts.append(_side_by_side_figure(report, pid))
     for result in report.probes:
         title = (result.id or result.probe) + (f" on {result.model}" if multi else "")
         parts.append(f"<h2 class='{result.status}'>{esc(title)}: {result.status}</h2>")
@@ -98,8 +101,10 @@ def render_html(report: RunReport) -> str:
             parts.append(tabulate([[k, str(v)] for k, v in summary.items()], tablefmt="html"))
         if result.metrics or result.expectations:
             parts.append(tabulate(metric_rows(result), headers=METRIC_HEADERS, tablefmt="html"))
-        for title, spec in (result.details.get("heatmaps") or {}).items():
-            parts.append(_heatmap(title, spec))
+        from bertprobe.figures import figure_specs
+
+        for spec in figure_specs(result.details):
+            parts.append(_figure(spec))
         if result.findings:
             rows = [[f.title, f.input or "", f.perturbed or "", fmt(f.expected), fmt(f.observed), fmt(f.score)] for f in result.findings]
             parts.append(f"<h3>Findings ({len(rows)})</h3>")
@@ -107,7 +112,9 @@ def render_html(report: RunReport) -> str:
             for f in result.findings:  # findings that carry a map (tokens x tokens) are drawn
                 if f.extra.get("matrix") and f.extra.get("tokens"):
                     tokens = f.extra["tokens"]
-                    parts.append(_heatmap(f.title, {"matrix": f.extra["matrix"], "rows": tokens, "cols": tokens}))
+                    parts.append(_figure({"kind": "heatmap", "title": f.title, "colorbar": "attention",
+                                          "data": {"matrix": f.extra["matrix"], "rows": tokens, "cols": tokens},
+                                          "axes": {"x": "attended token", "y": "query token"}}))
     parts.append("</body></html>")
     return "\n".join(parts)
 

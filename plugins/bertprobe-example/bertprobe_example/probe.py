@@ -63,6 +63,13 @@ class TypoConsistency(Probe):
                 Finding("prediction flipped by a typo", data.examples[i].text, noisy[i].text,
                         names[clean_pred[i]], names[noisy_pred[i]])
             )
+        # A figure is data: the HTML report draws this spec (no matplotlib import in the plugin).
+        bars = [m for m in ("accuracy_clean", "accuracy_typos", "consistency") if m in result.metrics]
+        result.details["figures"] = [{
+            "kind": "bars", "title": "predictions with and without typos",
+            "data": {"labels": bars, "series": [{"name": target.name, "values": [result.value(m) for m in bars]}]},
+            "axes": {"y": "share"},
+        }]
         return result
 
 

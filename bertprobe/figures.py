@@ -1,0 +1,174 @@
+"""Figures are data first: probes describe them as small specs; the HTML reporter draws them.
+
+A probe (built-in or third-party) puts specs in ``result.details["figures"]``, a list of mappings:
+
+``{"kind": "heatmap", "title": ..., "data": {"matrix": [[...]], "rows": [...], "cols": [...]},
+   "scale": {"center": 0, "min": ..., "max": ...}, "axes": {"x": "head", "y": "layer"}, "colorbar": "..."}``
+``{"kind": "line", "title": ..., "data": {"series": [{"name": ..., "x": [...], "y": [...]}],
+   "band": [lo, hi], "marks": [{"x": ..., "label": ...}]}, "axes": {...}}``
+``{"kind": "bars", "title": ..., "data": {"labels": [...], "series": [{"name": ..., "values": [...],
+   "errors": [[lo, hi], ...]}], "reference": {"value": 0.5, "label": "chance"}, "stacked": false}}``
+``{"kind": "scatter", "title": ..., "data": {"points": [{"x": ..., "y": ..., "label": ...}],
+   "reference": {"x": ..., "y": ...}}, "axes": {...}}``
+
+The probe never imports matplotlib; ``render_svg`` draws a spec on the Agg backend (no display) with
+matplotlib's own fonts and returns inline SVG. A spec that cannot be drawn becomes a short note in the
+report instead of breaking it. ``details["heatmaps"]`` (the older form) is read as heatmap specs.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+KINDS = ("heatmap", "line", "bars", "scatter")
+
+
+def legacy_heatmaps(details: dict[str, Any]) -> list[dict[str, Any]]:
+    """``details["heatmaps"]`` ({title: {matrix, rows, cols}}) as heatmap specs; a map with negative and
+    positive values (a change) is centred on 0."""
+    out = []
+    for title, spec in (details.get("heatmaps") or {}).items():
+        flat = [v for row in spec.get("matrix") or [] for v in row if isinstance(v, (int, float))]
+        centre = 0.0 if flat and min(flat) < 0 < max(flat) or "change" in title else None
+        out.append({"kind": "heatmap", "title": title, "data": spec,
+                    "scale": {"center": centre} if centre is not None else {}})
+    return out
+
+
+def figure_specs(details: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every figure a result describes: its specs, then its legacy heatmaps not already drawn by a spec."""
+    specs = [s for s in details.get("figures") or [] if isinstance(s, dict)]
+    titles = {s.get("title") for s in specs}
+    return specs + [s for s in legacy_heatmaps(details) if s["title"] not in titles]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _finite(values: list[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(float(v))]
+
+
+def _heatmap(ax: Any, fig: Any, spec: dict[str, Any]) -> None:
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    data = spec["data"]
+    matrix = np.array([[float("nan") if v is None else float(v) for v in row] for row in data["matrix"]], dtype=float)
+    scale = spec.get("scale") or {}
+    lo = scale.get("min", np.nanmin(matrix) if np.isfinite(matrix).any() else 0.0)
+    hi = scale.get("max", np.nanmax(matrix) if np.isfinite(matrix).any() else 1.0)
+    if scale.get("center") is not None:
+        c = float(scale["center"])
+        span = max(abs(hi - c), abs(c - lo), 1e-12)
+        norm = TwoSlopeNorm(vcenter=c, vmin=c - span, vmax=c + span)
+        image = ax.imshow(matrix, cmap="RdBu", norm=norm, aspect="auto")
+    else:
+        image = ax.imshow(matrix, cmap="viridis", vmin=lo, vmax=hi if hi > lo else lo + 1e-12, aspect="auto")
+    rows, cols = data.get("rows") or [], data.get("cols") or []
+    if cols and len(cols) <= 40:
+        ax.set_xticks(range(len(cols)), [str(c) for c in cols], rotation=90 if len(cols) > 12 else 0, fontsize=7)
+    if rows and len(rows) <= 40:
+        ax.set_yticks(range(len(rows)), [str(r) for r in rows], fontsize=7)
+    if matrix.size <= 144:
+        for (i, j), v in np.ndenumerate(matrix):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="black")
+    fig.colorbar(image, ax=ax, label=spec.get("colorbar", ""))
+
+
+def _line(ax: Any, spec: dict[str, Any]) -> None:
+    data = spec["data"]
+    for series in data.get("series") or []:
+        ax.plot(series.get("x") or range(len(series["y"])), series["y"], marker="o", markersize=3,
+                label=series.get("name"))
+    band = data.get("band")
+    if band:
+        ax.axhspan(float(band[0]), float(band[1]), color="tab:green", alpha=0.12, label=data.get("band_label", "tolerance"))
+    for mark in data.get("marks") or []:
+        ax.axvline(float(mark["x"]), color="tab:red", linestyle="--", linewidth=1)
+        ax.annotate(str(mark.get("label", "")), (float(mark["x"]), ax.get_ylim()[1]), fontsize=7,
+                    ha="left", va="top", color="tab:red")
+    if any(s.get("name") for s in data.get("series") or []) or band:
+        ax.legend(fontsize=7)
+
+
+def _bars(ax: Any, spec: dict[str, Any]) -> None:
+    import numpy as np
+
+    data = spec["data"]
+    labels = [str(x) for x in data.get("labels") or []]
+    series = data.get("series") or []
+    x = np.arange(len(labels))
+    stacked = bool(data.get("stacked"))
+    width = 0.8 if stacked else 0.8 / max(len(series), 1)
+    bottom = np.zeros(len(labels))
+    for k, s in enumerate(series):
+        values = np.array([float("nan") if v is None else float(v) for v in s["values"]])
+        errors = s.get("errors")
+        yerr = None
+        if errors:
+            yerr = np.array([[v - e[0], e[1] - v] if e else [0, 0] for v, e in zip(values, errors)]).T
+        pos = x if stacked else x - 0.4 + width * (k + 0.5)
+        ax.bar(pos, values, width, bottom=bottom if stacked else None, yerr=yerr, capsize=3, label=s.get("name"))
+        if stacked:
+            bottom = bottom + np.nan_to_num(values)
+    ref = data.get("reference")
+    if ref:
+        ax.axhline(float(ref["value"]), color="black", linestyle=":", linewidth=1, label=ref.get("label"))
+    ax.set_xticks(x, labels, rotation=45 if sum(len(lab) for lab in labels) > 60 else 0, ha="right" if
+                  sum(len(lab) for lab in labels) > 60 else "center", fontsize=7)
+    if len(series) > 1 or ref:
+        ax.legend(fontsize=7)
+
+
+def _scatter(ax: Any, spec: dict[str, Any]) -> None:
+    data = spec["data"]
+    points = data.get("points") or []
+    ax.scatter([p["x"] for p in points], [p["y"] for p in points], s=12)
+    for p in points:
+        if p.get("label"):
+            ax.annotate(str(p["label"]), (p["x"], p["y"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ref = data.get("reference") or {}
+    if ref.get("y") is not None:
+        ax.axhline(float(ref["y"]), color="black", linestyle=":", linewidth=1)
+    if ref.get("x") is not None:
+        ax.axvline(float(ref["x"]), color="black", linestyle=":", linewidth=1)
+
+
+def render_svg(spec: dict[str, Any], width: float = 6.4, height: float | None = None) -> str:
+    """Draw one spec as an inline SVG string (raises ValueError for a spec it cannot draw)."""
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown figure kind {kind!r}; use {', '.join(KINDS)}")
+    if not isinstance(spec.get("data"), dict):
+        raise ValueError("a figure spec needs a data mapping")
+    plt = _pyplot()
+    if height is None:
+        rows = len((spec["data"].get("matrix") or [])) if kind == "heatmap" else 0
+        height = min(9.0, max(3.2, 0.22 * rows + 1.2)) if kind == "heatmap" else 3.4
+    fig, ax = plt.subplots(figsize=(width, height))
+    try:
+        {"heatmap": lambda: _heatmap(ax, fig, spec), "line": lambda: _line(ax, spec), "bars": lambda: _bars(ax, spec),
+         "scatter": lambda: _scatter(ax, spec)}[kind]()
+        ax.set_title(str(spec.get("title", "")), fontsize=9)
+        axes = spec.get("axes") or {}
+        if axes.get("x"):
+            ax.set_xlabel(str(axes["x"]), fontsize=8)
+        if axes.get("y"):
+            ax.set_ylabel(str(axes["y"]), fontsize=8)
+        fig.tight_layout()
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg")
+    finally:
+        plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG sits inline in HTML

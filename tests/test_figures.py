@@ -1,0 +1,120 @@
+"""Figures: specs from every built-in probe render as inline SVG in report.html; plugin specs too."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import bertprobe.plugins
+from bertprobe import Probe, ProbeResult, hookimpl
+from bertprobe.cli import main
+from bertprobe.figures import figure_specs, render_svg
+from bertprobe.testing import sentiment_examples, train_tiny_classifier
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    return train_tiny_classifier(tmp_path_factory.mktemp("m"), layers=2, heads=4, steps=60)
+
+
+def _data(tmp_path: Path) -> Path:
+    path = tmp_path / "senti.tsv"
+    rows = sentiment_examples(48, seed=4)
+    path.write_text("sentence\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows) + "\n")
+    return path
+
+
+def test_every_builtin_figure_renders_in_the_html_report(tmp_path, trained):
+    import json
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        f"suite: figs\nmodel: {{path: '{trained}', device: cpu}}\ndata: {{path: '{_data(tmp_path)}'}}\n"
+        f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: accuracy\n"
+        "  - probe: universal-trigger\n    params: {target_label: positive, candidates: 4, iterations: 2, batch_size: 8}\n"
+        "  - probe: head-pruning\n    params: {bootstrap: 0, step: 0.5}\n"
+        "  - probe: attention-audit\n    params: {batch_size: 16}\n")
+    result = CliRunner().invoke(main, ["run", str(suite), "--allow-skips"])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "out").glob("figs-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    html = (run_dir / "report.html").read_text()
+    expected = 0
+    for probe in report["probes"]:
+        specs = figure_specs(probe["details"])
+        assert specs, f"{probe['probe']} describes no figure"
+        expected += len(specs) + sum(1 for f in probe["findings"] if f["extra"].get("matrix"))
+    assert html.count("<figure><svg") == expected
+    assert "could not be drawn" not in html
+    # the pruning curve marks prunable_fraction; the ablation map is centred on 0 (a diverging map)
+    heads = next(p for p in report["probes"] if p["probe"] == "head-pruning")
+    curve = next(s for s in heads["details"]["figures"] if s["kind"] == "line")
+    assert curve["data"]["marks"][0]["x"] == heads["metrics"]["prunable_fraction"]
+    centred = [s for s in figure_specs(heads["details"]) if s["kind"] == "heatmap" and "removed" in s["title"]]
+    assert centred and centred[0]["scale"] == {"center": 0.0}
+    assert "<script" not in html  # no scripts; nothing is fetched: no external src or href
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+
+
+def test_cue_and_cloze_figures_render():
+    from bertprobe.probes.cues import cue_figures
+
+    result = ProbeResult("spurious-cues")
+    result.add_metric("chance", 0.5)
+    result.add_metric("accuracy_full", 0.55)
+    result.add_metric("accuracy_adversarial", 0.5)
+    result.details["top_cues"] = [{"cue": "not", "productivity": 0.66, "coverage": 0.62},
+                                  {"cue": "<script>alert(1)</script>", "productivity": 0.6, "coverage": 0.1}]
+    svgs = [render_svg(spec) for spec in cue_figures(result)]
+    assert len(svgs) == 2 and all(s.startswith("<svg") for s in svgs)
+    assert "<script" not in "".join(svgs)  # matplotlib writes text as paths: data never becomes markup
+
+
+class FigureProbe(Probe):
+    name = "figure-probe"
+    description = "a third-party probe with figures"
+
+    def run(self, target, data, params, ctx):
+        result = ProbeResult(probe=self.name)
+        result.add_metric("x", 1.0, True)
+        result.details["figures"] = [
+            {"kind": "scatter", "title": "plugin scatter", "data": {"points": [{"x": 1, "y": 2, "label": "a"}]}},
+            {"kind": "pie", "title": "not a kind we draw", "data": {}},
+        ]
+        return result
+
+
+class FigurePlugin:
+    @hookimpl
+    def bertprobe_register_probes(self, registry):
+        registry.add(FigureProbe)
+
+
+def test_plugin_figures_are_drawn_and_bad_specs_do_not_break_the_report(tmp_path, trained, monkeypatch):
+    real = bertprobe.plugins.build_plugins
+    monkeypatch.setattr(bertprobe.plugins, "build_plugins", lambda **kw: real(extra=[FigurePlugin()], **kw))
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"suite: plug\nmodel: {{path: '{trained}', device: cpu}}\ndata: {{path: '{_data(tmp_path)}'}}\n"
+                     f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: figure-probe\n    expect: {{x: {{min: 0}}}}\n")
+    result = CliRunner().invoke(main, ["run", str(suite)])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "out").glob("plug-*")
+    html = (run_dir / "report.html").read_text()
+    assert html.count("<figure><svg") == 1
+    assert "figure not a kind we draw could not be drawn: unknown figure kind &#x27;pie&#x27;" in html
+
+
+def test_side_by_side_bars_for_a_matrix(tmp_path, trained):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"suite: mx\nmodels: [{{name: a, path: '{trained}', device: cpu}}, {{name: b, path: '{trained}', "
+                     f"device: cpu, dtype: bfloat16}}]\ndata: {{path: '{_data(tmp_path)}'}}\n"
+                     f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: accuracy\n")
+    result = CliRunner().invoke(main, ["run", str(suite), "--allow-skips"])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "out").glob("mx-*")
+    html = (run_dir / "report.html").read_text()
+    # accuracy's own two figures per model, plus one side-by-side figure for the probe
+    assert html.count("<figure><svg") == 2 * 2 + 1
