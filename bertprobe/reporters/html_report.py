@@ -42,17 +42,30 @@ figure{margin:.5em 0;max-width:100%}figure svg{max-width:100%;height:auto}.note{
 """
 
 
-def _figure(spec: dict[str, Any]) -> str:
-    """One figure as inline SVG, or a one-line note when the spec cannot be drawn."""
+def _figure(spec: dict[str, Any], cache: dict[str, str] | None = None) -> str:
+    """One figure as inline SVG, or a one-line note when the spec cannot be drawn.
+
+    ``cache`` (the reporter's, per run) keeps drawn figures: the report is rewritten after every probe,
+    and earlier probes' figures are not drawn again.
+    """
+    import hashlib
+    import json
+
     from bertprobe.figures import render_svg
 
+    key = hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    if cache is not None and key in cache:
+        return cache[key]
     try:
-        return f"<figure>{render_svg(spec)}</figure>"
+        out = f"<figure>{render_svg(spec)}</figure>"
+        if cache is not None:
+            cache[key] = out
+        return out
     except Exception as exc:  # a plugin's malformed spec must not break the report
         return f"<p class='note'>figure {html.escape(str(spec.get('title', '')))!s} could not be drawn: {html.escape(str(exc))}</p>"
 
 
-def _side_by_side_figure(report: RunReport, probe_id: str) -> str:
+def _side_by_side_figure(report: RunReport, probe_id: str, cache: dict[str, str] | None = None) -> str:
     names = report.model_names
     results = [report.result(n, probe_id) for n in names]
     present = [(n, r) for n, r in zip(names, results) if r is not None and r.status not in ("skipped", "error")]
@@ -63,10 +76,10 @@ def _side_by_side_figure(report: RunReport, probe_id: str) -> str:
         return ""
     spec = {"kind": "bars", "title": f"{probe_id}: quality metrics side by side",
             "data": {"labels": metrics, "series": [{"name": n, "values": [r.value(m) for m in metrics]} for n, r in present]}}
-    return _figure(spec)
+    return _figure(spec, cache)
 
 
-def render_html(report: RunReport) -> str:
+def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
     esc = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -90,7 +103,7 @@ def render_html(report: RunReport) -> str:
     multi = multi_model(report)
     if multi:
         for pid in dict.fromkeys(r.id or r.probe for r in report.probes):
-            parts.append(_side_by_side_figure(report, pid))
+            parts.append(_side_by_side_figure(report, pid, cache))
     for result in report.probes:
         title = (result.id or result.probe) + (f" on {result.model}" if multi else "")
         parts.append(f"<h2 class='{result.status}'>{esc(title)}: {result.status}</h2>")
@@ -104,7 +117,7 @@ def render_html(report: RunReport) -> str:
         from bertprobe.figures import figure_specs
 
         for spec in figure_specs(result.details):
-            parts.append(_figure(spec))
+            parts.append(_figure(spec, cache))
         if result.findings:
             rows = [[f.title, f.input or "", f.perturbed or "", fmt(f.expected), fmt(f.observed), fmt(f.score)] for f in result.findings]
             parts.append(f"<h3>Findings ({len(rows)})</h3>")
@@ -114,7 +127,7 @@ def render_html(report: RunReport) -> str:
                     tokens = f.extra["tokens"]
                     parts.append(_figure({"kind": "heatmap", "title": f.title, "colorbar": "attention",
                                           "data": {"matrix": f.extra["matrix"], "rows": tokens, "cols": tokens},
-                                          "axes": {"x": "attended token", "y": "query token"}}))
+                                          "axes": {"x": "attended token", "y": "query token"}}, cache))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -123,9 +136,14 @@ class HtmlReporter:
     name = "html"
     filename = "report.html"
 
+    def __init__(self) -> None:
+        self._figures: dict[str, str] = {}  # drawn figures of this plugin manager's runs
+
     def write(self, report: RunReport, run_dir: Path) -> Path:
         path = run_dir / self.filename
-        path.write_text(render_html(report), encoding="utf-8")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(render_html(report, self._figures), encoding="utf-8")
+        tmp.replace(path)
         return path
 
 
