@@ -414,6 +414,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     else:
         produced.id, produced.probe, produced.model, produced.seed = spec.id, spec.probe, name, suite.seed
         produced.params = result.params
+        if getattr(cls, "paper", ""):
+            produced.details.setdefault("paper", cls.paper)
         result = produced
     result.duration_s = time.perf_counter() - start
     _judge(result, spec.expect)

@@ -98,6 +98,7 @@ class Probe(abc.ABC):
     description: ClassVar[str] = ""
     requires: ClassVar[frozenset[str]] = frozenset()
     needs_data: ClassVar[bool] = True
+    paper: ClassVar[str] = ""  # the citation shown at the top of the probe's section in the report
     path_params: ClassVar[tuple[str, ...]] = ()  # params holding file paths: resolved against the suite's folder
     label_params: ClassVar[tuple[str, ...]] = ()  # params naming a class: checked against the model's config
     # metric (fnmatch pattern) -> higher_is_better, for `bertprobe describe`; reports take the direction

@@ -45,6 +45,7 @@ class AccuracyProbe(Probe):
     requires = frozenset({"predictions"})
     metrics = ("accuracy", "accuracy_*", "examples", "examples_per_s")
     Params = AccuracyParams
+    paper = ""  # the reference measurement, no paper
     metric_directions = {"accuracy": True, "accuracy_*": True, "examples_per_s": True, "examples": None}
 
     def run(self, target: Target, data: Dataset | None, params: Any, ctx: ProbeContext) -> ProbeResult:

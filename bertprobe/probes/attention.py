@@ -244,6 +244,7 @@ class AttentionAuditProbe(Probe):
     metrics = tuple(f"share_{t}" for t in TYPES) + (
         "sep_attention_mid_layers", "cls_attention", "mean_entropy", "heads_mostly_special", "compare_cosine_mean")
     Params = AttentionParams
+    paper = "Kovaleva, Romanov, Rogers, Rumshisky 2019. Revealing the Dark Secrets of BERT (EMNLP); Clark, Khandelwal, Levy, Manning 2019. What Does BERT Look At? (BlackboxNLP)"
 
     def run(self, target: Target, data: Dataset | None, params: AttentionParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None

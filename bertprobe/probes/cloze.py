@@ -123,6 +123,7 @@ class ClozeProbe(Probe):
     needs_data = False
     metrics = tuple(f"{m}*" for m in METRICS) + ("items",)
     Params = ClozeParams
+    paper = "Ettinger 2020. What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for Language Models (TACL)"
     metric_directions = {"items": None, "*": True}
     path_params = ("sets",)
 

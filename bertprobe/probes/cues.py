@@ -79,6 +79,7 @@ class SpuriousCuesProbe(Probe):
                "accuracy_cues_only", "accuracy_cues_masked", "cue_flip_rate", "cue_productivity_top_literal",
                "cue_coverage_top_literal")
     Params = CueParams
+    paper = "Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL)"
     metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False}
     path_params = ("statistics_path", "adversarial_path")
 

@@ -212,6 +212,7 @@ class HeadPruningProbe(Probe):
     metrics = ("importance_gini", "max_single_head_drop", "heads_improving_when_removed", "layer_max_drop",
                "prunable_fraction", "speedup", "speedup_latency", "baseline", "importance_cost_passes")
     Params = HeadParams
+    paper = "Michel, Levy, Neubig 2019. Are Sixteen Heads Really Better than One? (NeurIPS); Kovaleva, Romanov, Rogers, Rumshisky 2019. Revealing the Dark Secrets of BERT (EMNLP)"
     metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True, "speedup_latency": True}
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:

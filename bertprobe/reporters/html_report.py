@@ -24,9 +24,8 @@ from bertprobe.reporters.summary import (
     metric_rows,
     model_notes,
     model_rows,
+    note,
     multi_model,
-    overview_headers,
-    overview_rows,
     regression_rows,
     score_text,
     side_by_side,
@@ -38,7 +37,10 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 .passed{color:#176f2c}.measured{color:#1a4f8b}.interrupted{color:#b06000}.failed{color:#b00020}.error{color:#b00020}.skipped{color:#666}
 .heat td{min-width:.8em;text-align:center;font-size:.75em;border:none;padding:.1em .25em}
-figure{margin:.5em 0;max-width:100%}figure svg{max-width:100%;height:auto}.note{color:#666;font-size:.9em}
+figure{margin:.5em 0;max-width:100%}.paper{font-style:italic;color:#444}
+.badge{font-size:.7em;padding:.1em .5em;border-radius:.6em;color:#fff;background:#666;vertical-align:middle}
+.badge.passed{background:#176f2c}.badge.failed,.badge.error{background:#b00020}.badge.measured{background:#1a4f8b}
+.badge.interrupted{background:#b06000}.toc li{margin:.2em 0}td{vertical-align:top}figure svg{max-width:100%;height:auto}.note{color:#666;font-size:.9em}
 """
 
 
@@ -79,6 +81,35 @@ def _side_by_side_figure(report: RunReport, probe_id: str, cache: dict[str, str]
     return _figure(spec, cache)
 
 
+def _contents(report: RunReport) -> str:
+    """The table of contents: each probe (and model) with its status badge and its key numbers."""
+    multi = multi_model(report)
+    items = []
+    for number, r in enumerate(report.probes):
+        title = (r.id or r.probe) + (f" on {r.model}" if multi else "")
+        items.append(f"<li><a href='#p{number}'>{html.escape(title)}</a> <span class='badge {r.status}'>{r.status}"
+                     f"</span> {html.escape(note(r))}</li>")
+    return "<ol class='toc'>" + "".join(items) + "</ol>"
+
+
+FINDING_COLUMNS = (("finding", "title"), ("input", "input"), ("perturbed", "perturbed"), ("expected", "expected"),
+                   ("observed", "observed"), ("score", "score"))
+
+
+def _findings_table(result: Any) -> str:
+    """Findings with only the columns that hold something (no empty input/perturbed columns)."""
+    columns = [(h, a) for h, a in FINDING_COLUMNS if any(getattr(f, a) not in (None, "") for f in result.findings)]
+    rows = [[fmt(getattr(f, a)) if a == "score" else (getattr(f, a) or "") for _, a in columns] for f in result.findings]
+    return tabulate(rows, headers=[h for h, _ in columns], tablefmt="html")
+
+
+def _collapsible(table: str, rows: int, open_up_to: int = 10) -> str:
+    """Long tables fold under <details>."""
+    if rows <= open_up_to:
+        return table
+    return f"<details><summary>{rows} rows</summary>{table}</details>"
+
+
 def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
     esc = html.escape
     parts = [
@@ -99,14 +130,16 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
     if multi_model(report):
         headers, rows = side_by_side(report)
         parts += ["<h2>Metrics side by side</h2>", tabulate(rows, headers=headers, tablefmt="html")]
-    parts += ["<h2>Probes</h2>", tabulate(overview_rows(report), headers=overview_headers(report), tablefmt="html")]
+    parts += ["<h2>Contents</h2>", _contents(report)]
     multi = multi_model(report)
     if multi:
         for pid in dict.fromkeys(r.id or r.probe for r in report.probes):
             parts.append(_side_by_side_figure(report, pid, cache))
-    for result in report.probes:
+    for number, result in enumerate(report.probes):
         title = (result.id or result.probe) + (f" on {result.model}" if multi else "")
-        parts.append(f"<h2 class='{result.status}'>{esc(title)}: {result.status}</h2>")
+        parts.append(f"<h2 id='p{number}'>{esc(title)} <span class='badge {result.status}'>{result.status}</span></h2>")
+        if result.details.get("paper"):
+            parts.append(f"<p class='paper'>{esc(str(result.details['paper']))}</p>")
         if result.message:
             parts.append(f"<p>{esc(result.message)}</p>")
         summary = result.details.get("summary") or {}
@@ -119,9 +152,8 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
         for spec in figure_specs(result.details):
             parts.append(_figure(spec, cache))
         if result.findings:
-            rows = [[f.title, f.input or "", f.perturbed or "", fmt(f.expected), fmt(f.observed), fmt(f.score)] for f in result.findings]
-            parts.append(f"<h3>Findings ({len(rows)})</h3>")
-            parts.append(tabulate(rows, headers=["finding", "input", "perturbed", "expected", "observed", "score"], tablefmt="html"))
+            parts.append(f"<h3>Findings ({len(result.findings)})</h3>")
+            parts.append(_collapsible(_findings_table(result), len(result.findings)))
             for f in result.findings:  # findings that carry a map (tokens x tokens) are drawn
                 if f.extra.get("matrix") and f.extra.get("tokens"):
                     tokens = f.extra["tokens"]
