@@ -320,6 +320,33 @@ def list_(**_: Any) -> None:
 
 
 @main.command()
+@click.argument("runs", nargs=-1, metavar="[RUN_DIR]...")
+@click.option("--aborted", is_flag=True, help="Remove aborted or killed runs that cannot be resumed.")
+@click.option("--dir", "reports_dir", default="reports", show_default=True, metavar="DIR",
+              help="The reports folder (for --aborted, and for names given without a folder).")
+@_debug_option
+@_guard
+def clean(runs: tuple[str, ...], aborted: bool, reports_dir: str) -> None:
+    """Remove run folders and rebuild reports/index.html: the named runs, or with --aborted every aborted
+    or killed run that kept no result to resume."""
+    from bertprobe.runindex import clean as clean_runs
+
+    if not runs and not aborted:
+        raise BertprobeError("clean: name run folders to remove, or pass --aborted")
+    by_dir: dict[Path, list[str]] = {}
+    for run in runs:
+        path = Path(run)
+        folder = path.parent if path.parent != Path(".") else Path(reports_dir)
+        by_dir.setdefault(folder, []).append(path.name)
+    removed = []
+    for folder, names in by_dir.items():
+        removed += clean_runs(folder, names, aborted and folder == Path(reports_dir))
+    if aborted and Path(reports_dir) not in by_dir:
+        removed += clean_runs(Path(reports_dir), [], True)
+    click.echo(f"removed {len(removed)} run(s)" + (": " + ", ".join(p.name for p in removed) if removed else ""))
+
+
+@main.command()
 @click.argument("probe", metavar="PROBE")
 @_debug_option
 @_guard

@@ -79,9 +79,12 @@ def _heatmap(ax: Any, fig: Any, spec: dict[str, Any]) -> None:
     if rows and len(rows) <= 40:
         ax.set_yticks(range(len(rows)), [str(r) for r in rows], fontsize=7)
     if matrix.size <= 144:
+        integers = bool(np.all(np.mod(matrix[np.isfinite(matrix)], 1) == 0))
         for (i, j), v in np.ndenumerate(matrix):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="black")
+                r, g, b, _ = image.cmap(image.norm(v))
+                ink = "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black"  # readable on dark cells
+                ax.text(j, i, f"{v:.0f}" if integers else f"{v:.2f}", ha="center", va="center", fontsize=6, color=ink)
     fig.colorbar(image, ax=ax, label=spec.get("colorbar", ""))
 
 

@@ -555,9 +555,20 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
             session.emit("run_finish", status=report.status, message=report.message, counts=report.counts(),
                          score=report.score())
             write_reports(session)
+            _update_index(run_dir.parent, session)
             plugins.hook.bertprobe_session_finish(session=session, report=report)
             torch.set_num_threads(previous_threads)
     return session
+
+
+def _update_index(reports_dir: Path, session: Session) -> None:
+    """reports/index.html and reports/latest, rebuilt from the run folders; a failure only warns."""
+    from bertprobe.runindex import update_index
+
+    try:
+        update_index(reports_dir)
+    except OSError as exc:
+        session.say(f"warning: could not update {reports_dir / 'index.html'}: {exc}")
 
 
 def _absolute(source: str) -> str:

@@ -387,7 +387,7 @@ def test_bad_input(case: Case, env: Env):
     prefix = "error: " if case.code in (2, 3) else ""
     assert last.startswith(prefix) and sum(1 for line in lines if line.startswith("error: ")) <= 1, result.stderr
     assert re.search(case.pattern, last), f"{case.pattern!r} not in {last!r}"
-    for run_dir in (env.tmp / "reports").glob("*"):
+    for run_dir in (env.tmp / "reports").glob("bad-*"):
         report = json.loads((run_dir / "report.json").read_text())
         assert report["status"] != "running"
         events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
@@ -400,7 +400,7 @@ def test_hostile_strings_are_escaped_in_every_report(env: Env):
     argv = _with_probes(env, "  - probe: hostile\n    id: 'x|<b>y</b>'\n    expect: {x: {min: 0}}\n")
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 0, result.output
-    (run_dir,) = (env.tmp / "reports").glob("*")
+    (run_dir,) = (env.tmp / "reports").glob("bad-*")
     html = (run_dir / "report.html").read_text()
     assert "<script>" not in html and "<img" not in html and "&lt;script&gt;" in html
     md = (run_dir / "report.md").read_text()
@@ -417,7 +417,7 @@ def test_allow_missing_weights_is_an_explicit_opt_in_recorded_as_a_warning(env: 
     suite.write_text(suite.read_text().replace("device: cpu}", "device: cpu, allow_missing_weights: true}"))
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 0, result.output
-    (run_dir,) = (env.tmp / "reports").glob("*")
+    (run_dir,) = (env.tmp / "reports").glob("bad-*")
     (model,) = json.loads((run_dir / "report.json").read_text())["models"]
     assert any(n.startswith("WARNING (allow_missing_weights)") and "classifier.weight" in n for n in model["notes"])
     assert "WARNING (allow_missing_weights)" in (run_dir / "report.md").read_text()

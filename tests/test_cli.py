@@ -547,3 +547,28 @@ def test_resume_alone_works_for_a_suite_given_by_a_relative_path(tmp_path, tiny_
     result = invoke("run", "--resume", str(run_dir))
     assert result.exit_code == 0, result.output
     assert json.loads((run_dir / "report.json").read_text())["status"] == "completed"
+
+
+def test_index_lists_every_run_latest_points_at_the_newest_and_clean_removes_aborted(suite_factory, tmp_path):
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n")
+    reports = suite.parent / "reports"
+    assert invoke("run", str(suite)).exit_code == 0
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence\tlabel\ngood\tmaybe\n")  # an unknown label: found after the run started
+    assert invoke("run", str(suite), "--data", str(bad)).exit_code == 2  # aborted, nothing kept
+    assert invoke("run", str(suite)).exit_code == 0
+    runs = sorted(p.name for p in reports.glob("tiny-*"))
+    assert len(runs) == 3
+    index = (reports / "index.html").read_text()
+    assert all(f"href='{name}/report.html'" in index for name in runs)
+    assert index.count("<tr class='aborted'>") == 1
+    newest = max(runs, key=lambda n: json.loads((reports / n / "report.json").read_text())["started_at"] + n)
+    assert (reports / "latest").is_symlink() and (reports / "latest").resolve().name == newest
+    result = invoke("clean", "--aborted", "--dir", str(reports))
+    assert result.exit_code == 0 and "removed 1 run(s)" in result.output
+    assert len(list(reports.glob("tiny-*"))) == 2 and "aborted" not in (reports / "index.html").read_text().split("</p>")[1]
+    removed = invoke("clean", str(reports / newest))
+    assert removed.exit_code == 0 and not (reports / newest).exists()
+    assert (reports / "latest").resolve().name != newest
+    assert "not a run folder" in one_line_error(invoke("clean", str(reports / "nope")))
+    assert "pass --aborted" in one_line_error(invoke("clean"))
