@@ -55,6 +55,9 @@ def test_every_builtin_figure_renders_in_the_html_report(tmp_path, trained):
     assert curve["data"]["marks"][0]["x"] == heads["metrics"]["prunable_fraction"]
     centred = [s for s in figure_specs(heads["details"]) if s["kind"] == "heatmap" and "removed" in s["title"]]
     assert centred and centred[0]["scale"] == {"center": 0.0}
+    trigger = next(p for p in report["probes"] if p["probe"] == "universal-trigger")
+    assert f"<mark>{trigger['details']['trigger_text']}</mark>" in html  # the trigger is marked in its findings
+    assert "&nbsp;&rarr;&nbsp;" in html  # "1.00 -> 0.01" never wraps in the middle of its arrow
     assert "<script" not in html  # no scripts; nothing is fetched: no external src or href
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
 

@@ -181,7 +181,9 @@ class ClozeProbe(Probe):
         ranked = sorted(table.items(), key=lambda kv: kv[1].get("top1_accuracy", 0))
         result.details["summary"] = {
             "weakest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:3]),
-            "strongest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[::-1][:3]),
+            # the strongest never repeat the weakest (few categories): the rest of the ranking, best first
+            "strongest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}"
+                                              for c, v in ranked[3:][::-1][:3]) or "-",
         }
         result.details["forward_passes"] = scorer.passes
         result.details["items"] = [
@@ -194,7 +196,7 @@ class ClozeProbe(Probe):
                 title=f"{o.item.category}: {o.item.id}",
                 input=o.item.text.replace("{mask}", target.tokenizer.mask_token),
                 expected=" | ".join(o.item.answers),
-                observed=", ".join(f"{w} {p:.2f}" for w, p in o.top),
+                observed=", ".join(f"{w} {p:.3g}" for w, p in o.top),  # small probabilities stay readable
                 score=float(o.rank),
             ))
         return result

@@ -511,6 +511,7 @@ class UniversalTriggerProbe(Probe):
                 expected=names[label],
                 observed=names[int(after[i].argmax())],
                 score=round(float(drop[i]), 4),
+                extra={"kind": "trigger", "highlight": [text]},
             ))
         if params.transfer_model:
             self._transfer(result, ctx, target, params, [examples[i] for i in held_idx], text, label)

@@ -96,11 +96,26 @@ FINDING_COLUMNS = (("finding", "title"), ("input", "input"), ("perturbed", "pert
                    ("observed", "observed"), ("score", "score"))
 
 
+def _cell(text: Any, highlight: list[str]) -> str:
+    """One escaped cell; ``highlight`` substrings (a trigger, an inserted token) are marked; arrows never wrap."""
+    out = html.escape("" if text is None else str(text))
+    for part in highlight:
+        if part:
+            out = out.replace(html.escape(part), f"<mark>{html.escape(part)}</mark>")
+    return out.replace(" -&gt; ", "&nbsp;&rarr;&nbsp;")
+
+
 def _findings_table(result: Any) -> str:
-    """Findings with only the columns that hold something (no empty input/perturbed columns)."""
+    """Findings with only the columns that hold something (no empty input/perturbed columns); text from the
+    data and the model is escaped, and a finding's ``extra["highlight"]`` is marked in its cells."""
     columns = [(h, a) for h, a in FINDING_COLUMNS if any(getattr(f, a) not in (None, "") for f in result.findings)]
-    rows = [[fmt(getattr(f, a)) if a == "score" else (getattr(f, a) or "") for _, a in columns] for f in result.findings]
-    return tabulate(rows, headers=[h for h, _ in columns], tablefmt="html")
+    head = "".join(f"<th>{h}</th>" for h, _ in columns)
+    rows = []
+    for f in result.findings:
+        marks = [str(m) for m in (f.extra.get("highlight") or [])]
+        cells = "".join(f"<td>{fmt(f.score) if a == 'score' else _cell(getattr(f, a), marks)}</td>" for _, a in columns)
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _collapsible(table: str, rows: int, open_up_to: int = 10) -> str:
