@@ -175,3 +175,21 @@ def render_svg(spec: dict[str, Any], width: float = 6.4, height: float | None = 
         plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG sits inline in HTML
+
+
+def figure_table(spec: dict[str, Any]) -> tuple[list[str], list[list[Any]]] | None:
+    """A line or bars figure as a table (for the Markdown report): x or label, then one column per series."""
+    data = spec.get("data") or {}
+    series = data.get("series") or []
+    if spec.get("kind") == "bars" and series:
+        labels = data.get("labels") or []
+        return (["", *[str(s.get("name") or "value") for s in series]],
+                [[label, *[s["values"][i] if i < len(s["values"]) else None for s in series]]
+                 for i, label in enumerate(labels)])
+    if spec.get("kind") == "line" and series:
+        xs = list(dict.fromkeys(x for s in series for x in (s.get("x") or range(len(s["y"])))))
+        lookup = [dict(zip(s.get("x") or range(len(s["y"])), s["y"])) for s in series]
+        axes = spec.get("axes") or {}
+        return ([str(axes.get("x", "x")), *[str(s.get("name") or "y") for s in series]],
+                [[x, *[m.get(x) for m in lookup]] for x in xs])
+    return None

@@ -25,6 +25,7 @@ from bertprobe.reporters.summary import (
     score_text,
     side_by_side,
 )
+from bertprobe.figures import figure_table
 from bertprobe.results import RunReport
 
 
@@ -63,6 +64,12 @@ def render_markdown(report: RunReport) -> str:
             lines += [_table([[k, md_cell(v, 90)] for k, v in summary.items()], ["", ""]), ""]
         if result.metrics or result.expectations:
             lines.append(_table(metric_rows(result), METRIC_HEADERS))
+        for spec in result.details.get("figures") or []:  # curves and bars as tables; maps are in report.html
+            table = figure_table(spec) if isinstance(spec, dict) else None
+            if table is not None and table[1]:
+                headers, rows = table
+                lines += ["", f"**{md_cell(spec.get('title', ''))}**", "",
+                          _table([[fmt(c) for c in row] for row in rows], headers)]
         if result.findings:
             lines += ["", f"### Findings ({len(result.findings)})", ""]
             rows = [
