@@ -194,3 +194,21 @@ def test_js_distance_matrix_vectorised_matches_the_per_row_definition():
     expected /= 37
     for budget in (1, 500, 1 << 20):  # one row per chunk, a few rows, all rows at once
         assert torch.allclose(js_distance_matrix(dists, budget), expected, atol=1e-9)
+
+
+def test_head_similarity_map_is_ordered_by_cluster(tmp_path):
+    from bertprobe.data import Dataset, Example
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.attention import AttentionAuditProbe, AttentionParams
+    from bertprobe.testing import tiny_target
+
+    target = tiny_target(tmp_path / "m", layers=2, heads=4, initializer_range=0.5)
+    data = Dataset([Example(t) for t in ["the movie was good", "a very boring dull story", "fun", "bad plot"]])
+    result = AttentionAuditProbe().run(target, data, AttentionParams(clusters=3), ProbeContext())
+    spec = result.details["heatmaps"]["Jensen-Shannon distance between heads (ordered by cluster)"]
+    clusters = result.details["head_similarity"]["clusters"]
+    position = {name: i for i, name in enumerate(spec["rows"])}
+    for members in clusters:  # each cluster's heads are contiguous in the ordered map
+        places = sorted(position[m] for m in members)
+        assert places == list(range(places[0], places[0] + len(members)))
+    assert sorted(spec["rows"]) == sorted(f"L{i}H{j}" for i in range(2) for j in range(4))

@@ -387,7 +387,10 @@ class AttentionAuditProbe(Probe):
                 "nearest": {names[i]: {"head": names[j], "js_distance": round(float(dist[i, j]), 4)} for i, j in enumerate(nearest)},
                 "clusters": [[names[i] for i in range(len(names)) if labels[i] == c] for c in sorted(set(labels))],
             }
-            result.details["heatmaps"]["Jensen-Shannon distance between heads"] = {"matrix": dist.tolist(), "rows": names, "cols": names}
+            order = sorted(range(len(names)), key=lambda i: (labels[i], i))  # heads of a cluster side by side
+            ordered = dist[order][:, order]
+            result.details["heatmaps"]["Jensen-Shannon distance between heads (ordered by cluster)"] = {
+                "matrix": ordered.tolist(), "rows": [names[i] for i in order], "cols": [names[i] for i in order]}
         if cosine is not None:
             result.add_metric("compare_cosine_mean", float(cosine.mean()), None,
                               "mean per-head cosine similarity of flattened maps to compare_model")
