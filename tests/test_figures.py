@@ -121,3 +121,25 @@ def test_side_by_side_bars_for_a_matrix(tmp_path, trained):
     html = (run_dir / "report.html").read_text()
     # accuracy's own two figures per model, plus one side-by-side figure for the probe
     assert html.count("<figure><svg") == 2 * 2 + 1
+
+
+def test_findings_get_the_columns_their_probe_gives_them():
+    from bertprobe.reporters.html_report import _findings_table
+    from bertprobe.reporters.markdown_report import render_markdown
+    from bertprobe.results import Finding, RunReport
+
+    result = ProbeResult("spurious-cues", id="spurious-cues")
+    result.findings += [
+        Finding(title="cue 'not'", expected="correct choice", score=0.3,
+                extra={"columns": {"applicability": 120, "productivity": 0.66, "coverage": 0.62}}),
+        Finding(title="prediction flipped by an inserted cue", input="claim | reason", expected="warrant 0",
+                observed="warrant 1", extra={"columns": {"warrant 0": "w0 => not w0", "warrant 1": "w1"},
+                                             "highlight": ["not"]}),
+    ]
+    table = _findings_table(result)
+    headers = re.findall(r"<th>(.*?)</th>", table)
+    assert headers == ["finding", "input", "expected", "observed", "score", "applicability", "productivity", "coverage",
+                       "warrant 0", "warrant 1"]  # no empty perturbed column; the cue statistics have their own
+    assert "w0 =&gt; <mark>not</mark> w0" in table
+    md = render_markdown(RunReport(suite="s", probes=[result]))
+    assert "| productivity " in md.replace("|  productivity", "| productivity") or "productivity" in md.split("### Findings")[1]

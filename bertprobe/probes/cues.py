@@ -161,8 +161,10 @@ class SpuriousCuesProbe(Probe):
             result.findings.append(Finding(
                 title=f"cue '{c.cue}'",
                 expected="correct choice" if choice else (names[c.label] if c.label < len(names) else str(c.label)),
-                observed=f"applicability {c.applicability}, productivity {c.productivity:.3f}, coverage {c.coverage:.3f}",
                 score=round(c.score(chance, params.rank), 4),
+                extra={"kind": "cue", "columns": {"applicability": c.applicability,
+                                                  "productivity": round(c.productivity, 3),
+                                                  "coverage": round(c.coverage, 3)}},
             ))
         return cues, chance, n_labels
 
@@ -283,10 +285,21 @@ class SpuriousCuesProbe(Probe):
         result.details["cue_flip_examples"] = len(rows)
         for j in flips[: params.findings]:
             ex, new = data.examples[rows[j]], perturbed[j]
-            before = ex.text if not ex.choices else " | ".join(ex.choices)
-            after = new.text if not new.choices else " | ".join(new.choices)
-            result.findings.append(Finding(title="prediction flipped by an inserted cue", input=before, perturbed=after,
-                                           expected=str(ex.label), observed=str(pred[j])))
+            columns: dict[str, Any] = {}
+            if ex.choices:  # ARCT: the claim and reason, then each warrant by name, the changed one marked
+                before, after = ex.text, new.text
+                for k, (w_old, w_new) in enumerate(zip(ex.choices, new.choices or ex.choices)):
+                    columns[f"warrant {k}"] = w_old if w_old == w_new else f"{w_old} => {w_new}"
+                expected = f"warrant {ex.label}"
+                observed = f"warrant {pred[j]}"
+            else:
+                before, after = ex.text, new.text
+                expected, observed = str(ex.label), str(pred[j])
+            highlight = [w for w in cue.split(", ") if w]
+            result.findings.append(Finding(title="prediction flipped by an inserted cue", input=before,
+                                           perturbed=after if after != before else None, expected=expected,
+                                           observed=observed, extra={"kind": "cue-flip", "columns": columns,
+                                                                     "highlight": highlight}))
 
 
 def cue_figures(result: ProbeResult) -> list[dict[str, Any]]:

@@ -106,14 +106,18 @@ def _cell(text: Any, highlight: list[str]) -> str:
 
 
 def _findings_table(result: Any) -> str:
-    """Findings with only the columns that hold something (no empty input/perturbed columns); text from the
-    data and the model is escaped, and a finding's ``extra["highlight"]`` is marked in its cells."""
+    """Findings with only the columns that hold something (no empty input/perturbed columns), plus the
+    columns a probe gives its findings in ``extra["columns"]`` (a cue's statistics, each ARCT warrant); text
+    from the data and the model is escaped, and a finding's ``extra["highlight"]`` is marked in its cells."""
     columns = [(h, a) for h, a in FINDING_COLUMNS if any(getattr(f, a) not in (None, "") for f in result.findings)]
-    head = "".join(f"<th>{h}</th>" for h, _ in columns)
+    extra = list(dict.fromkeys(k for f in result.findings for k in (f.extra.get("columns") or {})))
+    head = "".join(f"<th>{h}</th>" for h, _ in columns) + "".join(f"<th>{html.escape(str(k))}</th>" for k in extra)
     rows = []
     for f in result.findings:
         marks = [str(m) for m in (f.extra.get("highlight") or [])]
         cells = "".join(f"<td>{fmt(f.score) if a == 'score' else _cell(getattr(f, a), marks)}</td>" for _, a in columns)
+        own = f.extra.get("columns") or {}
+        cells += "".join(f"<td>{_cell(fmt(own.get(k)) if k in own else '', marks)}</td>" for k in extra)
         rows.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 

@@ -72,11 +72,14 @@ def render_markdown(report: RunReport) -> str:
                           _table([[fmt(c) for c in row] for row in rows], headers)]
         if result.findings:
             lines += ["", f"### Findings ({len(result.findings)})", ""]
+            shown = result.findings[:20]
+            extra = list(dict.fromkeys(k for f in shown for k in (f.extra.get("columns") or {})))
             rows = [
                 [f.title, md_cell(f.input, 90), md_cell(f.perturbed, 90), fmt(f.expected), fmt(f.observed), fmt(f.score)]
-                for f in result.findings[:20]
+                + [md_cell(fmt((f.extra.get("columns") or {}).get(k)), 60) for k in extra]
+                for f in shown
             ]
-            lines.append(_table(rows, ["finding", "input", "perturbed", "expected", "observed", "score"]))
+            lines.append(_table(rows, ["finding", "input", "perturbed", "expected", "observed", "score", *extra]))
     return "\n".join(lines) + "\n"
 
 
