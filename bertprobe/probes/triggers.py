@@ -53,6 +53,7 @@ from bertprobe.interventions import frozen_parameters
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.results import Finding, ProbeResult
+from bertprobe.stats import bootstrap_ci
 from bertprobe.target import Target
 
 
@@ -475,9 +476,9 @@ class UniversalTriggerProbe(Probe):
             Outcomes.from_values("flipped", [held_ids[i] for i in was_correct], flipped[was_correct].tolist()),
         ]
         result.add_metric("accuracy_before", correct_before.float().mean().item(), True, f"held-out '{names[label]}' accuracy",
-                          outcome="correct_before")
+                          ci=bootstrap_ci(correct_before.float().numpy(), 1000, 0.95, seed), outcome="correct_before")
         result.add_metric("accuracy_after", correct_after.float().mean().item(), True, "held-out accuracy with the trigger",
-                          outcome="correct_after")
+                          ci=bootstrap_ci(correct_after.float().numpy(), 1000, 0.95, seed), outcome="correct_after")
         result.add_metric("success_rate", flipped.sum().item() / n_correct if n_correct else 0.0,
                           False, "share of correctly predicted held-out examples the trigger flips", outcome="flipped")
         result.add_metric("search_seconds", search_seconds, False, kind="cost")
@@ -570,9 +571,10 @@ def trigger_figures(result: ProbeResult, history: list[dict[str, Any]], label: s
     return [
         {"kind": "line", "title": "attack loss per iteration (lower is a stronger trigger)",
          "data": {"series": series}, "axes": {"x": "iteration", "y": "batch loss"}},
-        {"kind": "bars", "title": f"held-out '{label}' accuracy before and after the trigger",
+        {"kind": "bars", "title": f"held-out '{label}' accuracy before and after the trigger (95% bootstrap CIs)",
          "data": {"labels": [n.replace("_", " ") for n in names],
-                  "series": [{"name": "accuracy", "values": [result.value(n) for n in names]}]},
+                  "series": [{"name": "accuracy", "values": [result.value(n) for n in names],
+                              "errors": [list(result.metrics[n].ci) if result.metrics[n].ci else None for n in names]}]},
          "axes": {"y": "accuracy"}},
     ]
 
