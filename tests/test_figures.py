@@ -143,3 +143,38 @@ def test_findings_get_the_columns_their_probe_gives_them():
     assert "w0 =&gt; <mark>not</mark> w0" in table
     md = render_markdown(RunReport(suite="s", probes=[result]))
     assert "| productivity " in md.replace("|  productivity", "| productivity") or "productivity" in md.split("### Findings")[1]
+
+
+RECORDED = Path(__file__).parent / "data" / "recorded_report.json"
+
+
+def test_every_figure_of_a_recorded_report_is_drawn():
+    """A recorded report.json with every built-in probe (tests/data/record_report.py): each figure spec
+    draws, appears in report.html, and its curves and bars appear in report.md."""
+    import json
+
+    from bertprobe.figures import figure_table
+    from bertprobe.reporters.html_report import render_html
+    from bertprobe.reporters.markdown_report import render_markdown
+    from bertprobe.results import RunReport
+
+    report = RunReport.from_dict(json.loads(RECORDED.read_text()))
+    assert {p.probe for p in report.probes} == {"accuracy", "universal-trigger", "head-pruning", "attention-audit",
+                                                 "spurious-cues", "cloze"}
+    page = render_html(report)
+    markdown = render_markdown(report)
+    assert "could not be drawn" not in page
+    drawn = 0
+    for probe in report.probes:
+        specs = figure_specs(probe.details)
+        assert specs, probe.probe
+        for spec in specs:
+            assert spec["kind"] in ("heatmap", "line", "bars", "scatter")
+            assert render_svg(spec).startswith("<svg")
+            if figure_table(spec) is not None:
+                assert spec["title"] in markdown
+        drawn += len(specs) + sum(1 for f in probe.findings if f.extra.get("matrix"))
+    assert page.count("<figure><svg") == drawn
+    kinds = {spec["kind"] for p in report.probes for spec in figure_specs(p.details)}
+    assert kinds == {"heatmap", "line", "bars", "scatter"}
+    assert len(page) < 5_000_000
