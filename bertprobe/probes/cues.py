@@ -288,6 +288,9 @@ class SpuriousCuesProbe(Probe):
             columns: dict[str, Any] = {}
             if ex.choices:  # ARCT: the claim and reason, then each warrant by name, the changed one marked
                 before, after = ex.text, new.text
+                if ex.meta.get("claim") is not None and before == after:  # shown in their own columns
+                    columns["claim"], columns["reason"] = ex.meta["claim"], ex.meta.get("reason", "")
+                    before = after = None
                 for k, (w_old, w_new) in enumerate(zip(ex.choices, new.choices or ex.choices)):
                     columns[f"warrant {k}"] = w_old if w_old == w_new else f"{w_old} => {w_new}"
                 expected = f"warrant {ex.label}"
