@@ -26,9 +26,7 @@ def load_run(run_dir: Path) -> RunReport:
         raise BertprobeError(f"run folder '{run_dir}' does not exist; give two folders under reports/")
     events = run_dir / "events.jsonl"
     if events.is_file():
-        report = RunReport.from_events(events)
-        report.run_dir = str(run_dir)
-        return report
+        return RunReport.from_events(events)
     summary = run_dir / "report.json"
     if summary.is_file():
         try:

@@ -27,7 +27,7 @@ from bertprobe.plugins import Plugins
 from bertprobe.probe import ProbeContext
 from bertprobe.progress import progress
 from bertprobe.registry import did_you_mean
-from bertprobe.results import Expectation, ProbeResult, RunReport, jsonable
+from bertprobe.results import Expectation, ProbeResult, RunReport, jsonable, read_events
 from bertprobe.suite import ProbeSpec, Suite, unique_names
 from bertprobe.validation import validate_suite
 from bertprobe.target import ModelSpec, Target
@@ -633,18 +633,13 @@ def read_previous_run(run_dir: Path, parts: dict[str, str]) -> PreviousRun:
     events = run_dir / "events.jsonl"
     if not events.is_file():
         raise SuiteError(f"--resume {run_dir}: not a bertprobe run folder (no events.jsonl)")
-    report = RunReport.from_events(events)
+    records = read_events(events)  # read once: the report and the finished units both come from it
+    report = RunReport.fold(records, run_dir)
     if report.status == "completed":
         raise SuiteError(f"--resume {run_dir}: the run completed; nothing to resume (start a new run)")
     old_parts: dict[str, str] = {}
     units: dict[tuple[str, str], dict[str, Any]] = {}
-    for line in events.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(event, dict):
-            continue
+    for event in records:
         if event.get("event") == "run_start":
             old_parts = dict(event.get("suite_parts") or {})
         elif event.get("event") == "unit_result":
@@ -655,7 +650,6 @@ def read_previous_run(run_dir: Path, parts: dict[str, str]) -> PreviousRun:
                          "give the same suite and options, or start a new run")
     kept = {(r.model, r.id or r.probe) for r in report.probes if r.status not in ("error", "interrupted")}
     hashes = {m.name: m.sha256 for m in report.models}
-    report.run_dir = str(run_dir)
     return PreviousRun(report, kept, units, hashes)
 
 
@@ -664,9 +658,7 @@ def rebuild_report(run_dir: Path) -> RunReport:
     events = Path(run_dir) / "events.jsonl"
     if not events.is_file():
         raise BertprobeError(f"'{run_dir}' has no events.jsonl; is it a bertprobe run folder?")
-    report = RunReport.from_events(events)
-    report.run_dir = str(run_dir)
-    return report
+    return RunReport.from_events(events)
 
 
 def log_to_stderr(message: str) -> None:

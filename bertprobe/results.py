@@ -257,6 +257,21 @@ class ProbeResult:
         )
 
 
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The records of an ``events.jsonl``; blank lines and a torn last line (a killed run) are skipped."""
+    events = []
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
 @dataclass
 class RunReport:
     """The whole run: provenance, the models, one ProbeResult per (model, probe) and the gate's verdict.
@@ -376,17 +391,14 @@ class RunReport:
     def from_events(cls, path: str | Path) -> RunReport:
         """Rebuild a report from an ``events.jsonl``; a run that never finished reads as interrupted."""
         path = Path(path)
-        report = cls(suite=path.parent.name, run_dir=str(path.parent))
+        return cls.fold(read_events(path), path.parent)
+
+    @classmethod
+    def fold(cls, events: list[dict[str, Any]], run_dir: Path) -> RunReport:
+        """The report of a run folder from its events (see ``read_events``)."""
+        report = cls(suite=run_dir.name, run_dir=str(run_dir))
         finished = False
-        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line from a killed run
-            if not isinstance(event, dict):
-                continue
+        for event in events:
             report.apply(event)
             if event.get("event") in ("run_finish", "run_resumed"):
                 finished = event.get("event") == "run_finish"
