@@ -11,7 +11,7 @@ import random
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -578,23 +578,9 @@ def _absolute(source: str) -> str:
 
 def suite_fingerprint(suite: Suite) -> dict[str, str]:
     """A short hash of each part of the resolved suite (models, data, probes, ...), to tell what changed."""
-    out = {}
-    for f in fields(suite):
-        if f.name in ("source", "description", "model"):
-            continue
-        text = json.dumps(jsonable(_plain(getattr(suite, f.name))), sort_keys=True, default=str)
-        out[f.name] = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    return out
-
-
-def _plain(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
+    plain = jsonable(asdict(suite))  # asdict descends into the nested specs
+    return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+            for name, value in plain.items() if name not in ("source", "description", "model")}
 
 
 def recorded_options(options: RunOptions) -> dict[str, Any]:
