@@ -8,6 +8,7 @@ temporary name, then renamed), so runs finishing together in one folder (a CI ma
 from __future__ import annotations
 
 import html
+import json
 import os
 import shutil
 import uuid
@@ -28,17 +29,27 @@ class RunEntry:
         return self.report.status in ("interrupted", "aborted") and bool(self.report.probes)
 
 
+def _read_run(folder: Path) -> RunReport:
+    """A run's report: its report.json when the run finished (small), else a fold of its events (a killed
+    run's report.json still says 'running'; its events say it was interrupted)."""
+    summary = folder / "report.json"
+    if summary.is_file():
+        report = RunReport.from_dict(json.loads(summary.read_text(encoding="utf-8")))
+        if report.status != "running":
+            return report
+    return RunReport.from_events(folder / "events.jsonl")
+
+
 def find_runs(reports_dir: Path) -> list[RunEntry]:
     """Every run folder (one holding events.jsonl) under ``reports_dir``, newest first."""
     entries = []
     if not reports_dir.is_dir():
         return entries
     for child in reports_dir.iterdir():
-        events = child / "events.jsonl"
-        if child.is_symlink() or not events.is_file():
+        if child.is_symlink() or not (child / "events.jsonl").is_file():
             continue
         try:
-            report = RunReport.from_events(events)
+            report = _read_run(child)
         except (OSError, ValueError, KeyError, TypeError):
             continue
         entries.append(RunEntry(child, report))
