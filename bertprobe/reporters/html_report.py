@@ -8,12 +8,15 @@ its colour bar. With several models, each probe gets side-by-side bars of its qu
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from bertprobe.figures import figure_specs, render_svg  # matplotlib itself loads on the first figure
 from bertprobe.hookspecs import hookimpl
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
@@ -50,11 +53,6 @@ def _figure(spec: dict[str, Any], cache: dict[str, str] | None = None) -> str:
     ``cache`` (the reporter's, per run) keeps drawn figures: the report is rewritten after every probe,
     and earlier probes' figures are not drawn again.
     """
-    import hashlib
-    import json
-
-    from bertprobe.figures import render_svg
-
     key = hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode("utf-8")).hexdigest()
     if cache is not None and key in cache:
         return cache[key]
@@ -166,8 +164,6 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
             parts.append(tabulate([[k, str(v)] for k, v in summary.items()], tablefmt="html"))
         if result.metrics or result.expectations:
             parts.append(tabulate(metric_rows(result), headers=METRIC_HEADERS, tablefmt="html"))
-        from bertprobe.figures import figure_specs
-
         for spec in figure_specs(result.details):
             parts.append(_figure(spec, cache))
         if result.findings:
