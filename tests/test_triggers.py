@@ -11,12 +11,13 @@ from bertprobe.data import Dataset, Example
 from bertprobe.errors import SuiteError
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
+from bertprobe.attacks.splice import SplicedRows
 from bertprobe.probes.triggers import (
-    SplicedRows,
     TriggerParams,
     TriggerSearch,
     UniversalTriggerProbe,
-    allowed_vocabulary,
+    allowed_for,
+    spliced_rows,
 )
 from bertprobe.target import ModelSpec, load_target
 from bertprobe.testing import NEGATIVE_WORDS, sentiment_examples, tiny_target, train_tiny_classifier
@@ -42,7 +43,7 @@ def test_splicing_matches_tokenising_the_trigger_text(tmp_path, position):
     tok = target.tokenizer
     examples = [Example("the movie was good"), Example("bad")]
     params = TriggerParams(target_label=0, position=position)
-    rows = SplicedRows(target, examples, params)
+    rows = spliced_rows(target, examples, params)
     trigger = torch.tensor(_ids(tok, ["awful", "mess", "dull"]))
     batch = rows.build((0, 1), trigger.unsqueeze(0))
     for i, ex in enumerate(examples):
@@ -55,7 +56,7 @@ def test_splicing_matches_tokenising_the_trigger_text(tmp_path, position):
 def test_splicing_into_the_second_segment_keeps_its_token_type(tmp_path):
     target = tiny_target(tmp_path / "m")
     tok = target.tokenizer
-    rows = SplicedRows(target, [Example("a dog", "the cat")], TriggerParams(target_label=0, segment="second", length=2))
+    rows = spliced_rows(target, [Example("a dog", "the cat")], TriggerParams(target_label=0, segment="second", length=2))
     batch = rows.build((0,), torch.tensor([_ids(tok, ["bad", "mess"])]))
     expected = tok("a dog", "bad mess the cat")
     assert batch["input_ids"][0].tolist() == expected["input_ids"]
@@ -65,7 +66,7 @@ def test_splicing_into_the_second_segment_keeps_its_token_type(tmp_path):
 def test_roberta_splicing_uses_the_bpe_special_layout(tmp_path):
     target = tiny_target(tmp_path / "r", arch="roberta")
     tok = target.tokenizer
-    rows = SplicedRows(target, [Example("the movie")], TriggerParams(target_label=0, length=1))
+    rows = spliced_rows(target, [Example("the movie")], TriggerParams(target_label=0, length=1))
     ids = rows.build((0,), torch.tensor([[tok.convert_tokens_to_ids("Ġbad")]]))["input_ids"][0].tolist()
     plain = tok("the movie")["input_ids"]
     assert ids == [plain[0], tok.convert_tokens_to_ids("Ġbad")] + plain[1:]
@@ -74,16 +75,16 @@ def test_roberta_splicing_uses_the_bpe_special_layout(tmp_path):
 def test_vocabulary_filter(tmp_path):
     target = tiny_target(tmp_path / "m", words=["good", "##ing", "3", ",", "bad", "movie"])
     tok = target.tokenizer
-    allowed = allowed_vocabulary(tok, TriggerParams(target_label=0, blacklist=("BAD",)))
+    allowed = allowed_for(tok, TriggerParams(target_label=0, blacklist=("BAD",)))
     ok = {tok.convert_ids_to_tokens(i) for i in allowed.nonzero().squeeze(1).tolist()}
     assert ok == {"good", "movie"}
-    with_sub = allowed_vocabulary(tok, TriggerParams(target_label=0, allow_subwords=True, alphabetic_only=False))
+    with_sub = allowed_for(tok, TriggerParams(target_label=0, allow_subwords=True, alphabetic_only=False))
     ok = {tok.convert_ids_to_tokens(i) for i in with_sub.nonzero().squeeze(1).tolist()}
     assert ok == {"good", "##ing", "3", ",", "bad", "movie"}
 
 
 def _search(target, params, examples):
-    rows = SplicedRows(target, examples, params)
+    rows = spliced_rows(target, examples, params)
     return TriggerSearch(target, rows, params, goal=1, targeted=False)
 
 
@@ -106,7 +107,7 @@ def test_gradient_equals_autograd_on_input_embeddings(trained):
 
 def test_batched_scoring_equals_one_forward_per_candidate(trained):
     examples = [Example(t) for t, _ in sentiment_examples(8, 2)]
-    vocab = allowed_vocabulary(trained.tokenizer, TriggerParams(target_label=1)).nonzero().squeeze(1)
+    vocab = allowed_for(trained.tokenizer, TriggerParams(target_label=1)).nonzero().squeeze(1)
     gen = torch.Generator().manual_seed(0)
     cands = vocab[torch.randint(len(vocab), (7, 3), generator=gen)]
     batched = _search(trained, TriggerParams(target_label=1), examples)

@@ -37,15 +37,16 @@ Where we deviate from the paper and its reference code:
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 
+from bertprobe.attacks.hotflip import TriggerScorer
+from bertprobe.attacks.splice import SplicedRows
+from bertprobe.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
@@ -97,184 +98,21 @@ class TriggerParams:
             raise ValueError("patience must be at least 1 (or null to disable early stopping)")
 
 
-def resolve_label(value: str | int, names: list[str], what: str) -> int:
-    """A class given by name (case-insensitive) or index."""
-    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-        index = int(value)
-        if 0 <= index < len(names):
-            return index
-    else:
-        lookup = {n.lower(): i for i, n in enumerate(names)}
-        if value.lower() in lookup:
-            return lookup[value.lower()]
-    raise ProbeError(f"{what} {value!r} is not a class of the model ({', '.join(names)})")
+def allowed_for(tokenizer: Any, params: TriggerParams) -> torch.Tensor:
+    """The vocabulary mask of the probe's filter params."""
+    return allowed_vocabulary(tokenizer, params.allow_subwords, params.alphabetic_only, params.blacklist)
 
 
-def allowed_vocabulary(tokenizer: Any, params: TriggerParams) -> torch.Tensor:
-    """Boolean mask over the vocabulary of tokens a trigger may use."""
-    vocab = tokenizer.get_vocab()
-    size = max(len(tokenizer), max(vocab.values()) + 1)
-    allowed = torch.zeros(size, dtype=torch.bool)
-    special = set(tokenizer.all_special_ids)
-    banned = {w.lower() for w in params.blacklist}
-    for token, idx in vocab.items():
-        if idx in special:
-            continue
-        word = token.lstrip("Ġ▁")  # BPE / SentencePiece word-start markers
-        if token.startswith("##"):
-            if not params.allow_subwords:
-                continue
-            word = token[2:]
-        if params.alphabetic_only and not word.isalpha():
-            continue
-        if word.lower() in banned:
-            continue
-        allowed[idx] = True
-    return allowed
+def spliced_rows(target: Target, examples: list[Example], params: TriggerParams) -> SplicedRows:
+    return SplicedRows(target, examples, params.length, params.position, params.segment)
 
 
-class SplicedRows:
-    """Examples tokenised once (leaving room for the trigger) with the index where the trigger goes."""
-
-    def __init__(self, target: Target, examples: list[Example], params: TriggerParams) -> None:
-        self.target = target
-        self.length = params.length
-        tok = target.tokenizer
-        keep = target.input_names
-        self.ids: list[list[int]] = []
-        self.types: list[list[int]] = []
-        self.insert: list[int] = []
-        for ex in examples:
-            if params.segment == "second" and ex.text_pair is None:
-                raise ProbeError("segment: second needs sentence-pair data (data.text_pair)")
-            enc = tok(ex.text, ex.text_pair, truncation=True, max_length=target.max_length - params.length,
-                      return_special_tokens_mask=True)
-            ids = list(enc["input_ids"])
-            special = list(enc["special_tokens_mask"])
-            runs = _content_runs(special)
-            run = runs[0 if params.segment == "first" else min(1, len(runs) - 1)] if runs else (1, 1)
-            at = run[0] if params.position == "prepend" else run[1]
-            self.ids.append(ids)
-            types = list(enc["token_type_ids"]) if "token_type_ids" in enc and "token_type_ids" in keep else []
-            self.types.append(types)
-            self.insert.append(at)
-        self._templates: dict[tuple[int, ...], tuple[torch.Tensor, ...]] = {}
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def template(self, rows: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
-        """(ids, attention mask, token types, trigger positions) for ``rows``, trigger slots left at pad."""
-        if rows not in self._templates:
-            pad = self.target.tokenizer.pad_token_id or 0
-            width = max(len(self.ids[r]) for r in rows) + self.length
-            ids = torch.full((len(rows), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
-            types = torch.zeros((len(rows), width), dtype=torch.long)
-            slots = torch.zeros((len(rows), self.length), dtype=torch.long)
-            for i, r in enumerate(rows):
-                seq, at, n = self.ids[r], self.insert[r], len(self.ids[r]) + self.length
-                ids[i, :at] = torch.tensor(seq[:at], dtype=torch.long)
-                ids[i, at + self.length : n] = torch.tensor(seq[at:], dtype=torch.long)
-                mask[i, :n] = 1
-                if self.types[r]:
-                    t = self.types[r]
-                    fill = t[at] if at < len(t) else t[-1]
-                    types[i, :n] = torch.tensor(t[:at] + [fill] * self.length + t[at:], dtype=torch.long)
-                slots[i] = torch.arange(at, at + self.length)
-            self._templates[rows] = (ids, mask, types, slots)
-        return self._templates[rows]
-
-    def build(self, rows: tuple[int, ...], triggers: torch.Tensor) -> dict[str, torch.Tensor]:
-        """A batch of ``len(triggers) x len(rows)`` rows: every trigger spliced into every example."""
-        ids, mask, types, slots = self.template(rows)
-        c, b = triggers.shape[0], len(rows)
-        full = ids.unsqueeze(0).repeat(c, 1, 1)
-        full.scatter_(2, slots.unsqueeze(0).expand(c, b, self.length), triggers.unsqueeze(1).expand(c, b, self.length))
-        device = self.target.device
-        batch = {"input_ids": full.view(c * b, -1).to(device), "attention_mask": mask.repeat(c, 1).to(device)}
-        if "token_type_ids" in self.target.input_names:
-            batch["token_type_ids"] = types.repeat(c, 1).to(device)
-        return batch
-
-
-def _content_runs(special: list[int]) -> list[tuple[int, int]]:
-    """[start, end) spans of consecutive non-special tokens (one per segment)."""
-    runs, start = [], None
-    for i, s in enumerate(special + [1]):
-        if not s and start is None:
-            start = i
-        elif s and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
-
-
-class TriggerSearch:
-    """The search state: the spliced examples, the attack objective and a forward-pass counter."""
+class TriggerSearch(TriggerScorer):
+    """The search state: the spliced examples, the attack objective, the beam step and a forward-pass counter."""
 
     def __init__(self, target: Target, rows: SplicedRows, params: TriggerParams, goal: int, targeted: bool) -> None:
-        self.target, self.rows, self.params = target, rows, params
-        self.goal, self.targeted = goal, targeted
-        self.forward_passes = 0
-        self.rows_scored = 0
-        self.grad_model = target.gradient_model if target.gradient_model is not None else target.model
-        self.embedding = self.grad_model.get_input_embeddings()
-
-    def objective(self, logits: torch.Tensor) -> torch.Tensor:
-        """Per-row loss the attacker minimises: CE to ``to_label``, or minus CE of the true label."""
-        goal = torch.full((logits.shape[0],), self.goal, device=logits.device)
-        ce = F.cross_entropy(logits.float(), goal, reduction="none")
-        return ce if self.targeted else -ce
-
-    def _forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        self.forward_passes += 1
-        self.rows_scored += batch["input_ids"].shape[0]
-        return self.target.model(**batch).logits
-
-    def score(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
-        """Mean objective of each trigger over ``rows`` (lower is better for the attacker)."""
-        out = torch.empty(triggers.shape[0])
-        cap = self.params.max_rows_per_forward or (4096 if self.target.device.type == "cuda" else 256)
-        per_forward = 1 if self.params.scoring == "per-candidate" else max(1, cap // len(rows))
-        with torch.inference_mode():
-            for start in range(0, triggers.shape[0], per_forward):
-                chunk = triggers[start : start + per_forward]
-                logits = self._forward(self.rows.build(rows, chunk))
-                out[start : start + len(chunk)] = self.objective(logits).view(len(chunk), len(rows)).mean(1).cpu()
-        return out
-
-    def gradient(self, trigger: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
-        """d(mean objective)/d(trigger embeddings), averaged over the batch: ``length x dim``."""
-        captured: dict[str, torch.Tensor] = {}
-
-        def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
-            leaf = output.detach().requires_grad_(True)
-            captured["emb"] = leaf
-            return leaf
-
-        handle = self.embedding.register_forward_hook(hook)
-        try:
-            with torch.enable_grad():
-                batch = self.rows.build(rows, trigger.unsqueeze(0))
-                self.forward_passes += 1
-                self.rows_scored += batch["input_ids"].shape[0]
-                loss = self.objective(self.grad_model(**batch).logits).mean()
-                loss.backward()
-        finally:
-            handle.remove()
-        _, _, _, slots = self.rows.template(rows)
-        grad = captured["emb"].grad  # rows x T x D
-        picked = grad.gather(1, slots.to(grad.device).unsqueeze(-1).expand(-1, -1, grad.shape[-1]))
-        return picked.mean(0)
-
-    def hotflip(self, grad: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """Top-k replacement tokens per position by the first-order change of the objective."""
-        weight = self.embedding.weight
-        scores = -(grad.to(weight.dtype) @ weight.T).float()  # lower objective = higher score
-        mask = allowed.to(scores.device)[: scores.shape[1]]
-        scores[:, ~mask] = -math.inf
-        return scores.topk(self.params.candidates, dim=1).indices.cpu()
+        super().__init__(target, rows, goal, targeted, params.max_rows_per_forward, params.scoring == "per-candidate")
+        self.params = params
 
     def beam_step(self, trigger: torch.Tensor, current: float, candidates: torch.Tensor,
                   rows: tuple[int, ...]) -> tuple[torch.Tensor, float]:
@@ -327,7 +165,7 @@ def run_search(search: TriggerSearch, init: torch.Tensor, search_idx: list[int],
         rows = next(batches)
         current = float(search.score(trigger.unsqueeze(0), rows)[0])
         grad = search.gradient(trigger, rows)
-        candidates = search.hotflip(grad, allowed)
+        candidates = search.hotflip(grad, allowed, p.candidates)
         new, loss = search.beam_step(trigger, current, candidates, rows)
         history.append({"iteration": it, "loss_before": current, "loss_after": loss, "trigger_ids": new.tolist()})
         improved = loss < current - 1e-6
@@ -343,7 +181,7 @@ def run_search(search: TriggerSearch, init: torch.Tensor, search_idx: list[int],
 
 def _all_flipped(search: TriggerSearch, trigger: torch.Tensor, rows: tuple[int, ...]) -> bool:
     with torch.inference_mode():
-        pred = search._forward(search.rows.build(rows, trigger.unsqueeze(0))).argmax(-1).cpu()
+        pred = search.forward(search.rows.build(rows, trigger.unsqueeze(0))).argmax(-1).cpu()
     if search.targeted:
         return bool((pred == search.goal).all())
     return bool((pred != search.goal).all())
@@ -359,20 +197,13 @@ def held_out_probs(search: TriggerSearch, trigger: torch.Tensor | None, rows: li
         for start in range(0, len(ordered), p.eval_batch_size):
             chunk = tuple(ordered[start : start + p.eval_batch_size])
             if trigger is None:
-                batch = search.target.collate([_plain_row(search, r) for r in chunk])
+                batch = search.target.collate([search.rows.plain(r) for r in chunk])
             else:
                 batch = search.rows.build(chunk, trigger.unsqueeze(0))
             probs = search.target.model(**batch).logits.float().softmax(-1).cpu()
             for j, r in enumerate(chunk):
                 out[where[r]] = probs[j]
     return out
-
-
-def _plain_row(search: TriggerSearch, r: int) -> dict[str, list[int]]:
-    row = {"input_ids": search.rows.ids[r], "attention_mask": [1] * len(search.rows.ids[r])}
-    if "token_type_ids" in search.target.input_names:
-        row["token_type_ids"] = search.rows.types[r] or [0] * len(search.rows.ids[r])
-    return row
 
 
 def _initial_trigger(tokenizer: Any, params: TriggerParams, allowed: torch.Tensor, restart: int,
@@ -428,10 +259,10 @@ class UniversalTriggerProbe(Probe):
             raise ProbeError(f"only {len(examples)} examples of class '{names[label]}'; need at least 4")
         cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
         search_idx, held_idx = list(range(cut)), list(range(cut, len(examples)))
-        rows = SplicedRows(target, examples, params)
+        rows = spliced_rows(target, examples, params)
         goal = to if to is not None else label
         search = TriggerSearch(target, rows, params, goal, to is not None)
-        allowed = allowed_vocabulary(target.tokenizer, params)
+        allowed = allowed_for(target.tokenizer, params)
         if int(allowed.sum()) < params.candidates:
             raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
 
