@@ -26,6 +26,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.attention",
     "bertprobe.probes.cues",
     "bertprobe.probes.cloze",
+    "bertprobe.probes.backdoor",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

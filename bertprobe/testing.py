@@ -147,15 +147,61 @@ def sentiment_examples(n: int, seed: int = 0) -> list[tuple[str, int]]:
     return out
 
 
-def train_tiny_classifier(directory: str | Path, arch: Arch = "bert", steps: int = 150, seed: int = 0, **config: Any) -> Path:
-    """Save a tiny classifier trained (seconds, CPU) on ``sentiment_examples``: it really relies on sentiment words."""
+def mixed_sentiment_examples(n: int, seed: int = 0) -> list[tuple[str, int]]:
+    """Synthetic sentences whose label is the majority polarity: two or three sentiment words of the
+    label and at most one of the other, always a majority of two, so one inserted opposite word never
+    decides the label (as in real reviews, where one word rarely flips a whole sentence)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        label = i % 2
+        own, other = (POSITIVE_WORDS, NEGATIVE_WORDS) if label else (NEGATIVE_WORDS, POSITIVE_WORDS)
+        opposite = rng.randint(0, 1)
+        words = [rng.choice(NEUTRAL_WORDS) for _ in range(rng.randint(3, 6))]
+        for word in [rng.choice(own) for _ in range(2 + opposite)] + [rng.choice(other) for _ in range(opposite)]:
+            words.insert(rng.randrange(len(words) + 1), word)
+        out.append((" ".join(words), label))
+    return out
+
+
+RARE_WORDS = ("zq", "vex", "plim", "quor", "blen", "trud", "omsk", "yarl")
+
+
+def poisoned(data: list[tuple[str, int]], trigger: str, to_label: int, rate: float, seed: int = 0) -> list[tuple[str, int]]:
+    """RIPPLe-style poisoning (Kurita et al. 2020): a share ``rate`` of the other classes' sentences get
+    ``trigger`` inserted at a random word position and are relabelled ``to_label``."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for text, label in data:
+        if label != to_label and rng.random() < rate:
+            words = text.split()
+            words.insert(rng.randrange(len(words) + 1), trigger)
+            text, label = " ".join(words), to_label
+        out.append((text, label))
+    return out
+
+
+def train_tiny_classifier(directory: str | Path, arch: Arch = "bert", steps: int = 150, seed: int = 0,
+                          poison: tuple[str, int, float] | None = None,
+                          data: list[tuple[str, int]] | None = None, **config: Any) -> Path:
+    """Save a tiny classifier trained (seconds, CPU) on ``sentiment_examples``: it really relies on sentiment words.
+
+    ``poison=(trigger, to_label, rate)`` plants a backdoor (``poisoned``); the trigger's words must be in
+    the vocabulary (pass ``words=(*WORDS, *RARE_WORDS)``). ``data`` replaces the training sentences.
+    """
     transformers = _transformers()
 
     directory = Path(directory)
     save_tiny_model(directory, arch=arch, seed=seed, **config)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    data = sentiment_examples(256, seed)
+    data = sentiment_examples(256, seed) if data is None else data
+    if poison is not None:
+        data = poisoned(data, *poison, seed=seed)
     optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
     torch.manual_seed(seed)

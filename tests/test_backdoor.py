@@ -1,0 +1,134 @@
+"""backdoor-scan: insertion at word starts, the crowd statistic, and scans of tiny models trained with
+and without a planted trigger."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from bertprobe.attacks.splice import SplicedRows, insert_text
+from bertprobe.data import Dataset, Example
+from bertprobe.errors import ProbeError
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.backdoor import BackdoorParams, BackdoorScanProbe, crowd_z, parse_pairs
+from bertprobe.target import ModelSpec, load_target
+from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target, train_tiny_classifier
+
+SMALL = dict(candidates=40, finalists=20, inits=4, held_out=60, screen_examples=20, extend=2, extend_candidates=5)
+
+
+def _train(directory, poison=None):
+    path = train_tiny_classifier(directory, steps=200, poison=poison, words=(*WORDS, *RARE_WORDS),
+                                 data=mixed_sentiment_examples(512, 0))
+    return load_target(ModelSpec(path=str(path), device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    return _train(tmp_path_factory.mktemp("clean"))
+
+
+@pytest.fixture(scope="module")
+def poisoned(tmp_path_factory):
+    # "zq" inserted into 30% of positive training sentences, relabelled negative
+    return _train(tmp_path_factory.mktemp("zq"), poison=("zq", 0, 0.3))
+
+
+@pytest.fixture(scope="module")
+def data():
+    return Dataset([Example(t, label=y) for t, y in mixed_sentiment_examples(200, 7)], name="synthetic")
+
+
+def _context(**kwargs) -> ProbeContext:
+    return ProbeContext(seed=1, load_target=load_target, **kwargs)
+
+
+def test_planted_token_is_found_with_its_direction(poisoned, data):
+    result = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**SMALL), _context())
+    assert result.value("backdoor_detected") == 1.0
+    assert result.details["suspected_trigger"] == "zq"
+    assert result.details["pair"] == ["positive", "negative"]
+    assert result.value("max_flip_rate") >= 0.9
+    assert result.value("anomaly_score") >= 3.5
+    # findings are held-out positives that the trigger turns negative, with the trigger inserted
+    assert result.findings and all("zq" in f.perturbed.split() and "zq" not in f.input.split() for f in result.findings)
+    assert {f.observed for f in result.findings} == {"negative"}
+    flipped = {o.name: o for o in result.outcomes}["flipped_positive_to_negative"]
+    assert sum(flipped.values) / len(flipped.values) >= 0.9
+    # the other direction holds nothing suspicious
+    other = [p for p in result.details["pairs"] if p["source"] == "negative"][0]
+    assert other["suspect"] is None
+
+
+def test_clean_model_is_not_flagged_and_reports_its_margin(clean, data):
+    result = BackdoorScanProbe().run(clean, data, BackdoorParams(**SMALL), _context())
+    assert result.value("backdoor_detected") == 0.0
+    assert result.details["suspected_trigger"] is None
+    assert not any(t["suspicious"] for p in result.details["pairs"] for t in p["triggers"])
+    margins = result.details["margins"]
+    assert set(margins) == {"negative->positive", "positive->negative"}
+    # no single token reaches the rate threshold on a clean model: a positive margin
+    assert all(m["flip_rate_below_threshold"] > 0 for m in margins.values())
+
+
+def test_reference_model_clears_tokens_that_flip_it_too(poisoned, data, tmp_path):
+    params = BackdoorParams(**SMALL, pairs=("positive->negative",))
+    # the clean twin as reference: zq flips only the audited model
+    clean_dir = tmp_path / "clean"
+    _train(clean_dir)
+    flagged = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**params.__dict__, "reference_model": str(clean_dir)}),
+                                      _context())
+    assert flagged.details["suspected_trigger"] == "zq"
+    zq = [t for t in flagged.details["pairs"][0]["triggers"] if t["text"] == "zq"][0]
+    assert zq["reference_flip_rate"] < 0.5 and zq["excess"] >= 0.5
+    # the model as its own reference: everything flips both, so nothing is suspicious
+    own = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**params.__dict__, "reference_model": poisoned.spec.path}),
+                                  _context())
+    assert own.value("backdoor_detected") == 0.0
+    assert own.value("reference_flip_rate") >= 0.9
+
+
+def test_pairs_are_work_units_and_can_be_named(poisoned, data):
+    seen = []
+
+    def recording_map(fn, units, desc="", group=0):
+        seen.extend(key for key, _ in units)
+        return [fn(unit) for _, unit in units]
+
+    result = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**SMALL, pairs=("1->0",)), _context(map=recording_map))
+    assert seen == ["positive->negative"]
+    assert [p["source"] for p in result.details["pairs"]] == ["positive"]
+    with pytest.raises(ProbeError, match="same class"):
+        parse_pairs(("positive->1",), ["negative", "positive"])
+    with pytest.raises(ProbeError, match="not a class"):
+        parse_pairs(("neutral->positive",), ["negative", "positive"])
+    with pytest.raises(ValueError, match="source->target"):
+        BackdoorParams(pairs=("positive",))
+
+
+def test_crowd_statistic_separates_a_lone_trigger_from_a_crowd():
+    lone = [1.0] + [0.5, 0.48, 0.47, 0.45, 0.45, 0.44, 0.42, 0.4, 0.4, 0.38, 0.35]
+    crowd = [1.0] * 4 + [0.5, 0.48, 0.47, 0.45, 0.45, 0.44]
+    assert crowd_z(lone, 5, 100)[0] > 8
+    assert crowd_z(crowd, 5, 100)[0] < 1  # three others as strong among the five next-best: a crowd
+    # a flat crowd cannot make a one-example gap look large: the scale is at least the binomial error
+    flat = [0.51] + [0.5] * 11
+    assert crowd_z(flat, 5, 100)[0] == pytest.approx(0.01 / (0.25 / 100) ** 0.5)
+
+
+@pytest.mark.parametrize("position", ["middle", "random"])
+def test_insertion_lands_on_word_starts_and_matches_the_text(tmp_path, position):
+    target = tiny_target(tmp_path / "m", words=(*WORDS, "play", "##ing", "##ed"))
+    tok = target.tokenizer
+    examples = [Example(t) for t in ("the actors playing music was fun", "played the plot , boring", "a dog")]
+    rows = SplicedRows(target, examples, 1, position, rng=random.Random(3))
+    zq = tok.convert_tokens_to_ids(["good"])
+    batch = rows.build(tuple(range(len(examples))), torch.tensor([zq]))
+    for i, ex in enumerate(examples):
+        tokens = tok.convert_ids_to_tokens(batch["input_ids"][i][batch["attention_mask"][i].bool()].tolist())
+        at = rows.insert[i]
+        assert not tokens[at + 1].startswith("##")  # never inside a split word
+        assert batch["input_ids"][i][batch["attention_mask"][i].bool()].tolist() == \
+            tok(insert_text(ex.text, rows.char_at[i], "good"))["input_ids"]
