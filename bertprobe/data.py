@@ -13,7 +13,7 @@ from bertprobe.registry import did_you_mean
 
 LABEL_LIKE = {"label", "labels", "sentiment", "class", "target", "gold", "y", "category", "polarity"}
 TEXT_DEFAULTS = ("sentence", "text", "sentence1", "premise", "question", "content", "review")
-LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json"}
+LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json", ".conllu": "conllu"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,11 @@ class Example:
     choices: tuple[str, ...] | None = None
     id: str = ""
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    # token-level data (a treebank): the words, their (start, end) characters in ``text``, and per-word
+    # annotation layers such as head (1-based, 0 = root), deprel and upos; Target maps words to tokens
+    words: tuple[str, ...] | None = None
+    spans: tuple[tuple[int, int], ...] | None = None
+    layers: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False)
 
 
 @dataclass
@@ -72,6 +77,19 @@ class Dataset:
 
     def labels(self) -> list[int]:
         return [int(ex.label) for ex in self.examples]  # type: ignore[arg-type]
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What every example has, as probe requirements name it: ``data:labels``, ``data:text-pair``,
+        ``data:choices``, ``data:words`` and ``data:layer:<name>`` for each annotation layer."""
+        if not self.examples:
+            return frozenset()
+        have = {"data:labels": all(ex.label is not None for ex in self.examples),
+                "data:text-pair": all(ex.text_pair is not None for ex in self.examples),
+                "data:choices": all(ex.choices for ex in self.examples),
+                "data:words": all(ex.words and ex.spans for ex in self.examples)}
+        layers = set.intersection(*(set(ex.layers) for ex in self.examples))
+        return frozenset([k for k, ok in have.items() if ok] + [f"data:layer:{name}" for name in sorted(layers)])
 
 
 class DatasetLoader(Protocol):
@@ -150,7 +168,7 @@ def read_delimited(path: Path, sep: str = "\t", quoted: bool = False) -> Any:
 def _read_local(path: Path) -> Any:
     fmt = LOCAL_FORMATS.get(path.suffix.lower())
     if fmt is None and path.is_file():
-        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv or .jsonl")
+        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv, .jsonl or .conllu")
     if fmt == "tsv":  # GLUE-style: tab separated, bare quotes are literal text
         return read_delimited(path, "\t", quoted=False)
     if fmt == "csv":
@@ -211,6 +229,10 @@ def load_table(spec: DataSpec) -> Dataset:
     if not spec.path:
         raise DataError("no data given: set data.path in the suite or pass --data PATH")
     local = _is_local(spec.path)
+    if local and Path(spec.path).suffix.lower() == ".conllu":
+        from bertprobe.treebank import read_conllu
+
+        return read_conllu(Path(spec.path).expanduser())
     table = _read_local(Path(spec.path).expanduser()) if local else _read_hub(spec)
     columns = list(table.column_names)
     source = spec.path

@@ -380,6 +380,10 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         _judge(result, spec.expect)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
+    lacking = cls.missing_data(data.features) if data is not None else []
+    if lacking:
+        raise DataError(f"probe {spec.id}: data '{data_spec.describe()}' lacks {', '.join(lacking)}; "  # type: ignore[union-attr]
+                        "give it data that has them (words and dependency layers come from a .conllu treebank)")
 
     def baseline_result() -> ProbeResult | None:
         if not session.baseline or session.baseline == name:

@@ -16,5 +16,7 @@ def bertprobe_load_target(spec: ModelSpec) -> Target:
 @hookimpl
 def bertprobe_register_datasets(registry: Any) -> None:
     from bertprobe.arct import ArctLoader
+    from bertprobe.treebank import ConlluLoader
 
     registry.add(ArctLoader())
+    registry.add(ConlluLoader())

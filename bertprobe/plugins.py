@@ -27,6 +27,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.cues",
     "bertprobe.probes.cloze",
     "bertprobe.probes.backdoor",
+    "bertprobe.probes.syntax",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

@@ -87,7 +87,8 @@ class Probe(abc.ABC):
     """Base class of a probe.
 
     Subclasses set ``name`` (what a suite writes), ``description`` (one line for ``bertprobe list``),
-    ``requires`` (target capabilities such as ``classifier``, ``mlm``, ``attentions``, ``gradients``),
+    ``requires`` (target capabilities such as ``classifier``, ``mlm``, ``attentions``, ``gradients``, and
+    what the data must hold: ``data:labels``, ``data:words``, ``data:layer:head``; see ``Dataset.features``),
     ``metrics`` (metric names, fnmatch patterns allowed, that ``expect:`` may name), ``Params``
     (a frozen dataclass; the suite's ``params:`` are validated against it) and ``path_params`` (names of
     params that hold file paths, comma-separated or ``prefix:path`` allowed: relative ones written in
@@ -114,7 +115,13 @@ class Probe(abc.ABC):
 
     @classmethod
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:
-        return sorted(set(cls.requires) - set(capabilities))
+        """Target capabilities the probe requires and ``capabilities`` lacks (``data:`` needs aside)."""
+        return sorted(r for r in set(cls.requires) - set(capabilities) if not r.startswith("data:"))
+
+    @classmethod
+    def missing_data(cls, features: frozenset[str] | set[str]) -> list[str]:
+        """What the probe requires of its data (``data:words``, ``data:layer:head``...) that ``features`` lacks."""
+        return sorted(r for r in set(cls.requires) - set(features) if r.startswith("data:"))
 
     @abc.abstractmethod
     def run(self, target: Target, data: Dataset | None, params: Any, ctx: ProbeContext) -> ProbeResult:

@@ -13,7 +13,7 @@ import torch
 
 from bertprobe.errors import TargetError
 
-Task = Literal["classification", "multiple-choice", "masked-lm"]
+Task = Literal["classification", "multiple-choice", "masked-lm", "encoder"]
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _SUFFIX_TASK: dict[str, Task] = {
     "ForSequenceClassification": "classification",
@@ -42,7 +42,7 @@ class ModelSpec:
     compile: bool = False
     device: str = "auto"
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    task: Literal["auto", "classification", "multiple-choice", "masked-lm"] = "auto"
+    task: Literal["auto", "classification", "multiple-choice", "masked-lm", "encoder"] = "auto"
     max_length: int | None = None
     batch_size: int = 32
     token_budget: int | None = None  # tokens per batch (default: 65,536 on a GPU, fixed batch_size on a CPU)
@@ -149,13 +149,16 @@ def _check_weights(directory: Path, allow_pickle: bool) -> None:
 def detect_task(config: Any, requested: str = "auto") -> Task:
     if requested != "auto":
         return requested  # type: ignore[return-value]
-    for arch in getattr(config, "architectures", None) or []:
+    architectures = getattr(config, "architectures", None) or []
+    for arch in architectures:
         for suffix, task in _SUFFIX_TASK.items():
             if arch.endswith(suffix):
                 return task
+    if any(arch.endswith("Model") and "For" not in arch for arch in architectures):
+        return "encoder"  # a bare encoder (BertModel, RobertaModel, ...): no task head
     raise TargetError(
-        f"cannot tell the task from the config (architectures={getattr(config, 'architectures', None)}); "
-        "set 'task: classification | multiple-choice | masked-lm' under model:"
+        f"cannot tell the task from the config (architectures={architectures or None}); "
+        "set 'task: classification | multiple-choice | masked-lm | encoder' under model:"
     )
 
 
@@ -166,6 +169,7 @@ def _auto_class(task: Task) -> Any:
         "classification": transformers.AutoModelForSequenceClassification,
         "multiple-choice": transformers.AutoModelForMultipleChoice,
         "masked-lm": transformers.AutoModelForMaskedLM,
+        "encoder": transformers.AutoModel,
     }[task]
 
 
@@ -276,6 +280,13 @@ def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing
     missing = [k for k in named(info.get("missing_keys") or ()) if not k.endswith(("position_ids", "token_type_ids"))]
     unexpected = [k for k in named(info.get("unexpected_keys") or ()) if not any(h in k for h in _HARMLESS)]
     mismatched = named(info.get("mismatched_keys") or ())
+    notes = []
+    if task == "encoder":
+        # an encoder ignores the pooler; a task checkpoint loaded as an encoder drops its head by design
+        missing = [k for k in missing if not k.startswith("pooler.")]
+        if unexpected:
+            notes.append(f"WARNING: loaded as an encoder, so the task head is dropped: {', '.join(unexpected[:6])}")
+            unexpected = []
     problems = []
     if missing:
         problems.append(f"missing from the checkpoint, so randomly initialised: {', '.join(missing[:6])}"
@@ -289,7 +300,7 @@ def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing
         raise TargetError(f"'{path}': weights do not fit the model: {'; '.join(problems)}; the audit would measure "
                           "random weights. Fix the checkpoint, or set 'allow_missing_weights: true' under model: "
                           "to accept it (recorded as a warning)")
-    return [f"WARNING (allow_missing_weights): {p}" for p in problems]
+    return notes + [f"WARNING (allow_missing_weights): {p}" for p in problems]
 
 
 def check_vocabulary(tokenizer: Any, model: Any, path: str) -> None:
@@ -389,6 +400,24 @@ class Target:
         return self._sites
 
     # ---- tokenisation ------------------------------------------------------------------------
+    def encode_words(self, examples: Sequence[Any]) -> list[tuple[dict[str, list[int]], list[int]] | None]:
+        """Each word-annotated example's encoded row and, per token, the index of its word (-1 for special
+        tokens), mapped through the tokenizer's character offsets; None where truncation cut words off."""
+        from bertprobe.syntax.wordlevel import word_index_of
+
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise TargetError(f"{self.name}: mapping words to tokens needs a fast tokenizer (tokenizer.json)")
+        out: list[tuple[dict[str, list[int]], list[int]] | None] = []
+        for start in range(0, len(examples), 512):
+            chunk = examples[start : start + 512]
+            enc = self.tokenizer([ex.text for ex in chunk], truncation=True, max_length=self.max_length,
+                                 return_offsets_mapping=True, return_special_tokens_mask=True)
+            for i, ex in enumerate(chunk):
+                words = word_index_of(enc["offset_mapping"][i], enc["special_tokens_mask"][i], ex.spans or ())
+                row = {k: list(enc[k][i]) for k in enc.keys() if k in self.input_names}
+                out.append(None if words is None else (row, words))
+        return out
+
     def _encode_one(self, text: str, pair: str | None) -> dict[str, list[int]]:
         enc = self.tokenizer(text, pair, truncation=True, max_length=self.max_length)
         return {k: list(v) for k, v in enc.items() if k in self.input_names}

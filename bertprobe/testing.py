@@ -14,7 +14,7 @@ import torch
 from bertprobe.target import ModelSpec, Target, load_target
 
 Arch = Literal["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]
-Task = Literal["classification", "multiple-choice", "masked-lm"]
+Task = Literal["classification", "multiple-choice", "masked-lm", "encoder"]
 
 WORDS = (
     "the a an and or but not no is was are were be very really quite too so this that it its "
@@ -87,6 +87,7 @@ _TASK_CLASS = {
     "classification": "AutoModelForSequenceClassification",
     "multiple-choice": "AutoModelForMultipleChoice",
     "masked-lm": "AutoModelForMaskedLM",
+    "encoder": "AutoModel",
 }
 
 
