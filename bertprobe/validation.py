@@ -103,6 +103,13 @@ def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None)
         if spec.probe in plugins.probes:
             cls_of[spec.id] = plugins.probes.get(spec.probe)
     _check_labels(suite, cls_of, params, problems)
+    for spec in suite.probes:  # token-level needs: a table file has no words or trees (checked again on the data)
+        data = spec.data or suite.data
+        needs = sorted(r for r in getattr(cls_of.get(spec.id), "requires", ()) if r.startswith(("data:words", "data:layer:")))
+        if needs and data is not None and data.loader is None and data.path and \
+                Path(data.path).suffix.lower() in (".csv", ".tsv", ".txt", ".jsonl", ".json"):
+            problems.append(f"{spec.path}: {spec.probe} needs data with {', '.join(needs)}, which a "
+                            f"{Path(data.path).suffix} table has not; give a CoNLL-U treebank (.conllu)")
     if selected is not None:
         left_out = {s.path: s.id for s in suite.probes if s.id not in selected}
         problems = [p + (" (probe left out by --only; it runs next time)" if p.split(".")[0].split(":")[0] in left_out else "")

@@ -225,7 +225,14 @@ def test_syntax_probe_on_data_without_trees_is_a_one_line_error(tmp_path, sst_ts
                      encoding="utf-8")
     result = CliRunner().invoke(main, ["run", str(suite)])
     assert result.exit_code == 2, result.output
-    assert "lacks data:layer:deprel, data:layer:head, data:words" in result.stderr
+    assert "syntax-heads needs data with data:layer:deprel, data:layer:head, data:words" in result.stderr
+    assert "Traceback" not in result.output
+    # data loaded by a loader is checked when it is read: a treebank-less jsonl behind a loader
+    from bertprobe.data import Dataset, Example
+    from bertprobe.probes.syntax import SyntaxHeadsProbe
+
+    assert SyntaxHeadsProbe.missing_data(Dataset([Example("a b")]).features) == [
+        "data:layer:deprel", "data:layer:head", "data:words"]
 
 
 def test_probes_that_need_predictions_skip_a_bare_encoder(tmp_path, treebank):

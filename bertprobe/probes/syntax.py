@@ -57,7 +57,7 @@ class SyntaxParams:
     max_offset: int = 10
     batch_size: int = 32
     parser_sentences: int = 2000
-    parser_epochs: int = 20
+    parser_epochs: int = 10
     positional: float = 0.9
     syntactic_margin: float = 0.1
     rare_word: float = 0.3
