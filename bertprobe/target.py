@@ -443,13 +443,14 @@ class Target:
         text = backend.to_str() if backend is not None else repr(sorted(self.tokenizer.get_vocab().items()))
         return type(self.tokenizer).__name__ + ":" + hashlib.sha1(text.encode("utf-8")).hexdigest()
 
-    def encode(self, examples: Sequence[Any]) -> Encoded:
+    def encode(self, examples: Sequence[Any], cache: bool = True) -> Encoded:
         """Tokenise examples once; multiple-choice examples become one row per choice.
 
         With a run's ``encode_cache``, the same examples are tokenised once per distinct tokenizer,
         max_length and task, however many models (variants of one checkpoint) and probes ask.
+        ``cache=False`` for inputs seen once (an attack's queries), which would only fill the cache.
         """
-        if self.encode_cache is None:
+        if self.encode_cache is None or not cache:
             return self._encode(examples)
         import hashlib
 
