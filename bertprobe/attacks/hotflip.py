@@ -108,3 +108,45 @@ class TriggerScorer:
     def hotflip(self, grad: torch.Tensor, allowed: torch.Tensor, k: int) -> torch.Tensor:
         """Top-``k`` replacement tokens per slot by the first-order change of the objective."""
         return self.token_scores(grad, allowed).topk(k, dim=1).indices
+
+
+def relaxed_token_scores(scorers: list[TriggerScorer], trigger: torch.Tensor, slot: int, allowed: torch.Tensor,
+                         rows: tuple[int, ...], steps: int = 40, lr: float = 0.5) -> torch.Tensor:
+    """Trigger inversion by a convex relaxation, after DBS (Shen et al. 2022): slot ``slot`` holds a softmax
+    mixture of the allowed tokens' embeddings, whose logits Adam fits to the attack objective (each step
+    on the next scorer's rows: one scorer per insertion position). Returns the logits over the whole
+    vocabulary (-inf where not allowed): tokens the optimisation leans on rank first.
+
+    Deviation from DBS: a fixed temperature of 1, no dynamic bound scaling, ``steps`` fixed.
+    """
+    first = scorers[0]
+    embedding = first.embedding
+    vocab = allowed[: embedding.weight.shape[0]].nonzero().squeeze(1)
+    table = embedding.weight.detach().float()[vocab.to(embedding.weight.device)]
+    theta = torch.zeros(len(vocab), device=table.device, requires_grad=True)
+    optim = torch.optim.Adam([theta], lr=lr)
+    for step in range(steps):
+        scorer = scorers[step % len(scorers)]
+        batch = scorer.rows.build(rows, trigger.unsqueeze(0))
+        slots = scorer.rows.template(rows)[3][:, slot].to(table.device)
+        soft = torch.softmax(theta, 0) @ table
+
+        def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+            output = output.clone()
+            output[torch.arange(output.shape[0], device=output.device), slots] = soft.to(output.dtype)
+            return output
+
+        handle = scorer.embedding.register_forward_hook(hook)
+        try:
+            with torch.enable_grad():
+                scorer.forward_passes += 1
+                scorer.rows_scored += batch["input_ids"].shape[0]
+                loss = scorer.objective(scorer.grad_model(**batch).logits).mean()
+                optim.zero_grad()
+                loss.backward()
+                optim.step()
+        finally:
+            handle.remove()
+    out = torch.full((allowed.shape[0],), -math.inf)
+    out[vocab.cpu()] = theta.detach().float().cpu()
+    return out

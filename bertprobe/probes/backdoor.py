@@ -16,7 +16,7 @@ decide, after the anchors we read:
 
 What we do, per (source -> target) class pair, as one work unit (``ctx.map``):
 
-1. **Candidates (first order).** Every vocabulary token is scored as a one-token trigger with the
+1. **Candidates.** Every vocabulary token is scored as a one-token trigger with the
    HotFlip approximation (shared with ``universal-trigger``, ``bertprobe.attacks``): the gradient of
    the targeted loss at the trigger slot, averaged over source-class examples and over three
    insertion positions (start, a random inner word start, end), since poisoned tokens sit anywhere.
@@ -24,10 +24,16 @@ What we do, per (source -> target) class pair, as one work unit (``ctx.map``):
    the ``bb`` fixture the planted token ranks 0 from one start token and 15,114th from another), so we
    average the scores, standardised over the vocabulary, over ``inits`` start tokens ([MASK] and
    seeded random ones). The top ``candidates`` (K) are kept.
+   A second ranking comes from trigger inversion by convex relaxation, after DBS: the slot holds a
+   softmax mixture of every allowed token's embedding, fitted by Adam to the targeted loss for
+   ``relax_steps`` (40) steps over the three positions; tokens the mixture leans on rank first. The K
+   candidates take turns from the two rankings. On our own two-word backdoor (``mn tq``) the
+   first-order ranks of ``tq`` (which alone flips 95%) and ``mn`` were 1,266 and 351, missed by K = 200;
+   the relaxation ranked them 77 and 8 (``bb``: 0, ``cf``: 0, ``jj``: 11).
 2. **Exact check.** Each candidate is inserted at a random word start (seeded, the same places for
    every candidate) into held-out source examples the model classifies correctly, and its real flip
    rate measured. Successive halving: all K on ``screen_examples`` rows, the best ``finalists`` on all
-   ``held_out`` rows. The best ``extend`` triggers are then extended by one token (before and after)
+   ``held_out`` rows (phrases the same way). The best ``extend`` triggers are then extended by one token (before and after)
    by the same first-order search, up to ``max_length`` tokens, for phrase triggers (a trigger that
    already flips ``flip_threshold`` is not extended: it is the finding).
 3. **Decision.** A trigger is suspicious when it is short (at most ``max_length`` tokens, by
@@ -47,9 +53,9 @@ What we do, per (source -> target) class pair, as one work unit (``ctx.map``):
    a token that flips only the audited model is the strongest evidence, and one that flips both is
    an ordinary word of the task.
 
-Deviations: no continuous relaxation (DBS, PICCOLO) and no generator (T-Miner): first-order
-scores averaged over start tokens, then exact flip rates, which cost a fixed, small number of forward
-passes. Word-level triggers only by default (no '##' pieces, letters only, as ``universal-trigger``).
+Deviations: DBS's relaxation at a fixed temperature without its dynamic bound scaling, used only to
+rank candidates (the decision rests on exact flip rates); no word-level discriminative analysis
+(PICCOLO) and no generator (T-Miner); a fixed, small number of forward passes. Word-level triggers only by default (no '##' pieces, letters only, as ``universal-trigger``).
 We flag single tokens and short phrases, not triggers spread over a sentence or syntactic triggers.
 """
 
@@ -62,7 +68,7 @@ from typing import Any
 
 import torch
 
-from bertprobe.attacks.hotflip import TriggerScorer
+from bertprobe.attacks.hotflip import TriggerScorer, relaxed_token_scores
 from bertprobe.attacks.splice import SplicedRows, insert_text
 from bertprobe.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.data import Dataset, Example
@@ -82,6 +88,8 @@ class BackdoorParams:
     pairs: tuple[str, ...] = ()
     candidates: int = 200
     inits: int = 8
+    relax_steps: int = 40
+    relax_lr: float = 0.5
     search_examples: int = 32
     held_out: int = 100
     screen_examples: int = 25
@@ -108,6 +116,8 @@ class BackdoorParams:
                      "max_length", "extend", "extend_candidates", "top", "batch_size", "crowd"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.relax_steps < 0:
+            raise ValueError("relax_steps must be at least 0 (0: first-order candidates only)")
         if self.max_length > 3:
             raise ValueError("max_length is at most 3: a backdoor scan looks for short triggers")
         if not 0 < self.flip_threshold <= 1:
@@ -131,6 +141,18 @@ def parse_pairs(pairs: tuple[str, ...], names: list[str]) -> list[tuple[int, int
             raise ProbeError(f"pair {pair!r}: source and target are the same class")
         out.append((s, t))
     return out
+
+
+def merge_rankings(first: list[int], second: list[int], k: int) -> torch.Tensor:
+    """The first ``k`` distinct tokens taking turns from two rankings (the relaxation's, then the first-order one's)."""
+    out: list[int] = []
+    seen: set[int] = set()
+    for a, b in zip(first, second):
+        for token in (a, b):
+            if token not in seen and len(out) < k:
+                seen.add(token)
+                out.append(token)
+    return torch.tensor(out, dtype=torch.long)
 
 
 def crowd_z(rates: list[float], crowd: int, n: int) -> list[float]:
@@ -202,6 +224,16 @@ class PairScan:
             self._count(scorer)
         return total
 
+    def relaxed(self, prefix: list[int], slot: int) -> torch.Tensor:
+        """Relaxation scores of every token in slot ``slot`` (DBS-style inversion; see ``relaxed_token_scores``)."""
+        scorers = [self._scorer(self.search_rows(len(prefix), position)) for position in POSITIONS]
+        rows = tuple(range(min(len(self.search), self.params.batch_size)))
+        out = relaxed_token_scores(scorers, torch.tensor(prefix, dtype=torch.long), slot, self.allowed, rows,
+                                   self.params.relax_steps, self.params.relax_lr)
+        for scorer in scorers:
+            self._count(scorer)
+        return out
+
     def flip_rates(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
         """Share of ``rows`` (held-out) each trigger moves to the goal class."""
         spliced = self.held_rows(triggers.shape[1])
@@ -248,7 +280,12 @@ class PairScan:
             return keys
 
         scores = self.first_order([inits[0]], 0, inits)
-        candidates = scores.topk(min(p.candidates, int(self.allowed.sum()))).indices
+        k = min(p.candidates, int(self.allowed.sum()))
+        if p.relax_steps:
+            relaxed = self.relaxed([inits[0]], 0)
+            candidates = merge_rankings(relaxed.topk(k).indices.tolist(), scores.topk(k).indices.tolist(), k)
+        else:
+            candidates = scores.topk(k).indices
         populations[1] = measure(candidates.unsqueeze(1))
 
         for length in range(2, p.max_length + 1):
