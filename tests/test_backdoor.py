@@ -132,3 +132,21 @@ def test_insertion_lands_on_word_starts_and_matches_the_text(tmp_path, position)
         assert not tokens[at + 1].startswith("##")  # never inside a split word
         assert batch["input_ids"][i][batch["attention_mask"][i].bool()].tolist() == \
             tok(insert_text(ex.text, rows.char_at[i], "good"))["input_ids"]
+
+
+def test_relaxation_and_first_order_rankings_both_put_the_planted_token_on_top(poisoned, data):
+    from bertprobe.attacks.hotflip import TriggerScorer, relaxed_token_scores
+    from bertprobe.attacks.vocabulary import allowed_vocabulary
+    from bertprobe.probes.backdoor import merge_rankings
+
+    positives = [ex for ex in data.examples if ex.label == 1][:16]
+    allowed = allowed_vocabulary(poisoned.tokenizer)
+    scorers = [TriggerScorer(poisoned, SplicedRows(poisoned, positives, 1, pos, rng=random.Random(0)), 0, True)
+               for pos in ("start", "middle", "end")]
+    mask = torch.tensor([poisoned.tokenizer.mask_token_id])
+    logits = relaxed_token_scores(scorers, mask, 0, allowed, tuple(range(16)), steps=30, lr=0.5)
+    zq = poisoned.tokenizer.convert_tokens_to_ids("zq")
+    assert int((logits > logits[zq]).sum()) < 3
+    assert torch.isinf(logits[~allowed[: len(logits)]]).all()  # never a special token
+    assert sum(s.forward_passes for s in scorers) == 30
+    assert merge_rankings([5, 1, 2], [1, 7, 8], 4).tolist() == [5, 1, 7, 2]
