@@ -288,7 +288,8 @@ def validate(suite_file: str, sets: tuple[str, ...]) -> None:
     suite = apply_overrides(load_suite(suite_file, sets=sets), RunOptions())
     plugins = build_plugins()
     validate_suite(suite, plugins)
-    click.echo(f"{suite_file}: ok ({len(suite.probes)} probes: {', '.join(p.id for p in suite.probes)})")
+    count = len(suite.probes)
+    click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 
 
 @main.command(name="list")
