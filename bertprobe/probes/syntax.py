@@ -15,6 +15,10 @@ Where we deviate:
     ``prep``/``pobj`` become UD's ``case`` (a preposition attached to its noun) and ``obl``/``nmod``
     (the noun attached to the verb or noun). UD attaches content words to content words, so
     ``case`` points from the preposition to the noun, the reverse of Stanford's ``pobj``.
+  * Sentences stream in length-sorted batches of at most ``batch_size`` sentences and ``cells``
+    attention cells (sentences x tokens^2), all heads at once: no per-sentence or per-head Python
+    loop, and memory bounded by the batch, not the treebank (plus at most ``parser_sentences``
+    word-level maps kept in float16 for the parser).
   * Words are the treebank's syntactic words: multiword tokens ("don't") are skipped in favour of
     their parts, empty nodes dropped; sentences are the words joined by spaces. Sentences that do not
     fit ``max_length`` tokens are skipped (counted in ``sentences_skipped``).
@@ -56,6 +60,7 @@ class SyntaxParams:
     subtypes: bool = False
     max_offset: int = 10
     batch_size: int = 32
+    cells: int = 131072
     parser_sentences: int = 2000
     parser_epochs: int = 10
     positional: float = 0.9
@@ -66,7 +71,7 @@ class SyntaxParams:
     findings: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("min_count", "batch_size", "parser_sentences", "parser_epochs", "max_offset"):
+        for name in ("min_count", "batch_size", "parser_sentences", "parser_epochs", "max_offset", "cells"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name in ("positional", "rare_word"):
@@ -89,12 +94,24 @@ class Prepared:
     n_words: torch.Tensor  # B
 
 
-def prepared_batches(target: Target, examples: list[Example], batch_size: int) -> tuple[list[list[int]], list[Any], int]:
-    """Length-sorted batches of sentence indices, the encoded rows, and how many sentences did not fit."""
+def prepared_batches(target: Target, examples: list[Example], batch_size: int,
+                     cells: int = 131072) -> tuple[list[list[int]], list[Any], int]:
+    """Length-sorted batches of sentence indices, the encoded rows, and how many sentences did not fit.
+
+    A batch holds at most ``batch_size`` sentences and ``cells`` attention cells per head (sentences x
+    tokens^2), so long sentences come in smaller batches and the peak memory of a pass stays bounded
+    (``cells`` x heads x 4 bytes per attention tensor: 38 MB for 72 heads)."""
     rows = target.encode_words(examples)
     ok = [i for i, r in enumerate(rows) if r is not None]
     ok.sort(key=lambda i: len(rows[i][0]["input_ids"]))  # type: ignore[index]
-    return [ok[s : s + batch_size] for s in range(0, len(ok), batch_size)], rows, len(rows) - len(ok)
+    batches: list[list[int]] = []
+    for i in ok:
+        width = len(rows[i][0]["input_ids"])  # type: ignore[index]
+        if batches and len(batches[-1]) < batch_size and (len(batches[-1]) + 1) * width * width <= cells:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches, rows, len(rows) - len(ok)
 
 
 def prepare(target: Target, examples: list[Example], rows: list[Any], chunk: list[int]) -> Prepared:
@@ -131,7 +148,7 @@ class SyntaxAnalysis:
         relations = sorted((r for r, c in base.counts.items() if c >= p.min_count), key=lambda r: -base.counts[r])
         if not relations:
             raise ProbeError(f"no relation has {p.min_count} dependents in the data; lower min_count")
-        batches, rows, skipped = prepared_batches(self.target, train, p.batch_size)
+        batches, rows, skipped = prepared_batches(self.target, train, p.batch_size, p.cells)
         freq: dict[int, int] = {}
         for row in rows:
             if row is not None:
@@ -187,7 +204,7 @@ class SyntaxAnalysis:
         return out
 
     def _evaluate(self, parser: AttentionParser, examples: list[Example]) -> tuple[float, float]:
-        batches, rows, _ = prepared_batches(self.target, examples, self.params.batch_size)
+        batches, rows, _ = prepared_batches(self.target, examples, self.params.batch_size, self.params.cells)
         correct = total = rb_correct = rb_total = 0
         for chunk in self.progress(batches, total=len(batches), desc="attention-only parser"):
             prep = prepare(self.target, examples, rows, chunk)
