@@ -45,6 +45,7 @@ OFFLINE = {
     "input-reduction": "InputReductionFeng2018",
 }
 VARIANTS = ("embedding-swap", "mlm-swap")
+CODES = {"skipped": 0, "failed": 1, "succeeded": 2}  # the categorical attack_outcome per example
 NEEDS_NETWORK = {
     "textfooler": "counter-fitted word embeddings (paragramcf) and the Universal Sentence Encoder from TF Hub",
     "bae": "the bert-base-uncased masked LM and the Universal Sentence Encoder from TF Hub",
@@ -273,11 +274,14 @@ class TextAttackProbe(Probe):
         n = len(records)
         attacked = [r for r in records if r["status"] != "skipped"]
         succeeded = [r for r in records if r["status"] == "succeeded"]
-        result.outcomes.append(Outcomes.from_values("attack_outcome", outcome_ids, outcomes))
+        result.outcomes.append(Outcomes.from_values("attack_outcome", outcome_ids, [CODES[o] for o in outcomes], "categorical"))
         result.outcomes.append(Outcomes.from_values("correct_under_attack", outcome_ids, [o == "failed" for o in outcomes]))
+        hit = [(i, o == "succeeded") for i, o in zip(outcome_ids, outcomes) if o != "skipped"]
+        result.outcomes.append(Outcomes.from_values("attack_succeeded", [i for i, _ in hit], [h for _, h in hit]))
+        result.details["outcome_codes"] = {str(v): k for k, v in CODES.items()}
         result.add_metric("original_accuracy", len(attacked) / n, True, "examples right before the attack")
         result.add_metric("attack_success_rate", len(succeeded) / len(attacked) if attacked else 0.0, False,
-                          "successful attacks / attacked examples (right before the attack)")
+                          "successful attacks / attacked examples (right before the attack)", outcome="attack_succeeded")
         result.add_metric("accuracy_under_attack", (len(attacked) - len(succeeded)) / n, True,
                           "examples still right after the attack", outcome="correct_under_attack")
         result.add_metric("avg_perturbed_word_pct", 100 * float(np.mean([len(r["changed"]) / max(1, r["words"]) for r in succeeded]))

@@ -19,7 +19,7 @@ from bertprobe.target import ModelSpec, load_target  # noqa: E402
 from bertprobe.testing import tiny_target  # noqa: E402
 from bertprobe_textattack.probe import TextAttackParams, TextAttackProbe, as_model_wrapper, check_recipe  # noqa: E402
 
-SHARED = Path(os.environ.get("BERTPROBE_SHARED", Path(__file__).resolve().parents[3] / "shared"))
+SHARED = Path(os.environ.get("BERTPROBE_SHARED", Path(__file__).resolve().parents[4] / "shared"))
 MODEL = SHARED / "models" / "minilm-l6-sst2"
 DEV = SHARED / "data" / "sst2" / "dev.tsv"
 
@@ -50,19 +50,23 @@ def _dev(n: int) -> Dataset:
 
 
 @pytest.mark.skipif(not (MODEL.is_dir() and DEV.is_file()), reason="../shared SST-2 fixture not present")
-@pytest.mark.parametrize("recipe", ["deepwordbug", "embedding-swap"])
-def test_attacks_on_the_fixture(recipe):
+# embedding-swap keeps swaps with cosine >= 0.5 in the model's own embeddings: meaning-preserving
+# (designed -> design, instead -> rather) and so weaker; at 0.3 it reaches 0.88 but swaps antonyms (lacks -> provides)
+@pytest.mark.parametrize("recipe, least", [("deepwordbug", 0.3), ("embedding-swap", 0.1)])
+def test_attacks_on_the_fixture(recipe, least):
     target = load_target(ModelSpec(path=str(MODEL), device="cpu"))
     result = TextAttackProbe().run(target, _dev(40), TextAttackParams(recipe=recipe, num_examples=8, query_budget=300),
                                    ProbeContext(seed=3))
     success = result.value("attack_success_rate")
     assert result.value("original_accuracy") >= 0.6
-    assert 0.3 <= success <= 1.0  # an undefended SST-2 model falls to both
+    assert least <= success <= 1.0  # an undefended SST-2 model falls to both
     assert result.value("accuracy_under_attack") < result.value("original_accuracy")
     assert 0 < result.value("avg_perturbed_word_pct") < 60
     assert result.value("avg_queries") > 1
     outcome = {o.name: o for o in result.outcomes}["attack_outcome"]
-    assert len(outcome.values) == 8 and set(outcome.values) <= {"succeeded", "failed", "skipped"}
+    assert len(outcome.values) == 8 and set(outcome.values) <= {0.0, 1.0, 2.0}  # skipped, failed, succeeded
+    succeeded = {o.name: o for o in result.outcomes}["attack_succeeded"]
+    assert sum(succeeded.values) / len(succeeded.values) == pytest.approx(success)
     finding = result.findings[0]
     assert finding.perturbed != finding.input and finding.expected != finding.observed
     assert finding.extra["highlight"] and all(w in finding.perturbed for w in finding.extra["highlight"])
