@@ -11,8 +11,12 @@ Needs the plugin's environment (plugins/bertprobe-textattack/install.sh).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
+
+# this file is named textattack.py: keep its folder off the import path, or it shadows the package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import torch
 
@@ -31,8 +35,12 @@ def main() -> None:
     from bertprobe_textattack.shims import prepare
 
     prepare()
-    import textattack
     import transformers
+    from textattack import AttackArgs, Attacker
+    from textattack.attack_recipes import DeepWordBugGao2018
+    from textattack.attack_results import SkippedAttackResult, SuccessfulAttackResult
+    from textattack.datasets import Dataset as TaDataset
+    from textattack.models.wrappers import HuggingFaceModelWrapper
 
     lines = (args.shared / "data" / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
     rows = [(line.split("\t")[0].strip(), int(line.split("\t")[1])) for line in lines][: args.examples]
@@ -41,16 +49,16 @@ def main() -> None:
 
     model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=torch.float32).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-    wrapper = textattack.models.wrappers.HuggingFaceModelWrapper(model, tokenizer)
-    attack = textattack.attack_recipes.DeepWordBugGao2018.build(wrapper)
-    dataset = textattack.datasets.Dataset(rows)
-    attack_args = textattack.AttackArgs(num_examples=len(rows), random_seed=13, silent=True, disable_stdout=True,
+    wrapper = HuggingFaceModelWrapper(model, tokenizer)
+    attack = DeepWordBugGao2018.build(wrapper)
+    dataset = TaDataset(rows)
+    attack_args = AttackArgs(num_examples=len(rows), random_seed=13, silent=True, disable_stdout=True,
                                         query_budget=2000)
     began = time.perf_counter()
-    results = textattack.Attacker(attack, dataset, attack_args).attack_dataset()
+    results = Attacker(attack, dataset, attack_args).attack_dataset()
     plain_s = time.perf_counter() - began
-    ok = [r for r in results if not isinstance(r, textattack.attack_results.SkippedAttackResult)]
-    won = [r for r in ok if isinstance(r, textattack.attack_results.SuccessfulAttackResult)]
+    ok = [r for r in results if not isinstance(r, SkippedAttackResult)]
+    won = [r for r in ok if isinstance(r, SuccessfulAttackResult)]
     plain_rate = len(won) / max(1, len(ok))
 
     target = load_target(ModelSpec(path=model_dir, device=args.device))

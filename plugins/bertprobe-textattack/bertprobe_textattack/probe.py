@@ -133,9 +133,9 @@ def as_model_wrapper(target: Target, batch_size: int) -> Any:
     from bertprobe_textattack.shims import prepare
 
     prepare()
-    import textattack
+    from textattack.models.wrappers import ModelWrapper
 
-    class Wrapper(TargetWrapper, textattack.models.wrappers.ModelWrapper):
+    class Wrapper(TargetWrapper, ModelWrapper):
         pass
 
     return Wrapper(target, batch_size)
@@ -165,14 +165,15 @@ def embedding_neighbours(target: Target, k: int) -> Any:
 
 
 def build_attack(key: str, wrapper: Any, target: Target, params: TextAttackParams, ctx: ProbeContext) -> Any:
-    import textattack
     from textattack import Attack
     from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
     from textattack.goal_functions import UntargetedClassification
     from textattack.search_methods import GreedyWordSwapWIR
 
     if key in OFFLINE:
-        return getattr(textattack.attack_recipes, OFFLINE[key]).build(wrapper)
+        import textattack.attack_recipes as recipes
+
+        return getattr(recipes, OFFLINE[key]).build(wrapper)
     goal = UntargetedClassification(wrapper)
     constraints: list[Any] = [RepeatModification(), StopwordModification()]
     if key == "embedding-swap":
@@ -223,8 +224,8 @@ class TextAttackProbe(Probe):
         from bertprobe_textattack.shims import prepare
 
         prepare()
-        import textattack
         from textattack.attack_results import FailedAttackResult, SkippedAttackResult, SuccessfulAttackResult
+        from textattack.shared import AttackedText
 
         seed = ctx.seed if params.seed is None else params.seed
         random.seed(seed)
@@ -244,7 +245,7 @@ class TextAttackProbe(Probe):
         began = time.perf_counter()
         for ex in ctx.progress(chosen, total=len(chosen), desc=f"textattack {key}"):
             text = ex.text if ex.text_pair is None else (ex.text, ex.text_pair)
-            attacked = textattack.shared.AttackedText(text if isinstance(text, str) else
+            attacked = AttackedText(text if isinstance(text, str) else
                                                       {"premise": text[0], "hypothesis": text[1]})
             result = attack.attack(attacked, int(ex.label))
             if isinstance(result, SkippedAttackResult):
