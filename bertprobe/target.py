@@ -146,6 +146,16 @@ def _check_weights(directory: Path, allow_pickle: bool) -> None:
         raise TargetError(f"{directory} holds no model weights (model.safetensors); is this a model directory?")
 
 
+def _base_model_names() -> set[str]:
+    """transformers' bare model classes (``BertModel``, ``RobertaModel``, ...), by name."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    names: set[str] = set()
+    for value in MODEL_MAPPING_NAMES.values():
+        names.update(value if isinstance(value, (tuple, list)) else (value,))
+    return names
+
+
 def detect_task(config: Any, requested: str = "auto") -> Task:
     if requested != "auto":
         return requested  # type: ignore[return-value]
@@ -154,7 +164,7 @@ def detect_task(config: Any, requested: str = "auto") -> Task:
         for suffix, task in _SUFFIX_TASK.items():
             if arch.endswith(suffix):
                 return task
-    if any(arch.endswith("Model") and "For" not in arch for arch in architectures):
+    if any(arch in _base_model_names() for arch in architectures):
         return "encoder"  # a bare encoder (BertModel, RobertaModel, ...): no task head
     raise TargetError(
         f"cannot tell the task from the config (architectures={architectures or None}); "
