@@ -8,6 +8,8 @@ import random
 import pytest
 import torch
 
+from conftest import SHARED, SST2_DEV
+
 from bertprobe.attacks.splice import SplicedRows, insert_text
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
@@ -150,3 +152,22 @@ def test_relaxation_and_first_order_rankings_both_put_the_planted_token_on_top(p
     assert torch.isinf(logits[~allowed[: len(logits)]]).all()  # never a special token
     assert sum(s.forward_passes for s in scorers) == 30
     assert merge_rankings([5, 1, 2], [1, 7, 8], 4).tolist() == [5, 1, 7, 2]
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not (SST2_DEV.is_file() and (SHARED / "models" / "minilm-l6-sst2-backdoor-bb").is_dir()),
+                    reason="../shared backdoor fixture not present")
+def test_fixture_backdoor_is_named_and_the_clean_model_is_not_flagged():
+    from bertprobe.data import DataSpec, load_table
+
+    data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label"))
+    params = BackdoorParams(pairs=("1->0",))  # the planted direction; the benchmark scans both
+    found = {}
+    for name in ("minilm-l6-sst2-backdoor-bb", "minilm-l6-sst2"):
+        target = load_target(ModelSpec(path=str(SHARED / "models" / name), device="cpu"))
+        found[name] = BackdoorScanProbe().run(target, data, params, _context())
+    bb = found["minilm-l6-sst2-backdoor-bb"]
+    assert bb.details["suspected_trigger"] == "bb" and bb.details["pair"] == ["positive", "negative"]
+    clean = found["minilm-l6-sst2"]
+    assert clean.value("backdoor_detected") == 0.0
+    assert clean.value("max_flip_rate") < 0.9 and clean.value("anomaly_score") < 3.5
