@@ -264,3 +264,19 @@ def test_base_encoder_has_syntactic_heads_on_ewt_dev():
         assert result.value(f"accuracy_{rel}") >= result.value(f"baseline_{rel}") + 0.15, rel
     assert result.value("uas") > result.value("uas_right_branching") + 0.1
     assert result.value("relations_above_baseline") >= 0.7
+
+
+def test_compare_model_reports_each_relations_change(tmp_path, treebank):
+    words = (*WORDS, "gave", "bone", "cat", "cats", "can", "have", "two", "to", ".")
+    target = tiny_target(tmp_path / "a", task="encoder", words=words, seed=1)
+    other = save_tiny_model(tmp_path / "b", task="encoder", words=words, seed=2)
+    params = SyntaxParams(min_count=1, parser_epochs=2, compare_model=str(other))
+    result = SyntaxHeadsProbe().run(target, read_conllu(treebank), params, ProbeContext(seed=0, load_target=load_target))
+    compare = result.details["compare"]
+    rows = {r["relation"]: r for r in compare["relations"]}
+    assert set(rows) == {r["relation"] for r in result.details["relations"]}
+    for rel, row in rows.items():
+        assert row["this_model"] == pytest.approx(result.value(f"accuracy_{rel}"), abs=1e-4)
+        assert row["change"] == pytest.approx(row["this_model"] - row["compare_model"], abs=1e-4)
+    assert 0 <= result.value("compare_uas") <= 1
+    assert result.details["figures"][-1]["title"].startswith("change of the best head")
