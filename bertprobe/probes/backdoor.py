@@ -364,7 +364,7 @@ class BackdoorScanProbe(Probe):
             search, held = pool[:n_search], pool[n_search : n_search + params.held_out]
             scan = PairScan(target, search, held, src, tgt, allowed, params, rng, ctx.progress)
             began = time.perf_counter()
-            with frozen_parameters(scan._scorer(scan.held_rows(1)).grad_model):
+            with frozen_parameters(target.gradient_model if target.gradient_model is not None else target.model):
                 found = scan.run()
             report = self._judge(found, params, len(held))
             tok = target.tokenizer
