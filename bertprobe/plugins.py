@@ -103,6 +103,16 @@ def _check_disabled(pm: pluggy.PluginManager, disabled: set[str], entry_points: 
                           f"plugins: {', '.join(sorted(known))}")
 
 
+def _check_requires(probe: Any, plugin: str) -> None:
+    """A probe may require only names of ``bertprobe.capabilities``."""
+    from bertprobe.capabilities import unknown
+
+    bad = unknown(getattr(probe, "requires", ()) or ())
+    if bad:
+        raise PluginError(f"probe '{getattr(probe, 'name', probe)}' from plugin '{plugin}' requires unknown "
+                          f"capabilities: {', '.join(bad)}; see bertprobe/capabilities.py")
+
+
 def build_plugins(
     extra: list[Any] | None = None,
     env: dict[str, str] | None = None,
@@ -131,7 +141,7 @@ def build_plugins(
     except (ImportError, AttributeError) as exc:
         raise PluginError(f"a bertprobe plugin failed to load: {exc}; disable it with {DISABLE_ENV}") from None
     _check_disabled(pm, _disabled(env), entry_points)
-    plugins = Plugins(pm, Registry("probe"), Registry("reporter"), Registry("dataset loader"), dists)
+    plugins = Plugins(pm, Registry("probe", check=_check_requires), Registry("reporter"), Registry("dataset loader"), dists)
     for hook, registry in (
         ("bertprobe_register_probes", plugins.probes),
         ("bertprobe_register_reporters", plugins.reporters),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from bertprobe.errors import PluginError, SuiteError
@@ -20,8 +20,9 @@ def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> 
 class Registry(Generic[T]):
     """Maps names to items of one kind ("probe", "reporter", "dataset loader")."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, check: Callable[[T, str], None] | None = None) -> None:
         self.kind = kind
+        self.check = check  # called with (item, plugin name) before an item is registered
         self._items: dict[str, T] = {}
         self._origin: dict[str, str] = {}
         self.current_plugin: str = "?"
@@ -36,6 +37,8 @@ class Registry(Generic[T]):
                 f"{self.kind} '{key}' is registered twice: by plugin '{self._origin[key]}' "
                 f"and by plugin '{self.current_plugin}'; disable one with BERTPROBE_DISABLE_PLUGINS"
             )
+        if self.check is not None:
+            self.check(item, self.current_plugin)
         self._items[key] = item
         self._origin[key] = self.current_plugin
         return item

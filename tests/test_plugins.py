@@ -101,3 +101,27 @@ def test_typo_helper_is_seeded():
     a = add_typos("the movie was wonderful", 1, random.Random(1))
     assert a == add_typos("the movie was wonderful", 1, random.Random(1))
     assert a != "the movie was wonderful" and sorted(a) == sorted("the movie was wonderful")
+
+
+def test_a_probe_requiring_an_unknown_capability_is_refused_at_registration():
+    from bertprobe import Probe, ProbeResult, hookimpl
+
+    class Typo(Probe):
+        name = "typo-req"
+        requires = frozenset({"atentions", "data:layer:head"})
+
+        def run(self, target, data, params, ctx):
+            return ProbeResult(probe=self.name)
+
+    class Plugin:
+        @hookimpl
+        def bertprobe_register_probes(self, registry):
+            registry.add(Typo)
+
+    with pytest.raises(PluginError, match=r"requires unknown capabilities: 'atentions' \(did you mean 'attentions'\?\)"):
+        build_plugins(extra=[Plugin()], entry_points=False)
+    # every built-in probe's requirements are known names
+    from bertprobe.capabilities import unknown
+
+    plugins = build_plugins(entry_points=False)
+    assert all(not unknown(plugins.probes.get(n).requires) for n in plugins.probes.names())

@@ -195,6 +195,9 @@ def test_bare_encoder_loads_and_a_task_head_is_dropped_with_a_warning(tmp_path):
     encoder = tiny_target(tmp_path / "enc", task="encoder")
     assert encoder.task == "encoder"
     assert {"attentions", "heads"} <= encoder.capabilities and "predictions" not in encoder.capabilities
+    from bertprobe.capabilities import TARGET
+
+    assert encoder.capabilities <= set(TARGET)  # the target answers only with names of the one module
     clf = save_tiny_model(tmp_path / "clf")
     as_encoder = load_target(ModelSpec(path=str(clf), device="cpu", task="encoder"))
     assert any("task head is dropped" in note and "classifier" in note for note in as_encoder.notes)
