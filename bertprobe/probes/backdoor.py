@@ -451,7 +451,8 @@ class BackdoorScanProbe(Probe):
                           "robust z of each pair's headline trigger against the next-best candidates (largest over pairs)")
         result.add_metric("scan_seconds", seconds, False, kind="cost")
         result.add_metric("forward_passes", float(sum(s["forward_passes"] for s in done)), False, kind="cost")
-        result.add_metric("candidates_measured", float(sum(s["candidates_measured"] for s in done)), kind="count")
+        result.add_metric("candidates_measured", float(sum(s["candidates_measured"] for s in done)), None,
+                          "triggers measured on every held-out example (finalists and phrases, all pairs)", kind="count")
         if with_reference:
             ref = [s["best"].get("reference_flip_rate") for s in done if s["best"].get("reference_flip_rate") is not None]
             if ref:
