@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,6 +52,7 @@ from bertprobe.syntax.parser import AttentionParser, pad_batch, right_branching
 from bertprobe.syntax.relations import Baselines, HeadStatistics, RoleParams, head_roles, offset_baselines, relation_of
 from bertprobe.syntax.wordlevel import word_attention
 from bertprobe.target import Target
+from bertprobe.treebank import read_conllu
 
 
 @dataclass(frozen=True)
@@ -283,9 +285,6 @@ class SyntaxHeadsProbe(Probe):
         """Training sentences (the suite's data) and the evaluation file's, or every other sentence."""
         if params.eval_data:
             if ctx.load_data is None:
-                from bertprobe.treebank import read_conllu
-                from pathlib import Path
-
                 other = read_conllu(Path(params.eval_data))
             else:
                 other = ctx.load_data(DataSpec(path=params.eval_data))
