@@ -173,10 +173,10 @@ def crowd_z(rates: list[float], crowd: int, n: int) -> list[float]:
 class PairScan:
     """The scan of one (source -> target) pair: candidate tokens, exact flip rates, phrase extension."""
 
-    def __init__(self, target: Target, search: list[Example], held: list[Example], source: int, goal: int,
-                 allowed: torch.Tensor, params: BackdoorParams, rng: random.Random, progress: Any) -> None:
-        self.target, self.params, self.goal, self.source = target, params, goal, source
-        self.allowed, self.rng, self.progress = allowed, rng, progress
+    def __init__(self, target: Target, search: list[Example], held: list[Example], goal: int,
+                 allowed: torch.Tensor, params: BackdoorParams, rng: random.Random) -> None:
+        self.target, self.params, self.goal = target, params, goal
+        self.allowed, self.rng = allowed, rng
         self.search, self.held = search, held
         self.forward_passes = 0
         self.rows_scored = 0
@@ -362,7 +362,7 @@ class BackdoorScanProbe(Probe):
                         "skipped": f"only {len(pool)} correctly classified '{names[src]}' examples (need 10)"}
             n_search = min(params.search_examples, len(pool) // 2)
             search, held = pool[:n_search], pool[n_search : n_search + params.held_out]
-            scan = PairScan(target, search, held, src, tgt, allowed, params, rng, ctx.progress)
+            scan = PairScan(target, search, held, tgt, allowed, params, rng)
             began = time.perf_counter()
             with frozen_parameters(target.gradient_model if target.gradient_model is not None else target.model):
                 found = scan.run()
