@@ -123,6 +123,15 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--threads", type=click.IntRange(min=1), metavar="N",
               help="CPU threads for torch (default: the suite's threads:, else torch's default capped at the "
                    "cores this process may use). On a shared machine, 1 or 2 avoids oversubscription.")
+@click.option("--executor", metavar="NAME",
+              help="Where models and sweeps run: local (default: this process, one model after another) or ray "
+                   "(each model a Ray task, sweeps sharded over workers; needs pip install -e '.[ray]'). "
+                   "Replaces the suite's executor:.")
+@click.option("--ray-address", metavar="ADDR",
+              help="Join a running Ray cluster (auto, HOST:PORT or ray://HOST:10001) instead of starting a private "
+                   "one on 127.0.0.1; implies --executor ray.")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="ray: CPUs of the private cluster and sweep shards (default: the cores this process may use).")
 @click.option("--allow-skips", is_flag=True,
               help="Exit 0, not 5, when nothing was checked (every probe skipped or without expectations).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
@@ -131,7 +140,8 @@ def main(ctx: click.Context, debug: bool) -> None:
 def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
         out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, seed: int | None,
         sets: tuple[str, ...], text: str | None, text_pair: str | None, label: str | None,
-        threads: int | None, allow_skips: bool, quiet: bool) -> None:
+        threads: int | None, executor: str | None, ray_address: str | None, workers: int | None,
+        allow_skips: bool, quiet: bool) -> None:
     """Run a suite and write a scored report.
 
     Each run writes a new folder reports/<suite>-<UTC time>/ with events.jsonl (one record per event,
@@ -143,6 +153,7 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
       bertprobe run suites/sst2.yaml
       bertprobe run suites/sst2.yaml --model ./my-model --data dev.tsv --device cuda
       bertprobe run suites/sst2.yaml --model old=./deployed --model new=./candidate
+      bertprobe run suites/compression.yaml --executor ray          # models in parallel
       BERTPROBE_SST2_MODEL=./my-model bertprobe run suites/sst2.yaml --only accuracy
     """
     from bertprobe.harness import RunOptions, log_to_stderr, run_suite
@@ -163,7 +174,8 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
     from bertprobe.exitcodes import Terminated, nothing_checked, run_exit_code
 
     options = RunOptions(text=text, text_pair=text_pair, label=label, models=models, data=data, resume=resume, sets=sets, device=device, dtype=dtype, out=out, only=only, limit=limit,
-                         allow_pickle=allow_pickle, seed=seed, threads=threads, log=None if quiet else log_to_stderr)
+                         allow_pickle=allow_pickle, seed=seed, threads=threads, executor=executor,
+                         ray_address=ray_address, workers=workers, log=None if quiet else log_to_stderr)
     if recorded:  # --resume RUN_DIR alone: the run's own options
         from dataclasses import replace as _replace
 

@@ -21,10 +21,11 @@ import torch
 from bertprobe.data import Dataset, DataSpec, align_labels, load_table, map_labels, subsample
 from bertprobe.errors import BertprobeError, DataError, InternalError, ProbeError, SuiteError, TargetError
 from bertprobe.exitcodes import Terminated
+from bertprobe.executors import ExecutorSpec
 from bertprobe.outcomes import Outcomes, append_outcomes, read_outcomes
 from bertprobe.params import params_to_dict
 from bertprobe.plugins import Plugins
-from bertprobe.probe import ProbeContext
+from bertprobe.probe import ProbeContext, Sweep
 from bertprobe.progress import progress
 from bertprobe.registry import did_you_mean
 from bertprobe.results import Expectation, ProbeResult, RunReport, jsonable, read_events
@@ -52,6 +53,9 @@ class RunOptions:
     text: str | None = None
     text_pair: str | None = None
     label: str | None = None
+    executor: str | None = None
+    ray_address: str | None = None
+    workers: int | None = None
     log: Any = None
 
 
@@ -128,8 +132,20 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
         raise SuiteError(f"compare.baseline: no model named '{gate.baseline}' after --model{did_you_mean(gate.baseline, labels)}; "
                          f"models: {', '.join(labels)}")
     seed = suite.seed if options.seed is None else options.seed
+    executor = suite.executor
+    if options.executor or options.ray_address or options.workers:
+        executor = replace(executor or ExecutorSpec(), **{k: v for k, v in (
+            ("name", options.executor or ("ray" if options.ray_address else None)), ("address", options.ray_address),
+            ("workers", options.workers)) if v})
     return replace(suite, model=models[0] if models else None, models=models, data=data, probes=tuple(probes),
-                   seed=seed)
+                   seed=seed, executor=executor)
+
+
+def make_executor(suite: Suite, plugins: Plugins) -> Any:
+    """The suite's executor, built from its spec (``local`` when none is named)."""
+    spec = suite.executor or ExecutorSpec()
+    made = plugins.executors.get(spec.name)  # SuiteError with did-you-mean for an unknown name
+    return made(spec) if isinstance(made, type) else made
 
 
 def versions() -> dict[str, str]:
@@ -188,10 +204,29 @@ class Session:
     baseline: str = ""
     previous: Any = None  # PreviousRun when resuming
     units_done: dict[tuple[str, str], int] = field(default_factory=dict)
+    running: dict[str, str] = field(default_factory=dict)  # model -> id of the probe running on it
+    executor: Any = None  # runs models and sweeps (bertprobe.executors); None: in this process
 
-    def map_units(self, model: str, probe_id: str, fn: Any, units: Any, desc: str = "", group: int = 0) -> list[Any]:
+    def record(self, result: ProbeResult) -> None:
+        """Outcomes to the sidecar first, then the result event, then the plugins and a fresh partial report."""
+        key = (result.model, result.id or result.probe)
+        if self.running.get(result.model) == key[1]:
+            del self.running[result.model]
+        if result.outcomes:
+            self.outcomes[key] = {o.name: o for o in result.outcomes}
+            append_outcomes(self.run_dir, result.model, result.id or result.probe, result.outcomes)
+        self.emit("probe_result", result=result.to_dict())
+        self.plugins.hook.bertprobe_probe_result(session=self, result=result)
+        write_reports(self)  # a readable partial report after every probe
+
+    def map_units(self, model: str, probe_id: str, fn: Any, units: Any, desc: str = "", group: int = 0,
+                  where: tuple[ModelSpec, DataSpec | None] | None = None) -> list[Any]:
         """``ProbeContext.map`` under the harness: each finished unit is a ``unit_result`` event; units a
-        resumed run already finished are not run again. With ``group``, ``fn`` maps a list of units."""
+        resumed run already finished are not run again. With ``group``, ``fn`` maps a list of units.
+
+        A ``Sweep`` (``where`` naming the probe's model and data) may be sharded by the executor over
+        workers that each load the model once; anything else runs here, chunk after chunk.
+        """
         done = self.previous.units.get((model, probe_id), {}) if self.previous else {}
         units = list(units)
         keys = [k for k, _ in units]
@@ -201,8 +236,16 @@ class Session:
         todo = [(k, u) for k, u in units if k not in done]
         size = max(1, group)
         chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
-        for chunk in progress(chunks, total=len(chunks), desc=desc or probe_id):
-            results = fn([u for _, u in chunk]) if group else [fn(chunk[0][1])]
+        if isinstance(fn, Sweep) and where is not None and self.executor is not None and chunks:
+            finished = self.executor.map_sweep(self, fn, [[u for _, u in c] for c in chunks], where, bool(group))
+        else:
+            def here() -> Any:
+                for i, chunk in enumerate(chunks):
+                    yield i, (fn([u for _, u in chunk]) if group else [fn(chunk[0][1])])
+
+            finished = here()
+        for i, results in progress(finished, total=len(chunks), desc=desc or probe_id):
+            chunk = chunks[i]
             if len(results) != len(chunk):
                 raise ProbeError(f"{probe_id}: a grouped work function returned {len(results)} values for {len(chunk)} units")
             for (key, _), value in zip(chunk, results):
@@ -401,7 +444,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         baseline_result=baseline_result,
         model_name=name,
         probe_id=spec.id,
-        map=lambda fn, units, desc="", group=0: session.map_units(name, spec.id, fn, units, desc, group),
+        map=lambda fn, units, desc="", group=0: session.map_units(name, spec.id, fn, units, desc, group,
+                                                                    (model_spec, data_spec if cls.needs_data else None)),
     )
     _seed_everything(suite.seed)
     start = time.perf_counter()
@@ -443,15 +487,28 @@ def _plan(suite: Suite) -> list[ModelSpec]:
     return models
 
 
-def _record(session: Session, result: ProbeResult) -> None:
-    """Outcomes to the sidecar first, then the result event, then the plugins and a fresh partial report."""
-    key = (result.model, result.id or result.probe)
-    if result.outcomes:
-        session.outcomes[key] = {o.name: o for o in result.outcomes}
-        append_outcomes(session.run_dir, result.model, result.id or result.probe, result.outcomes)
-    session.emit("probe_result", result=result.to_dict())
-    session.plugins.hook.bertprobe_probe_result(session=session, result=result)
-    write_reports(session)  # a readable partial report after every probe
+def model_probes(suite: Suite, position: int, model_spec: ModelSpec) -> list[tuple[ProbeSpec, ModelSpec]]:
+    """The probes a model's turn runs, each with the model it runs on (a probe with its own model runs
+    once, in the first model's turn)."""
+    return [(spec, spec.model or model_spec) for spec in suite.probes if spec.model is None or position == 0]
+
+
+def run_model(session: Session, position: int, model_spec: ModelSpec, parsed: dict[str, Any]) -> None:
+    """One model's turn: every probe of the suite on it, each result recorded as it finishes.
+
+    The same function runs in this process (``local``) and inside a worker (``ray``), where the
+    session sends its events to the driver instead of writing them.
+    """
+    previous = session.previous
+    several = len(session.suite.models) > 1
+    for spec, target_spec in model_probes(session.suite, position, model_spec):
+        if previous and (target_spec.label, spec.id) in previous.kept:
+            session.say(f"kept {spec.id}" + (f" on {target_spec.label}" if several else "") + " from the interrupted run")
+            continue
+        session.running[target_spec.label] = spec.id
+        session.say(f"running {spec.id}" + (f" on {target_spec.label}" if several else ""))
+        session.emit("probe_start", id=spec.id, probe=spec.probe, model=target_spec.label)
+        session.record(run_probe(session, spec, parsed[spec.id], target_spec))
 
 
 def _gate(session: Session) -> None:
@@ -484,6 +541,8 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     suite = selected
     parts = suite_fingerprint(suite)
     previous = read_previous_run(Path(options.resume), parts) if options.resume else None
+    executor = make_executor(suite, plugins)
+    executor.start()  # before a run folder exists: a cluster that cannot be reached is bad input
     run_dir = Path(options.resume) if options.resume else new_run_dir(Path(options.out or suite.report_dir), suite.name)
     report = previous.report if previous else RunReport(suite=suite.name, run_dir=str(run_dir))
     threads = options.threads or suite.threads or default_threads()
@@ -491,7 +550,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     torch.set_num_threads(threads)  # restored when the run ends: a library call leaves no global change
     paths = {m.path for m in suite.models}
     with open(run_dir / "events.jsonl", "a" if previous else "w", encoding="utf-8") as events:
-        session = Session(suite, plugins, run_dir, report, events, log=options.log)
+        session = Session(suite, plugins, run_dir, report, events, log=options.log, executor=executor)
         plan = _plan(suite)
         session.baseline = plan[0].label if len(plan) > 1 else ""
         if previous:
@@ -507,7 +566,6 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
                          gate=suite.compare.to_dict() if suite.compare else {}, threads=threads,
                          suite_parts=parts, options=recorded_options(options))
         plugins.hook.bertprobe_session_start(session=session)
-        running: tuple[str, str] | None = None
         try:
             if suite.data is not None and any(plugins.probes.get(p.probe).needs_data and p.data is None for p in suite.probes):
                 data = session.raw_data(suite.data)
@@ -517,32 +575,17 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
                                      f"{previous.report.data_fingerprint[:12]} -> {print_[:12]}); start a new run")
                 if not previous:
                     session.emit("data_loaded", data=suite.data.describe(), examples=len(data), fingerprint=print_)
-            for position, model_spec in enumerate(plan):
-                for spec in suite.probes:
-                    if spec.model is not None and position > 0:
-                        continue  # a probe with its own model runs once, in the first model's turn
-                    target_spec = spec.model or model_spec
-                    if previous and (target_spec.label, spec.id) in previous.kept:
-                        session.say(f"kept {spec.id}" + (f" on {target_spec.label}" if len(plan) > 1 else "")
-                                    + " from the interrupted run")
-                        continue
-                    running = (target_spec.label, spec.id)
-                    session.say(f"running {spec.id}" + (f" on {target_spec.label}" if len(plan) > 1 else ""))
-                    session.emit("probe_start", id=spec.id, probe=spec.probe, model=target_spec.label)
-                    result = run_probe(session, spec, parsed[spec.id], target_spec)
-                    running = None
-                    _record(session, result)
-                session.release(set(plan[position + 1 :]))
+            executor.run_models(session, plan, parsed)
             _gate(session)
             report.status = "completed"
         except KeyboardInterrupt as exc:
             how = "SIGTERM" if isinstance(exc, Terminated) else "the user (Ctrl-C)"
-            if running is not None:
-                done = session.units_done.get(running, 0)
+            for model_name, probe_id in list(session.running.items()):
+                done = session.units_done.get((model_name, probe_id), 0)
                 kept = f"; {done} work unit(s) it finished are kept for --resume" if done else ""
-                _record(session, ProbeResult(probe=running[1], id=running[1], model=running[0], status="interrupted",
-                                             message=f"stopped by {how} while this probe ran{kept}",
-                                             details={"units_finished": done}))
+                session.record(ProbeResult(probe=probe_id, id=probe_id, model=model_name, status="interrupted",
+                                           message=f"stopped by {how} while this probe ran{kept}",
+                                           details={"units_finished": done}))
             report.status, report.message = "interrupted", f"stopped by {how}; continue with 'bertprobe run --resume {run_dir}'"
             exc.run_dir = run_dir  # type: ignore[attr-defined]
             raise
@@ -562,6 +605,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
             _update_index(run_dir.parent, session)
             plugins.hook.bertprobe_session_finish(session=session, report=report)
             torch.set_num_threads(previous_threads)
+            executor.close()
     return session
 
 
@@ -584,7 +628,7 @@ def suite_fingerprint(suite: Suite) -> dict[str, str]:
     """A short hash of each part of the resolved suite (models, data, probes, ...), to tell what changed."""
     plain = jsonable(asdict(suite))  # asdict descends into the nested specs
     return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
-            for name, value in plain.items() if name not in ("source", "description", "model")}
+            for name, value in plain.items() if name not in ("source", "description", "model", "executor")}
 
 
 def recorded_options(options: RunOptions) -> dict[str, Any]:

@@ -40,6 +40,13 @@ def bertprobe_register_datasets(registry: Registry[Any]) -> None:
     for bad input."""
 
 
+@hookspec
+def bertprobe_register_executors(registry: Registry[Any]) -> None:
+    """Add executors: classes (or instances) with ``name`` and the methods of
+    ``bertprobe.executors.Executor``, constructed with an ``ExecutorSpec``. A suite picks one with
+    ``executor: NAME`` (or ``--executor NAME``); ``local`` and ``ray`` are built in."""
+
+
 # ---- loading ------------------------------------------------------------------------------------
 @hookspec(firstresult=True)
 def bertprobe_load_target(spec: ModelSpec) -> Target | None:

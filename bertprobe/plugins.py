@@ -20,6 +20,7 @@ DISABLE_ENV = "BERTPROBE_DISABLE_PLUGINS"
 # Built-in plugins register through the same hooks as third-party ones (cf. datasette, pytest).
 DEFAULT_PLUGINS = (
     "bertprobe.loaders",
+    "bertprobe.executors.builtin",
     "bertprobe.probes.accuracy",
     "bertprobe.probes.triggers",
     "bertprobe.probes.heads",
@@ -44,6 +45,8 @@ class Plugins:
     reporters: Registry[Any]
     datasets: Registry[Any]
     dists: dict[str, tuple[str, str]] = field(default_factory=dict)  # entry-point plugin -> (dist, version)
+    executors: Registry[Any] = field(default_factory=lambda: Registry("executor"))
+    extra: list[Any] = field(default_factory=list)  # plugins registered by hand (workers register them too)
 
     @property
     def hook(self) -> Any:
@@ -141,11 +144,13 @@ def build_plugins(
     except (ImportError, AttributeError) as exc:
         raise PluginError(f"a bertprobe plugin failed to load: {exc}; disable it with {DISABLE_ENV}") from None
     _check_disabled(pm, _disabled(env), entry_points)
-    plugins = Plugins(pm, Registry("probe", check=_check_requires), Registry("reporter"), Registry("dataset loader"), dists)
+    plugins = Plugins(pm, Registry("probe", check=_check_requires), Registry("reporter"), Registry("dataset loader"), dists,
+                      extra=list(extra or []))
     for hook, registry in (
         ("bertprobe_register_probes", plugins.probes),
         ("bertprobe_register_reporters", plugins.reporters),
         ("bertprobe_register_datasets", plugins.datasets),
+        ("bertprobe_register_executors", plugins.executors),
     ):
         for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
             registry.current_plugin = impl.plugin_name

@@ -31,6 +31,50 @@ def unit_seed(seed: int, probe_id: str, key: str) -> int:
     return int(hashlib.sha256(f"{seed}:{probe_id}:{key}".encode()).hexdigest()[:8], 16)
 
 
+class Sweep:
+    """Independent work units that a worker process can rebuild on its own copy of the model.
+
+    A probe subclasses it (a dataclass holding only small, picklable settings) and implements
+    ``setup(target, data) -> state`` (pre-tokenised batches, caches: built once per worker) and
+    ``run(state, units) -> values`` (one JSON-able value per unit). ``bind(target, data)`` ties it to the
+    probe's own target and data; bound, it is called like the function ``ctx.map`` expects (a list of
+    units with ``group``, one unit without). Pass it to ``ctx.map`` instead of a closure and an executor
+    such as ``ray`` may shard the units over workers, each loading the model once; the values are the
+    same as in one process. Pickling drops the bound target, data and state (the models stay where
+    they are; only the settings and the units travel).
+    """
+
+    def setup(self, target: Target, data: Dataset | None) -> Any:
+        """What every unit needs, built once per process (default: nothing)."""
+        return None
+
+    def run(self, state: Any, units: list[Any]) -> list[Any]:
+        """One value per unit."""
+        raise NotImplementedError
+
+    def bind(self, target: Target, data: Dataset | None, state: Any = None) -> Sweep:
+        """Tie the sweep to a loaded target and data; ``state`` reuses what ``setup`` would build."""
+        self.__dict__["_bound"] = (target, data)
+        self.__dict__["_state"] = state
+        return self
+
+    def state(self) -> Any:
+        if self.__dict__.get("_state") is None:
+            bound = self.__dict__.get("_bound")
+            if bound is None:
+                raise RuntimeError(f"{type(self).__name__}: call bind(target, data) before running it here")
+            self.__dict__["_state"] = self.setup(*bound)
+        return self.__dict__["_state"]
+
+    def __call__(self, units: Any) -> Any:
+        if isinstance(units, list):
+            return self.run(self.state(), units)
+        return self.run(self.state(), [units])[0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_state")}
+
+
 def _local_map(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], desc: str = "", group: int = 0) -> list[Any]:
     items = [unit for _, unit in units]
     if group:
@@ -62,7 +106,8 @@ class ProbeContext:
     return JSON-able values (numbers, strings, lists, dicts), and the values come back as JSON gives them
     (tuples as lists). Under the harness each finished unit is recorded (a ``unit_result`` event), so a
     resumed run (``bertprobe run --resume``) continues a sweep instead of restarting it. Seed a unit
-    with ``ctx.unit_seed(key)``, never with state shared across units.
+    with ``ctx.unit_seed(key)``, never with state shared across units. Give a bound ``Sweep`` instead of
+    a closure and the run's executor may shard the units over workers (``--executor ray``).
     """
 
     seed: int = 0
@@ -100,6 +145,7 @@ class Probe(abc.ABC):
     requires: ClassVar[frozenset[str]] = frozenset()
     needs_data: ClassVar[bool] = True
     paper: ClassVar[str] = ""  # the citation shown at the top of the probe's section in the report
+    uses_baseline: ClassVar[bool] = False  # reads ctx.baseline_result(): parallel executors run the baseline first
     path_params: ClassVar[tuple[str, ...]] = ()  # params holding file paths: resolved against the suite's folder
     label_params: ClassVar[tuple[str, ...]] = ()  # params naming a class: checked against the model's config
     # metric (fnmatch pattern) -> higher_is_better, for `bertprobe describe`; reports take the direction

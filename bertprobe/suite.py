@@ -13,6 +13,7 @@ import yaml
 
 from bertprobe.data import DataSpec
 from bertprobe.errors import SuiteError
+from bertprobe.executors import ExecutorSpec
 from bertprobe.params import parse_params
 from bertprobe.paths import from_env, resolve_in, resolve_path_value
 from bertprobe.registry import Registry, did_you_mean
@@ -20,7 +21,8 @@ from bertprobe.results import Expectation
 from bertprobe.target import ModelSpec
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
-TOP_KEYS = ("suite", "description", "model", "models", "data", "seed", "threads", "probes", "report", "compare")
+TOP_KEYS = ("suite", "description", "model", "models", "data", "seed", "threads", "probes", "report", "compare",
+            "executor")
 COMPARE_KEYS = ("baseline", "tolerance", "significance")
 DEFAULT_TOLERANCE = 0.01
 PROBE_KEYS = ("probe", "id", "params", "expect", "model", "data")
@@ -79,6 +81,22 @@ class Suite:
     report_dir: str = "reports"
     formats: tuple[str, ...] = ("json", "markdown", "html")
     source: str = ""
+    executor: ExecutorSpec | None = None  # where models and sweeps run (None: local, in this process)
+
+
+def _executor(raw: Any, path: str) -> ExecutorSpec:
+    """``executor: ray`` or ``executor: {name: ray, address: auto, workers: 2, max_retries: 2, resources: {...}}``."""
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    spec = parse_params(ExecutorSpec, _mapping(raw, path), path)
+    if spec.workers is not None and spec.workers < 1:
+        raise SuiteError(f"{path}.workers: expected a number >= 1, got {spec.workers}")
+    if spec.max_retries < 0:
+        raise SuiteError(f"{path}.max_retries: expected a number >= 0, got {spec.max_retries}")
+    for key, value in spec.resources.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SuiteError(f"{path}.resources.{key}: expected a number >= 0 (e.g. num_cpus: 2, num_gpus: 1), got {value!r}")
+    return spec
 
 
 def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
@@ -316,6 +334,7 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         report_dir=str(report.get("dir", "reports")),
         formats=tuple(formats),
         source=source,
+        executor=_executor(doc["executor"], "executor") if doc.get("executor") is not None else None,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import torch
 
+from bertprobe.hookspecs import hookimpl
 from bertprobe.target import ModelSpec, Target, load_target
 
 Arch = Literal["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]
@@ -216,3 +217,68 @@ def train_tiny_classifier(directory: str | Path, arch: Arch = "bert", steps: int
     model.eval()
     model.save_pretrained(directory)
     return directory
+
+
+class FaultProbes:
+    """A test plugin (register it by hand: ``build_plugins(extra=[FaultProbes()])``) whose probes fail
+    the way workers fail, to test executors' retries:
+
+    * ``die``: the process running it exits at once (``os._exit``), every time (on the model named ``victim``);
+    * ``die-once``: the first attempt writes its pid to ``marker`` and waits (up to ``wait`` seconds)
+      to be killed from outside; an attempt that finds ``marker`` written finishes at once.
+
+    Only under a distributed executor: in this process they would end the test run.
+    """
+
+    @staticmethod
+    def probes() -> list[type]:
+        import os
+        import time
+        from dataclasses import dataclass
+
+        from bertprobe.probe import Probe
+        from bertprobe.results import ProbeResult
+
+        @dataclass(frozen=True)
+        class DieParams:
+            victim: str = ""  # the model name to die on (empty: every model)
+
+        class Die(Probe):
+            name = "die"
+            description = "exits the process running it (tests)"
+            needs_data = False
+            Params = DieParams
+
+            def run(self, target: Any, data: Any, params: DieParams, ctx: Any) -> ProbeResult:
+                if not params.victim or params.victim == ctx.model_name:
+                    os._exit(17)
+                return ProbeResult(probe=self.name)
+
+        @dataclass(frozen=True)
+        class OnceParams:
+            marker: str = ""
+            wait: float = 60.0
+
+        class DieOnce(Probe):
+            name = "die-once"
+            description = "waits to be killed on its first attempt (tests)"
+            needs_data = False
+            Params = OnceParams
+
+            def run(self, target: Any, data: Any, params: OnceParams, ctx: Any) -> ProbeResult:
+                marker = Path(params.marker)
+                result = ProbeResult(probe=self.name)
+                if marker.exists():
+                    result.add_metric("attempts", 2.0, None, "attempts this probe needed", kind="count")
+                    return result
+                marker.write_text(str(os.getpid()), encoding="utf-8")
+                time.sleep(params.wait)
+                result.add_metric("attempts", 1.0, None, "attempts this probe needed", kind="count")
+                return result
+
+        return [Die, DieOnce]
+
+    @hookimpl
+    def bertprobe_register_probes(self, registry: Any) -> None:
+        for probe in self.probes():
+            registry.add(probe)

@@ -103,6 +103,11 @@ def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None)
         if spec.probe in plugins.probes:
             cls_of[spec.id] = plugins.probes.get(spec.probe)
     _check_labels(suite, cls_of, params, problems)
+    executors = getattr(plugins, "executors", None)
+    if suite.executor is not None and executors is not None and suite.executor.name not in executors:
+        names = sorted(executors.names()) if hasattr(executors, "names") else []
+        problems.append(f"executor: no executor named '{suite.executor.name}'{did_you_mean(suite.executor.name, names)}; "
+                        f"executors: {', '.join(names)}")
     for spec in suite.probes:  # token-level needs: a table file has no words or trees (checked again on the data)
         data = spec.data or suite.data
         needs = sorted(r for r in getattr(cls_of.get(spec.id), "requires", ()) if r.startswith(("data:words", "data:layer:")))

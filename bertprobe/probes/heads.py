@@ -40,7 +40,7 @@ from bertprobe.architectures import head_grid, heads_per_layer
 from bertprobe.interventions import evaluate_units, head_intervention
 from bertprobe.pruning import compare_speed, head_importance, least_important, normalize_by_layer
 from bertprobe.outcomes import Outcomes, example_ids
-from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult, layer_head_heatmap
 from bertprobe.stats import bootstrap_ci, gini
 from bertprobe.target import Target
@@ -103,9 +103,8 @@ class Evaluator:
 
     def correct_many(self, masks: list[torch.Tensor] | None = None, uniform: list[torch.Tensor] | None = None,
                      budget: int | None = None) -> list[np.ndarray]:
-        """Correctness under each of several interventions, stacked along the batch where the device pays."""
-        units = masks if masks is not None else uniform or []
-        self.passes += len(units)
+        """Correctness under each of several interventions, stacked along the batch where the device pays
+        (not counted in ``passes``: a sweep's units may run in other processes; the probe counts them)."""
         outs = evaluate_units(self.target.model, self.sites, self.batches, self.labels, masks=masks,
                               uniform=uniform, budget=budget if budget is not None else self.budget)
         return [o.numpy() for o in outs]
@@ -122,6 +121,44 @@ class Evaluator:
     def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Michel's E_x |dL(x)/d xi_h| at the given mask (ones by default), one forward+backward pass."""
         return head_importance(self.target, self.batches, self.labels, mask)
+
+
+@dataclass(frozen=True)
+class HeadSweep(Sweep):
+    """Per-example correctness under head removals: a unit is ``(mode, cells)``, the ``(layer, head)`` cells
+    to remove by masking (``mask``) or uniform attention (``uniform``). Single-head and layer ablations
+    are units of one sweep, so an executor can shard them over workers that each build the
+    pre-collated batches once."""
+
+    batch_size: int | None = None
+    stack_budget: int | None = None
+
+    def setup(self, target: Target, data: Dataset | None) -> Evaluator:
+        assert data is not None
+        ev = Evaluator(target, data, self.batch_size)
+        ev.budget = self.stack_budget
+        return ev
+
+    def run(self, state: Evaluator, units: list[Any]) -> list[list[int]]:
+        layers, heads = state.shape
+        out: list[list[int] | None] = [None] * len(units)
+        for mode in ("mask", "uniform"):
+            picked = [i for i, (m, _) in enumerate(units) if m == mode]
+            if not picked:
+                continue
+            flags = []
+            for i in picked:
+                f = torch.zeros(layers, heads, dtype=torch.bool)
+                for layer, head in units[i][1]:
+                    f[layer, head] = True
+                flags.append(f)
+            if mode == "mask":
+                correct = state.correct_many(masks=[(~f).float() for f in flags])
+            else:
+                correct = state.correct_many(uniform=flags)
+            for i, c in zip(picked, correct):
+                out[i] = c.astype(np.int8).tolist()
+        return out  # type: ignore[return-value]
 
 
 def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams, base: float,
@@ -244,15 +281,14 @@ class HeadPruningProbe(Probe):
             "head importance (normalised per layer)": layer_head_heatmap(norm),
         }
 
+        sweep = HeadSweep(params.batch_size, params.stack_budget).bind(target, data, state=ev)
         if params.ablation:
-            self._ablate(result, ev, base_correct, params, ctx)
+            self._ablate(result, ev, sweep, base_correct, params, ctx)
         if params.layers:
-            def drop_layer(layer: int) -> float:
-                mask = torch.ones(layers, heads)
-                mask[layer] = 0
-                return base - float(ev.correct(mask=mask).mean())
-
-            drops = ctx.map(drop_layer, [(f"layer{layer}", layer) for layer in range(layers)], desc="layer ablation")
+            units = [(f"layer{layer}", ("mask", [(layer, h) for h in range(heads) if ev.real[layer, h]]))
+                     for layer in range(layers)]
+            drops = [base - float(np.mean(c)) for c in ctx.map(sweep, units, desc="layer ablation", group=params.stack)]
+            ev.passes += layers
             result.details["layer_ablation"] = [{"layer": i, "drop": d} for i, d in enumerate(drops)]
             result.add_metric("layer_max_drop", max(drops), False, "largest accuracy drop from removing one layer's heads")
         if params.pruning:
@@ -280,29 +316,17 @@ class HeadPruningProbe(Probe):
         }
         return result
 
-    def _ablate(self, result: ProbeResult, ev: Evaluator, base_correct: np.ndarray, params: HeadParams,
-                ctx: ProbeContext) -> None:
+    def _ablate(self, result: ProbeResult, ev: Evaluator, sweep: HeadSweep, base_correct: np.ndarray,
+                params: HeadParams, ctx: ProbeContext) -> None:
         layers, heads = ev.shape
         table = []
         deltas = torch.zeros(layers, heads)
         pairs = [(layer, head) for layer in range(layers) for head in range(heads) if ev.real[layer, head]]
-
-        def ablate(group: list[tuple[int, int]]) -> list[list[int]]:
-            flags = []
-            for layer, head in group:
-                f = torch.zeros(layers, heads, dtype=torch.bool)
-                f[layer, head] = True
-                flags.append(f)
-            if params.mode == "mask":
-                correct = ev.correct_many(masks=[(~f).float() for f in flags])
-            else:
-                correct = ev.correct_many(uniform=flags)
-            return [c.astype(np.int8).tolist() for c in correct]
-
-        # each head is a work unit (a resumed run continues the sweep where it stopped); groups of units
-        # share forward passes, stacked along the batch where the device pays for it
-        outcomes = ctx.map(ablate, [(f"L{layer}H{head}", (layer, head)) for layer, head in pairs],
+        # each head is a work unit (a resumed run continues the sweep where it stopped; an executor may
+        # shard them); groups of units share forward passes, stacked along the batch where the device pays
+        outcomes = ctx.map(sweep, [(f"L{layer}H{head}", (params.mode, [(layer, head)])) for layer, head in pairs],
                            desc=f"head ablation ({params.mode})", group=params.stack)
+        ev.passes += len(pairs)
         for (layer, head), correct_list in zip(pairs, outcomes):
             correct = np.asarray(correct_list, dtype=bool)
             diff = correct.astype(np.float64) - base_correct.astype(np.float64)

@@ -239,6 +239,7 @@ class UniversalTriggerProbe(Probe):
                "baseline_trigger_accuracy_after")
     Params = TriggerParams
     paper = "Wallace, Feng, Kandpal, Gardner, Singh 2019. Universal Adversarial Triggers for Attacking and Analyzing NLP (EMNLP)"
+    uses_baseline = True  # re-measures the matrix baseline's trigger on every other model
     metric_directions = {"accuracy_before": True, "accuracy_after": True, "success_rate": False, "search_seconds": False, "forward_passes": False, "transfer_accuracy_before": True, "transfer_accuracy_after": True, "baseline_trigger_accuracy_after": True, "examples_searched": None, "examples_held_out": None}
     label_params = ("target_label", "to_label")  # class names, checked against config.json by validate
 

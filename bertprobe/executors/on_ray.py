@@ -1,0 +1,329 @@
+"""The ``ray`` executor: each model of a run is a Ray task; ``Sweep`` units are sharded over Ray actors.
+
+Install with ``pip install -e ".[ray]"``; Ray is imported only when this executor starts.
+
+* Model jobs. Every model's turn (``harness.run_model``) runs in a Ray task that asks for
+  ``num_gpus: 1`` when the model's device is cuda and ``num_cpus: 1`` otherwise (``resources:`` to
+  change). A worker loads its model and data from their paths; only small records come back
+  (events, ProbeResults with their outcomes) through a Ray queue, and the driver writes them into the
+  one ``events.jsonl`` as they arrive, so partial reports, Ctrl-C (which cancels the tasks), resume and
+  the gates work as with ``local``. When a probe reads the matrix baseline's result
+  (``Probe.uses_baseline``), the baseline model runs first.
+* Retries. A job whose worker dies is started again up to ``max_retries`` times and resumes from the
+  probes and work units the dead attempt finished (the same mechanism as ``--resume``). A job that
+  still fails becomes an ``error`` result on each of its unfinished probes; the other models are kept.
+  Bad input (``BertprobeError``) is not retried: it ends the run with exit code 2 once the other jobs
+  have finished and been recorded.
+* Sweeps. ``ctx.map`` over a ``Sweep`` is split into its chunks and handed to a pool of actors that
+  each load the model once (one per free CPU, or per free GPU for a cuda model) and keep what the
+  sweep's ``setup`` built; values come back per chunk and are recorded per unit.
+* Safety. A cluster started here listens on 127.0.0.1 only, has usage stats and the dashboard off, and
+  is shut down at the end; a cluster joined with ``address`` is only disconnected from. Nothing here
+  runs ``ray stop`` or touches other Ray processes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Iterator
+
+from bertprobe.errors import BertprobeError, SuiteError
+from bertprobe.executors import ExecutorSpec
+
+if TYPE_CHECKING:
+    from bertprobe.data import DataSpec
+    from bertprobe.executors.remote import ModelJob, WorkerContext
+    from bertprobe.harness import Session
+    from bertprobe.probe import Sweep
+    from bertprobe.target import ModelSpec
+
+POLL_SECONDS = 0.05
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise SuiteError("executor 'ray' needs Ray, which is an extra: pip install -e '.[ray]' "
+                         "(or pip install 'ray>=2.60'); or run with --executor local") from None
+    return ray
+
+
+def _is_cuda(spec: ModelSpec) -> bool:
+    return str(spec.device).startswith("cuda")
+
+
+def _job_resources(spec: ExecutorSpec, model: ModelSpec) -> dict[str, float]:
+    if spec.resources:
+        return dict(spec.resources)
+    return {"num_gpus": 1, "num_cpus": 1} if _is_cuda(model) else {"num_cpus": 1}
+
+
+def _run_job(job: ModelJob, queue: Any) -> None:
+    """Body of a model job inside a Ray worker (module-level: Ray ships it by reference)."""
+    from bertprobe.executors.remote import execute_model_job
+
+    executor = RayExecutor(job.context.executor, inside_worker=True)
+    try:
+        execute_model_job(job, queue.put, executor)
+    finally:
+        executor.close()
+
+
+class _ShardWorker:
+    """A Ray actor that loads one model and data once and runs chunks of sweep units on them."""
+
+    def __init__(self, context: WorkerContext, model: ModelSpec, data: DataSpec | None) -> None:
+        self.context, self.model, self.data = context, model, data
+        self.loaded: tuple[Any, Any] | None = None
+        self.states: dict[str, Any] = {}
+
+    def run(self, sweep: Sweep, units: list[Any], grouped: bool) -> list[Any]:
+        from bertprobe.executors.remote import shard_state
+        from bertprobe.results import jsonable
+
+        if self.loaded is None:
+            self.loaded = shard_state(self.context, self.model, self.data)
+        key = f"{type(sweep).__module__}.{type(sweep).__qualname__}:{sweep!r}"
+        if key not in self.states:
+            self.states[key] = sweep.setup(*self.loaded)
+        sweep.bind(*self.loaded, state=self.states[key])
+        return jsonable(sweep(units) if grouped else [sweep(units[0])])
+
+
+class RayExecutor:
+    """Model jobs as Ray tasks, sweeps over Ray actors (see the module docstring)."""
+
+    name = "ray"
+
+    def __init__(self, spec: ExecutorSpec | None = None, inside_worker: bool = False) -> None:
+        self.spec = spec or ExecutorSpec(name="ray")
+        self.inside_worker = inside_worker
+        self.owned = False  # started a private cluster: shut it down at the end
+        self.connected = False  # joined a running cluster: disconnect at the end
+        self.pools: dict[Any, list[Any]] = {}
+        self.context: WorkerContext | None = None
+
+    # ---- connection -------------------------------------------------------------------------------
+    def start(self) -> None:
+        ray = _ray()
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if ray.is_initialized():
+            return
+        common = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": True}
+        try:
+            if self.spec.address:
+                ray.init(address=self.spec.address, **common)
+                self.connected = True
+            else:
+                cpus = self.spec.workers or len(os.sched_getaffinity(0))
+                ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", **common)
+                self.owned = True
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            where = f"--ray-address {self.spec.address}" if self.spec.address else "a local Ray cluster"
+            raise SuiteError(f"executor 'ray': could not connect to {where}: {first}; check the address (a cluster "
+                             "started with 'ray start --head' is 'auto'; a stale /tmp/ray/ray_current_cluster names a "
+                             "dead one: remove it), set RAY_AUTH_TOKEN if the cluster requires a token, or drop "
+                             "--ray-address to start a private cluster") from None
+
+    def close(self) -> None:
+        ray = _ray()
+        for pool in self.pools.values():
+            for actor in pool:
+                ray.kill(actor)
+        self.pools.clear()
+        if (self.owned or self.connected) and not self.inside_worker:
+            ray.shutdown()
+        self.owned = self.connected = False
+
+    # ---- model jobs -------------------------------------------------------------------------------
+    def _context(self, session: Session) -> WorkerContext:
+        from bertprobe.executors.remote import WorkerContext
+
+        if self.context is None:
+            self.context = WorkerContext(session.suite, str(session.run_dir), list(session.plugins.extra),
+                                         1, self.spec)
+        return self.context
+
+    def run_models(self, session: Session, plan: list[ModelSpec], parsed: dict[str, Any]) -> None:
+        from dataclasses import replace
+
+        from bertprobe.executors.remote import ModelJob
+
+        ray = _ray()
+        from ray.util.queue import Queue
+
+        context = self._context(session)
+        previous = session.previous
+        queue = Queue(actor_options={"num_cpus": 0})
+        remote = ray.remote(_run_job)
+        jobs: dict[str, ModelJob] = {}
+        for position, model in enumerate(plan):
+            resources = _job_resources(self.spec, model)
+            threads = max(1, int(resources.get("num_cpus", 1)))
+            jobs[model.label] = ModelJob(
+                replace(context, threads=threads), position, model, parsed, baseline=session.baseline,
+                kept={k for k in (previous.kept if previous else set()) if k[0] == model.label or position == 0},
+                units={k: v for k, v in (previous.units if previous else {}).items()},
+                hashes=dict(previous.hashes) if previous else {})
+        pending: dict[Any, str] = {}
+        failures: list[BertprobeError] = []
+
+        def submit(label: str) -> None:
+            job = jobs[label]
+            options = {**_job_resources(self.spec, job.model), "max_retries": 0, "retry_exceptions": False}
+            pending[remote.options(**options).remote(job, queue)] = label
+
+        def drain() -> None:
+            while not queue.empty():
+                for record in queue.get_nowait_batch(queue.qsize()):
+                    self._on_record(session, jobs, record)
+
+        first_alone = len(plan) > 1 and any(session.plugins.probes.get(p.probe).uses_baseline for p in session.suite.probes)
+        waiting = [m.label for m in plan]
+        try:
+            if first_alone:
+                submit(waiting.pop(0))
+                self._wait_all(session, pending, jobs, submit, drain, failures)
+                baseline = [r.to_dict() for r in session.report.probes if r.model == plan[0].label]
+                for label in waiting:
+                    jobs[label].baseline_results = baseline
+            for label in waiting:
+                submit(label)
+            self._wait_all(session, pending, jobs, submit, drain, failures)
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            drain()
+            raise
+        finally:
+            ray.kill(queue.actor)
+        if failures:
+            raise failures[0]
+
+    def _wait_all(self, session: Session, pending: dict[Any, str], jobs: dict[str, ModelJob], submit: Any,
+                  drain: Any, failures: list[BertprobeError]) -> None:
+        ray = _ray()
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
+            drain()
+            for ref in ready:
+                label = pending.pop(ref)
+                try:
+                    ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - classified below
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, BertprobeError):
+                        failures.append(cause)
+                        continue
+                    job = jobs[label]
+                    what = _describe_failure(exc)
+                    if job.attempt < self.spec.max_retries:
+                        job.attempt += 1
+                        session.say(f"model {label}: {what}; retrying ({job.attempt}/{self.spec.max_retries}), "
+                                    "resuming from its finished work")
+                        submit(label)
+                    else:
+                        self._fail_job(session, job, what)
+
+    def _on_record(self, session: Session, jobs: dict[str, ModelJob], record: dict[str, Any]) -> None:
+        from bertprobe.executors.remote import result_from_record
+
+        kind = record.get("event")
+        if kind == "_log":
+            session.say(str(record.get("message", "")))
+            return
+        payload = {k: v for k, v in record.items() if k not in ("event", "time")}
+        if kind == "probe_result":
+            result = result_from_record(record)
+            session.record(result)
+            for job in jobs.values():
+                if result.status not in ("error", "interrupted"):
+                    job.kept.add((result.model, result.id or result.probe))
+            return
+        if kind == "probe_start":
+            session.running[str(record.get("model"))] = str(record.get("id"))
+        elif kind == "unit_result":
+            key = (str(record.get("model")), str(record.get("id")))
+            session.units_done[key] = session.units_done.get(key, 0) + 1
+            for job in jobs.values():
+                job.units.setdefault(key, {})[str(record.get("key"))] = record.get("value")
+        session.emit(str(kind), **payload)
+
+    def _fail_job(self, session: Session, job: ModelJob, what: str) -> None:
+        from bertprobe.harness import model_probes
+        from bertprobe.results import ProbeResult
+
+        tries = job.attempt + 1
+        for spec, target_spec in model_probes(session.suite, job.position, job.model):
+            if (target_spec.label, spec.id) in job.kept:
+                continue
+            session.record(ProbeResult(probe=spec.probe, id=spec.id, model=target_spec.label, status="error",
+                                       message=f"the model job failed {tries} time(s): {what}"))
+
+    # ---- sweeps -----------------------------------------------------------------------------------
+    def _shard_workers(self, model: ModelSpec) -> int:
+        ray = _ray()
+        if not self.spec.shard:
+            return 1
+        if _is_cuda(model):  # the job holds its own GPU: shard over the others
+            return int(ray.available_resources().get("GPU", 0))
+        if self.spec.workers:
+            return self.spec.workers
+        return int(ray.cluster_resources().get("CPU", 1))
+
+    def map_sweep(self, session: Session, sweep: Sweep, chunks: list[list[Any]],
+                  where: tuple[ModelSpec, DataSpec | None], grouped: bool) -> Iterator[tuple[int, list[Any]]]:
+        workers = min(self._shard_workers(where[0]), len(chunks))
+        if workers <= 1:
+            for i, chunk in enumerate(chunks):
+                yield i, (sweep(chunk) if grouped else [sweep(chunk[0])])
+            return
+        ray = _ray()
+        pool = self._pool(session, where, workers)
+        free = list(pool)
+        queue = list(enumerate(chunks))
+        running: dict[Any, tuple[int, Any]] = {}
+        try:
+            while queue or running:
+                while queue and free:
+                    actor = free.pop()
+                    i, chunk = queue.pop(0)
+                    running[actor.run.remote(sweep, chunk, grouped)] = (i, actor)
+                ready, _ = ray.wait(list(running), num_returns=1)
+                for ref in ready:
+                    i, actor = running.pop(ref)
+                    free.append(actor)
+                    yield i, ray.get(ref)
+        except BaseException:
+            for ref in running:
+                ray.cancel(ref, force=True)
+            raise
+
+    def _pool(self, session: Session, where: tuple[ModelSpec, DataSpec | None], workers: int) -> list[Any]:
+        ray = _ray()
+        key = (where[0], repr(where[1]))
+        if key not in self.pools:
+            resources = {"num_gpus": 1, "num_cpus": 1} if _is_cuda(where[0]) else {"num_cpus": 1}
+            actor_class = ray.remote(_ShardWorker)
+            context = self.context if self.context is not None else self._context(session)
+            self.pools[key] = [actor_class.options(**resources, max_restarts=self.spec.max_retries,
+                                                   max_task_retries=self.spec.max_retries).remote(context, *where)
+                               for _ in range(workers)]
+        return self.pools[key]
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """One line for a failed Ray task: the worker died, or what it raised."""
+    ray = _ray()
+    if isinstance(exc, ray.exceptions.WorkerCrashedError):
+        return "its worker died"
+    if isinstance(exc, ray.exceptions.TaskCancelledError):
+        return "it was cancelled"
+    cause = getattr(exc, "cause", None)
+    if cause is not None:
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        return f"{type(cause).__name__}: {first}" if first else type(cause).__name__
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

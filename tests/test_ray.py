@@ -1,0 +1,200 @@
+"""The ``ray`` executor on a private local cluster (2 CPUs, loopback): same reports as ``local``, sharded
+sweeps with identical numbers, retries after a killed worker, and a failing job kept to its model.
+
+Skipped when Ray is not installed (the core install has no Ray; ``.ci/run`` installs the extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from bertprobe.harness import RunOptions, run_suite  # noqa: E402
+from bertprobe.plugins import build_plugins  # noqa: E402
+from bertprobe.suite import load_suite  # noqa: E402
+from bertprobe.testing import FaultProbes, save_tiny_model, sentiment_examples, train_tiny_classifier  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One private cluster for the module: 2 CPUs, bound to 127.0.0.1, no dashboard, no usage stats."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False,
+             logging_level="ERROR", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> tuple[Path, Path]:
+    good = train_tiny_classifier(tmp_path_factory.mktemp("good"), layers=3, heads=4, steps=80)
+    bad = save_tiny_model(tmp_path_factory.mktemp("bad"), seed=5, layers=3, heads=4)
+    return good, bad
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "senti.tsv"
+    rows = sentiment_examples(60, seed=11)
+    path.write_text("sentence\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def suite_file(tmp_path: Path, models: tuple[Path, ...], data: Path, probes: str, extra: str = "") -> Path:
+    listed = "".join(f"  - {{name: m{i}, path: '{p}', device: cpu}}\n" for i, p in enumerate(models))
+    text = (f"suite: rx\nmodels:\n{listed}data: {{path: '{data}'}}\nseed: 3\n{extra}"
+            f"report: {{dir: '{tmp_path / 'reports'}', formats: [json]}}\nprobes:\n{probes}")
+    path = tmp_path / "rx.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run(path: Path, out: Path, executor: str = "local", plugins: Any = None, **options: Any) -> dict[str, Any]:
+    session = run_suite(load_suite(path), plugins or build_plugins(),
+                        RunOptions(out=str(out), executor=executor, threads=1, **options))
+    return json.loads((session.run_dir / "report.json").read_text())
+
+
+def comparable(report: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any], Any]]:
+    """What must not depend on the executor: every result's status, metrics and details (timings aside)."""
+    timing = ("seconds", "duration", "speed", "per_s")
+    out = []
+    for r in report["probes"]:
+        metrics = {k: v for k, v in r["metrics"].items()
+                   if r["metric_info"][k]["kind"] != "cost" and not any(t in k for t in timing)}
+        details = {k: v for k, v in r["details"].items()
+                   if k not in ("figures", "summary") and not any(t in k for t in timing)}
+        out.append((r["model"], r["id"], r["status"], metrics, json.dumps(details, sort_keys=True, default=str)))
+    return sorted(out)
+
+
+HEADS = ("  - probe: head-pruning\n    params: {pruning: false, bootstrap: 0, stack: 3}\n"
+         "    expect: {baseline: {min: 0.0}}\n")
+
+
+def test_matrix_of_two_models_gives_the_same_report_as_local(cluster, tmp_path, models, data):
+    probes = ("  - probe: accuracy\n    expect: {accuracy: {min: 0.5}}\n"
+              "  - {probe: universal-trigger, params: {target_label: positive, length: 1, iterations: 2, candidates: 4, batch_size: 8, restarts: 2}}\n" + HEADS)
+    path = suite_file(tmp_path, models, data, probes,
+                      extra="compare: {baseline: m0, tolerance: 0.05}\n")
+    local = run(path, tmp_path / "local")
+    remote = run(path, tmp_path / "ray", executor="ray")
+    assert comparable(local) == comparable(remote)
+    assert [m["name"] for m in remote["models"]] == ["m0", "m1"]
+    assert remote["status"] == "completed"
+    # the gate saw the same per-example outcomes: the random model regresses in both
+    assert [r["metric"] for r in local["regressions"]] == [r["metric"] for r in remote["regressions"]]
+    assert remote["regressions"]
+    # every event landed in the one events.jsonl, the ray run's units included
+    (run_dir,) = (tmp_path / "ray").glob("rx-*")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    units = [e for e in events if e["event"] == "unit_result" and e["id"] == "head-pruning"]
+    assert len(units) == 2 * (12 + 3)  # per model: 12 single heads + 3 layers
+    assert (run_dir / "outcomes.jsonl").is_file()
+
+
+def test_sharded_head_ablation_gives_identical_numbers(cluster, tmp_path, models, data):
+    path = suite_file(tmp_path, models[:1], data, HEADS)
+    local = run(path, tmp_path / "local")
+    remote = run(path, tmp_path / "ray", executor="ray", workers=2)
+    assert comparable(local) == comparable(remote)
+    (probe,) = remote["probes"]
+    assert len(probe["details"]["ablation"]) == 12
+
+
+def test_sweep_shards_run_on_two_workers(cluster, models, data):
+    """The sweep's chunks really leave the model job's process: two actors, each loading the model once."""
+    from bertprobe.data import DataSpec
+    from bertprobe.executors import ExecutorSpec
+    from bertprobe.executors.on_ray import RayExecutor
+    from bertprobe.executors.remote import WorkerContext
+    from bertprobe.probe import Sweep
+    from bertprobe.suite import Suite
+    from bertprobe.target import ModelSpec
+
+    class Pid(Sweep):
+        def run(self, state: Any, units: list[Any]) -> list[Any]:
+            time.sleep(0.2)
+            return [os.getpid() for _ in units]
+
+    executor = RayExecutor(ExecutorSpec(name="ray", workers=2))
+    executor.start()
+    suite = Suite(name="s", model=None, data=None, probes=())
+    executor.context = WorkerContext(suite, "/tmp", [], 1, executor.spec)
+    where = (ModelSpec(path=str(models[0]), device="cpu"), DataSpec(path=str(data)))
+    try:
+        got = dict(executor.map_sweep(None, Pid(), [[1, 2], [3], [4], [5]], where, grouped=True))  # type: ignore[arg-type]
+    finally:
+        executor.close()
+    assert sorted(got) == [0, 1, 2, 3]
+    pids = {p for values in got.values() for p in values}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+def test_killed_worker_is_retried_and_the_run_completes(cluster, tmp_path, models, data):
+    marker = tmp_path / "pid"
+    probes = ("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n"
+              f"  - {{probe: die-once, params: {{marker: '{marker}', wait: 120}}}}\n")
+    path = suite_file(tmp_path, models[:1], data, probes)
+    killed: list[int] = []
+
+    def killer() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if marker.exists() and marker.read_text().strip():
+                pid = int(marker.read_text())
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    report = run(path, tmp_path / "out", executor="ray", plugins=build_plugins(extra=[FaultProbes()]))
+    thread.join(5)
+    assert killed and killed[0] != os.getpid()
+    assert report["status"] == "completed"
+    statuses = {r["id"]: r["status"] for r in report["probes"]}
+    assert statuses == {"accuracy": "passed", "die-once": "measured"}
+    die_once = next(r for r in report["probes"] if r["id"] == "die-once")
+    assert die_once["metrics"]["attempts"] == 2.0
+    # the retry resumed: accuracy, finished before the kill, ran once
+    (run_dir,) = (tmp_path / "out").glob("rx-*")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert sum(1 for e in events if e["event"] == "probe_result" and e["result"]["id"] == "accuracy") == 1
+
+
+def test_a_job_that_always_fails_is_an_error_and_the_other_model_passes(cluster, tmp_path, models, data):
+    probes = ("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n"
+              "  - {probe: die, params: {victim: m1}}\n  - {probe: accuracy, id: after, expect: {accuracy: {min: 0.0}}}\n")
+    path = suite_file(tmp_path, models, data, probes)
+    report = run(path, tmp_path / "out", executor="ray", plugins=build_plugins(extra=[FaultProbes()]))
+    got = {(r["model"], r["id"]): (r["status"], r["message"]) for r in report["probes"]}
+    assert report["status"] == "completed"
+    assert got[("m0", "accuracy")][0] == got[("m0", "after")][0] == "passed"
+    assert got[("m0", "die")][0] == "measured"
+    # m1's job died on every attempt: what it finished is kept, what it never finished is an error
+    assert got[("m1", "accuracy")][0] == "passed"
+    for probe in ("die", "after"):
+        status, message = got[("m1", probe)]
+        assert status == "error" and "failed 3 time(s)" in message and "worker died" in message, message
+
+
+def test_unknown_executor_and_missing_address_are_one_line_errors(tmp_path, models, data):
+    from bertprobe.errors import SuiteError
+
+    path = suite_file(tmp_path, models[:1], data, "  - probe: accuracy\n")
+    with pytest.raises(SuiteError, match="no executor named 'rey'.*did you mean 'ray'"):
+        run(path, tmp_path / "out", executor="rey")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
