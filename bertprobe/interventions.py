@@ -135,6 +135,130 @@ def head_intervention(
             handle.remove()
 
 
+def encoder_layers(model: nn.Module, sites: list[AttentionSite]) -> nn.ModuleList | None:
+    """The module list of encoder layers, layer i holding site i's attention, or None where layers are
+    shared (ALBERT) or laid out otherwise: then no layer can be skipped."""
+    if not sites or any(len(s.layers) != 1 for s in sites):
+        return None
+    for module in model.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == len(sites):
+            if all(any(m is s.out_proj for m in module[s.layers[0]].modules()) for s in sites):
+                return module
+    return None
+
+
+class _Skipped(nn.Module):
+    """Stands in for a layer below the lowest intervened one: passes its input on, computing nothing
+    (the input of the first computed layer is replaced by the cached one)."""
+
+    def __init__(self, width: int | None) -> None:
+        super().__init__()
+        self.width = width  # None: the layer returns a tensor; n: a tuple of n
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self.width is None:
+            return hidden_states
+        return (hidden_states,) + (None,) * (self.width - 1)
+
+
+class LayerCache:
+    """The hidden states entering every encoder layer, per pre-collated batch, from one plain pass.
+
+    An intervention at layer l leaves every layer below l unchanged, so a unit whose lowest intervened
+    layer is l runs from l: layers below it are skipped and layer l receives the cached input. On a
+    6-layer model's single-head sweep that skips (0+1+...+5)/36 = 42% of the layer computations. It costs
+    ``bytes``: examples x padded length x hidden x (layers - 1) values in the model's dtype.
+    """
+
+    def __init__(self, layers: nn.ModuleList) -> None:
+        self.layers = layers
+        self.inputs: list[list[torch.Tensor | None]] = []
+        self.width: int | None = None
+        self.bytes = 0
+
+    @staticmethod
+    def estimate(batches: list[tuple[list[int], dict[str, torch.Tensor]]], hidden: int, layers: int,
+                 element_size: int) -> int:
+        """Bytes the cache would hold for these batches."""
+        cells = sum(b["input_ids"].numel() for _, b in batches)
+        return cells * hidden * max(0, layers - 1) * element_size
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[None]:
+        """Record every layer's input (and the layers' output shape) for the forward passes inside,
+        one pass per batch in order."""
+        handles = []
+
+        def on_input(index: int) -> Any:
+            def hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+                hidden = args[0] if args else kwargs["hidden_states"]
+                if index == 0:
+                    self.inputs.append([None] * len(self.layers))
+                elif self.inputs:
+                    self.inputs[-1][index] = hidden.detach()
+                    self.bytes += hidden.numel() * hidden.element_size()
+            return hook
+
+        def on_output(_module: nn.Module, _args: tuple, output: Any) -> None:
+            self.width = len(output) if isinstance(output, (tuple, list)) else None
+
+        for index, layer in enumerate(self.layers):
+            handles.append(layer.register_forward_pre_hook(on_input(index), with_kwargs=True))
+        handles.append(self.layers[0].register_forward_hook(on_output))
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @contextlib.contextmanager
+    def start_at(self, batch: int, layer: int, repeat: int = 1) -> Iterator[None]:
+        """Inside, forward passes of batch ``batch`` (repeated ``repeat`` times) compute from ``layer`` on."""
+        if layer <= 0:
+            yield
+            return
+        cached = self.inputs[batch][layer]
+        assert cached is not None
+        if repeat > 1:
+            cached = cached.repeat(repeat, *([1] * (cached.dim() - 1)))
+        originals = [self.layers[j] for j in range(layer)]
+
+        def feed(_module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            if args:
+                return (cached, *args[1:]), kwargs
+            return args, {**kwargs, "hidden_states": cached}
+
+        handle = self.layers[layer].register_forward_pre_hook(feed, with_kwargs=True)
+        for j in range(layer):
+            self.layers[j] = _Skipped(self.width)
+        try:
+            yield
+        finally:
+            for j, original in enumerate(originals):
+                self.layers[j] = original
+            handle.remove()
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes free on ``device``: the GPU's free memory, or the host's available memory (Linux; 4 GiB elsewhere)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    import os
+
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+def lowest_layer(unit: torch.Tensor, keep: bool) -> int:
+    """The lowest layer an ``L x H`` unit intervenes in (a mask below 1, or a True uniform flag); the last
+    layer when it intervenes nowhere (running the last layer alone still gives the plain output)."""
+    touched = (unit < 1) if keep else unit.bool()
+    rows = touched.any(dim=-1).nonzero()
+    return int(rows[0]) if len(rows) else unit.shape[0] - 1
+
+
 def _repeat_rows(batch: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tensor]:
     """The batch repeated ``k`` times along its first dimension (examples, or examples x choices)."""
     return {key: value.repeat(k, *([1] * (value.dim() - 1))) for key, value in batch.items()}
@@ -158,14 +282,15 @@ def stack_size(rows: int, length: int, hidden: int, layers: int, device: torch.d
 def evaluate_units(
     model: nn.Module, sites: list[AttentionSite], batches: list[tuple[list[int], dict[str, torch.Tensor]]],
     labels: torch.Tensor, masks: list[torch.Tensor] | None = None, uniform: list[torch.Tensor] | None = None,
-    budget: int | None = None,
+    budget: int | None = None, cache: LayerCache | None = None,
 ) -> list[torch.Tensor]:
     """Per-example correctness (bool, input order) for each intervention unit, stacking units along the batch.
 
     Each unit is an ``L x H`` float ``mask`` (1 keeps a head) or a bool ``uniform`` map (True gives the
     head uniform attention). Every pre-collated batch is repeated k times with one unit's mask per
     repeat, so k units share one forward pass; k comes from ``stack_size`` (1 falls back to one unit at
-    a time). The numbers equal those of one unit per pass: the hooks take one mask per row.
+    a time). The numbers equal those of one unit per pass: the hooks take one mask per row. With a
+    ``cache`` of these batches' layer inputs, each pass starts at its units' lowest intervened layer.
     """
     units = masks if masks is not None else uniform
     assert units is not None, "give masks or uniform"
@@ -178,7 +303,7 @@ def evaluate_units(
     layers = sum(len(s.layers) for s in sites)
     device = next(model.parameters()).device
     with torch.inference_mode():
-        for idx, batch in batches:
+        for number, (idx, batch) in enumerate(batches):
             ids = batch["input_ids"]
             rows, length = ids.shape[0], ids.shape[-1]
             k = stack_size(rows * (ids.shape[1] if ids.dim() == 3 else 1), length, hidden, layers, device, len(units), budget)
@@ -189,7 +314,9 @@ def evaluate_units(
                 stacked = _repeat_rows(batch, len(group)) if len(group) > 1 else batch
                 per_row = torch.stack(group).repeat_interleave(rows, dim=0)  # (k * rows) x L x H
                 kwargs = {"mask": per_row.float()} if masks is not None else {"uniform": per_row.bool()}
-                with head_intervention(model, sites, **kwargs):
+                start_layer = min(lowest_layer(u, masks is not None) for u in group) if cache is not None else 0
+                skip = cache.start_at(number, start_layer, len(group)) if cache is not None else contextlib.nullcontext()
+                with head_intervention(model, sites, **kwargs), skip:
                     logits = model(**stacked).logits
                 pred = logits.argmax(-1).view(len(group), rows).cpu()
                 for j in range(len(group)):

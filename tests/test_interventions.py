@@ -176,3 +176,83 @@ def _one_pass(target, sites, batch, unit, mode):
     key = "mask" if mode == "mask" else "uniform"
     with head_intervention(target.model, sites, **{key: unit}):
         return target.model(**batch).logits
+
+
+@pytest.mark.parametrize("arch,task", [("bert", "classification"), ("roberta", "classification"),
+                                       ("distilbert", "classification"), ("electra", "classification"),
+                                       ("deberta-v2", "classification"), ("bert", "multiple-choice")])
+@pytest.mark.parametrize("mode", ["mask", "uniform"])
+def test_units_run_from_their_lowest_layer_give_the_same_results(tmp_path, arch, task, mode):
+    """With cached layer inputs, a unit skips the layers below its lowest intervention: predictions equal,
+    logits within float tolerance, and the skipped layers really are not run."""
+    from bertprobe.interventions import LayerCache, encoder_layers, evaluate_units, lowest_layer
+
+    target = tiny_target(tmp_path / arch, arch=arch, task=task, layers=4, heads=2, initializer_range=0.5)
+    sites = target.attention_sites()
+    texts = ["the movie was good", "bad", "a very boring dull story", "fun", "the plot was awful and long", "it was"]
+    examples = [Example(t, choices=("good", "bad", "fine") if task == "multiple-choice" else None, label=i % 2)
+                for i, t in enumerate(texts)]
+    batches = list(target.batches(target.encode(examples), batch_size=4))
+    labels = torch.tensor([ex.label for ex in examples])
+    layers = encoder_layers(target.model, sites)
+    assert layers is not None and len(layers) == 4
+    cache = LayerCache(layers)
+    with torch.inference_mode(), cache.capture():
+        plain = [target.model(**b).logits for _, b in batches]
+    assert len(cache.inputs) == len(batches) and cache.bytes > 0
+    units = []
+    for layer in range(4):
+        for head in range(2):
+            cell = torch.zeros(4, 2, dtype=torch.bool)
+            cell[layer, head] = True
+            units.append((~cell).float() if mode == "mask" else cell)
+    assert [lowest_layer(u, mode == "mask") for u in units] == [0, 0, 1, 1, 2, 2, 3, 3]
+    key = "masks" if mode == "mask" else "uniform"
+    without = evaluate_units(target.model, sites, batches, labels, budget=0, **{key: units})
+    with_cache = evaluate_units(target.model, sites, batches, labels, budget=0, cache=cache, **{key: units})
+    stacked = evaluate_units(target.model, sites, batches, labels, budget=1 << 40, cache=cache, **{key: units})
+    for a, b, c in zip(without, with_cache, stacked):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    # logits of one unit at layer 2, and of no intervention at all (run from the last layer alone)
+    calls = [0] * 4
+    handles = [layer.register_forward_hook(lambda *_, i=i: calls.__setitem__(i, calls[i] + 1)) for i, layer in enumerate(layers)]
+    batch = batches[0][1]
+    try:
+        with torch.inference_mode():
+            full = _one_pass(target, sites, batch, units[4], mode)
+            assert calls == [1, 1, 1, 1]
+            with cache.start_at(0, 2):
+                skipped = _one_pass(target, sites, batch, units[4], mode)
+            assert calls == [1, 1, 2, 2]
+            with cache.start_at(0, 3):
+                last = target.model(**batch).logits
+    finally:
+        for h in handles:
+            h.remove()
+    torch.testing.assert_close(skipped, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(last, plain[0], atol=1e-5, rtol=1e-5)
+    assert all(isinstance(m, type(layers[0])) for m in layers)  # every layer is back in place
+
+
+def test_shared_layers_get_no_cache_and_a_small_budget_turns_it_off(tmp_path):
+    from bertprobe.data import Dataset
+    from bertprobe.interventions import encoder_layers
+    from bertprobe.probes.heads import Evaluator
+
+    albert = tiny_target(tmp_path / "albert", arch="albert", layers=2, heads=4)
+    assert encoder_layers(albert.model, albert.attention_sites()) is None
+    bert = tiny_target(tmp_path / "bert", layers=3, heads=2)
+    data = Dataset([Example("the movie was good", label=1), Example("bad", label=0)], "d")
+    ev = Evaluator(bert, data, None)
+    ev.enable_cache(budget_mb=1e-6)
+    assert ev.cache is None and "over the budget" in ev.cache_note
+    ev.enable_cache(budget_mb=10)
+    assert ev.cache is not None
+    base = ev.correct()
+    assert len(ev.cache.inputs) == 1
+    unit = torch.ones(3, 2)
+    unit[2, 1] = 0
+    (cached,) = ev.correct_many(masks=[unit])
+    ev.cache = None
+    (plain,) = ev.correct_many(masks=[unit])
+    assert (cached == plain).all() and base.shape == plain.shape

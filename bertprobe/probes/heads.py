@@ -22,10 +22,18 @@ Implementation and deviations:
     one example of 872 changed at the baseline (fp16 against fp32); it is kept in
     ``details["prunable_fraction_plain"]``. Michel et al. read the curve by eye.
   * ``max_single_head_drop`` carries the paired bootstrap CI of that head's drop.
+  * Speed, not in the papers: single-head and layer ablations are units of one ``HeadSweep``
+    (resumable; an executor such as ``ray`` shards them over workers with identical numbers). The
+    plain pass caches the hidden states entering every layer (``layer_cache``), and each ablation runs
+    from its lowest intervened layer: on a 6-layer model the single-head sweep skips 42% of the layer
+    computations. The cache holds examples x padded length x hidden x (layers - 1) values (about
+    170 MB for SST-2 dev on MiniLM-L6 in fp32); over ``cache_budget_mb`` (default a quarter of free
+    memory) or with shared layers (ALBERT) it is off and the summary says why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -37,7 +45,7 @@ import torch
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.architectures import head_grid, heads_per_layer
-from bertprobe.interventions import evaluate_units, head_intervention
+from bertprobe.interventions import LayerCache, encoder_layers, evaluate_units, free_memory, head_intervention
 from bertprobe.pruning import compare_speed, head_importance, least_important, normalize_by_layer
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep
@@ -63,6 +71,8 @@ class HeadParams:
     batch_size: int | None = None
     stack: int = 24  # ablation units handed to the evaluator at once (stacked in one pass on a GPU)
     stack_budget: int | None = None  # activation elements per stacked pass (None: 0 on CPU, 2^31 on GPU)
+    layer_cache: bool = True  # ablations start from their lowest intervened layer (cached layer inputs)
+    cache_budget_mb: float | None = None  # the most the layer cache may hold (None: a quarter of free memory)
     bootstrap: int = 1000
     confidence: float = 0.95
     findings: int = 5
@@ -87,6 +97,25 @@ class Evaluator:
         self.batches = list(target.batches(self.encoded, batch_size))
         self.passes = 0
         self.budget: int | None = None  # stacking budget (None: the device's default, see interventions.stack_size)
+        self.cache: LayerCache | None = None
+        self.cache_note = "off"
+
+    def enable_cache(self, budget_mb: float | None) -> None:
+        """Cache the layer inputs of the next plain pass (``correct()``), if they fit the budget."""
+        layers = encoder_layers(self.target.model, self.sites)
+        if layers is None:
+            self.cache_note = "off: the encoder's layers are shared or not a plain list"
+            return
+        param = next(self.target.model.parameters())
+        config = self.target.model.config
+        hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0))
+        need = LayerCache.estimate(self.batches, hidden, len(layers), param.element_size())
+        budget = free_memory(param.device) // 4 if budget_mb is None else int(budget_mb * 2**20)
+        if need > budget:
+            self.cache_note = f"off: it would hold {need / 2**20:.0f} MiB, over the budget of {budget / 2**20:.0f} MiB"
+            return
+        self.cache = LayerCache(layers)
+        self.cache_note = f"{need / 2**20:.1f} MiB"
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -105,14 +134,17 @@ class Evaluator:
                      budget: int | None = None) -> list[np.ndarray]:
         """Correctness under each of several interventions, stacked along the batch where the device pays
         (not counted in ``passes``: a sweep's units may run in other processes; the probe counts them)."""
+        cache = self.cache if self.cache is not None and self.cache.inputs else None
         outs = evaluate_units(self.target.model, self.sites, self.batches, self.labels, masks=masks,
-                              uniform=uniform, budget=budget if budget is not None else self.budget)
+                              uniform=uniform, budget=budget if budget is not None else self.budget, cache=cache)
         return [o.numpy() for o in outs]
 
     def correct(self, mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> np.ndarray:
         out = torch.empty(len(self.labels), dtype=torch.bool)
         self.passes += 1
-        with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform):
+        plain = mask is None and uniform is None
+        capture = self.cache.capture() if plain and self.cache is not None and not self.cache.inputs else contextlib.nullcontext()
+        with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform), capture:
             for idx, batch in self.batches:
                 pred = self.target.forward(batch).logits.argmax(-1).cpu()
                 out[torch.tensor(idx)] = pred == self.labels[idx]
@@ -132,11 +164,17 @@ class HeadSweep(Sweep):
 
     batch_size: int | None = None
     stack_budget: int | None = None
+    layer_cache: bool = True
+    cache_budget_mb: float | None = None
 
     def setup(self, target: Target, data: Dataset | None) -> Evaluator:
         assert data is not None
         ev = Evaluator(target, data, self.batch_size)
         ev.budget = self.stack_budget
+        if self.layer_cache:
+            ev.enable_cache(self.cache_budget_mb)
+            if ev.cache is not None:
+                ev.correct()  # the plain pass that fills the cache
         return ev
 
     def run(self, state: Evaluator, units: list[Any]) -> list[list[int]]:
@@ -256,6 +294,8 @@ class HeadPruningProbe(Probe):
         assert data is not None
         ev = Evaluator(target, data, params.batch_size)
         ev.budget = params.stack_budget
+        if params.layer_cache:
+            ev.enable_cache(params.cache_budget_mb)  # filled by the plain pass below
         layers, heads = ev.shape
         result = ProbeResult(probe=self.name)
         t0 = time.perf_counter()
@@ -281,7 +321,8 @@ class HeadPruningProbe(Probe):
             "head importance (normalised per layer)": layer_head_heatmap(norm),
         }
 
-        sweep = HeadSweep(params.batch_size, params.stack_budget).bind(target, data, state=ev)
+        sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache,
+                          params.cache_budget_mb).bind(target, data, state=ev)
         if params.ablation:
             self._ablate(result, ev, sweep, base_correct, params, ctx)
         if params.layers:
@@ -313,6 +354,7 @@ class HeadPruningProbe(Probe):
             **result.details.get("summary", {}),
             "most important heads": ", ".join(f"L{f // heads}H{f % heads}" for f in top),
             "evaluations": f"{ev.passes} passes over {len(ev.labels)} examples",
+            "layer cache": ev.cache_note,
         }
         return result
 
