@@ -51,7 +51,7 @@ from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
 from bertprobe.interventions import frozen_parameters
-from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
@@ -223,6 +223,82 @@ def _with_trigger(text: str, trigger_text: str, position: str) -> str:
     return f"{trigger_text} {text}" if position == "prepend" else f"{text} {trigger_text}"
 
 
+@dataclass
+class SearchState:
+    """Everything a restart needs, rebuilt the same from (target, data, params, seed) in any process."""
+
+    label: int
+    to: int | None
+    examples: list[Example]
+    search_idx: list[int]
+    held_idx: list[int]
+    search: TriggerSearch
+    allowed: torch.Tensor
+    after_shuffle: Any
+    progress: Any
+    log: Any
+
+
+def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: int, progress: Any = None,
+                   log: Any = None) -> SearchState:
+    """The seeded split of the target class's examples, the spliced rows and the search over them."""
+    names = target.label_names
+    label = resolve_label(params.target_label, names, "target_label")  # type: ignore[arg-type]
+    to = resolve_label(params.to_label, names, "to_label") if params.to_label is not None else None
+    if to == label:
+        raise ProbeError("to_label must differ from target_label")
+    rng = random.Random(seed)
+    examples = [ex for ex in data.examples if ex.label == label]
+    rng.shuffle(examples)
+    if params.max_examples:
+        examples = examples[: params.max_examples]
+    if len(examples) < 4:
+        raise ProbeError(f"only {len(examples)} examples of class '{names[label]}'; need at least 4")
+    cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
+    rows = spliced_rows(target, examples, params)
+    goal = to if to is not None else label
+    search = TriggerSearch(target, rows, params, goal, to is not None)
+    allowed = allowed_for(target.tokenizer, params)
+    if int(allowed.sum()) < params.candidates:
+        raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
+    return SearchState(label, to, examples, list(range(cut)), list(range(cut, len(examples))), search, allowed,
+                       rng.getstate(), progress or (lambda it, **_: it), log or (lambda _msg: None))
+
+
+@dataclass(frozen=True)
+class TriggerRestarts(Sweep):
+    """The independent restarts of the search: a unit is a restart number, its value the trigger found.
+
+    Restart 0 continues the probe's seeded stream; later restarts get their own unit seed, so any
+    restart computes the same alone (a resumed run, another worker)."""
+
+    params: TriggerParams
+    seed: int  # the probe's seed (params.seed, else the suite's)
+    suite_seed: int
+    probe_id: str
+
+    def setup(self, target: Target, data: Dataset | None) -> SearchState:
+        assert data is not None
+        return prepare_search(target, data, self.params, self.seed)
+
+    def run(self, state: SearchState, units: list[int]) -> list[dict[str, Any]]:
+        return [self._restart(state, restart) for restart in units]
+
+    def _restart(self, state: SearchState, restart: int) -> dict[str, Any]:
+        search, target = state.search, state.search.target
+        unit_rng = random.Random(unit_seed(self.suite_seed, self.probe_id, f"restart{restart}"))
+        if restart == 0:
+            unit_rng.setstate(state.after_shuffle)
+        passes, rows = search.forward_passes, search.rows_scored
+        with frozen_parameters(search.grad_model):
+            init = _initial_trigger(target.tokenizer, self.params, state.allowed, restart, unit_rng)
+            trigger, hist = run_search(search, init, state.search_idx, state.allowed, unit_rng, state.progress)
+            loss = float(search.score(trigger.unsqueeze(0), tuple(state.search_idx[:256]))[0])
+        state.log(f"restart {restart}: {target.tokenizer.decode(trigger.tolist())!r} loss {loss:.3f}")
+        return {"restart": restart, "loss": loss, "trigger_ids": trigger.tolist(), "iterations": hist,
+                "forward_passes": search.forward_passes - passes, "rows_scored": search.rows_scored - rows}
+
+
 class UniversalTriggerProbe(Probe):
     """Universal adversarial triggers (Wallace et al. 2019); see the module docstring for deviations.
 
@@ -246,44 +322,18 @@ class UniversalTriggerProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         names = target.label_names
-        label = resolve_label(params.target_label, names, "target_label")  # type: ignore[arg-type]
-        to = resolve_label(params.to_label, names, "to_label") if params.to_label is not None else None
-        if to == label:
-            raise ProbeError("to_label must differ from target_label")
         seed = ctx.seed if params.seed is None else params.seed
-        rng = random.Random(seed)
-        examples = [ex for ex in data.examples if ex.label == label]
-        rng.shuffle(examples)
-        if params.max_examples:
-            examples = examples[: params.max_examples]
-        if len(examples) < 4:
-            raise ProbeError(f"only {len(examples)} examples of class '{names[label]}'; need at least 4")
-        cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
-        search_idx, held_idx = list(range(cut)), list(range(cut, len(examples)))
-        rows = spliced_rows(target, examples, params)
-        goal = to if to is not None else label
-        search = TriggerSearch(target, rows, params, goal, to is not None)
-        allowed = allowed_for(target.tokenizer, params)
-        if int(allowed.sum()) < params.candidates:
-            raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
+        state = prepare_search(target, data, params, seed, ctx.progress, ctx.log)
+        label, to, examples, search, allowed = state.label, state.to, state.examples, state.search, state.allowed
+        search_idx, held_idx = state.search_idx, state.held_idx
 
         start = time.perf_counter()
-        after_shuffle = rng.getstate()
-
-        def restart_unit(restart: int) -> dict[str, Any]:
-            # restart 0 continues the probe's seeded stream; later restarts get their own unit seed,
-            # so any restart computes the same alone (a resumed run, another worker)
-            unit_rng = random.Random(ctx.unit_seed(f"restart{restart}"))
-            if restart == 0:
-                unit_rng.setstate(after_shuffle)
-            with frozen_parameters(search.grad_model):
-                init = _initial_trigger(target.tokenizer, params, allowed, restart, unit_rng)
-                trigger, hist = run_search(search, init, search_idx, allowed, unit_rng, ctx.progress)
-                loss = float(search.score(trigger.unsqueeze(0), tuple(search_idx[:256]))[0])
-            ctx.log(f"restart {restart}: {target.tokenizer.decode(trigger.tolist())!r} loss {loss:.3f}")
-            return {"restart": restart, "loss": loss, "trigger_ids": trigger.tolist(), "iterations": hist}
-
-        history = ctx.map(restart_unit, [(f"restart{r}", r) for r in range(params.restarts)], desc="trigger restarts")
+        passes, rows = search.forward_passes, search.rows_scored
+        restarts = TriggerRestarts(params, seed, ctx.seed, ctx.probe_id).bind(target, data, state=state)
+        history = ctx.map(restarts, [(f"restart{r}", r) for r in range(params.restarts)], desc="trigger restarts")
+        # the restarts' own counts, wherever they ran (here, or in an executor's workers)
+        search.forward_passes = passes + sum(h.get("forward_passes", 0) for h in history)
+        search.rows_scored = rows + sum(h.get("rows_scored", 0) for h in history)
         best_run = min(history, key=lambda h: h["loss"])  # the first of equal losses, as before
         best, best_loss = torch.tensor(best_run["trigger_ids"], dtype=torch.long), float(best_run["loss"])
         search_seconds = time.perf_counter() - start
