@@ -3,10 +3,10 @@
 from bertprobe.errors import BertprobeError, DataError, ProbeError, SuiteError, TargetError
 from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes
-from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, Metric, ProbeResult, RunReport
 
 __version__ = "0.1.0"
 
 __all__ = ["BertprobeError", "DataError", "Finding", "Metric", "Outcomes", "Probe", "ProbeContext", "ProbeError",
-           "ProbeResult", "RunReport", "SuiteError", "TargetError", "__version__", "hookimpl"]
+           "ProbeResult", "RunReport", "SuiteError", "Sweep", "TargetError", "__version__", "hookimpl"]

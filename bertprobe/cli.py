@@ -96,7 +96,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 @main.command()
-@click.argument("suite_file", metavar="[SUITE]", required=False)
+@click.argument("suite_files", metavar="[SUITE]...", nargs=-1)
 @click.option("--resume", metavar="RUN_DIR",
               help="Continue an interrupted or aborted run in its folder: finished probes are kept and sweeps "
                    "continue from their last finished unit, when the suite, data and weights are unchanged. "
@@ -137,16 +137,17 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
 @_debug_option
 @_guard
-def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
+def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
         out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, seed: int | None,
         sets: tuple[str, ...], text: str | None, text_pair: str | None, label: str | None,
         threads: int | None, executor: str | None, ray_address: str | None, workers: int | None,
         allow_skips: bool, quiet: bool) -> None:
-    """Run a suite and write a scored report.
+    """Run one or more suites and write a scored report for each.
 
     Each run writes a new folder reports/<suite>-<UTC time>/ with events.jsonl (one record per event,
     written as it happens), report.json, report.md and report.html. A partial report is kept when a
-    run is interrupted or stopped by bad input.
+    run is interrupted or stopped by bad input. Several suites run one after another, or side by side
+    with --executor ray; the exit code is the most serious of their codes.
 
     \b
     Examples:
@@ -156,23 +157,23 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
       bertprobe run suites/compression.yaml --executor ray          # models in parallel
       BERTPROBE_SST2_MODEL=./my-model bertprobe run suites/sst2.yaml --only accuracy
     """
-    from bertprobe.harness import RunOptions, log_to_stderr, run_suite
+    from bertprobe.harness import RunOptions, log_to_stderr
     from bertprobe.plugins import build_plugins
-    from bertprobe.reporters.summary import overview_headers, overview_rows, score_text
     from bertprobe.suite import load_suite
 
     recorded: dict[str, Any] = {}
-    if suite_file is None:
+    if not suite_files:
         if not resume:
             raise click.UsageError("missing SUITE (a suite file such as suites/sst2.yaml), or --resume RUN_DIR")
         from bertprobe.harness import recorded_run
 
         suite_file, recorded = recorded_run(Path(resume))
+        suite_files = (suite_file,)
         sets = tuple(recorded.get("sets", ())) or sets
-    suite = load_suite(suite_file, sets=sets)
+    if resume and len(suite_files) > 1:
+        raise click.UsageError("--resume continues one run: give one SUITE (or none)")
+    suites = [load_suite(f, sets=sets) for f in suite_files]  # every suite checked before any runs
     plugins = build_plugins()
-    from bertprobe.exitcodes import Terminated, nothing_checked, run_exit_code
-
     options = RunOptions(text=text, text_pair=text_pair, label=label, models=models, data=data, resume=resume, sets=sets, device=device, dtype=dtype, out=out, only=only, limit=limit,
                          allow_pickle=allow_pickle, seed=seed, threads=threads, executor=executor,
                          ray_address=ray_address, workers=workers, log=None if quiet else log_to_stderr)
@@ -181,6 +182,15 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
 
         options = _replace(options, **{k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()
                                        if k in RunOptions.__dataclass_fields__ and k != "sets"})
+    if len(suites) == 1:
+        sys.exit(_run_one(suites[0], plugins, options, allow_skips))
+    sys.exit(_run_several(suites, plugins, options, allow_skips))
+
+
+def _run_one(suite: Any, plugins: Any, options: Any, allow_skips: bool, title: str = "") -> int:
+    """Run one suite in the main thread, print its summary and return its exit code."""
+    from bertprobe.exitcodes import Terminated
+    from bertprobe.harness import run_suite
 
     def on_sigterm(_signum: int, _frame: Any) -> None:
         raise Terminated()
@@ -191,10 +201,20 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
     except KeyboardInterrupt as exc:
         where = getattr(exc, "run_dir", None)
         click.echo(f"interrupted: partial report in {where}" if where else "interrupted", err=True)
-        sys.exit(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
+    return _summary(session, allow_skips, title)
+
+
+def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
+    """Print a finished run's models, results, gate and score; return its exit code."""
+    from bertprobe.exitcodes import nothing_checked, run_exit_code
+    from bertprobe.reporters.summary import overview_headers, overview_rows, score_text
+
     report = session.report
+    if title:
+        click.echo(f"\n== {title}")
     for m in report.models:
         click.echo(f"model {m.name}: {m.device} / {m.dtype}" + (f" ({', '.join(f'{k}={v}' for k, v in m.variant.items())})"
                                                                if m.variant else ""))
@@ -211,7 +231,86 @@ def run(suite_file: str | None, resume: str | None, models: tuple[str, ...], dat
     if nothing_checked(report):
         click.echo("nothing was checked: no probe has an expectation that ran" +
                    (" (--allow-skips: exit 0)" if allow_skips else "; exit 5 (pass --allow-skips to accept)"), err=True)
-    sys.exit(code)
+    return code
+
+
+def _worst(codes: list[int]) -> int:
+    """The exit code of several runs: the first that applies in the order 130/143, 2, 3, 1, 5, 0."""
+    for code in (EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, EXIT_INTERNAL, EXIT_FAILED, 5):
+        if code in codes:
+            return code
+    return EXIT_OK
+
+
+def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: bool) -> int:
+    """Several suites: one after another, or side by side (one driver thread each) on a parallel executor.
+
+    Each suite gets its own run folder and summary. With ``ray`` the cluster is started once and every
+    suite's model jobs share it; Ctrl-C or SIGTERM cancels them all, each run keeping a partial report.
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from bertprobe.exitcodes import Terminated
+    from bertprobe.harness import apply_overrides, make_executor, run_suite
+
+    first = apply_overrides(suites[0], replace(options, only=()))
+    parallel = (first.executor.name if first.executor else "local") != "local"
+    codes: list[int] = []
+    if not parallel:
+        for suite in suites:
+            try:
+                codes.append(_run_one(suite, plugins, options, allow_skips, title=suite.source or suite.name))
+            except BertprobeError as exc:
+                click.echo(f"error: {exc}", err=True)
+                codes.append(EXIT_INTERNAL if isinstance(exc, InternalError) else EXIT_USAGE)
+            if codes[-1] in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+                break
+        return _worst(codes)
+    shared = make_executor(first, plugins)
+    shared.start()  # one cluster for every suite; each run finds it started and leaves it running
+    cancel = threading.Event()
+    stopped_by: list[BaseException] = []
+
+    def on_sigterm(_signum: int, _frame: Any) -> None:
+        raise Terminated()
+
+    def one(suite: Any) -> tuple[Any, BaseException | None]:
+        try:
+            return run_suite(suite, plugins, replace(options, cancel=cancel)), None
+        except (BertprobeError, KeyboardInterrupt) as exc:
+            return None, exc
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        with ThreadPoolExecutor(max_workers=len(suites)) as pool:
+            futures = [pool.submit(one, suite) for suite in suites]
+            try:
+                for future in futures:  # short waits, so Ctrl-C and SIGTERM reach this thread
+                    while not future.done():
+                        try:
+                            future.result(timeout=0.2)
+                        except TimeoutError:
+                            pass
+            except KeyboardInterrupt as exc:
+                stopped_by.append(exc)
+                cancel.set()
+            outcomes = [f.result() for f in futures]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        shared.close()
+    for suite, (session, exc) in zip(suites, outcomes):
+        if exc is None:
+            codes.append(_summary(session, allow_skips, title=suite.source or suite.name))
+        elif isinstance(exc, KeyboardInterrupt):
+            where = getattr(exc, "run_dir", None)
+            click.echo(f"{suite.source}: interrupted" + (f": partial report in {where}" if where else ""), err=True)
+            codes.append(EXIT_TERMINATED if stopped_by and isinstance(stopped_by[0], Terminated) else EXIT_INTERRUPTED)
+        else:
+            click.echo(f"error: {exc}", err=True)
+            codes.append(EXIT_INTERNAL if isinstance(exc, InternalError) else EXIT_USAGE)
+    return _worst(codes)
 
 
 @main.command()
@@ -329,7 +428,15 @@ def list_(**_: Any) -> None:
         click.echo(tabulate([[n, plugins.datasets.get(n).description, plugins.datasets.origin(n)]
                              for n in plugins.datasets.names()],
                             headers=["loader", "description", "plugin"], tablefmt="simple"))
+    click.echo("\nExecutors (executor: NAME, or --executor NAME)")
+    click.echo(tabulate([[n, _first_line(plugins.executors.get(n).__doc__), plugins.executors.origin(n)]
+                         for n in plugins.executors.names()], headers=["executor", "description", "plugin"],
+                        tablefmt="simple"))
     click.echo("\n'bertprobe describe PROBE' shows a probe's paper, params and metrics.")
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
 @main.command()

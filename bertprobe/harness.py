@@ -11,7 +11,7 @@ import random
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,6 +22,7 @@ from bertprobe.data import Dataset, DataSpec, align_labels, load_table, map_labe
 from bertprobe.errors import BertprobeError, DataError, InternalError, ProbeError, SuiteError, TargetError
 from bertprobe.exitcodes import Terminated
 from bertprobe.executors import ExecutorSpec
+from bertprobe.executors.local import LocalExecutor
 from bertprobe.outcomes import Outcomes, append_outcomes, read_outcomes
 from bertprobe.params import params_to_dict
 from bertprobe.plugins import Plugins
@@ -57,6 +58,7 @@ class RunOptions:
     ray_address: str | None = None
     workers: int | None = None
     log: Any = None
+    cancel: Any = None  # a threading.Event: when set, a parallel executor stops its jobs as on Ctrl-C
 
 
 def default_threads() -> int:
@@ -206,6 +208,7 @@ class Session:
     units_done: dict[tuple[str, str], int] = field(default_factory=dict)
     running: dict[str, str] = field(default_factory=dict)  # model -> id of the probe running on it
     executor: Any = None  # runs models and sweeps (bertprobe.executors); None: in this process
+    threads: int = 0  # torch threads of this run (a parallel executor's jobs use at most as many)
 
     def record(self, result: ProbeResult) -> None:
         """Outcomes to the sidecar first, then the result event, then the plugins and a fresh partial report."""
@@ -236,14 +239,9 @@ class Session:
         todo = [(k, u) for k, u in units if k not in done]
         size = max(1, group)
         chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
-        if isinstance(fn, Sweep) and where is not None and self.executor is not None and chunks:
-            finished = self.executor.map_sweep(self, fn, [[u for _, u in c] for c in chunks], where, bool(group))
-        else:
-            def here() -> Any:
-                for i, chunk in enumerate(chunks):
-                    yield i, (fn([u for _, u in chunk]) if group else [fn(chunk[0][1])])
-
-            finished = here()
+        shardable = isinstance(fn, Sweep) and where is not None and self.executor is not None
+        runner = self.executor if shardable else LocalExecutor()
+        finished = runner.map_sweep(self, fn, [[u for _, u in c] for c in chunks], where, bool(group))
         for i, results in progress(finished, total=len(chunks), desc=desc or probe_id):
             chunk = chunks[i]
             if len(results) != len(chunk):
@@ -542,6 +540,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     parts = suite_fingerprint(suite)
     previous = read_previous_run(Path(options.resume), parts) if options.resume else None
     executor = make_executor(suite, plugins)
+    executor.cancel = options.cancel
     executor.start()  # before a run folder exists: a cluster that cannot be reached is bad input
     run_dir = Path(options.resume) if options.resume else new_run_dir(Path(options.out or suite.report_dir), suite.name)
     report = previous.report if previous else RunReport(suite=suite.name, run_dir=str(run_dir))
@@ -550,7 +549,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     torch.set_num_threads(threads)  # restored when the run ends: a library call leaves no global change
     paths = {m.path for m in suite.models}
     with open(run_dir / "events.jsonl", "a" if previous else "w", encoding="utf-8") as events:
-        session = Session(suite, plugins, run_dir, report, events, log=options.log, executor=executor)
+        session = Session(suite, plugins, run_dir, report, events, log=options.log, executor=executor, threads=threads)
         plan = _plan(suite)
         session.baseline = plan[0].label if len(plan) > 1 else ""
         if previous:
@@ -633,7 +632,8 @@ def suite_fingerprint(suite: Suite) -> dict[str, str]:
 
 def recorded_options(options: RunOptions) -> dict[str, Any]:
     """The command-line overrides, kept in run_start so ``--resume RUN_DIR`` alone can rebuild the run."""
-    return {k: v for k, v in asdict(options).items() if k not in ("log", "resume") and v not in (None, (), False)}
+    values = {f.name: getattr(options, f.name) for f in fields(options)}  # no deep copy: ``cancel`` holds a lock
+    return {k: v for k, v in values.items() if k not in ("log", "resume", "cancel") and v not in (None, (), False)}
 
 
 def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any]]:

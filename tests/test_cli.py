@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import only_run
+from conftest import only_run, write_suite
 
 import bertprobe.plugins
 from bertprobe import Probe, ProbeResult, hookimpl
@@ -572,3 +572,37 @@ def test_index_lists_every_run_latest_points_at_the_newest_and_clean_removes_abo
     assert (reports / "latest").resolve().name != newest
     assert "not a run folder" in one_line_error(invoke("clean", str(reports / "nope")))
     assert "pass --aborted" in one_line_error(invoke("clean"))
+
+
+def test_several_suites_run_one_after_another_and_exit_with_the_worst_code(tmp_path, tiny_clf_dir, sst_tsv):
+    paths = []
+    for name, bound in (("loose", 0.0), ("strict", 1.01)):
+        text = (f"suite: {name}\nmodel: {{path: '{tiny_clf_dir}', device: cpu}}\n"
+                f"data: {{path: '{sst_tsv}', text: sentence, label: label}}\n"
+                f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n"
+                f"    expect: {{accuracy: {{min: {bound}}}}}\n")
+        paths.append(write_suite(tmp_path / f"{name}.yaml", text))
+    result = invoke("run", *map(str, paths), "-q")
+    assert result.exit_code == 1, result.output  # 'strict' fails; 'loose' passes
+    assert only_run(tmp_path / "reports", "loose")[1]["probes"][0]["status"] == "passed"
+    assert only_run(tmp_path / "reports", "strict")[1]["probes"][0]["status"] == "failed"
+    assert result.output.count("== ") == 2
+    # a bad suite among them stops everything before any runs
+    bad = write_suite(tmp_path / "bad.yaml", "suite: bad\nprobes: []\n")
+    before = len(list((tmp_path / "reports").iterdir()))
+    result = invoke("run", str(paths[0]), str(bad))
+    assert result.exit_code == 2 and "probes" in result.output
+    assert len(list((tmp_path / "reports").iterdir())) == before
+    result = invoke("run", str(paths[0]), str(paths[1]), "--resume", str(tmp_path))
+    assert result.exit_code == 2 and "--resume continues one run" in result.output
+
+
+def test_executor_names_are_checked_with_did_you_mean(suite_factory):
+    suite = suite_factory(head="executor: rey\n")
+    result = invoke("validate", str(suite))
+    assert result.exit_code == 2 and "no executor named 'rey'" in result.output and "did you mean 'ray'" in result.output
+    result = invoke("run", str(suite_factory()), "--executor", "loca")
+    assert result.exit_code == 2 and "did you mean 'local'" in result.output
+    suite = suite_factory(head="executor: {name: ray, workers: 0}\n")
+    result = invoke("validate", str(suite))
+    assert result.exit_code == 2 and "executor.workers: expected a number >= 1" in result.output

@@ -198,3 +198,59 @@ def test_unknown_executor_and_missing_address_are_one_line_errors(tmp_path, mode
     with pytest.raises(SuiteError, match="no executor named 'rey'.*did you mean 'ray'"):
         run(path, tmp_path / "out", executor="rey")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_cancel_stops_the_jobs_and_reports_the_running_probe_interrupted(cluster, tmp_path, models, data):
+    """What Ctrl-C does under ray: the tasks are cancelled (their worker killed) and the report kept."""
+    marker = tmp_path / "pid"
+    probes = ("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n"
+              f"  - {{probe: die-once, params: {{marker: '{marker}', wait: 300}}}}\n")
+    path = suite_file(tmp_path, models[:1], data, probes)
+    cancel = threading.Event()
+
+    def stopper() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline and not marker.exists():
+            time.sleep(0.05)
+        time.sleep(0.2)
+        cancel.set()
+
+    threading.Thread(target=stopper, daemon=True).start()
+    start = time.time()
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(load_suite(path), build_plugins(extra=[FaultProbes()]),
+                  RunOptions(out=str(tmp_path / "out"), executor="ray", threads=1, cancel=cancel))
+    assert time.time() - start < 120
+    pid = int(marker.read_text())
+    for _ in range(100):  # the cancelled task's worker is killed
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"worker {pid} still runs after the cancel")
+    (run_dir,) = (tmp_path / "out").glob("rx-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "interrupted"
+    assert {r["id"]: r["status"] for r in report["probes"]} == {"accuracy": "passed", "die-once": "interrupted"}
+
+
+def test_several_suites_run_side_by_side_with_one_report_each(cluster, tmp_path, models, data):
+    from click.testing import CliRunner
+
+    from bertprobe.cli import main
+
+    paths = []
+    for name, model in (("first", models[0]), ("second", models[1])):
+        folder = tmp_path / name
+        folder.mkdir()
+        path = suite_file(folder, (model,), data, "  - probe: accuracy\n    expect: {accuracy: {min: 0.9}}\n")
+        paths.append(path.rename(folder / f"{name}.yaml"))
+    result = CliRunner().invoke(main, ["run", *map(str, paths), "--executor", "ray", "--out", str(tmp_path / "out"),
+                                       "--threads", "1", "-q"])
+    # the trained model passes, the random one fails its expectation: exit 1, two run folders
+    assert result.exit_code == 1, result.output
+    assert len(list((tmp_path / "out").glob("rx-*"))) == 2
+    assert result.output.count("== ") == 2 and "PASSED" in result.output.upper() and "FAILED" in result.output.upper()
+    assert ray.is_initialized()  # the test's cluster was joined, not shut down

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bertprobe.executors import ExecutorSpec
 
@@ -20,6 +20,7 @@ class LocalExecutor:
 
     def __init__(self, spec: ExecutorSpec | None = None) -> None:
         self.spec = spec or ExecutorSpec()
+        self.cancel = None  # unused: local runs several suites one after another
 
     def start(self) -> None:
         pass
@@ -31,8 +32,9 @@ class LocalExecutor:
             run_model(session, position, model_spec, parsed)
             session.release(set(plan[position + 1 :]))
 
-    def map_sweep(self, session: Session, sweep: Sweep, chunks: list[list[Any]],
-                  where: tuple[ModelSpec, DataSpec | None], grouped: bool) -> Iterator[tuple[int, list[Any]]]:
+    def map_sweep(self, session: Session | None, sweep: Sweep | Callable[[Any], Any], chunks: list[list[Any]],
+                  where: tuple[ModelSpec, DataSpec | None] | None, grouped: bool) -> Iterator[tuple[int, list[Any]]]:
+        """Chunk after chunk, in this process (a bound Sweep or any function of ``ctx.map``)."""
         for i, chunk in enumerate(chunks):
             yield i, (sweep(chunk) if grouped else [sweep(chunk[0])])
 

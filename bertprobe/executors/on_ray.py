@@ -3,8 +3,8 @@
 Install with ``pip install -e ".[ray]"``; Ray is imported only when this executor starts.
 
 * Model jobs. Every model's turn (``harness.run_model``) runs in a Ray task that asks for
-  ``num_gpus: 1`` when the model's device is cuda and ``num_cpus: 1`` otherwise (``resources:`` to
-  change). A worker loads its model and data from their paths; only small records come back
+  ``num_gpus: 1`` when the model's device is cuda and otherwise its share of the cluster's CPUs (at
+  least 1; torch uses that many threads); ``resources:`` overrides. A worker loads its model and data from their paths; only small records come back
   (events, ProbeResults with their outcomes) through a Ray queue, and the driver writes them into the
   one ``events.jsonl`` as they arrive, so partial reports, Ctrl-C (which cancels the tasks), resume and
   the gates work as with ``local``. When a probe reads the matrix baseline's result
@@ -53,16 +53,27 @@ def _is_cuda(spec: ModelSpec) -> bool:
     return str(spec.device).startswith("cuda")
 
 
-def _job_resources(spec: ExecutorSpec, model: ModelSpec) -> dict[str, float]:
+def _job_resources(spec: ExecutorSpec, model: ModelSpec, cpus_each: int = 1) -> dict[str, float]:
+    """What one model job asks Ray for: ``resources:``, else a GPU on cuda, else its share of the CPUs."""
     if spec.resources:
         return dict(spec.resources)
-    return {"num_gpus": 1, "num_cpus": 1} if _is_cuda(model) else {"num_cpus": 1}
+    return {"num_gpus": 1, "num_cpus": 1} if _is_cuda(model) else {"num_cpus": max(1, cpus_each)}
+
+
+def _quiet_worker() -> None:
+    """No progress bars in workers: Ray would forward every redraw to the driver's terminal."""
+    os.environ["BERTPROBE_NO_PROGRESS"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
 
 def _run_job(job: ModelJob, queue: Any) -> None:
     """Body of a model job inside a Ray worker (module-level: Ray ships it by reference)."""
     from bertprobe.executors.remote import execute_model_job
 
+    _quiet_worker()
     executor = RayExecutor(job.context.executor, inside_worker=True)
     try:
         execute_model_job(job, queue.put, executor)
@@ -74,6 +85,7 @@ class _ShardWorker:
     """A Ray actor that loads one model and data once and runs chunks of sweep units on them."""
 
     def __init__(self, context: WorkerContext, model: ModelSpec, data: DataSpec | None) -> None:
+        _quiet_worker()
         self.context, self.model, self.data = context, model, data
         self.loaded: tuple[Any, Any] | None = None
         self.states: dict[str, Any] = {}
@@ -92,7 +104,7 @@ class _ShardWorker:
 
 
 class RayExecutor:
-    """Model jobs as Ray tasks, sweeps over Ray actors (see the module docstring)."""
+    """Each model a Ray task, sweeps sharded over Ray actors (pip install -e ".[ray]")."""
 
     name = "ray"
 
@@ -103,6 +115,7 @@ class RayExecutor:
         self.connected = False  # joined a running cluster: disconnect at the end
         self.pools: dict[Any, list[Any]] = {}
         self.context: WorkerContext | None = None
+        self.cancel: Any = None  # a threading.Event set by a driver running several suites: stop as on Ctrl-C
 
     # ---- connection -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -116,7 +129,8 @@ class RayExecutor:
                 ray.init(address=self.spec.address, **common)
                 self.connected = True
             else:
-                cpus = self.spec.workers or len(os.sched_getaffinity(0))
+                cpus = self.spec.workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                             else os.cpu_count() or 1)
                 ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", **common)
                 self.owned = True
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -159,12 +173,16 @@ class RayExecutor:
         queue = Queue(actor_options={"num_cpus": 0})
         remote = ray.remote(_run_job)
         jobs: dict[str, ModelJob] = {}
+        # fewer models than CPUs: each job gets its share, so its unsharded work uses several threads (a
+        # job waiting on its sweep's shards lends its CPUs to them: Ray frees a blocked task's CPUs)
+        cpus_each = max(1, int(ray.cluster_resources().get("CPU", 1)) // max(1, len(plan)))
+        cpus_each = min(cpus_each, session.threads or cpus_each)  # --threads caps every process's threads
         for position, model in enumerate(plan):
-            resources = _job_resources(self.spec, model)
+            resources = _job_resources(self.spec, model, cpus_each)
             threads = max(1, int(resources.get("num_cpus", 1)))
             jobs[model.label] = ModelJob(
                 replace(context, threads=threads), position, model, parsed, baseline=session.baseline,
-                kept={k for k in (previous.kept if previous else set()) if k[0] == model.label or position == 0},
+                kept=set(previous.kept) if previous else set(),
                 units={k: v for k, v in (previous.units if previous else {}).items()},
                 hashes=dict(previous.hashes) if previous else {})
         pending: dict[Any, str] = {}
@@ -172,7 +190,8 @@ class RayExecutor:
 
         def submit(label: str) -> None:
             job = jobs[label]
-            options = {**_job_resources(self.spec, job.model), "max_retries": 0, "retry_exceptions": False}
+            options = {**_job_resources(self.spec, job.model, job.context.threads), "max_retries": 0,
+                       "retry_exceptions": False}
             pending[remote.options(**options).remote(job, queue)] = label
 
         def drain() -> None:
@@ -206,6 +225,8 @@ class RayExecutor:
                   drain: Any, failures: list[BertprobeError]) -> None:
         ray = _ray()
         while pending:
+            if self.cancel is not None and self.cancel.is_set():
+                raise KeyboardInterrupt
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
             drain()
             for ref in ready:
@@ -277,25 +298,32 @@ class RayExecutor:
                   where: tuple[ModelSpec, DataSpec | None], grouped: bool) -> Iterator[tuple[int, list[Any]]]:
         workers = min(self._shard_workers(where[0]), len(chunks))
         if workers <= 1:
-            for i, chunk in enumerate(chunks):
-                yield i, (sweep(chunk) if grouped else [sweep(chunk[0])])
+            from bertprobe.executors.local import LocalExecutor
+
+            yield from LocalExecutor().map_sweep(session, sweep, chunks, where, grouped)
             return
         ray = _ray()
         pool = self._pool(session, where, workers)
         free = list(pool)
-        queue = list(enumerate(chunks))
-        running: dict[Any, tuple[int, Any]] = {}
+        pieces = _split(chunks, 4 * workers) if grouped else [(i, 0, c) for i, c in enumerate(chunks)]
+        parts = {i: sum(1 for j, _, _ in pieces if j == i) for i in range(len(chunks))}
+        done: dict[int, dict[int, list[Any]]] = {}
+        queue = list(pieces)
+        running: dict[Any, tuple[int, int, Any]] = {}
         try:
             while queue or running:
                 while queue and free:
                     actor = free.pop()
-                    i, chunk = queue.pop(0)
-                    running[actor.run.remote(sweep, chunk, grouped)] = (i, actor)
+                    i, k, piece = queue.pop(0)
+                    running[actor.run.remote(sweep, piece, grouped)] = (i, k, actor)
                 ready, _ = ray.wait(list(running), num_returns=1)
                 for ref in ready:
-                    i, actor = running.pop(ref)
+                    i, k, actor = running.pop(ref)
                     free.append(actor)
-                    yield i, ray.get(ref)
+                    done.setdefault(i, {})[k] = ray.get(ref)
+                    if len(done[i]) == parts[i]:  # every piece of chunk i is back: record its units
+                        finished = done.pop(i)
+                        yield i, [v for key in sorted(finished) for v in finished[key]]
         except BaseException:
             for ref in running:
                 ray.cancel(ref, force=True)
@@ -312,6 +340,15 @@ class RayExecutor:
                                                    max_task_retries=self.spec.max_retries).remote(context, *where)
                                for _ in range(workers)]
         return self.pools[key]
+
+
+def _split(chunks: list[list[Any]], at_least: int) -> list[tuple[int, int, list[Any]]]:
+    """``(chunk, piece, units)``: the chunks cut into pieces so that there are at least ``at_least`` of them
+    (as far as units allow), so the workers stay busy; a chunk's values are its pieces' in order."""
+    total = sum(len(c) for c in chunks)
+    size = max(1, -(-total // max(1, at_least)))
+    return [(i, k, chunk[start : start + size]) for i, chunk in enumerate(chunks)
+            for k, start in enumerate(range(0, len(chunk), size))]
 
 
 def _describe_failure(exc: BaseException) -> str:

@@ -26,8 +26,8 @@ Implementation and deviations:
     (resumable; an executor such as ``ray`` shards them over workers with identical numbers). The
     plain pass caches the hidden states entering every layer (``layer_cache``), and each ablation runs
     from its lowest intervened layer: on a 6-layer model the single-head sweep skips 42% of the layer
-    computations. The cache holds examples x padded length x hidden x (layers - 1) values (about
-    170 MB for SST-2 dev on MiniLM-L6 in fp32); over ``cache_budget_mb`` (default a quarter of free
+    computations. The cache holds examples x padded length x hidden x (layers - 1) values (167 MiB
+    for SST-2 dev on MiniLM-L6 in fp32); over ``cache_budget_mb`` (default a quarter of free
     memory) or with shared layers (ALBERT) it is off and the summary says why.
 """
 
