@@ -91,12 +91,16 @@ def results(report: dict[str, Any]) -> list[Any]:
 def sweep_part(folder: Path, device: str, workers: int) -> None:
     probes = "  - {probe: head-pruning, params: {layers: false, pruning: false, bootstrap: 0}}\n"
     path = write_suite(folder, [VARIANTS[0] % (SST2_MODEL, device)], probes, None)
+    one_s, one = timed_run(path, "local", workers, threads=1)
     local_s, local = timed_run(path, "local", workers)
     ray_s, remote = timed_run(path, "ray", workers)
     print(f"single-head ablation (72 heads x 872 examples) through 'bertprobe run', {device}")
-    print(f"  local (1 process, {torch.get_num_threads()} threads)  {local_s:7.1f} s")
-    print(f"  ray, {workers} workers                 {ray_s:7.1f} s   ({local_s / ray_s:.2f}x)")
-    print(f"  per-head results identical    {results(local) == results(remote)}")
+    print(f"  local, 1 process, 1 thread      {one_s:7.1f} s")
+    print(f"  local, 1 process, {torch.get_num_threads()} threads     {local_s:7.1f} s   ({one_s / local_s:.2f}x the 1-thread run)")
+    print(f"  ray, {workers} workers of 1 thread      {ray_s:7.1f} s   ({one_s / ray_s:.2f}x the 1-thread run, "
+          f"{local_s / ray_s:.2f}x local)")
+    same_heads = [r[3] for r in results(local)] == [r[3] for r in results(one)]
+    print(f"  identical: ray vs local {results(local) == results(remote)}; per-head results at 1 thread {same_heads}")
 
 
 def matrix_part(folder: Path, device: str, workers: int, limit: int) -> None:

@@ -108,6 +108,11 @@ def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None)
         names = sorted(executors.names()) if hasattr(executors, "names") else []
         problems.append(f"executor: no executor named '{suite.executor.name}'{did_you_mean(suite.executor.name, names)}; "
                         f"executors: {', '.join(names)}")
+    elif suite.executor is not None and executors is not None:
+        missing = getattr(executors.get(suite.executor.name), "missing", None)
+        problem = missing() if callable(missing) else None
+        if problem:
+            problems.append(problem)
     for spec in suite.probes:  # token-level needs: a table file has no words or trees (checked again on the data)
         data = spec.data or suite.data
         needs = sorted(r for r in getattr(cls_of.get(spec.id), "requires", ()) if r.startswith(("data:words", "data:layer:")))

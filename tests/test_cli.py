@@ -606,3 +606,15 @@ def test_executor_names_are_checked_with_did_you_mean(suite_factory):
     suite = suite_factory(head="executor: {name: ray, workers: 0}\n")
     result = invoke("validate", str(suite))
     assert result.exit_code == 2 and "executor.workers: expected a number >= 1" in result.output
+
+
+def test_ray_executor_without_ray_installed_is_a_one_line_error(suite_factory, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an install without the [ray] extra looks like
+    suite = suite_factory()
+    result = invoke("run", str(suite), "--executor", "ray")
+    assert result.exit_code == 2, result.output
+    assert "executor 'ray' needs Ray" in result.output and "pip install -e '.[ray]'" in result.output
+    assert "Traceback" not in result.output
+    assert not (suite.parent / "reports").exists()  # nothing started, no empty run folder

@@ -29,11 +29,14 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module")
 def cluster():
     """One private cluster for the module: 2 CPUs, bound to 127.0.0.1, no dashboard, no usage stats."""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False,
-             logging_level="ERROR", log_to_driver=False)
+    from bertprobe.executors import ExecutorSpec
+    from bertprobe.executors.on_ray import RayExecutor
+
+    executor = RayExecutor(ExecutorSpec(name="ray", workers=2))  # as bertprobe starts one: loopback, token
+    executor.start()
+    assert executor.owned
     yield
-    ray.shutdown()
+    executor.close()
 
 
 @pytest.fixture(scope="module")
@@ -254,3 +257,4 @@ def test_several_suites_run_side_by_side_with_one_report_each(cluster, tmp_path,
     assert len(list((tmp_path / "out").glob("rx-*"))) == 2
     assert result.output.count("== ") == 2 and "PASSED" in result.output.upper() and "FAILED" in result.output.upper()
     assert ray.is_initialized()  # the test's cluster was joined, not shut down
+

@@ -17,14 +17,17 @@ Install with ``pip install -e ".[ray]"``; Ray is imported only when this executo
 * Sweeps. ``ctx.map`` over a ``Sweep`` is split into its chunks and handed to a pool of actors that
   each load the model once (one per free CPU, or per free GPU for a cuda model) and keep what the
   sweep's ``setup`` built; values come back per chunk and are recorded per unit.
-* Safety. A cluster started here listens on 127.0.0.1 only, has usage stats and the dashboard off, and
-  is shut down at the end; a cluster joined with ``address`` is only disconnected from. Nothing here
-  runs ``ray stop`` or touches other Ray processes.
+* Safety. A cluster started here runs its node on 127.0.0.1, so its GCS, raylet and workers listen
+  on loopback only (see ``_loopback_node``), with Ray's token authentication, usage stats and the
+  dashboard off, and is shut down at the end; a cluster joined with ``address`` is only disconnected from. Nothing here runs ``ray stop`` or touches
+  other Ray processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from bertprobe.errors import BertprobeError, SuiteError
@@ -40,12 +43,15 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.05
 
 
+NEEDS_RAY = ("executor 'ray' needs Ray, which is an extra: pip install -e '.[ray]' (or pip install 'ray>=2.60'); "
+             "or run with --executor local")
+
+
 def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise SuiteError("executor 'ray' needs Ray, which is an extra: pip install -e '.[ray]' "
-                         "(or pip install 'ray>=2.60'); or run with --executor local") from None
+        raise SuiteError(NEEDS_RAY) from None
     return ray
 
 
@@ -108,6 +114,17 @@ class RayExecutor:
 
     name = "ray"
 
+    @staticmethod
+    def missing() -> str | None:
+        """What ``validate`` reports when this executor cannot run here."""
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("ray") is not None
+        except ValueError:  # sys.modules["ray"] is None: blocked
+            found = False
+        return None if found else NEEDS_RAY
+
     def __init__(self, spec: ExecutorSpec | None = None, inside_worker: bool = False) -> None:
         self.spec = spec or ExecutorSpec(name="ray")
         self.inside_worker = inside_worker
@@ -126,12 +143,16 @@ class RayExecutor:
         common = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": True}
         try:
             if self.spec.address:
+                _check_reachable(self.spec.address)  # Ray itself retries a dead address for minutes
                 ray.init(address=self.spec.address, **common)
                 self.connected = True
             else:
                 cpus = self.spec.workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                              else os.cpu_count() or 1)
-                ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", **common)
+                # token authentication is Ray's default for local clusters since 2.59 (RAY_AUTH_MODE is read
+                # when ray is imported, so it cannot be changed here)
+                with _loopback_node(ray):
+                    ray.init(address="local", num_cpus=cpus, **common)
                 self.owned = True
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -340,6 +361,58 @@ class RayExecutor:
                                                    max_task_retries=self.spec.max_retries).remote(context, *where)
                                for _ in range(workers)]
         return self.pools[key]
+
+
+CURRENT_CLUSTER = "/tmp/ray/ray_current_cluster"
+
+
+@contextlib.contextmanager
+def _loopback_node(ray: Any) -> Iterator[None]:
+    """Start the private cluster's node on 127.0.0.1, so the GCS, raylet and workers bind loopback only.
+
+    Ray 2.60 replaces a loopback ``_node_ip_address`` with the machine's address on Linux (and then binds
+    every port on all interfaces) unless cluster mode is off, which it reads from
+    ``ray._private.ray_constants.ENABLE_RAY_CLUSTER`` (env ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` at import).
+    Turned off for the start only; ``tests/test_ray_safety.py`` checks the ports with the node table.
+    """
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    before = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if constants is not None and before is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if constants is not None and before is not None:
+            constants.ENABLE_RAY_CLUSTER = before
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast, in one line, when nothing listens where ``address`` points (``auto``: ``RAY_ADDRESS``, else
+    the file ``ray start`` leaves in /tmp/ray, which outlives a crashed cluster)."""
+    import socket
+
+    where, origin = address, ""
+    if address == "auto":
+        if os.environ.get("RAY_ADDRESS"):
+            where, origin = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+        else:
+            try:
+                where = Path(CURRENT_CLUSTER).read_text(encoding="utf-8").strip()
+            except OSError:
+                raise SuiteError(f"--ray-address auto: no running Ray cluster found on this machine ({CURRENT_CLUSTER} "
+                                 "is missing); start one with 'ray start --head', give its address, or drop "
+                                 "--ray-address to start a private cluster") from None
+            origin = CURRENT_CLUSTER
+    host, _, port = where.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise SuiteError(f"--ray-address {address}: expected auto, HOST:PORT or ray://HOST:PORT, got {where!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        stale = (f" ({origin} names it: after a crash that file is stale; remove it or give the address)"
+                 if origin == CURRENT_CLUSTER else f" (from {origin})" if origin else "")
+        raise SuiteError(f"--ray-address {address}: nothing answers at {host}:{port}{stale}: "
+                         f"{exc.strerror or exc}; start the cluster or fix the address") from None
 
 
 def _split(chunks: list[list[Any]], at_least: int) -> list[tuple[int, int, list[Any]]]:

@@ -9,6 +9,7 @@ written by the driver into the run's one ``events.jsonl``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -34,6 +35,7 @@ class WorkerContext:
     extra_plugins: list[Any] = field(default_factory=list)  # plugin objects the driver registered by hand
     threads: int = 1
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
+    cwd: str = field(default_factory=os.getcwd)  # the driver's: relative paths (flags, env values) resolve there
 
 
 @dataclass
@@ -81,6 +83,8 @@ class WorkerSession(Session):
 def worker_session(context: WorkerContext, sink: Sink | None) -> WorkerSession:
     """A session for a worker process: the driver's plugins, suite and run folder; no events file."""
     torch.set_num_threads(max(1, context.threads))
+    if os.path.isdir(context.cwd):  # a shared filesystem mounted at the same place: relative paths work
+        os.chdir(context.cwd)
     plugins = build_plugins(extra=list(context.extra_plugins))
     report = RunReport(suite=context.suite.name, run_dir=context.run_dir)
     return WorkerSession(context.suite, plugins, Path(context.run_dir), report, events=None, sink=sink)  # type: ignore[arg-type]
