@@ -56,6 +56,15 @@ def only_run(out: Path, suite: str) -> tuple[Path, dict[str, Any]]:
     return run_dir, json.loads((run_dir / "report.json").read_text())
 
 
+def sentiment_tsv(path: Path, n: int, seed: int = 11) -> Path:
+    """A tsv of ``n`` labelled sentences from ``bertprobe.testing.sentiment_examples``."""
+    from bertprobe.testing import sentiment_examples
+
+    rows = sentiment_examples(n, seed=seed)
+    path.write_text("sentence\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows) + "\n", encoding="utf-8")
+    return path
+
+
 def write_suite(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path

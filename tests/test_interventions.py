@@ -140,11 +140,7 @@ def test_stacked_units_equal_one_unit_per_pass(tmp_path, task, mode):
 
     target = tiny_target(tmp_path / task, task=task, layers=2, heads=4, initializer_range=0.5)
     sites = target.attention_sites()
-    texts = ["the movie was good", "bad", "a very boring dull story", "fun", "the plot was awful and long", "it was"]
-    examples = [Example(t, choices=("good", "bad", "fine") if task == "multiple-choice" else None, label=i % 2)
-                for i, t in enumerate(texts)]
-    batches = list(target.batches(target.encode(examples), batch_size=4))
-    labels = torch.tensor([ex.label for ex in examples])
+    batches, labels = _batches(target, task)
     gen = torch.Generator().manual_seed(0)
     if mode == "mask":
         units = [(torch.rand(2, 4, generator=gen) > 0.4).float() for _ in range(7)]
@@ -172,6 +168,14 @@ def test_stacked_units_equal_one_unit_per_pass(tmp_path, task, mode):
     torch.testing.assert_close(both, torch.cat(ones), atol=1e-5, rtol=1e-5)
 
 
+def _batches(target, task):
+    """Six labelled examples (with three choices for multiple choice) in pre-collated batches of 4."""
+    texts = ["the movie was good", "bad", "a very boring dull story", "fun", "the plot was awful and long", "it was"]
+    examples = [Example(t, choices=("good", "bad", "fine") if task == "multiple-choice" else None, label=i % 2)
+                for i, t in enumerate(texts)]
+    return list(target.batches(target.encode(examples), batch_size=4)), torch.tensor([ex.label for ex in examples])
+
+
 def _one_pass(target, sites, batch, unit, mode):
     key = "mask" if mode == "mask" else "uniform"
     with head_intervention(target.model, sites, **{key: unit}):
@@ -189,11 +193,7 @@ def test_units_run_from_their_lowest_layer_give_the_same_results(tmp_path, arch,
 
     target = tiny_target(tmp_path / arch, arch=arch, task=task, layers=4, heads=2, initializer_range=0.5)
     sites = target.attention_sites()
-    texts = ["the movie was good", "bad", "a very boring dull story", "fun", "the plot was awful and long", "it was"]
-    examples = [Example(t, choices=("good", "bad", "fine") if task == "multiple-choice" else None, label=i % 2)
-                for i, t in enumerate(texts)]
-    batches = list(target.batches(target.encode(examples), batch_size=4))
-    labels = torch.tensor([ex.label for ex in examples])
+    batches, labels = _batches(target, task)
     layers = encoder_layers(target.model, sites)
     assert layers is not None and len(layers) == 4
     cache = LayerCache(layers)

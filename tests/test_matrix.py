@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import only_run
+from conftest import only_run, sentiment_tsv
 
 from bertprobe.cli import main
 from bertprobe.stats import mcnemar_exact
@@ -34,10 +34,7 @@ def random_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def senti_tsv(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "senti.tsv"
-    rows = sentiment_examples(120, seed=11)
-    path.write_text("sentence\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows) + "\n", encoding="utf-8")
-    return path
+    return sentiment_tsv(tmp_path_factory.mktemp("data") / "senti.tsv", 120)
 
 
 def matrix_suite(tmp_path: Path, models: str, data: Path, probes: str = "  - probe: accuracy\n", extra: str = "",

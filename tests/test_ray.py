@@ -21,7 +21,8 @@ ray = pytest.importorskip("ray")
 from bertprobe.harness import RunOptions, run_suite  # noqa: E402
 from bertprobe.plugins import build_plugins  # noqa: E402
 from bertprobe.suite import load_suite  # noqa: E402
-from bertprobe.testing import FaultProbes, save_tiny_model, sentiment_examples, train_tiny_classifier  # noqa: E402
+from conftest import sentiment_tsv  # noqa: E402
+from bertprobe.testing import FaultProbes, save_tiny_model, train_tiny_classifier  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -48,10 +49,7 @@ def models(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "senti.tsv"
-    rows = sentiment_examples(60, seed=11)
-    path.write_text("sentence\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows) + "\n", encoding="utf-8")
-    return path
+    return sentiment_tsv(tmp_path_factory.mktemp("data") / "senti.tsv", 60)
 
 
 def suite_file(tmp_path: Path, models: tuple[Path, ...], data: Path, probes: str, extra: str = "") -> Path:
