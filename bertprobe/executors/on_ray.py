@@ -204,7 +204,7 @@ class RayExecutor:
             jobs[model.label] = ModelJob(
                 replace(context, threads=threads), position, model, parsed, baseline=session.baseline,
                 kept=set(previous.kept) if previous else set(),
-                units={k: v for k, v in (previous.units if previous else {}).items()},
+                units={k: dict(v) for k, v in (previous.units if previous else {}).items()},
                 hashes=dict(previous.hashes) if previous else {})
         pending: dict[Any, str] = {}
         failures: list[BertprobeError] = []
