@@ -251,7 +251,11 @@ class Session:
                 self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
                 self.units_done[(model, probe_id)] = self.units_done.get((model, probe_id), 0) + 1
                 values[key] = value
+            self.unit_progress(model, probe_id, desc or probe_id, len(values), len(keys))
         return [values[k] for k in keys]
+
+    def unit_progress(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
+        """A sweep advanced (here a progress bar shows it; a worker's session reports it to the driver)."""
 
     def emit(self, event: str, **payload: Any) -> None:
         record = jsonable({"event": event, "time": utc_now(), **payload})

@@ -108,10 +108,14 @@ def test_matrix_of_two_models_gives_the_same_report_as_local(cluster, tmp_path, 
 def test_sharded_head_ablation_gives_identical_numbers(cluster, tmp_path, models, data):
     path = suite_file(tmp_path, models[:1], data, HEADS)
     local = run(path, tmp_path / "local")
-    remote = run(path, tmp_path / "ray", executor="ray", workers=2)
+    lines: list[str] = []
+    remote = run(path, tmp_path / "ray", executor="ray", workers=2, log=lines.append)
     assert comparable(local) == comparable(remote)
     (probe,) = remote["probes"]
     assert len(probe["details"]["ablation"]) == 12
+    # workers draw no progress bars; the driver gets progress lines instead, the last one complete
+    assert "[m0/head-pruning] head ablation (mask): 12/12 units" in lines
+    assert "[m0/head-pruning] layer ablation: 3/3 units" in lines
 
 
 def test_sweep_shards_run_on_two_workers(cluster, models, data):

@@ -10,6 +10,7 @@ written by the driver into the run's one ``events.jsonl``.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -59,6 +60,17 @@ class WorkerSession(Session):
     """A session whose events go to ``sink`` instead of a file; results carry their outcomes along."""
 
     sink: Sink | None = None
+    progress_every: float = 15.0  # seconds between progress lines sent to the driver (and at the end)
+    _last_progress: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def unit_progress(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
+        """A line to the driver now and then: workers draw no progress bars."""
+        now = time.monotonic()
+        key = (model, probe_id)
+        if done < total and now - self._last_progress.get(key, 0.0) < self.progress_every:
+            return
+        self._last_progress[key] = now
+        self.say(f"[{model}/{probe_id}] {desc}: {done}/{total} units")
 
     def emit(self, event: str, **payload: Any) -> None:
         record = jsonable({"event": event, "time": utc_now(), **payload})
