@@ -234,14 +234,6 @@ def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
     return code
 
 
-def _worst(codes: list[int]) -> int:
-    """The exit code of several runs: the first that applies in the order 130/143, 2, 3, 1, 5, 0."""
-    for code in (EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, EXIT_INTERNAL, EXIT_FAILED, 5):
-        if code in codes:
-            return code
-    return EXIT_OK
-
-
 def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: bool) -> int:
     """Several suites: one after another, or side by side (one driver thread each) on a parallel executor.
 
@@ -252,7 +244,7 @@ def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: boo
     from concurrent.futures import ThreadPoolExecutor
     from dataclasses import replace
 
-    from bertprobe.exitcodes import Terminated
+    from bertprobe.exitcodes import Terminated, most_serious
     from bertprobe.harness import apply_overrides, make_executor, run_suite
 
     first = apply_overrides(suites[0], replace(options, only=()))
@@ -267,7 +259,7 @@ def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: boo
                 codes.append(EXIT_INTERNAL if isinstance(exc, InternalError) else EXIT_USAGE)
             if codes[-1] in (EXIT_INTERRUPTED, EXIT_TERMINATED):
                 break
-        return _worst(codes)
+        return most_serious(codes)
     shared = make_executor(first, plugins)
     shared.start()  # one cluster for every suite; each run finds it started and leaves it running
     cancel = threading.Event()
@@ -310,7 +302,7 @@ def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: boo
         else:
             click.echo(f"error: {exc}", err=True)
             codes.append(EXIT_INTERNAL if isinstance(exc, InternalError) else EXIT_USAGE)
-    return _worst(codes)
+    return most_serious(codes)
 
 
 @main.command()

@@ -37,3 +37,11 @@ def run_exit_code(report: RunReport, allow_skips: bool = False) -> int:
     if nothing_checked(report) and not allow_skips:
         return NOTHING_CHECKED
     return OK
+
+
+def most_serious(codes: list[int]) -> int:
+    """The code of several runs (``bertprobe run S1 S2``): the first that applies in the table's order."""
+    for code in (SIGINT, SIGTERM, USAGE, INTERNAL, FAILED, NOTHING_CHECKED):
+        if code in codes:
+            return code
+    return OK

@@ -210,14 +210,19 @@ class Session:
     executor: Any = None  # runs models and sweeps (bertprobe.executors); None: in this process
     threads: int = 0  # torch threads of this run (a parallel executor's jobs use at most as many)
 
-    def record(self, result: ProbeResult) -> None:
-        """Outcomes to the sidecar first, then the result event, then the plugins and a fresh partial report."""
+    def finished(self, result: ProbeResult) -> tuple[str, str]:
+        """(model, probe id) of a result, no longer running on its model."""
         key = (result.model, result.id or result.probe)
         if self.running.get(result.model) == key[1]:
             del self.running[result.model]
+        return key
+
+    def record(self, result: ProbeResult) -> None:
+        """Outcomes to the sidecar first, then the result event, then the plugins and a fresh partial report."""
+        key = self.finished(result)
         if result.outcomes:
             self.outcomes[key] = {o.name: o for o in result.outcomes}
-            append_outcomes(self.run_dir, result.model, result.id or result.probe, result.outcomes)
+            append_outcomes(self.run_dir, *key, result.outcomes)
         self.emit("probe_result", result=result.to_dict())
         self.plugins.hook.bertprobe_probe_result(session=self, result=result)
         write_reports(self)  # a readable partial report after every probe

@@ -264,6 +264,12 @@ def _repeat_rows(batch: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tens
     return {key: value.repeat(k, *([1] * (value.dim() - 1))) for key, value in batch.items()}
 
 
+def hidden_size(model: nn.Module) -> int:
+    """The model's hidden width from its config (``hidden_size``, DistilBERT's ``dim``; 768 if neither)."""
+    config = getattr(model, "config", None)
+    return int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0) or 768)
+
+
 def stack_size(rows: int, length: int, hidden: int, layers: int, device: torch.device, units: int,
                budget: int | None = None) -> int:
     """How many intervention units to stack into one forward pass of a ``rows x length`` batch.
@@ -298,8 +304,7 @@ def evaluate_units(
     out = [torch.empty(n, dtype=torch.bool) for _ in units]
     if not units:
         return out
-    config = getattr(model, "config", None)
-    hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0) or 768)
+    hidden = hidden_size(model)
     layers = sum(len(s.layers) for s in sites)
     device = next(model.parameters()).device
     with torch.inference_mode():

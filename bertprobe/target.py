@@ -164,7 +164,7 @@ def detect_task(config: Any, requested: str = "auto") -> Task:
         for suffix, task in _SUFFIX_TASK.items():
             if arch.endswith(suffix):
                 return task
-    if any(arch in _base_model_names() for arch in architectures):
+    if set(architectures) & _base_model_names():
         return "encoder"  # a bare encoder (BertModel, RobertaModel, ...): no task head
     raise TargetError(
         f"cannot tell the task from the config (architectures={architectures or None}); "

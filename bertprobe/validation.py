@@ -103,13 +103,13 @@ def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None)
         if spec.probe in plugins.probes:
             cls_of[spec.id] = plugins.probes.get(spec.probe)
     _check_labels(suite, cls_of, params, problems)
-    executors = getattr(plugins, "executors", None)
-    if suite.executor is not None and executors is not None and suite.executor.name not in executors:
-        names = sorted(executors.names()) if hasattr(executors, "names") else []
-        problems.append(f"executor: no executor named '{suite.executor.name}'{did_you_mean(suite.executor.name, names)}; "
+    executor = suite.executor.name if suite.executor is not None else None
+    if executor is not None and executor not in plugins.executors:
+        names = sorted(plugins.executors.names())
+        problems.append(f"executor: no executor named '{executor}'{did_you_mean(executor, names)}; "
                         f"executors: {', '.join(names)}")
-    elif suite.executor is not None and executors is not None:
-        missing = getattr(executors.get(suite.executor.name), "missing", None)
+    elif executor is not None:
+        missing = getattr(plugins.executors.get(executor), "missing", None)  # optional: what it lacks here
         problem = missing() if callable(missing) else None
         if problem:
             problems.append(problem)

@@ -79,13 +79,8 @@ class WorkerSession(Session):
             self.sink(record)
 
     def record(self, result: ProbeResult) -> None:
-        if self.running.get(result.model) == (result.id or result.probe):
-            del self.running[result.model]
-        record = {"event": "probe_result", "time": utc_now(), "result": result.to_dict(),
-                  "outcomes": [o.to_dict() for o in result.outcomes]}
-        self.report.apply(record)
-        if self.sink is not None:
-            self.sink(record)
+        self.finished(result)
+        self.emit("probe_result", result=result.to_dict(), outcomes=[o.to_dict() for o in result.outcomes])
 
     def say(self, message: str) -> None:
         if self.sink is not None:

@@ -45,7 +45,8 @@ import torch
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.architectures import head_grid, heads_per_layer
-from bertprobe.interventions import LayerCache, encoder_layers, evaluate_units, free_memory, head_intervention
+from bertprobe.interventions import (LayerCache, encoder_layers, evaluate_units, free_memory, head_intervention,
+                                     hidden_size)
 from bertprobe.pruning import compare_speed, head_importance, least_important, normalize_by_layer
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep
@@ -107,9 +108,7 @@ class Evaluator:
             self.cache_note = "off: the encoder's layers are shared or not a plain list"
             return
         param = next(self.target.model.parameters())
-        config = self.target.model.config
-        hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0))
-        need = LayerCache.estimate(self.batches, hidden, len(layers), param.element_size())
+        need = LayerCache.estimate(self.batches, hidden_size(self.target.model), len(layers), param.element_size())
         budget = free_memory(param.device) // 4 if budget_mb is None else int(budget_mb * 2**20)
         if need > budget:
             self.cache_note = f"off: it would hold {need / 2**20:.0f} MiB, over the budget of {budget / 2**20:.0f} MiB"
