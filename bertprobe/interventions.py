@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from bertprobe.architectures import AttentionSite
+from bertprobe.budgets import stack_budget
 
 
 @contextlib.contextmanager
@@ -239,18 +240,6 @@ class LayerCache:
             handle.remove()
 
 
-def free_memory(device: torch.device) -> int:
-    """Bytes free on ``device``: the GPU's free memory, or the host's available memory (Linux; 4 GiB elsewhere)."""
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    import os
-
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 4 << 30
-
-
 def lowest_layer(unit: torch.Tensor, keep: bool) -> int:
     """The lowest layer an ``L x H`` unit intervenes in (a mask below 1, or a True uniform flag); the last
     layer when it intervenes nowhere (running the last layer alone still gives the plain output)."""
@@ -271,16 +260,17 @@ def hidden_size(model: nn.Module) -> int:
 
 
 def stack_size(rows: int, length: int, hidden: int, layers: int, device: torch.device, units: int,
-               budget: int | None = None) -> int:
+               budget: int | None = None, element_size: int = 4) -> int:
     """How many intervention units to stack into one forward pass of a ``rows x length`` batch.
 
     The budget bounds the activations one pass holds (stacked rows x length x hidden x layers elements).
-    On a CPU the default is one unit at a time: a CPU is compute-bound at ordinary batch sizes, so a
-    bigger pass only adds memory traffic. On a GPU the default budget is 2^31 elements (a few GiB),
-    where a pass is launch-bound and stacking pays.
+    Its default (``budgets.stack_budget``) is sized to the device: 0 on a CPU, so one unit at a time (a
+    CPU is compute-bound at ordinary batch sizes and a bigger pass only adds memory traffic); on a GPU,
+    where a pass is launch-bound and stacking pays, a quarter of the free memory, at most 2^31 elements.
+    A unit that would not fit alone still runs, one at a time.
     """
     if budget is None:
-        budget = 0 if device.type == "cpu" else 1 << 31
+        budget = stack_budget(device, element_size)
     per_unit = max(1, rows * length * hidden * layers)
     return max(1, min(units, budget // per_unit))
 
@@ -301,19 +291,23 @@ def evaluate_units(
     units = masks if masks is not None else uniform
     assert units is not None, "give masks or uniform"
     n = len(labels)
-    out = [torch.empty(n, dtype=torch.bool) for _ in units]
     if not units:
-        return out
+        return []
     hidden = hidden_size(model)
     layers = sum(len(s.layers) for s in sites)
-    device = next(model.parameters()).device
+    param = next(model.parameters())
+    device = param.device
+    # predictions stay on the device until the evaluation ends: no synchronising copy after each pass
+    out = [torch.empty(n, dtype=torch.bool, device=device) for _ in units]
+    gold_all = labels.to(device)
     with torch.inference_mode():
         for number, (idx, batch) in enumerate(batches):
             ids = batch["input_ids"]
             rows, length = ids.shape[0], ids.shape[-1]
-            k = stack_size(rows * (ids.shape[1] if ids.dim() == 3 else 1), length, hidden, layers, device, len(units), budget)
-            gold = labels[idx]
-            where = torch.tensor(idx)
+            k = stack_size(rows * (ids.shape[1] if ids.dim() == 3 else 1), length, hidden, layers, device,
+                           len(units), budget, param.element_size())
+            where = torch.tensor(idx, device=device)
+            gold = gold_all[where]
             for start in range(0, len(units), k):
                 group = units[start : start + k]
                 stacked = _repeat_rows(batch, len(group)) if len(group) > 1 else batch
@@ -323,7 +317,7 @@ def evaluate_units(
                 skip = cache.start_at(number, start_layer, len(group)) if cache is not None else contextlib.nullcontext()
                 with head_intervention(model, sites, **kwargs), skip:
                     logits = model(**stacked).logits
-                pred = logits.argmax(-1).view(len(group), rows).cpu()
+                pred = logits.argmax(-1).view(len(group), rows)
                 for j in range(len(group)):
                     out[start + j][where] = pred[j] == gold
-    return out
+    return [o.cpu() for o in out]

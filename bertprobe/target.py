@@ -45,7 +45,7 @@ class ModelSpec:
     task: Literal["auto", "classification", "multiple-choice", "masked-lm", "encoder"] = "auto"
     max_length: int | None = None
     batch_size: int = 32
-    token_budget: int | None = None  # tokens per batch (default: 65,536 on a GPU, fixed batch_size on a CPU)
+    token_budget: int | None = None  # tokens per batch (default: sized to a GPU's free memory; fixed batch_size on a CPU)
     revision: str | None = None
     trust_remote_code: bool = False
     allow_pickle: bool = False
@@ -504,13 +504,16 @@ class Target:
             batch[key] = tensor.to(self.device, non_blocking=True)
         return batch
 
-    @property
+    @functools.cached_property
     def token_budget(self) -> int | None:
-        """Tokens per batch (rows x padded length): the spec's, else 65,536 on a GPU; None (fixed batch
-        size) on a CPU, where a bigger batch only adds memory traffic."""
+        """Tokens per batch (rows x padded length): the spec's, else sized to a GPU's free memory when first
+        asked (``budgets.token_budget``: 4,096 to 262,144); None (fixed batch size) on a CPU, where a
+        bigger batch only adds memory traffic."""
         if self.spec.token_budget is not None:
             return self.spec.token_budget
-        return 1 << 16 if self.device.type == "cuda" else None
+        from bertprobe.budgets import token_budget
+
+        return token_budget(self.model.config, self.device, self.dtype.itemsize)
 
     def batches(
         self, encoded: Encoded, batch_size: int | None = None, sort: bool = True

@@ -45,7 +45,8 @@ import torch
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.architectures import head_grid, heads_per_layer
-from bertprobe.interventions import (LayerCache, encoder_layers, evaluate_units, free_memory, head_intervention,
+from bertprobe.budgets import ACTIVATION_SHARE, free_memory
+from bertprobe.interventions import (LayerCache, encoder_layers, evaluate_units, head_intervention,
                                      hidden_size)
 from bertprobe.pruning import compare_speed, head_importance, least_important, normalize_by_layer
 from bertprobe.outcomes import Outcomes, example_ids
@@ -71,7 +72,7 @@ class HeadParams:
     speed_seconds: float = 10.0  # time budget of the physical-pruning speed measurement
     batch_size: int | None = None
     stack: int = 24  # ablation units handed to the evaluator at once (stacked in one pass on a GPU)
-    stack_budget: int | None = None  # activation elements per stacked pass (None: 0 on CPU, 2^31 on GPU)
+    stack_budget: int | None = None  # activation elements per stacked pass (None: 0 on CPU; GPU: a quarter of free memory, <= 2^31)
     layer_cache: bool = True  # ablations start from their lowest intervened layer (cached layer inputs)
     cache_budget_mb: float | None = None  # the most the layer cache may hold (None: a quarter of free memory)
     bootstrap: int = 1000
@@ -109,7 +110,7 @@ class Evaluator:
             return
         param = next(self.target.model.parameters())
         need = LayerCache.estimate(self.batches, hidden_size(self.target.model), len(layers), param.element_size())
-        budget = free_memory(param.device) // 4 if budget_mb is None else int(budget_mb * 2**20)
+        budget = free_memory(param.device) // ACTIVATION_SHARE if budget_mb is None else int(budget_mb * 2**20)
         if need > budget:
             self.cache_note = f"off: it would hold {need / 2**20:.0f} MiB, over the budget of {budget / 2**20:.0f} MiB"
             return
@@ -139,15 +140,17 @@ class Evaluator:
         return [o.numpy() for o in outs]
 
     def correct(self, mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> np.ndarray:
-        out = torch.empty(len(self.labels), dtype=torch.bool)
+        device = self.target.device
+        out = torch.empty(len(self.labels), dtype=torch.bool, device=device)  # on the device until the end
+        labels = self.labels.to(device)
         self.passes += 1
         plain = mask is None and uniform is None
         capture = self.cache.capture() if plain and self.cache is not None and not self.cache.inputs else contextlib.nullcontext()
         with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform), capture:
             for idx, batch in self.batches:
-                pred = self.target.forward(batch).logits.argmax(-1).cpu()
-                out[torch.tensor(idx)] = pred == self.labels[idx]
-        return out.numpy()
+                where = torch.tensor(idx, device=device)
+                out[where] = self.target.forward(batch).logits.argmax(-1) == labels[where]
+        return out.cpu().numpy()
 
     def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Michel's E_x |dL(x)/d xi_h| at the given mask (ones by default), one forward+backward pass."""
