@@ -30,10 +30,10 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
     return best, out
 
 
-def sst2_target(device: str = "cpu", max_length: int = 128) -> Any:
+def sst2_target(device: str = "cpu", max_length: int = 128, dtype: str = "auto") -> Any:
     from bertprobe.target import ModelSpec, load_target
 
-    return load_target(ModelSpec(path=str(SST2_MODEL), device=device, max_length=max_length))
+    return load_target(ModelSpec(path=str(SST2_MODEL), device=device, max_length=max_length, dtype=dtype))
 
 
 def sst2_dev(target: Any) -> Any:

@@ -135,3 +135,27 @@ def test_collate_pads_with_torch_as_before(tmp_path):
     batch = target.collate(enc.rows, pad_to=12)
     assert batch["input_ids"].shape == (2, 12) and batch["attention_mask"][0].sum() == len(enc.rows[0]["input_ids"])
     assert (batch["input_ids"][0, len(enc.rows[0]["input_ids"]):] == (target.tokenizer.pad_token_id or 0)).all()
+
+
+def test_batched_tokenising_equals_one_example_at_a_time(tmp_path):
+    from bertprobe.data import Example
+    from bertprobe.testing import tiny_target
+
+    clf = tiny_target(tmp_path / "clf")
+    long = " ".join(["good"] * 400)  # cut at max_length
+    singles = [Example("the movie"), Example(long), Example("")]
+    paired = [Example("a premise", text_pair="a hypothesis"), Example(long, text_pair="short")]
+    mixed = [Example("alone"), Example("with", text_pair="a pair")]
+    for examples in (singles, paired, mixed):
+        enc = clf.encode(examples, cache=False)
+        assert enc.rows == [clf._encode_one(ex.text, ex.text_pair) for ex in examples]
+        assert enc.lengths == [len(r["input_ids"]) for r in enc.rows]
+    assert max(clf.encode([Example(long)]).lengths) == clf.max_length
+    mc = tiny_target(tmp_path / "mc", task="multiple-choice")
+    examples = [Example("q one", choices=["a", "b c"]), Example("q two", choices=["d e f", "g"])]
+    enc = mc.encode(examples, cache=False)
+    assert enc.rows == [[mc._encode_one(ex.text, c) for c in ex.choices] for ex in examples]
+    batch = mc.collate(enc.rows)
+    assert batch["input_ids"].shape == (2, 2, max(enc.lengths))
+    assert batch["attention_mask"][0, 0].sum() == len(enc.rows[0][0]["input_ids"])  # padding masked out
+    assert mc.encode([], cache=False).rows == []

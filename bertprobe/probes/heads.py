@@ -401,6 +401,7 @@ class HeadPruningProbe(Probe):
                   params: HeadParams, ranking: torch.Tensor) -> None:
         from bertprobe.pruning import count_parameters, prune_heads
 
+        started = time.perf_counter()
         layers, heads = ev.shape
         drop = least_important(ranking, params.physical_fraction, heads_per_layer(ev.sites))
         n = len(drop)
@@ -438,7 +439,7 @@ class HeadPruningProbe(Probe):
             "throughput": throughput, "latency": latency,
             "parameters_before": count_parameters(target.model), "parameters_after": count_parameters(pruned),
             "accuracy_masked": masked_accuracy, "accuracy_pruned": float(pruned_correct.mean()),
-            "notes": notes,
+            "notes": notes, "seconds": time.perf_counter() - started,
         }
 
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every GPU figure the README's benchmark section asks for, in one call of the device tool (staged by
+# benchmarks/gpu/stage.sh; about 6 minutes on an H100): prediction throughput per dtype, the head-pruning
+# probe and its single-head sweep in fp32 and bf16, and the internals and sst2 suites on cuda. Writes
+# two files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log (every step's
+# output and time) and reports.tgz (the suites' report.json and report.md). DEVICE=cpu LIMIT=48 runs
+# the same steps, shortened, on a CPU as a smoke test.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-gpu-out}; mkdir -p "$out"
+device=${DEVICE:-cuda}
+py=$(command -v python3 || command -v python)
+if [ -d .device/whl ] && ! "$py" -c "import datasets, conllu" 2>/dev/null; then
+  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl || exit 2
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+[ -d .device/models ] && export BERTPROBE_SHARED=$PWD/.device
+shared=${BERTPROBE_SHARED:-../shared}
+export BERTPROBE_SST2_MODEL=$shared/models/minilm-l6-sst2 BERTPROBE_SST2_DATA=$shared/data/sst2/dev.tsv
+limit=${LIMIT:-}
+log=$out/gpu.log; : > "$log"
+reports=$(mktemp -d)
+step() {  # name, command...: run and log; a failing step does not stop the others
+  local name=$1; shift
+  echo "== $name: $*" | tee -a "$log"
+  local start=$SECONDS
+  "$@" 2>&1 | tee -a "$log"
+  echo "== $name: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a "$log"
+}
+"$py" - <<'PY' 2>&1 | tee "$out/machine.txt"
+import torch, transformers
+print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())
+if torch.cuda.is_available():
+    print(torch.cuda.get_device_name(0), f"{torch.cuda.mem_get_info()[1] / 2**30:.0f} GiB")
+PY
+if [ -n "$limit" ]; then
+  step throughput "$py" benchmarks/throughput.py --device "$device" --repeat 1 --sizes 16,32
+  step heads_dtypes "$py" benchmarks/heads.py --device "$device" --dtypes float32,bfloat16 --limit "$limit"
+else
+  step throughput "$py" benchmarks/throughput.py --device "$device"
+  step heads "$py" benchmarks/heads.py --device "$device"
+  step heads_bf16 "$py" benchmarks/heads.py --device "$device" --dtype bfloat16
+  step heads_dtypes "$py" benchmarks/heads.py --device "$device" --dtypes float32,bfloat16
+fi
+export BERTPROBE_SST2_LIMIT=${limit:-872}
+for suite in internals sst2; do
+  for dtype in auto float32 bfloat16; do
+    [ -n "$limit" ] && [ "$dtype" != auto ] && continue
+    step "suite_${suite}_$dtype" "$py" -m bertprobe.cli run "suites/$suite.yaml" --device "$device" --dtype "$dtype" \
+      --out "$reports" --quiet
+  done
+done
+(cd "$reports" && tar czf - */report.json */report.md) > "$out/reports.tgz"
+echo "wrote $log and $out/reports.tgz"
