@@ -65,6 +65,13 @@ def test_probe_end_to_end(trained):
     for row in table:
         lo, hi = row["ci"]
         assert lo <= row["delta"] + 1e-9 and row["delta"] <= hi + 1e-9
+    layer_rows = result.details["layer_ablation"]
+    worst_layer = max(layer_rows, key=lambda r: r["drop"])
+    assert result.value("layer_max_drop") == pytest.approx(worst_layer["drop"])
+    assert result.metrics["layer_max_drop"].ci == tuple(worst_layer["ci"])
+    for row in layer_rows:  # each layer's drop inside its own paired-bootstrap interval
+        assert row["ci"][0] - 1e-9 <= row["drop"] <= row["ci"][1] + 1e-9
+    assert result.details["physical"]["seconds"] > 0  # the speed measurement's own cost is reported
     curve = result.details["pruning_curve"]
     assert curve[0] == {"fraction": 0.0, "heads_pruned": 0, "metric": base}
     assert curve[-1]["heads_pruned"] == 8

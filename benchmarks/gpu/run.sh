@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU figure the README's benchmark section asks for, in one call of the device tool (staged by
-# benchmarks/gpu/stage.sh; about 6 minutes on an H100): prediction throughput per dtype, the head-pruning
+# benchmarks/gpu/stage.sh; not yet run on a GPU, meant to fit one 10-minute call): throughput per dtype, the head-pruning
 # probe and its single-head sweep in fp32 and bf16, and the internals and sst2 suites on cuda. Writes
 # two files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log (every step's
 # output and time) and reports.tgz (the suites' report.json and report.md). DEVICE=cpu LIMIT=48 runs
@@ -28,7 +28,7 @@ step() {  # name, command...: run and log; a failing step does not stop the othe
   "$@" 2>&1 | tee -a "$log"
   echo "== $name: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a "$log"
 }
-"$py" - <<'PY' 2>&1 | tee "$out/machine.txt"
+"$py" - <<'PY' 2>&1 | tee -a "$log"
 import torch, transformers
 print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())
 if torch.cuda.is_available():
@@ -51,5 +51,5 @@ for suite in internals sst2; do
       --out "$reports" --quiet
   done
 done
-(cd "$reports" && tar czf - */report.json */report.md) > "$out/reports.tgz"
+(cd "$reports" && tar czf - --exclude=latest */report.json */report.md) > "$out/reports.tgz"
 echo "wrote $log and $out/reports.tgz"

@@ -330,10 +330,17 @@ class HeadPruningProbe(Probe):
         if params.layers:
             units = [(f"layer{layer}", ("mask", [(layer, h) for h in range(heads) if ev.real[layer, h]]))
                      for layer in range(layers)]
-            drops = [base - float(np.mean(c)) for c in ctx.map(sweep, units, desc="layer ablation", group=params.stack)]
+            rows = []
+            for layer, correct in enumerate(ctx.map(sweep, units, desc="layer ablation", group=params.stack)):
+                diff = base_correct.astype(np.float64) - np.asarray(correct, dtype=np.float64)
+                ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=10_000 + layer) if params.bootstrap else None
+                rows.append({"layer": layer, "drop": float(diff.mean()), "ci": ci})
             ev.passes += layers
-            result.details["layer_ablation"] = [{"layer": i, "drop": d} for i, d in enumerate(drops)]
-            result.add_metric("layer_max_drop", max(drops), False, "largest accuracy drop from removing one layer's heads")
+            result.details["layer_ablation"] = rows
+            worst_layer = max(rows, key=lambda r: r["drop"])
+            result.add_metric("layer_max_drop", worst_layer["drop"], False,
+                              "largest accuracy drop from removing one layer's heads (CI: paired bootstrap of that "
+                              "layer's drop)", ci=worst_layer["ci"])
         if params.pruning:
             curve = pruning_curve(ev, ranking, params, base, ctx)
             result.details["pruning_curve"] = [{k: v for k, v in p.items() if k not in ("pruned", "correct")}
