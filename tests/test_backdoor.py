@@ -110,6 +110,36 @@ def test_pairs_are_work_units_and_can_be_named(poisoned, data):
         BackdoorParams(pairs=("positive",))
 
 
+def test_pair_scans_rebuilt_in_a_worker_give_the_same_scan(poisoned, data):
+    """What a worker process does with the sweep: unpickle it (the bound model and state stay behind), load
+    its own model and reference from their specs, rebuild the state, scan the pair: the same result."""
+    import pickle
+
+    from bertprobe.probe import Sweep
+
+    calls = []
+
+    def recording_map(fn, units, desc="", group=0):
+        values = [fn(unit) for _, unit in units]
+        calls.append((fn, units, values))
+        return values
+
+    params = BackdoorParams(**SMALL, pairs=("positive->negative",), reference_model=poisoned.spec.path)
+    BackdoorScanProbe().run(poisoned, data, params, _context(map=recording_map))
+    (sweep, units, values), = calls
+    assert isinstance(sweep, Sweep)
+    shipped = pickle.loads(pickle.dumps(sweep))
+    assert "_bound" not in shipped.__dict__ and "_state" not in shipped.__dict__
+    worker_model = load_target(ModelSpec(path=poisoned.spec.path, device="cpu"))
+    there = shipped.bind(worker_model, data)(units[0][1])
+    assert there["seconds"] >= 0
+    mine = dict(values[0])
+    for scan in (mine, there):
+        scan.pop("seconds")
+    assert there == mine
+    assert any(t.get("reference_flip_rate") is not None for t in there["triggers"])  # the worker loaded the reference
+
+
 def test_crowd_statistic_separates_a_lone_trigger_from_a_crowd():
     lone = [1.0] + [0.5, 0.48, 0.47, 0.45, 0.45, 0.44, 0.42, 0.4, 0.4, 0.38, 0.35]
     crowd = [1.0] * 4 + [0.5, 0.48, 0.47, 0.45, 0.45, 0.44]

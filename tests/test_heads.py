@@ -172,12 +172,46 @@ def test_stacked_head_sweep_equals_one_head_per_pass(tmp_path):
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
     results = []
     for raw in ({"stack_budget": 0}, {"stack_budget": 1 << 40, "stack": 5}):
-        params = parse_params(HeadPruningProbe.Params, {"bootstrap": 0, "pruning": False, **raw}, "p")
+        params = parse_params(HeadPruningProbe.Params, {"bootstrap": 0, "physical": False, **raw}, "p")
         results.append(HeadPruningProbe().run(target, data, params, ProbeContext()))
     one, stacked = results
     assert one.details["ablation"] == stacked.details["ablation"]
     assert one.details["layer_ablation"] == stacked.details["layer_ablation"]
     assert one.value("max_single_head_drop") == stacked.value("max_single_head_drop")
+    assert one.details["pruning_curve"] == stacked.details["pruning_curve"]
+    assert one.value("prunable_fraction") == stacked.value("prunable_fraction")
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 40])
+def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
+    """The curve's steps as work units of the head sweep (stacked when the budget allows) give the same
+    points, examples and heads as evaluating one step after another; and they are recorded as units."""
+    from bertprobe.probes.heads import HeadSweep, pruning_curve
+
+    examples = data(40)
+    params = parse_params(HeadParams, {"step": 0.25, "stack_budget": budget, "stack": 3}, "p")
+    ev = Evaluator(trained, examples, params.batch_size)
+    ev.budget = budget
+    base = float(ev.correct().mean())
+    ranking = torch.rand(ev.shape, generator=torch.Generator().manual_seed(3))
+    from bertprobe.probe import _local_map
+
+    seen: list[str] = []
+
+    def recording(fn, units, **kw):
+        seen.extend(key for key, _ in units)
+        return _local_map(fn, units, **kw)
+
+    ctx = ProbeContext(map=recording)
+    stepwise = pruning_curve(ev, ranking, params, base, ProbeContext())
+    sweep = HeadSweep(params.batch_size, budget).bind(trained, examples, state=ev)
+    as_units = pruning_curve(ev, ranking, params, base, ctx, sweep)
+    assert [p["heads_pruned"] for p in as_units] == [0, 2, 4, 6, 8]
+    assert seen == ["curve1", "curve2", "curve3", "curve4"]
+    for a, b in zip(stepwise, as_units):
+        assert {k: v for k, v in a.items() if k != "correct"} == {k: v for k, v in b.items() if k != "correct"}
+        if "correct" in a:
+            assert np.array_equal(a["correct"], b["correct"])
 
 
 def test_prunable_fraction_survives_one_example_changing_at_the_baseline():

@@ -67,15 +67,25 @@ def run(path: Path, out: Path, executor: str = "local", plugins: Any = None, **o
     return json.loads((session.run_dir / "report.json").read_text())
 
 
+TIMING = ("seconds", "duration", "speed", "per_s")
+
+
+def untimed(value: Any) -> Any:
+    """``value`` without the keys that hold timings, at any depth."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if not any(t in k for t in TIMING)}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
 def comparable(report: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any], Any]]:
     """What must not depend on the executor: every result's status, metrics and details (timings aside)."""
-    timing = ("seconds", "duration", "speed", "per_s")
     out = []
     for r in report["probes"]:
         metrics = {k: v for k, v in r["metrics"].items()
-                   if r["metric_info"][k]["kind"] != "cost" and not any(t in k for t in timing)}
-        details = {k: v for k, v in r["details"].items()
-                   if k not in ("figures", "summary") and not any(t in k for t in timing)}
+                   if r["metric_info"][k]["kind"] != "cost" and not any(t in k for t in TIMING)}
+        details = untimed({k: v for k, v in r["details"].items() if k not in ("figures", "summary")})
         out.append((r["model"], r["id"], r["status"], metrics, json.dumps(details, sort_keys=True, default=str)))
     return sorted(out)
 
@@ -116,6 +126,21 @@ def test_sharded_head_ablation_gives_identical_numbers(cluster, tmp_path, models
     # workers draw no progress bars; the driver gets progress lines instead, the last one complete
     assert "[m0/head-pruning] head ablation (mask): 12/12 units" in lines
     assert "[m0/head-pruning] layer ablation: 3/3 units" in lines
+
+
+def test_backdoor_pairs_sharded_over_workers_give_the_same_scan(cluster, tmp_path, models, data):
+    params = ("{candidates: 20, finalists: 8, inits: 2, relax_steps: 5, search_examples: 8, held_out: 16, "
+              "screen_examples: 8, extend: 1, extend_candidates: 3, reference_model: '%s'}" % models[1])
+    path = suite_file(tmp_path, models[:1], data, f"  - {{probe: backdoor-scan, params: {params}}}\n")
+    local = run(path, tmp_path / "local")
+    lines: list[str] = []
+    remote = run(path, tmp_path / "ray", executor="ray", workers=2, log=lines.append)
+    assert comparable(local) == comparable(remote)
+    (probe,) = remote["probes"]
+    assert probe["status"] != "error", probe.get("message")
+    assert [(p["source"], p["target"]) for p in probe["details"]["pairs"]] == [("negative", "positive"),
+                                                                               ("positive", "negative")]
+    assert "[m0/backdoor-scan] backdoor scan: 2/2 units" in lines
 
 
 def test_sweep_shards_run_on_two_workers(cluster, models, data):

@@ -14,7 +14,8 @@ decide, after the anchors we read:
   2021) generates candidates with a sequence model and flags ones that are *outliers* in the
   classifier's representation space.
 
-What we do, per (source -> target) class pair, as one work unit (``ctx.map``):
+What we do, per (source -> target) class pair, as one work unit of a ``PairScans`` sweep (``ctx.map``;
+resumable, and an executor such as ``ray`` may scan the pairs in parallel workers):
 
 1. **Candidates.** Every vocabulary token is scored as a one-token trigger with the
    HotFlip approximation (shared with ``universal-trigger``, ``bertprobe.attacks``): the gradient of
@@ -76,9 +77,9 @@ from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
 from bertprobe.interventions import frozen_parameters
 from bertprobe.outcomes import Outcomes, example_ids
-from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.target import Target
+from bertprobe.target import ModelSpec, Target
 
 POSITIONS = ("start", "middle", "end")
 
@@ -340,56 +341,13 @@ class BackdoorScanProbe(Probe):
         assert data is not None
         names = target.label_names
         pairs = parse_pairs(params.pairs, names)
-        allowed = allowed_vocabulary(target.tokenizer, params.allow_subwords, params.alphabetic_only, params.blacklist)
-        if int(allowed.sum()) < params.candidates:
-            raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
-        sources = sorted({s for s, _ in pairs})
-        labelled = [ex for ex in data.examples if ex.label in sources]
-        predicted = target.predict(labelled, params.batch_size, progress=ctx.progress)
-        correct = {id(ex) for ex, pred in zip(labelled, predicted) if pred == ex.label}
-        id_of = {id(ex): key for ex, key in zip(data.examples, example_ids(data.examples))}
-        seed = ctx.seed if params.seed is None else params.seed
         reference = self._reference(ctx, target, params)
+        scans_sweep = PairScans(params, ctx.seed if params.seed is None else params.seed,
+                                reference.spec if reference is not None else None)
+        state = scans_sweep.prepare(target, data, reference, ctx.progress)
         start = time.perf_counter()
-
-        def scan_pair(pair: tuple[int, int]) -> dict[str, Any]:
-            src, tgt = pair
-            rng = random.Random(ctx.unit_seed(f"{names[src]}->{names[tgt]}") ^ seed)
-            pool = [ex for ex in data.examples if ex.label == src and id(ex) in correct]
-            rng.shuffle(pool)
-            if len(pool) < 10:
-                return {"source": names[src], "target": names[tgt],
-                        "skipped": f"only {len(pool)} correctly classified '{names[src]}' examples (need 10)"}
-            n_search = min(params.search_examples, len(pool) // 2)
-            search, held = pool[:n_search], pool[n_search : n_search + params.held_out]
-            scan = PairScan(target, search, held, tgt, allowed, params, rng)
-            began = time.perf_counter()
-            with frozen_parameters(target.gradient_model if target.gradient_model is not None else target.model):
-                found = scan.run()
-            report = self._judge(found, params, len(held))
-            tok = target.tokenizer
-            rows = scan.held_rows(1)
-            for item in report["triggers"]:
-                item["tokens"] = tok.convert_ids_to_tokens(item["ids"])
-                item["text"] = tok.decode(item["ids"]).strip()
-            if reference is not None:
-                self._measure_reference(reference, target, report["triggers"], held, rows.char_at, names, src, tgt,
-                                        params, found["measured"])
-            chosen = _choose(report["triggers"], params)
-            flips = scan.flips(torch.tensor(chosen["ids"], dtype=torch.long)) if chosen else []
-            chars = scan.held_rows(len(chosen["ids"])).char_at if chosen else []
-            examples = [{"id": id_of[id(ex)], "text": ex.text, "perturbed": insert_text(ex.text, at, chosen["text"])}
-                        for ex, at, hit in zip(held, chars, flips) if hit][: params.findings]
-            return {
-                "source": names[src], "target": names[tgt], "examples_search": len(search), "examples_held_out": len(held),
-                "triggers": report["triggers"], "suspect": chosen if chosen and chosen["suspicious"] else None,
-                "best": chosen, "held_ids": [id_of[id(ex)] for ex in held], "best_flips": flips,
-                "flipped_examples": examples, "forward_passes": scan.forward_passes, "rows_scored": scan.rows_scored,
-                "seconds": time.perf_counter() - began, "candidates_measured": len(found["measured"]),
-            }
-
-        units = [(f"{names[s]}->{names[t]}", (s, t)) for s, t in pairs]
-        scans = ctx.map(scan_pair, units, desc="backdoor scan")
+        units = [(f"{names[s]}->{names[t]}", (s, t, ctx.unit_seed(f"{names[s]}->{names[t]}"))) for s, t in pairs]
+        scans = ctx.map(scans_sweep.bind(target, data, state=state), units, desc="backdoor scan")
         return self._result(scans, params, time.perf_counter() - start, reference is not None)
 
     @staticmethod
@@ -513,6 +471,83 @@ def _pair_figure(scan: dict[str, Any], params: BackdoorParams) -> dict[str, Any]
                  "series": [{"name": "flip rate", "values": [t["flip_rate"] for t in shown]}]},
         "axes": {"y": "flip rate"},
     }
+
+
+@dataclass(frozen=True)
+class PairScans(Sweep):
+    """The scan of each (source, target) class pair, a unit ``(source, target, unit seed)``: independent
+    of the other pairs, so an executor may run pairs in parallel workers, each with its own model copy
+    (and its own copy of the reference model, loaded from ``reference``)."""
+
+    params: BackdoorParams
+    seed: int
+    reference: ModelSpec | None = None
+
+    def prepare(self, target: Target, data: Dataset, reference: Target | None = None,
+                progress: Any = None) -> dict[str, Any]:
+        """What every pair needs: the allowed vocabulary, which examples the model gets right, the reference."""
+        params = self.params
+        allowed = allowed_vocabulary(target.tokenizer, params.allow_subwords, params.alphabetic_only, params.blacklist)
+        if int(allowed.sum()) < params.candidates:
+            raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
+        sources = sorted({s for s, _ in parse_pairs(params.pairs, target.label_names)})
+        labelled = [i for i, ex in enumerate(data.examples) if ex.label in sources]
+        predicted = target.predict([data.examples[i] for i in labelled], params.batch_size, progress=progress)
+        correct = {i for i, pred in zip(labelled, predicted) if pred == data.examples[i].label}
+        return {"target": target, "data": data, "allowed": allowed, "correct": correct,
+                "ids": example_ids(data.examples), "reference": reference}
+
+    def setup(self, target: Target, data: Dataset | None) -> dict[str, Any]:
+        assert data is not None
+        reference = None
+        if self.reference is not None:
+            from bertprobe.target import load_target
+
+            reference = load_target(self.reference)
+        return self.prepare(target, data, reference)
+
+    def run(self, state: dict[str, Any], units: list[Any]) -> list[dict[str, Any]]:
+        return [self.scan(state, int(src), int(tgt), int(seed)) for src, tgt, seed in units]
+
+    def scan(self, state: dict[str, Any], src: int, tgt: int, unit_seed: int) -> dict[str, Any]:
+        """One pair: candidates, exact flip rates, the verdict (see the module docstring)."""
+        target, data, ids = state["target"], state["data"], state["ids"]
+        params, names = self.params, target.label_names
+        rng = random.Random(unit_seed ^ self.seed)
+        pool = [i for i, ex in enumerate(data.examples) if ex.label == src and i in state["correct"]]
+        rng.shuffle(pool)
+        if len(pool) < 10:
+            return {"source": names[src], "target": names[tgt],
+                    "skipped": f"only {len(pool)} correctly classified '{names[src]}' examples (need 10)"}
+        n_search = min(params.search_examples, len(pool) // 2)
+        search = [data.examples[i] for i in pool[:n_search]]
+        held_idx = pool[n_search : n_search + params.held_out]
+        held = [data.examples[i] for i in held_idx]
+        scan = PairScan(target, search, held, tgt, state["allowed"], params, rng)
+        began = time.perf_counter()
+        with frozen_parameters(target.gradient_model if target.gradient_model is not None else target.model):
+            found = scan.run()
+        report = BackdoorScanProbe._judge(found, params, len(held))
+        tok = target.tokenizer
+        rows = scan.held_rows(1)
+        for item in report["triggers"]:
+            item["tokens"] = tok.convert_ids_to_tokens(item["ids"])
+            item["text"] = tok.decode(item["ids"]).strip()
+        if state["reference"] is not None:
+            BackdoorScanProbe._measure_reference(state["reference"], target, report["triggers"], held, rows.char_at,
+                                                 names, src, tgt, params, found["measured"])
+        chosen = _choose(report["triggers"], params)
+        flips = scan.flips(torch.tensor(chosen["ids"], dtype=torch.long)) if chosen else []
+        chars = scan.held_rows(len(chosen["ids"])).char_at if chosen else []
+        examples = [{"id": ids[i], "text": ex.text, "perturbed": insert_text(ex.text, at, chosen["text"])}
+                    for i, ex, at, hit in zip(held_idx, held, chars, flips) if hit][: params.findings]
+        return {
+            "source": names[src], "target": names[tgt], "examples_search": len(search), "examples_held_out": len(held),
+            "triggers": report["triggers"], "suspect": chosen if chosen and chosen["suspicious"] else None,
+            "best": chosen, "held_ids": [ids[i] for i in held_idx], "best_flips": flips,
+            "flipped_examples": examples, "forward_passes": scan.forward_passes, "rows_scored": scan.rows_scored,
+            "seconds": time.perf_counter() - began, "candidates_measured": len(found["measured"]),
+        }
 
 
 @hookimpl

@@ -202,8 +202,12 @@ class HeadSweep(Sweep):
 
 
 def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams, base: float,
-                  ctx: ProbeContext) -> list[dict[str, Any]]:
-    """Prune heads from least to most important in steps; optionally re-rank after each step (Michel)."""
+                  ctx: ProbeContext, sweep: HeadSweep | None = None) -> list[dict[str, Any]]:
+    """Prune heads from least to most important in steps; optionally re-rank after each step (Michel).
+
+    Without re-ranking every step's heads are known up front, so with a ``sweep`` the steps are work
+    units of it (stacked along the batch where the device pays, resumable, shardable); re-ranking
+    needs each step's model before the next, so it evaluates them one after another."""
     layers, heads = ev.shape
     real = ev.real
     total = int(real.sum())
@@ -212,7 +216,11 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
     curve = [{"fraction": 0.0, "heads_pruned": 0, "metric": base}]
     steps = math.ceil(1 / params.step - 1e-9)  # the last step reaches 100% even when step does not divide 1
     scores = order_scores.clone()
-    for k in ctx.progress(range(1, steps + 1), total=steps, desc="pruning curve"):
+    stacked = sweep is not None and not params.iterative
+    points: list[tuple[int, list[tuple[int, int]]]] = []  # (step, heads pruned) awaiting evaluation
+    counted = 0  # heads pruned at the last step kept
+    ks = range(1, steps + 1) if stacked else ctx.progress(range(1, steps + 1), total=steps, desc="pruning curve")
+    for k in ks:
         target_n = min(total, int(round(k * params.step * total)))
         if params.iterative and pruned:  # Michel: re-compute importance with the heads pruned so far
             scores = ev.importance(mask)
@@ -222,13 +230,24 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
             layer, head = divmod(f, heads)
             mask[layer, head] = 0
             pruned.append((layer, head))
-        if len(pruned) == curve[-1]["heads_pruned"]:
+        if len(pruned) == counted:
             continue  # few heads: this step rounds to the previous count
-        correct = ev.correct(mask=mask)
-        curve.append({"fraction": len(pruned) / total, "heads_pruned": len(pruned), "metric": float(correct.mean()),
-                      "pruned": [list(p) for p in pruned], "correct": correct})
+        counted = len(pruned)
+        if stacked:
+            points.append((k, list(pruned)))
+        else:
+            correct = ev.correct(mask=mask)
+            curve.append({"fraction": len(pruned) / total, "heads_pruned": len(pruned),
+                          "metric": float(correct.mean()), "pruned": [list(p) for p in pruned], "correct": correct})
         if len(pruned) >= total:
             break
+    if stacked:
+        units = [(f"curve{k}", ("mask", cells)) for k, cells in points]
+        for (_, cells), values in zip(points, ctx.map(sweep, units, desc="pruning curve", group=params.stack)):
+            correct = np.asarray(values, dtype=bool)
+            curve.append({"fraction": len(cells) / total, "heads_pruned": len(cells), "metric": float(correct.mean()),
+                          "pruned": [list(p) for p in cells], "correct": correct})
+        ev.passes += len(points)
     return curve
 
 
@@ -342,7 +361,7 @@ class HeadPruningProbe(Probe):
                               "largest accuracy drop from removing one layer's heads (CI: paired bootstrap of that "
                               "layer's drop)", ci=worst_layer["ci"])
         if params.pruning:
-            curve = pruning_curve(ev, ranking, params, base, ctx)
+            curve = pruning_curve(ev, ranking, params, base, ctx, sweep)
             result.details["pruning_curve"] = [{k: v for k, v in p.items() if k not in ("pruned", "correct")}
                                                for p in curve]
             steps = [p for p in curve if "correct" in p]
