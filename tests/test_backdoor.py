@@ -138,6 +138,13 @@ def test_pair_scans_rebuilt_in_a_worker_give_the_same_scan(poisoned, data):
         scan.pop("seconds")
     assert there == mine
     assert any(t.get("reference_flip_rate") is not None for t in there["triggers"])  # the worker loaded the reference
+    # a reference that is a variant (a matrix model with pruned heads) is derived in the worker as the harness does
+    from bertprobe.probes.backdoor import PairScans
+    from bertprobe.pruning import count_parameters
+
+    pruned_ref = ModelSpec(path=poisoned.spec.path, device="cpu", prune_heads=0.5)
+    state = PairScans(params, 1, pruned_ref).setup(worker_model, data)
+    assert count_parameters(state["reference"].model) < count_parameters(worker_model.model)
 
 
 def test_crowd_statistic_separates_a_lone_trigger_from_a_crowd():

@@ -500,10 +500,15 @@ class PairScans(Sweep):
     def setup(self, target: Target, data: Dataset | None) -> dict[str, Any]:
         assert data is not None
         reference = None
-        if self.reference is not None:
+        if self.reference is not None:  # loaded as the harness loads it: the stored weights, then the variant
             from bertprobe.target import load_target
 
-            reference = load_target(self.reference)
+            spec = self.reference
+            reference = load_target(spec.base)
+            if spec.variant.keys() - {"dtype"}:
+                from bertprobe.variants import derive_variant
+
+                reference, _ = derive_variant(reference, spec, data if spec.prune_heads else None)
         return self.prepare(target, data, reference)
 
     def run(self, state: dict[str, Any], units: list[Any]) -> list[dict[str, Any]]:
