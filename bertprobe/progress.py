@@ -23,3 +23,40 @@ def progress(iterable: Iterable[T], total: int | None = None, desc: str = "", **
     if not progress_enabled():
         return iterable
     return tqdm(iterable, total=total, desc=desc, leave=False, dynamic_ncols=True, file=sys.stderr, **kwargs)
+
+
+class RemoteProgress:
+    """Progress of sweeps running in other processes (a parallel executor's workers), shown by the driver:
+    one bar per sweep on a terminal; otherwise a line per sweep every ``every`` seconds and at its end."""
+
+    def __init__(self, say: Any, every: float = 15.0) -> None:
+        self.say, self.every = say, every
+        self.bars: dict[tuple[str, str, str], Any] = {}
+        self.said: dict[tuple[str, str, str], float] = {}
+
+    def update(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
+        import time
+
+        key = (model, probe_id, desc)
+        if progress_enabled():
+            bar = self.bars.get(key)
+            if bar is None:
+                bar = self.bars[key] = tqdm(total=total, desc=f"{model}/{probe_id} {desc}", leave=False,
+                                            dynamic_ncols=True, file=sys.stderr)
+            bar.n = done
+            bar.refresh()
+            if done >= total:
+                self.bars.pop(key).close()
+            return
+        now = time.monotonic()
+        if done < total and now - self.said.get(key, -float("inf")) < self.every:
+            return
+        self.said[key] = now
+        if self.say:
+            self.say(f"[{model}/{probe_id}] {desc}: {done}/{total} units")
+
+    def close(self) -> None:
+        """Close the bars of sweeps that did not finish (a failed or cancelled job)."""
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()

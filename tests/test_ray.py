@@ -128,6 +128,37 @@ def test_sharded_head_ablation_gives_identical_numbers(cluster, tmp_path, models
     assert "[m0/head-pruning] layer ablation: 3/3 units" in lines
 
 
+def test_the_driver_draws_a_bar_per_remote_sweep_on_a_terminal(cluster, tmp_path, models, data, monkeypatch):
+    import bertprobe.progress as progress_module
+
+    bars: list[Any] = []
+
+    class RecordingBar:
+        def __init__(self, iterable: Any = None, total: int | None = None, desc: str = "", **_: Any) -> None:
+            self.iterable, self.total, self.desc, self.n, self.closed = iterable, total, desc, 0, False
+            bars.append(self)
+
+        def __iter__(self) -> Any:
+            for item in self.iterable:
+                self.n += 1
+                yield item
+
+        def refresh(self) -> None:
+            pass
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(progress_module, "tqdm", RecordingBar)
+    monkeypatch.setattr(progress_module, "progress_enabled", lambda: True)  # as on a terminal
+    lines: list[str] = []
+    run(suite_file(tmp_path, models[:1], data, HEADS), tmp_path / "ray", executor="ray", workers=2, log=lines.append)
+    remote = {b.desc: b for b in bars if b.desc.startswith("m0/head-pruning")}
+    assert set(remote) == {"m0/head-pruning head ablation (mask)", "m0/head-pruning layer ablation"}
+    assert [(b.n, b.total, b.closed) for b in remote.values()] == [(12, 12, True), (3, 3, True)]
+    assert not [line for line in lines if "units" in line]  # bars instead of lines
+
+
 def test_backdoor_pairs_sharded_over_workers_give_the_same_scan(cluster, tmp_path, models, data):
     params = ("{candidates: 20, finalists: 8, inits: 2, relax_steps: 5, search_examples: 8, held_out: 16, "
               "screen_examples: 8, extend: 1, extend_candidates: 3, reference_model: '%s'}" % models[1])

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from bertprobe.errors import BertprobeError, SuiteError
 from bertprobe.executors import ExecutorSpec
+from bertprobe.progress import RemoteProgress
 
 if TYPE_CHECKING:
     from bertprobe.data import DataSpec
@@ -131,6 +132,7 @@ class RayExecutor:
         self.owned = False  # started a private cluster: shut it down at the end
         self.connected = False  # joined a running cluster: disconnect at the end
         self.pools: dict[Any, list[Any]] = {}
+        self.progress: dict[int, RemoteProgress] = {}  # per driver session: its workers' sweeps
         self.context: WorkerContext | None = None
         self.cancel: Any = None  # a threading.Event set by a driver running several suites: stop as on Ctrl-C
 
@@ -239,8 +241,17 @@ class RayExecutor:
             raise
         finally:
             ray.kill(queue.actor)
+            bars = self.progress.pop(id(session), None)
+            if bars is not None:
+                bars.close()
         if failures:
             raise failures[0]
+
+    def progress_of(self, session: Session) -> RemoteProgress:
+        """The driver's view of ``session``'s sweeps in the workers (bars on a terminal, else lines)."""
+        if id(session) not in self.progress:
+            self.progress[id(session)] = RemoteProgress(session.say)
+        return self.progress[id(session)]
 
     def _wait_all(self, session: Session, pending: dict[Any, str], jobs: dict[str, ModelJob], submit: Any,
                   drain: Any, failures: list[BertprobeError]) -> None:
@@ -275,6 +286,10 @@ class RayExecutor:
         kind = record.get("event")
         if kind == "_log":
             session.say(str(record.get("message", "")))
+            return
+        if kind == "_progress":
+            self.progress_of(session).update(str(record["model"]), str(record["id"]), str(record["desc"]),
+                                             int(record["done"]), int(record["total"]))
             return
         payload = {k: v for k, v in record.items() if k not in ("event", "time")}
         if kind == "probe_result":

@@ -60,17 +60,18 @@ class WorkerSession(Session):
     """A session whose events go to ``sink`` instead of a file; results carry their outcomes along."""
 
     sink: Sink | None = None
-    progress_every: float = 15.0  # seconds between progress lines sent to the driver (and at the end)
-    _last_progress: dict[tuple[str, str], float] = field(default_factory=dict)
+    progress_every: float = 2.0  # seconds between progress records sent to the driver (and at the end)
+    _last_progress: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
     def unit_progress(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
-        """A line to the driver now and then: workers draw no progress bars."""
+        """A ``_progress`` record to the driver now and then: workers draw no bars, the driver does."""
         now = time.monotonic()
-        key = (model, probe_id)
-        if done < total and now - self._last_progress.get(key, 0.0) < self.progress_every:
+        key = (model, probe_id, desc)
+        if done < total and now - self._last_progress.get(key, -float("inf")) < self.progress_every:
             return
         self._last_progress[key] = now
-        self.say(f"[{model}/{probe_id}] {desc}: {done}/{total} units")
+        if self.sink is not None:
+            self.sink({"event": "_progress", "model": model, "id": probe_id, "desc": desc, "done": done, "total": total})
 
     def emit(self, event: str, **payload: Any) -> None:
         record = jsonable({"event": event, "time": utc_now(), **payload})
