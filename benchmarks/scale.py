@@ -7,12 +7,14 @@
 3. ``matrix``: 1, 2 and 4 fixture-sized models (the fixture, bf16, int8-dynamic and 30%-pruned
    variants) through accuracy + a single-head ablation on ``--limit`` examples, ``local`` against
    ``ray`` (one model job per worker, no sharding): wall time as the matrix grows.
+4. ``backdoor`` (not in the default parts): the backdoor scan of the planted-trigger fixture, its two
+   class pairs one after the other (``local``) against the pairs on N Ray workers; identical scans.
 
 Ray's own start-up (``ray.init`` of a private 127.0.0.1 cluster) is timed once and left out of the
 runs' times (a long-lived cluster pays it once). ``--device cuda`` runs the models' jobs with
 ``num_gpus: 1`` each.
 
-Usage: python benchmarks/scale.py [--parts cache,sweep,matrix] [--workers 2] [--limit 300] [--device cpu]
+Usage: python benchmarks/scale.py [--parts cache,sweep,matrix,backdoor] [--workers 2] [--limit 300] [--device cpu]
 """
 
 from __future__ import annotations
@@ -103,6 +105,27 @@ def sweep_part(folder: Path, device: str, workers: int) -> None:
     print(f"  identical: ray vs local {results(local) == results(remote)}; per-head results at 1 thread {same_heads}")
 
 
+def backdoor_part(folder: Path, device: str, workers: int) -> None:
+    """The backdoor scan of the planted-trigger fixture (both class pairs), local against the pairs
+    sharded over ``workers`` Ray workers; the scans must be identical (timings aside)."""
+    model = SST2_MODEL.parent / "minilm-l6-sst2-backdoor-bb"
+    require(model)
+    probes = "  - {probe: backdoor-scan}\n"
+    path = write_suite(folder, [VARIANTS[0] % (model, device)], probes, None)
+    local_s, local = timed_run(path, "local", workers)
+    ray_s, remote = timed_run(path, "ray", workers)
+
+    def scans(report: dict[str, Any]) -> Any:
+        (probe,) = report["probes"]
+        pairs = [{k: v for k, v in p.items() if k != "seconds"} for p in probe["details"]["pairs"]]
+        return probe["metrics"].get("backdoor_detected"), probe["details"].get("suspected_trigger"), pairs
+
+    print(f"backdoor scan of the bb fixture, 2 class pairs, SST-2 dev, {device}")
+    print(f"  local, one pair after the other   {local_s:7.1f} s   (suspected trigger: {scans(local)[1]})")
+    print(f"  ray, pairs on {workers} workers          {ray_s:7.1f} s   ({local_s / ray_s:.2f}x local)")
+    print(f"  identical scans: {scans(local) == scans(remote)}")
+
+
 def matrix_part(folder: Path, device: str, workers: int, limit: int) -> None:
     probes = ("  - probe: accuracy\n"
               "  - {probe: head-pruning, params: {layers: false, pruning: false, bootstrap: 0, layer_cache: false}}\n")
@@ -128,7 +151,7 @@ def main() -> None:
     parts = set(args.parts.split(","))
     if "cache" in parts:
         cache_part()
-    if parts & {"sweep", "matrix"}:
+    if parts & {"sweep", "matrix", "backdoor"}:
         import ray
 
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -142,6 +165,8 @@ def main() -> None:
                 sweep_part(Path(tmp), args.device, args.workers)
             if "matrix" in parts:
                 matrix_part(Path(tmp), args.device, args.workers, args.limit)
+            if "backdoor" in parts:
+                backdoor_part(Path(tmp), args.device, args.workers)
         ray.shutdown()
 
 
