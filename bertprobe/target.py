@@ -515,8 +515,9 @@ class Target:
     def collate(self, rows: Sequence[Any], pad_to: int | None = None) -> dict[str, torch.Tensor]:
         """Pad rows to the longest one (or ``pad_to``, cutting longer rows) and move them to the device.
 
-        Filled into one preallocated array per input (5x faster than a tensor per row and
-        ``pad_sequence`` for a batch of short rows: host time is what a GPU waits on)."""
+        Filled into one preallocated array per input: for SST-2 dev's batches 2 ms, against 15 ms with the
+        tokenizer's ``pad`` and 16 ms with a tensor per row and torch's ``pad_sequence`` (same tensors);
+        host time is what a GPU waits on."""
         import numpy as np
 
         pad_id = self.tokenizer.pad_token_id or 0
