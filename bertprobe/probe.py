@@ -38,7 +38,7 @@ class Sweep:
     ``setup(target, data) -> state`` (pre-tokenised batches, caches: built once per worker) and
     ``run(state, units) -> values`` (one JSON-able value per unit). ``bind(target, data)`` ties it to the
     probe's own target and data; bound, it is called like the function ``ctx.map`` expects (a list of
-    units with ``group``, one unit without). Pass it to ``ctx.map`` instead of a closure and an executor
+    units with ``group``, one unit without; so a unit itself is never a list: use a tuple). Pass it to ``ctx.map`` instead of a closure and an executor
     such as ``ray`` may shard the units over workers, each loading the model once; the values are the
     same as in one process. Pickling drops the bound target, data and state (the models stay where
     they are; only the settings and the units travel).

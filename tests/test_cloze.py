@@ -304,3 +304,29 @@ def test_projection_only_at_scored_positions_equals_full_logits(tmp_path, arch):
         full = target.model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}).logits
         fast = scorer._masked_logits(enc["input_ids"], enc["attention_mask"], pos)
     torch.testing.assert_close(fast, full[torch.arange(2), pos], atol=1e-5, rtol=1e-4)
+
+
+def test_cloze_chunks_are_a_sweep_a_worker_can_rebuild(bert_mlm, tmp_path):
+    """The chunks of items go through a ``ClozeChunks`` sweep: pickled (model left behind) and rebuilt on
+    another copy of the model, it scores a chunk the same; the probe counts the passes its chunks took."""
+    import pickle
+
+    from bertprobe.probe import Sweep, _local_map
+
+    calls = []
+
+    def recording(fn, units, **kw):
+        values = _local_map(fn, units, **kw)
+        calls.append((fn, units, values))
+        return values
+
+    params = ClozeParams(sets=("builtin",), per_category=3)
+    result = ClozeProbe().run(bert_mlm, None, params, ProbeContext(map=recording))
+    (sweep, units, values), = calls
+    assert isinstance(sweep, Sweep) and all(isinstance(u, tuple) for _, u in units)
+    assert result.details["forward_passes"] == sum(v["passes"] for v in values) > 0
+    assert len(result.details["items"]) == sum(len(v["rows"]) for v in values)
+    shipped = pickle.loads(pickle.dumps(sweep))
+    assert "_bound" not in shipped.__dict__
+    other = tiny_target(tmp_path / "mlm", task="masked-lm", words=VOCAB)  # the same weights, loaded again
+    assert shipped.bind(other, None)(units[0][1]) == values[0]

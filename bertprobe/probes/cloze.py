@@ -33,7 +33,7 @@ from bertprobe.cloze.items import ClozeItem, category_key, resolve_sets
 from bertprobe.cloze.scoring import ClozeScorer, ItemScores
 from bertprobe.data import Dataset
 from bertprobe.hookspecs import hookimpl
-from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.target import Target
 
@@ -114,6 +114,34 @@ def aggregate(outcomes: list[ItemOutcome]) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class ClozeChunks(Sweep):
+    """Scores chunks of cloze items (a unit is a tuple of ``ClozeItem``); each chunk's value holds its
+    items' ranks, predictions and top words, and the forward passes it took."""
+
+    batch_size: int = 32
+    top_k: int = 5
+
+    def setup(self, target: Target, data: Dataset | None) -> tuple[ClozeScorer, set[int]]:
+        return ClozeScorer(target, self.batch_size), set(target.tokenizer.all_special_ids)
+
+    def run(self, state: tuple[ClozeScorer, set[int]], units: list[Any]) -> list[dict[str, Any]]:
+        scorer, special = state
+        out = []
+        for chunk in units:
+            before = scorer.passes
+            rows = [{"id": o.item.id, "rank": o.rank, "predicted": o.predicted, "pair": o.pair_correct,
+                     "top": [list(t) for t in o.top]}
+                    for o in (evaluate(sc, scorer.tok, self.top_k, special) for sc in scorer.score(list(chunk)))]
+            out.append({"rows": rows, "passes": scorer.passes - before})
+        return out
+
+
+def chunk_rows(value: Any) -> list[dict[str, Any]]:
+    """A chunk's item rows (a run recorded before chunks carried their passes holds the bare list)."""
+    return value["rows"] if isinstance(value, dict) else value
+
+
 class ClozeProbe(Probe):
     """Cloze reasoning checks on masked LMs (Ettinger 2020; Petroni et al. 2019; Talmor et al. 2020)."""
 
@@ -137,7 +165,10 @@ class ClozeProbe(Probe):
             result.status = "skipped"
             result.message = "no cloze items selected"
             return result
-        scorer = ClozeScorer(target, params.batch_size, ctx.progress)
+        sweep = ClozeChunks(params.batch_size, params.top_k)
+        state = sweep.setup(target, None)
+        scorer = state[0]
+        scorer.progress = ctx.progress
         skip = scorer.unknown_items(items)
         unknown = [it for it in items if it.id in skip]
         items = [it for it in items if it.id not in skip]
@@ -146,20 +177,17 @@ class ClozeProbe(Probe):
             result.status = "skipped"
             result.message = f"all {len(unknown)} cloze items use words outside the model's vocabulary"
             return result
-        special = set(target.tokenizer.all_special_ids)
         by_id = {it.id: it for it in items}
-
-        def score_chunk(chunk: list[ClozeItem]) -> list[dict[str, Any]]:
-            return [{"id": o.item.id, "rank": o.rank, "predicted": o.predicted, "pair": o.pair_correct,
-                     "top": [list(t) for t in o.top]}
-                    for o in (evaluate(sc, target.tokenizer, params.top_k, special) for sc in scorer.score(chunk))]
-
-        # chunks of items are work units: a resumed run scores only the chunks it had not finished
+        # chunks of items are work units: a resumed run scores only the chunks it had not finished, and an
+        # executor may score them in parallel workers
         size = CHUNK_ITEMS
-        chunks = [(f"items{i}-{i + len(items[i:i + size])}", items[i:i + size]) for i in range(0, len(items), size)]
+        chunks = [(f"items{i}-{i + len(items[i:i + size])}", tuple(items[i:i + size]))  # a tuple: one unit, not a group
+                  for i in range(0, len(items), size)]
+        values = ctx.map(sweep.bind(target, None, state=state), chunks, desc="cloze chunks")
         outcomes = [ItemOutcome(by_id[r["id"]], int(r["rank"]), str(r["predicted"]), r["pair"],
                                 [(str(w), float(p)) for w, p in r["top"]])
-                    for chunk in ctx.map(score_chunk, chunks, desc="cloze chunks") for r in chunk]
+                    for value in values for r in chunk_rows(value)]
+        passes = sum(value.get("passes", 0) for value in values if isinstance(value, dict))
         for name, value in aggregate(outcomes).items():
             result.add_metric(name, value, True)
         result.add_metric("items", float(len(items)), kind="count")
@@ -185,7 +213,7 @@ class ClozeProbe(Probe):
             "strongest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}"
                                               for c, v in ranked[3:][::-1][:3]) or "-",
         }
-        result.details["forward_passes"] = scorer.passes
+        result.details["forward_passes"] = passes
         result.details["items"] = [
             {"id": o.item.id, "category": o.item.category, "rank": o.rank, "predicted": o.predicted,
              "answers": list(o.item.answers)} for o in outcomes
