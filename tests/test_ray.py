@@ -174,6 +174,25 @@ def test_backdoor_pairs_sharded_over_workers_give_the_same_scan(cluster, tmp_pat
     assert "[m0/backdoor-scan] backdoor scan: 2/2 units" in lines
 
 
+def test_cloze_chunks_sharded_over_workers_give_the_same_scores(cluster, tmp_path, data):
+    from bertprobe.testing import WORDS
+
+    mlm = save_tiny_model(tmp_path / "mlm", task="masked-lm")
+    items = tmp_path / "items.jsonl"  # 300 items in the tiny model's vocabulary: two chunks of up to 256
+    items.write_text("".join(json.dumps({"id": f"i{i}", "category": f"c{i % 3}", "answers": [WORDS[i % 60]],
+                                         "text": f"{WORDS[i % 89]} {{mask}} {WORDS[(7 * i) % 91]}",
+                                         "distractors": [WORDS[60 + i % 30]]}) + "\n" for i in range(300)))
+    probes = f"  - {{probe: cloze, params: {{sets: ['{items}']}}}}\n"
+    path = suite_file(tmp_path, (mlm,), data, probes)
+    local = run(path, tmp_path / "local")
+    lines: list[str] = []
+    remote = run(path, tmp_path / "ray", executor="ray", workers=2, log=lines.append)
+    assert comparable(local) == comparable(remote)
+    assert "[m0/cloze] cloze chunks: 2/2 units" in lines
+    (probe,) = remote["probes"]
+    assert probe["metrics"]["items"] == 300 and probe["details"]["forward_passes"] > 0
+
+
 def test_sweep_shards_run_on_two_workers(cluster, models, data):
     """The sweep's chunks really leave the model job's process: two actors, each loading the model once."""
     from bertprobe.data import DataSpec
