@@ -330,3 +330,6 @@ def test_cloze_chunks_are_a_sweep_a_worker_can_rebuild(bert_mlm, tmp_path):
     assert "_bound" not in shipped.__dict__
     other = tiny_target(tmp_path / "mlm", task="masked-lm", words=VOCAB)  # the same weights, loaded again
     assert shipped.bind(other, None)(units[0][1]) == values[0]
+    from bertprobe.probes.cloze import chunk_rows
+
+    assert chunk_rows(values[0]["rows"]) == chunk_rows(values[0])  # a run recorded before: bare lists of rows
