@@ -34,11 +34,16 @@ def free_memory(device: torch.device) -> int:
         return 4 << 30
 
 
+def hidden_width(config: Any) -> int:
+    """The hidden width a config names (``hidden_size``, DistilBERT's ``dim``; 768 if neither)."""
+    return int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0) or 768)
+
+
 def bytes_per_token(config: Any, element_size: int, length: int = 512) -> int:
     """A bound on the activation bytes one token holds at the peak of a layer in inference: the feed-forward
     block's intermediate, four hidden-wide tensors (residual, query, key, value) and one attention row per
     head over ``length`` keys."""
-    hidden = int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0) or 768)
+    hidden = hidden_width(config)
     intermediate = int(getattr(config, "intermediate_size", 0) or getattr(config, "hidden_dim", 0) or 4 * hidden)
     heads = int(getattr(config, "num_attention_heads", 0) or getattr(config, "n_heads", 0) or 12)
     return element_size * (intermediate + 4 * hidden + heads * length)

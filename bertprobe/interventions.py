@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from bertprobe.architectures import AttentionSite
-from bertprobe.budgets import stack_budget
+from bertprobe.budgets import hidden_width, stack_budget
 
 
 @contextlib.contextmanager
@@ -254,9 +254,8 @@ def _repeat_rows(batch: dict[str, torch.Tensor], k: int) -> dict[str, torch.Tens
 
 
 def hidden_size(model: nn.Module) -> int:
-    """The model's hidden width from its config (``hidden_size``, DistilBERT's ``dim``; 768 if neither)."""
-    config = getattr(model, "config", None)
-    return int(getattr(config, "hidden_size", 0) or getattr(config, "dim", 0) or 768)
+    """The model's hidden width from its config (``budgets.hidden_width``)."""
+    return hidden_width(getattr(model, "config", None))
 
 
 def stack_size(rows: int, length: int, hidden: int, layers: int, device: torch.device, units: int,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -35,8 +36,6 @@ class RemoteProgress:
         self.said: dict[tuple[str, str, str], float] = {}
 
     def update(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
-        import time
-
         key = (model, probe_id, desc)
         if progress_enabled():
             bar = self.bars.get(key)

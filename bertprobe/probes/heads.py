@@ -217,6 +217,11 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
     steps = math.ceil(1 / params.step - 1e-9)  # the last step reaches 100% even when step does not divide 1
     scores = order_scores.clone()
     stacked = sweep is not None and not params.iterative
+
+    def point(cells: list[tuple[int, int]], correct: np.ndarray) -> dict[str, Any]:
+        return {"fraction": len(cells) / total, "heads_pruned": len(cells), "metric": float(correct.mean()),
+                "pruned": [list(p) for p in cells], "correct": correct}
+
     points: list[tuple[int, list[tuple[int, int]]]] = []  # (step, heads pruned) awaiting evaluation
     counted = 0  # heads pruned at the last step kept
     ks = range(1, steps + 1) if stacked else ctx.progress(range(1, steps + 1), total=steps, desc="pruning curve")
@@ -236,17 +241,13 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
         if stacked:
             points.append((k, list(pruned)))
         else:
-            correct = ev.correct(mask=mask)
-            curve.append({"fraction": len(pruned) / total, "heads_pruned": len(pruned),
-                          "metric": float(correct.mean()), "pruned": [list(p) for p in pruned], "correct": correct})
+            curve.append(point(pruned, ev.correct(mask=mask)))
         if len(pruned) >= total:
             break
     if stacked:
         units = [(f"curve{k}", ("mask", cells)) for k, cells in points]
         for (_, cells), values in zip(points, ctx.map(sweep, units, desc="pruning curve", group=params.stack)):
-            correct = np.asarray(values, dtype=bool)
-            curve.append({"fraction": len(cells) / total, "heads_pruned": len(cells), "metric": float(correct.mean()),
-                          "pruned": [list(p) for p in cells], "correct": correct})
+            curve.append(point(cells, np.asarray(values, dtype=bool)))
         ev.passes += len(points)
     return curve
 
