@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from common import SHARED, SST2_MODEL
 
-from bertprobe.cloze.builtin import builtin_items
-from bertprobe.cloze.items import load_ettinger
-from bertprobe.cloze.scoring import ClozeScorer, candidate_ids
+from bertprobe.probes.cloze.builtin import builtin_items
+from bertprobe.probes.cloze.items import load_ettinger
+from bertprobe.probes.cloze.scoring import ClozeScorer, candidate_ids
 from bertprobe.target import ModelSpec, load_target
 from bertprobe.testing import save_tiny_model
 

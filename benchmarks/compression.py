@@ -25,12 +25,12 @@ from dataclasses import replace
 import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
-from bertprobe.modelinfo import model_bytes
+from bertprobe.target.modelinfo import model_bytes
 from bertprobe.reporters.summary import fmt
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.triggers import TriggerParams, UniversalTriggerProbe
 from bertprobe.target import ModelSpec
-from bertprobe.variants import derive_variant
+from bertprobe.target.variants import derive_variant
 
 
 def throughput(target, encoded, repeat: int = 3) -> tuple[float, torch.Tensor]:

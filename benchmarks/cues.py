@@ -15,8 +15,8 @@ import time
 
 from common import SHARED, require
 
-from bertprobe.arct import ArctLoader
-from bertprobe.cues import choice_cues, label_cues, top_cues
+from bertprobe.data.arct import ArctLoader
+from bertprobe.probes.cues.stats import choice_cues, label_cues, top_cues
 from bertprobe.data import DataSpec, load_table
 
 ARCT = SHARED / "data" / "arct"
@@ -60,7 +60,7 @@ def main() -> None:
                                             for c in top_cues(sst_cues, 0.5, 8)))
 
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.cues import CueParams, SpuriousCuesProbe
+    from bertprobe.probes.cues.probe import CueParams, SpuriousCuesProbe
     from bertprobe.target import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(ARCT_MODEL), device=args.device, max_length=128))

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.syntax import SyntaxHeadsProbe, SyntaxParams
+from bertprobe.probes.syntax.probe import SyntaxHeadsProbe, SyntaxParams
 from bertprobe.target import ModelSpec, load_target
-from bertprobe.treebank import read_conllu
+from bertprobe.data.treebank import read_conllu
 
 
 def main() -> None:

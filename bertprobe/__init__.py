@@ -5,8 +5,7 @@ from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, Metric, ProbeResult, RunReport
-
-__version__ = "0.1.0"
+from bertprobe.version import __version__
 
 __all__ = ["BertprobeError", "DataError", "Finding", "Metric", "Outcomes", "Probe", "ProbeContext", "ProbeError",
            "ProbeResult", "RunReport", "SuiteError", "Sweep", "TargetError", "__version__", "hookimpl"]

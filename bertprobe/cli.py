@@ -11,8 +11,7 @@ from typing import Any
 import click
 from tabulate import tabulate
 
-from bertprobe.errors import BertprobeError, InternalError
-
+from bertprobe.errors import BertprobeError, InternalError, first_line
 from bertprobe.exitcodes import FAILED as EXIT_FAILED
 from bertprobe.exitcodes import INTERNAL as EXIT_INTERNAL
 from bertprobe.exitcodes import OK as EXIT_OK
@@ -157,15 +156,16 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
       bertprobe run suites/compression.yaml --executor ray          # models in parallel
       BERTPROBE_SST2_MODEL=./my-model bertprobe run suites/sst2.yaml --only accuracy
     """
-    from bertprobe.harness import RunOptions, log_to_stderr
+    from bertprobe.cli import log_to_stderr
     from bertprobe.plugins import build_plugins
-    from bertprobe.suite import load_suite
+    from bertprobe.suite.load import load_suite
+    from bertprobe.suite.overrides import RunOptions
 
     recorded: dict[str, Any] = {}
     if not suite_files:
         if not resume:
             raise click.UsageError("missing SUITE (a suite file such as suites/sst2.yaml), or --resume RUN_DIR")
-        from bertprobe.harness import recorded_run
+        from bertprobe.run.resume import recorded_run
 
         suite_file, recorded = recorded_run(Path(resume))
         suite_files = (suite_file,)
@@ -245,7 +245,8 @@ def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: boo
     from dataclasses import replace
 
     from bertprobe.exitcodes import Terminated, most_serious
-    from bertprobe.harness import apply_overrides, make_executor, run_suite
+    from bertprobe.harness import make_executor, run_suite
+    from bertprobe.suite.overrides import apply_overrides
 
     first = apply_overrides(suites[0], replace(options, only=()))
     parallel = (first.executor.name if first.executor else "local") != "local"
@@ -330,8 +331,8 @@ def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tupl
     Example:
       bertprobe compare reports/sst2-20261101T000000Z reports/sst2-20261123T000000Z --significance 0.05
     """
-    from bertprobe.compare import compare_runs, write_comparison
-    from bertprobe.suite import DEFAULT_TOLERANCE
+    from bertprobe.reporters.compare import compare_runs, write_comparison
+    from bertprobe.suite.schema import DEFAULT_TOLERANCE
 
     per_metric: dict[str, float] = {}
     for item in tolerance_for:
@@ -360,8 +361,8 @@ def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tupl
 @_guard
 def report(run_dir: str, formats: tuple[str, ...]) -> None:
     """Rebuild a run's reports from its events.jsonl (an interrupted or killed run's included)."""
-    from bertprobe.harness import rebuild_report
     from bertprobe.plugins import build_plugins
+    from bertprobe.run.resume import rebuild_report
 
     plugins = build_plugins()
     rebuilt = rebuild_report(Path(run_dir))
@@ -383,10 +384,10 @@ def validate(suite_file: str, sets: tuple[str, ...]) -> None:
     folders exist, that named data loaders are installed, and class names given as params (such as
     target_label) against each local model's config.json.
     """
-    from bertprobe.harness import RunOptions, apply_overrides
     from bertprobe.plugins import build_plugins
-    from bertprobe.suite import load_suite
-    from bertprobe.validation import validate_suite
+    from bertprobe.suite.load import load_suite
+    from bertprobe.suite.overrides import RunOptions, apply_overrides
+    from bertprobe.suite.validate import validate_suite
 
     suite = apply_overrides(load_suite(suite_file, sets=sets), RunOptions())
     plugins = build_plugins()
@@ -421,14 +422,10 @@ def list_(**_: Any) -> None:
                              for n in plugins.datasets.names()],
                             headers=["loader", "description", "plugin"], tablefmt="simple"))
     click.echo("\nExecutors (executor: NAME, or --executor NAME)")
-    click.echo(tabulate([[n, _first_line(plugins.executors.get(n).__doc__), plugins.executors.origin(n)]
+    click.echo(tabulate([[n, first_line(plugins.executors.get(n).__doc__), plugins.executors.origin(n)]
                          for n in plugins.executors.names()], headers=["executor", "description", "plugin"],
                         tablefmt="simple"))
     click.echo("\n'bertprobe describe PROBE' shows a probe's paper, params and metrics.")
-
-
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
 @main.command()
@@ -441,7 +438,7 @@ def _first_line(text: str | None) -> str:
 def clean(runs: tuple[str, ...], aborted: bool, reports_dir: str) -> None:
     """Remove run folders and rebuild reports/index.html: the named runs, or with --aborted every aborted
     or killed run that kept no result to resume."""
-    from bertprobe.runindex import clean as clean_runs
+    from bertprobe.reporters.runindex import clean as clean_runs
 
     if not runs and not aborted:
         raise BertprobeError("clean: name run folders to remove, or pass --aborted")
@@ -468,7 +465,7 @@ def describe(probe: str) -> None:
     import inspect
     import sys as _sys
 
-    from bertprobe.params import _type_name
+    from bertprobe.params import type_name
     from bertprobe.plugins import build_plugins
 
     plugins = build_plugins()
@@ -487,7 +484,7 @@ def describe(probe: str) -> None:
     for f in dataclasses.fields(cls.Params):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
-        rows.append([f.name, _type_name(hints.get(f.name, f.type)), repr(default)])
+        rows.append([f.name, type_name(hints.get(f.name, f.type)), repr(default)])
     click.echo("\nParams")
     click.echo(tabulate(rows, headers=["param", "type", "default"], tablefmt="simple") if rows else "(none)")
     click.echo("\nMetrics (expect: may name these; each report also says what every metric means)")
@@ -525,3 +522,7 @@ def entry_point(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     entry_point()
+
+
+def log_to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

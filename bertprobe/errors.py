@@ -29,3 +29,12 @@ class PluginError(BertprobeError):
 
 class InternalError(Exception):
     """A bug in bertprobe or a plugin stopped the run: the report says ``aborted``; exit code 3."""
+
+
+def first_line(error: BaseException | str | None, default: str = "") -> str:
+    """The first non-blank line of an exception's message (or of a text), for one-line errors.
+
+    ``default`` stands in for an empty message; pass ``type(exc).__name__`` where the type must show.
+    """
+    text = str(error if error is not None else "").strip()
+    return text.splitlines()[0].strip() if text else default

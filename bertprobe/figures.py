@@ -193,3 +193,9 @@ def figure_table(spec: dict[str, Any]) -> tuple[list[str], list[list[Any]]] | No
         return ([str(axes.get("x", "x")), *[str(s.get("name") or "y") for s in series]],
                 [[x, *[m.get(x) for m in lookup]] for x in xs])
     return None
+
+
+def layer_head_heatmap(matrix: Any) -> dict[str, Any]:
+    """A ``details["heatmaps"]`` entry for a layers x heads tensor: rows L0, L1, ..., columns H0, H1, ..."""
+    layers, heads = matrix.shape
+    return {"matrix": matrix.tolist(), "rows": [f"L{i}" for i in range(layers)], "cols": [f"H{j}" for j in range(heads)]}

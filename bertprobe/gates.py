@@ -10,7 +10,6 @@ paired bootstrap CI of the difference for every kind.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 

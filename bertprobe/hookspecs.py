@@ -13,7 +13,8 @@ import pluggy
 if TYPE_CHECKING:
     from bertprobe.registry import Registry
     from bertprobe.results import ProbeResult, RunReport
-    from bertprobe.target import ModelSpec, Target
+    from bertprobe.target.spec import ModelSpec
+    from bertprobe.target.target import Target
 
 PROJECT = "bertprobe"
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -16,14 +16,14 @@ class NoParams:
     """For probes that take no parameters."""
 
 
-def _type_name(tp: Any) -> str:
+def type_name(tp: Any) -> str:
     origin = get_origin(tp)
     if origin is Literal:
         return " | ".join(repr(a) for a in get_args(tp))
     if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(tp))
+        return " or ".join(type_name(a) for a in get_args(tp))
     if origin is not None:
-        return f"{getattr(origin, '__name__', origin)}[{', '.join(_type_name(a) for a in get_args(tp) if a is not Ellipsis)}]"
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(type_name(a) for a in get_args(tp) if a is not Ellipsis)}]"
     return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 
@@ -46,7 +46,7 @@ def coerce(value: Any, tp: Any, path: str) -> Any:
                 return coerce(value, arg, path)
             except SuiteError as exc:
                 errors.append(str(exc))
-        raise SuiteError(f"{path}: expected {_type_name(tp)}, got {value!r}")
+        raise SuiteError(f"{path}: expected {type_name(tp)}, got {value!r}")
     if tp is type(None):
         if value is None:
             return None
@@ -74,7 +74,7 @@ def coerce(value: Any, tp: Any, path: str) -> Any:
             return {str(k): coerce(v, item, f"{path}.{k}") for k, v in value.items()}
     else:
         return value
-    raise SuiteError(f"{path}: expected {_type_name(tp)}, got {value!r}")
+    raise SuiteError(f"{path}: expected {type_name(tp)}, got {value!r}")
 
 
 def parse_params(cls: type, raw: Any, path: str) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 import pluggy
 
 from bertprobe import hookspecs
-from bertprobe.errors import PluginError
+from bertprobe.errors import PluginError, first_line
 from bertprobe.registry import Registry, did_you_mean
 
 ENTRY_POINT_GROUP = "bertprobe"
@@ -19,16 +19,18 @@ DISABLE_ENV = "BERTPROBE_DISABLE_PLUGINS"
 
 # Built-in plugins register through the same hooks as third-party ones (cf. datasette, pytest).
 DEFAULT_PLUGINS = (
-    "bertprobe.loaders",
+    "bertprobe.target.builtin",
+    "bertprobe.data.builtin",
     "bertprobe.executors.builtin",
+    "bertprobe.run.reports",
     "bertprobe.probes.accuracy",
     "bertprobe.probes.triggers",
-    "bertprobe.probes.heads",
+    "bertprobe.probes.heads.probe",
     "bertprobe.probes.attention",
-    "bertprobe.probes.cues",
-    "bertprobe.probes.cloze",
+    "bertprobe.probes.cues.probe",
+    "bertprobe.probes.cloze.probe",
     "bertprobe.probes.backdoor",
-    "bertprobe.probes.syntax",
+    "bertprobe.probes.syntax.probe",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",
@@ -54,7 +56,7 @@ class Plugins:
 
     def describe(self) -> list[dict[str, str]]:
         """One row per plugin: name, version and where it came from."""
-        from bertprobe import __version__
+        from bertprobe.version import __version__
 
         rows = []
         for name, plugin in sorted(self.manager.list_name_plugin(), key=lambda item: str(item[0])):
@@ -90,7 +92,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> dict[str, tuple[str, str]]:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             raise PluginError(f"plugin '{ep.name}' ({ep.value}, from {dist[0]} {dist[1]}) failed to import: "
-                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; fix or "
+                              f"{type(exc).__name__}: {first_line(exc)}; fix or "
                               f"uninstall it, or disable it with {DISABLE_ENV}={ep.name}") from None
         pm.register(plugin, name=ep.name)
         dists[ep.name] = dist

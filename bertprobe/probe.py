@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import fnmatch
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -13,8 +13,9 @@ from bertprobe.params import NoParams
 from bertprobe.results import ProbeResult
 
 if TYPE_CHECKING:
-    from bertprobe.data import Dataset, DataSpec
-    from bertprobe.target import ModelSpec, Target
+    from bertprobe.data.dataset import Dataset, DataSpec
+    from bertprobe.target.spec import ModelSpec
+    from bertprobe.target.target import Target
 
 T = TypeVar("T")
 
@@ -75,15 +76,27 @@ class Sweep:
         return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_state")}
 
 
-def _local_map(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], desc: str = "", group: int = 0) -> list[Any]:
+def run_chunks(fn: Callable[[Any], Any], chunks: Sequence[Sequence[Any]], grouped: bool) -> Iterator[tuple[int, list[Any]]]:
+    """Run chunks of work units in this process, one after another, yielding ``(chunk index, values)``.
+
+    ``grouped``: ``fn`` takes a list of units and returns one value per unit; otherwise every chunk
+    holds one unit and ``fn`` takes it alone. The one in-process runner: ``ProbeContext.map`` outside
+    the harness, the harness's fallback for closures and the ``local`` executor all use it.
+    """
+    for i, chunk in enumerate(chunks):
+        yield i, (list(fn(list(chunk))) if grouped else [fn(chunk[0])])
+
+
+def map_in_process(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], desc: str = "", group: int = 0) -> list[Any]:
+    """``ProbeContext.map`` without a harness: every unit in this process, nothing recorded."""
     items = [unit for _, unit in units]
-    if group:
-        return [value for start in range(0, len(items), group) for value in fn(items[start : start + group])]
-    return [fn(unit) for unit in items]
+    size = max(1, group)
+    chunks = [items[start : start + size] for start in range(0, len(items), size)]
+    return [value for _, values in run_chunks(fn, chunks, bool(group)) for value in values]
 
 
 def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
-    from bertprobe.target import ModelSpec
+    from bertprobe.target.spec import ModelSpec
 
     if like is None:
         return ModelSpec(path=name_or_path)
@@ -120,7 +133,7 @@ class ProbeContext:
     baseline_result: Callable[[], ProbeResult | None] | None = None
     model_name: str = ""
     probe_id: str = ""
-    map: Callable[..., list[Any]] = _local_map
+    map: Callable[..., list[Any]] = map_in_process
     extra: dict[str, Any] = field(default_factory=dict)
 
     def unit_seed(self, key: str) -> int:

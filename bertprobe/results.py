@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, Literal
-
-def layer_head_heatmap(matrix: Any) -> dict[str, Any]:
-    """A ``details["heatmaps"]`` entry for a layers x heads tensor: rows L0, L1, ..., columns H0, H1, ..."""
-    layers, heads = matrix.shape
-    return {"matrix": matrix.tolist(), "rows": [f"L{i}" for i in range(layers)], "cols": [f"H{j}" for j in range(heads)]}
-
 
 SCHEMA_VERSION = 2  # 2: models (a matrix), metric kind/outcome, regressions; version 1 is still read
 

@@ -12,7 +12,9 @@ from typing import Any, Literal
 import torch
 
 from bertprobe.hookspecs import hookimpl
-from bertprobe.target import ModelSpec, Target, load_target
+from bertprobe.target.loading import load_target
+from bertprobe.target.spec import ModelSpec
+from bertprobe.target.target import Target
 
 Arch = Literal["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]
 Task = Literal["classification", "multiple-choice", "masked-lm", "encoder"]
@@ -37,8 +39,8 @@ def bert_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
 
 def roberta_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
     """A byte-level BPE tokenizer whose merges spell each of ``words`` (with and without a leading space)."""
-    from transformers import RobertaTokenizer
     from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import RobertaTokenizer
 
     vocab: dict[str, int] = {}
     for tok in ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] + sorted(ByteLevel.alphabet()):
@@ -57,7 +59,7 @@ def roberta_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
 
 
 def _transformers() -> Any:
-    from bertprobe.quantize import preload_quietly
+    from bertprobe.target.quantize import preload_quietly
 
     preload_quietly()  # transformers imports torchao when installed; keep its load warnings quiet
     import transformers

@@ -10,7 +10,7 @@ import torch
 
 from conftest import SHARED, SST2_DEV
 
-from bertprobe.attacks.splice import SplicedRows, insert_text
+from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.probe import ProbeContext
@@ -140,7 +140,7 @@ def test_pair_scans_rebuilt_in_a_worker_give_the_same_scan(poisoned, data):
     assert any(t.get("reference_flip_rate") is not None for t in there["triggers"])  # the worker loaded the reference
     # a reference that is a variant (a matrix model with pruned heads) is derived in the worker as the harness does
     from bertprobe.probes.backdoor import PairScans
-    from bertprobe.pruning import count_parameters
+    from bertprobe.target.pruning import count_parameters
 
     pruned_ref = ModelSpec(path=poisoned.spec.path, device="cpu", prune_heads=0.5)
     state = PairScans(params, 1, pruned_ref).setup(worker_model, data)
@@ -174,8 +174,8 @@ def test_insertion_lands_on_word_starts_and_matches_the_text(tmp_path, position)
 
 
 def test_relaxation_and_first_order_rankings_both_put_the_planted_token_on_top(poisoned, data):
-    from bertprobe.attacks.hotflip import TriggerScorer, relaxed_token_scores
-    from bertprobe.attacks.vocabulary import allowed_vocabulary
+    from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
+    from bertprobe.probes.attacks.vocabulary import allowed_vocabulary
     from bertprobe.probes.backdoor import merge_rankings
 
     positives = [ex for ex in data.examples if ex.label == 1][:16]

@@ -418,7 +418,7 @@ def test_seed_and_threads_reach_the_probe_and_the_report(suite_factory, with_tes
 def test_default_threads_never_exceed_the_cores_available():
     import os
 
-    from bertprobe.harness import default_threads
+    from bertprobe.environment import default_threads
 
     assert 1 <= default_threads() <= len(os.sched_getaffinity(0))
 

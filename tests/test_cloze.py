@@ -8,12 +8,13 @@ import pytest
 import torch
 from conftest import SHARED, only_run
 
-from bertprobe.cloze.builtin import CATEGORIES, builtin_items
-from bertprobe.cloze.items import ClozeItem, load_ettinger, load_item_file, resolve_sets
-from bertprobe.cloze.scoring import ClozeScorer, candidate_ids, encode_many
+from bertprobe.probes.cloze.builtin import CATEGORIES, builtin_items
+from bertprobe.probes.cloze.items import ClozeItem, load_ettinger, load_item_file
+from bertprobe.probes.cloze.sets import resolve_sets
+from bertprobe.probes.cloze.scoring import ClozeScorer, candidate_ids, encode_many
 from bertprobe.errors import DataError
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.cloze import ClozeParams, ClozeProbe, ItemOutcome, aggregate
+from bertprobe.probes.cloze.probe import ClozeParams, ClozeProbe, ItemOutcome, aggregate
 from bertprobe.testing import WORDS, tiny_target
 
 VOCAB = list(WORDS) + ["tree", "fish", "centi", "##meters", "meters", "kind", "of", "opposite", "hot", "cold"]
@@ -109,7 +110,7 @@ def test_vocabulary_ranking_without_distractors(bert_mlm):
     rig(bert_mlm, const_logits(bert_mlm, {"bird": 5.0, "tree": 4.0, "fish": 3.0})[1])
     items = [ClozeItem("a", "c", "A robin is a {mask}.", ("bird",)), ClozeItem("b", "c", "A pine is a {mask}.", ("fish",))]
     path_items = ClozeScorer(bert_mlm).score(items)
-    from bertprobe.probes.cloze import evaluate
+    from bertprobe.probes.cloze.probe import evaluate
 
     special = set(bert_mlm.tokenizer.all_special_ids)
     first, second = (evaluate(s, bert_mlm.tokenizer, 5, special) for s in path_items)
@@ -208,7 +209,7 @@ def test_builtin_sets_are_large_seeded_and_valid():
     assert len({it.id for it in items}) == len(items)
     negation = [it for it in items if it.category == "negation"]
     assert sum(it.negated for it in negation) == len(negation) // 2
-    from bertprobe.cloze.builtin import NUMBERS
+    from bertprobe.probes.cloze.builtin import NUMBERS
 
     for it in (i for i in items if i.category == "counting"):
         words = it.text.replace(",", "").split()
@@ -311,12 +312,12 @@ def test_cloze_chunks_are_a_sweep_a_worker_can_rebuild(bert_mlm, tmp_path):
     another copy of the model, it scores a chunk the same; the probe counts the passes its chunks took."""
     import pickle
 
-    from bertprobe.probe import Sweep, _local_map
+    from bertprobe.probe import Sweep, map_in_process
 
     calls = []
 
     def recording(fn, units, **kw):
-        values = _local_map(fn, units, **kw)
+        values = map_in_process(fn, units, **kw)
         calls.append((fn, units, values))
         return values
 
@@ -330,6 +331,6 @@ def test_cloze_chunks_are_a_sweep_a_worker_can_rebuild(bert_mlm, tmp_path):
     assert "_bound" not in shipped.__dict__
     other = tiny_target(tmp_path / "mlm", task="masked-lm", words=VOCAB)  # the same weights, loaded again
     assert shipped.bind(other, None)(units[0][1]) == values[0]
-    from bertprobe.probes.cloze import chunk_rows
+    from bertprobe.probes.cloze.probe import chunk_rows
 
     assert chunk_rows(values[0]["rows"]) == chunk_rows(values[0])  # a run recorded before: bare lists of rows

@@ -7,7 +7,7 @@ import pytest
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attention import AttentionAuditProbe, AttentionParams
-from bertprobe.probes.heads import HeadParams, HeadPruningProbe
+from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
 from bertprobe.probes.triggers import TriggerParams, UniversalTriggerProbe
 from bertprobe.testing import sentiment_examples, tiny_target
 

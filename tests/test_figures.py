@@ -63,7 +63,7 @@ def test_every_builtin_figure_renders_in_the_html_report(tmp_path, trained):
 
 
 def test_cue_and_cloze_figures_render():
-    from bertprobe.probes.cues import cue_figures
+    from bertprobe.probes.cues.probe import cue_figures
 
     result = ProbeResult("spurious-cues")
     result.add_metric("chance", 0.5)

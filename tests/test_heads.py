@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.data import Dataset, Example
-from bertprobe.interventions import head_intervention
+from bertprobe.target.interventions import head_intervention
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.heads import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
-from bertprobe.pruning import prune_heads
+from bertprobe.probes.heads.probe import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
+from bertprobe.target.pruning import prune_heads
 from bertprobe.target import ModelSpec, load_target
 from bertprobe.testing import sentiment_examples, tiny_target, train_tiny_classifier
 
@@ -145,7 +145,7 @@ def test_declared_metric_directions_match_what_the_probes_report(tmp_path):
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.accuracy import AccuracyProbe
-    from bertprobe.probes.heads import HeadPruningProbe
+    from bertprobe.probes.heads.probe import HeadPruningProbe
     from bertprobe.probes.triggers import UniversalTriggerProbe
     from bertprobe.target import ModelSpec, load_target
 
@@ -165,7 +165,7 @@ def test_stacked_head_sweep_equals_one_head_per_pass(tmp_path):
     from bertprobe.data import Dataset, Example
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.heads import HeadPruningProbe
+    from bertprobe.probes.heads.probe import HeadPruningProbe
     from bertprobe.target import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(train_tiny_classifier(tmp_path / "m", steps=30)), device="cpu"))
@@ -186,7 +186,7 @@ def test_stacked_head_sweep_equals_one_head_per_pass(tmp_path):
 def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
     """The curve's steps as work units of the head sweep (stacked when the budget allows) give the same
     points, examples and heads as evaluating one step after another; and they are recorded as units."""
-    from bertprobe.probes.heads import HeadSweep, pruning_curve
+    from bertprobe.probes.heads.probe import HeadSweep, pruning_curve
 
     examples = data(40)
     params = parse_params(HeadParams, {"step": 0.25, "stack_budget": budget, "stack": 3}, "p")
@@ -194,13 +194,13 @@ def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
     ev.budget = budget
     base = float(ev.correct().mean())
     ranking = torch.rand(ev.shape, generator=torch.Generator().manual_seed(3))
-    from bertprobe.probe import _local_map
+    from bertprobe.probe import map_in_process
 
     seen: list[str] = []
 
     def recording(fn, units, **kw):
         seen.extend(key for key, _ in units)
-        return _local_map(fn, units, **kw)
+        return map_in_process(fn, units, **kw)
 
     ctx = ProbeContext(map=recording)
     stepwise = pruning_curve(ev, ranking, params, base, ProbeContext())
@@ -217,7 +217,7 @@ def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
 def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
     """The case that broke the plain reading: fp16 against fp32 moved one of 872 baseline predictions, the
     curve runs flat within a few tenths of a point of the tolerance, and the plain metric jumped 0.19 -> 0.50."""
-    from bertprobe.probes.heads import prunable_fraction_interval
+    from bertprobe.probes.heads.probe import prunable_fraction_interval
 
     rng = np.random.default_rng(0)
     n, tol = 872, 0.01
@@ -260,7 +260,7 @@ def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
 def test_compare_speed_interleaves_repeats_and_stays_within_its_budget():
     import time as _time
 
-    from bertprobe.pruning import compare_speed
+    from bertprobe.target.pruning import compare_speed
 
     class Sleeper(torch.nn.Module):
         def __init__(self, seconds: float) -> None:

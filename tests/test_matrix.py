@@ -114,7 +114,7 @@ def test_encoded_data_are_shared_by_targets_with_one_tokenizer(trained_dir, rand
 def test_int8_variant_logits_stay_close_to_fp32(trained_dir, senti_tsv):
     from bertprobe.data import DataSpec, load_table
     from bertprobe.target import ModelSpec, load_target
-    from bertprobe.variants import derive_variant
+    from bertprobe.target.variants import derive_variant
 
     spec = ModelSpec(path=str(trained_dir), device="cpu")
     base = load_target(spec)
@@ -126,7 +126,7 @@ def test_int8_variant_logits_stay_close_to_fp32(trained_dir, senti_tsv):
     ref, q = base.logits(examples), int8.logits(examples)
     assert (ref - q).abs().max() < 0.1 * ref.abs().max()
     assert (ref.argmax(-1) == q.argmax(-1)).float().mean() > 0.95
-    from bertprobe.modelinfo import model_bytes
+    from bertprobe.target.modelinfo import model_bytes
 
     assert model_bytes(int8.model) < model_bytes(base.model)
 
@@ -153,8 +153,8 @@ def test_pruned_variant_has_the_expected_heads_and_runs_every_probe(tmp_path, tr
 
 
 def test_pruned_model_head_count_read_from_module_shapes(trained_dir):
-    from bertprobe.architectures import attention_sites, heads_per_layer
-    from bertprobe.pruning import prune_heads
+    from bertprobe.target.architectures import attention_sites, heads_per_layer
+    from bertprobe.target.pruning import prune_heads
     from bertprobe.target import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
@@ -321,8 +321,8 @@ def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(t
     from bertprobe.data import Dataset, Example
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.attention import AttentionAuditProbe
-    from bertprobe.probes.heads import HeadParams, HeadPruningProbe
-    from bertprobe.pruning import prune_heads
+    from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
+    from bertprobe.target.pruning import prune_heads
     from bertprobe.target import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))

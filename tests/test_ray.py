@@ -18,7 +18,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from bertprobe.harness import RunOptions, run_suite  # noqa: E402
+from bertprobe.suite.overrides import RunOptions  # noqa: E402
+from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins  # noqa: E402
 from bertprobe.suite import load_suite  # noqa: E402
 from conftest import sentiment_tsv  # noqa: E402
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.ray
 def cluster():
     """One private cluster for the module: 2 CPUs, bound to 127.0.0.1, no dashboard, no usage stats."""
     from bertprobe.executors import ExecutorSpec
-    from bertprobe.executors.on_ray import RayExecutor
+    from bertprobe.executors.ray import RayExecutor
 
     executor = RayExecutor(ExecutorSpec(name="ray", workers=2))  # as bertprobe starts one: loopback, token
     executor.start()
@@ -197,8 +198,8 @@ def test_sweep_shards_run_on_two_workers(cluster, models, data):
     """The sweep's chunks really leave the model job's process: two actors, each loading the model once."""
     from bertprobe.data import DataSpec
     from bertprobe.executors import ExecutorSpec
-    from bertprobe.executors.on_ray import RayExecutor
-    from bertprobe.executors.remote import WorkerContext
+    from bertprobe.executors.ray import RayExecutor
+    from bertprobe.executors.worker import WorkerContext
     from bertprobe.probe import Sweep
     from bertprobe.suite import Suite
     from bertprobe.target import ModelSpec

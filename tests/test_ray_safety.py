@@ -18,8 +18,8 @@ def test_private_cluster_is_on_loopback_and_a_dead_address_fails_fast(tmp_path, 
 
     from bertprobe.errors import SuiteError
     from bertprobe.executors import ExecutorSpec
-    from bertprobe.executors import on_ray
-    from bertprobe.executors.on_ray import RayExecutor
+    from bertprobe.executors import ray as on_ray
+    from bertprobe.executors.ray import RayExecutor
 
     if ray.is_initialized():
         pytest.skip("needs no cluster in this process")

@@ -4,7 +4,8 @@ import pytest
 
 from bertprobe.errors import SuiteError
 from bertprobe.plugins import build_plugins
-from bertprobe.suite import interpolate, load_suite, parse_suite, validate_probes
+from bertprobe.suite import interpolate, load_suite, parse_suite
+from bertprobe.suite.validate import validate_probes
 
 
 def test_interpolation_defaults_and_types():
@@ -111,7 +112,8 @@ def test_shipped_suites_validate(monkeypatch):
 
 def test_relative_paths_resolve_against_the_suite_folder(tmp_path, monkeypatch):
     from bertprobe.plugins import build_plugins
-    from bertprobe.suite import load_suite, validate_probes
+    from bertprobe.suite import load_suite
+    from bertprobe.suite.validate import validate_probes
 
     folder = tmp_path / "suites"
     folder.mkdir()

@@ -11,14 +11,8 @@ from bertprobe.data import Dataset, Example
 from bertprobe.errors import SuiteError
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.attacks.splice import SplicedRows
-from bertprobe.probes.triggers import (
-    TriggerParams,
-    TriggerSearch,
-    UniversalTriggerProbe,
-    allowed_for,
-    spliced_rows,
-)
+from bertprobe.probes.attacks.splice import SplicedRows
+from bertprobe.probes.triggers import TriggerParams, TriggerSearch, UniversalTriggerProbe, allowed_for, spliced_rows
 from bertprobe.target import ModelSpec, load_target
 from bertprobe.testing import NEGATIVE_WORDS, sentiment_examples, tiny_target, train_tiny_classifier
 

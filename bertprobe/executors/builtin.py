@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.executors.local import LocalExecutor
-from bertprobe.executors.on_ray import RayExecutor
+from bertprobe.executors.ray import RayExecutor
 from bertprobe.hookspecs import hookimpl
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from bertprobe.executors import ExecutorSpec
+from bertprobe.probe import run_chunks
+from bertprobe.run.turn import run_model
+from bertprobe.suite.schema import ExecutorSpec
 
 if TYPE_CHECKING:
     from bertprobe.data import DataSpec
-    from bertprobe.harness import Session
     from bertprobe.probe import Sweep
+    from bertprobe.run.session import Session
     from bertprobe.target import ModelSpec
 
 
@@ -25,18 +27,15 @@ class LocalExecutor:
     def start(self) -> None:
         pass
 
-    def run_models(self, session: Session, plan: list[ModelSpec], parsed: dict[str, Any]) -> None:
-        from bertprobe.harness import run_model
-
+    def run_models(self, session: Session, plan: list[ModelSpec], params_by_probe: dict[str, Any]) -> None:
         for position, model_spec in enumerate(plan):
-            run_model(session, position, model_spec, parsed)
+            run_model(session, position, model_spec, params_by_probe)
             session.release(set(plan[position + 1 :]))
 
     def map_sweep(self, session: Session | None, sweep: Sweep | Callable[[Any], Any], chunks: list[list[Any]],
                   where: tuple[ModelSpec, DataSpec | None] | None, grouped: bool) -> Iterator[tuple[int, list[Any]]]:
         """Chunk after chunk, in this process (a bound Sweep or any function of ``ctx.map``)."""
-        for i, chunk in enumerate(chunks):
-            yield i, (sweep(chunk) if grouped else [sweep(chunk[0])])
+        return run_chunks(sweep, chunks, grouped)
 
     def close(self) -> None:
         pass

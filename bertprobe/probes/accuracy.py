@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
-import time
-
 import torch
 
-from bertprobe.data import Dataset
+from bertprobe.data.dataset import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
-from bertprobe.target import Target
+from bertprobe.target.target import Target
 
 
 @dataclass(frozen=True)

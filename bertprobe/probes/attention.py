@@ -31,11 +31,12 @@ from typing import Any
 
 import torch
 
-from bertprobe.data import Dataset
+from bertprobe.data.dataset import Dataset
+from bertprobe.figures import layer_head_heatmap
 from bertprobe.hookspecs import hookimpl
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.results import Finding, ProbeResult, layer_head_heatmap
-from bertprobe.target import ModelSpec, Target
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.target.target import Target
 
 TYPES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
 

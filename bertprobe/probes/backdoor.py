@@ -69,17 +69,18 @@ from typing import Any
 
 import torch
 
-from bertprobe.attacks.hotflip import TriggerScorer, relaxed_token_scores
-from bertprobe.attacks.splice import SplicedRows, insert_text
-from bertprobe.attacks.vocabulary import allowed_vocabulary, resolve_label
-from bertprobe.data import Dataset, Example
+from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
-from bertprobe.interventions import frozen_parameters
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep
+from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
+from bertprobe.probes.attacks.splice import SplicedRows, insert_text
+from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.target import ModelSpec, Target
+from bertprobe.target.interventions import frozen_parameters
+from bertprobe.target.spec import ModelSpec
+from bertprobe.target.target import Target
 
 POSITIONS = ("start", "middle", "end")
 
@@ -501,12 +502,12 @@ class PairScans(Sweep):
         assert data is not None
         reference = None
         if self.reference is not None:  # loaded as the harness loads it: the stored weights, then the variant
-            from bertprobe.target import load_target
+            from bertprobe.target.loading import load_target
 
             spec = self.reference
             reference = load_target(spec.base)
             if spec.variant.keys() - {"dtype"}:
-                from bertprobe.variants import derive_variant
+                from bertprobe.target.variants import derive_variant
 
                 reference, _ = derive_variant(reference, spec, data if spec.prune_heads else None)
         return self.prepare(target, data, reference)

@@ -44,18 +44,18 @@ from typing import Any, Literal
 
 import torch
 
-from bertprobe.attacks.hotflip import TriggerScorer
-from bertprobe.attacks.splice import SplicedRows
-from bertprobe.attacks.vocabulary import allowed_vocabulary, resolve_label
-from bertprobe.data import Dataset, Example
+from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
-from bertprobe.interventions import frozen_parameters
-from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
 from bertprobe.outcomes import Outcomes, example_ids
+from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
+from bertprobe.probes.attacks.hotflip import TriggerScorer
+from bertprobe.probes.attacks.splice import SplicedRows
+from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
-from bertprobe.target import Target
+from bertprobe.target.interventions import frozen_parameters
+from bertprobe.target.target import Target
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from bertprobe.figures import figure_specs, render_svg  # matplotlib itself loads on the first figure
+from bertprobe.figures import (  # matplotlib itself loads on the first figure
+    figure_specs,
+    render_svg,
+)
 from bertprobe.hookspecs import hookimpl
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
@@ -27,8 +30,8 @@ from bertprobe.reporters.summary import (
     metric_rows,
     model_notes,
     model_rows,
-    note,
     multi_model,
+    note,
     regression_rows,
     score_text,
     side_by_side,

@@ -7,6 +7,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from bertprobe.figures import figure_table
 from bertprobe.hookspecs import hookimpl
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
@@ -25,7 +26,6 @@ from bertprobe.reporters.summary import (
     score_text,
     side_by_side,
 )
-from bertprobe.figures import figure_table
 from bertprobe.results import RunReport
 
 

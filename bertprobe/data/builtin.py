@@ -1,0 +1,15 @@
+"""Built-in plugin: the named data loaders ``arct`` and ``conllu``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bertprobe.data.arct import ArctLoader
+from bertprobe.data.treebank import ConlluLoader
+from bertprobe.hookspecs import hookimpl
+
+
+@hookimpl
+def bertprobe_register_datasets(registry: Any) -> None:
+    registry.add(ArctLoader())
+    registry.add(ConlluLoader())

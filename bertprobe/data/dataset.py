@@ -1,0 +1,144 @@
+"""What data is: DataSpec (how to read it), Example, Dataset, and the loader protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from bertprobe.errors import DataError
+
+LABEL_LIKE = {"label", "labels", "sentiment", "class", "target", "gold", "y", "category", "polarity"}
+
+
+TEXT_DEFAULTS = ("sentence", "text", "sentence1", "premise", "question", "content", "review")
+
+
+LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json", ".conllu": "conllu"}
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where the examples come from and which fields hold text, pair text, label and choices."""
+
+    path: str | None = None
+    loader: str | None = None
+    config: str | None = None
+    split: str = "validation"
+    text: str | int | None = None
+    text_pair: str | int | None = None
+    label: str | int | None = "label"
+    choices: tuple[str | int, ...] | None = None
+    limit: int | None = None
+    sample: Literal["random", "first"] = "random"
+    label_map: dict[str, str] = field(default_factory=dict)  # the data's label -> the model's class name
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise ValueError("limit must be at least 1 (leave it out to use every example)")
+
+    def with_overrides(self, **changes: Any) -> DataSpec:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def describe(self) -> str:
+        if self.loader:
+            return f"{self.loader}:{self.path or ''}"
+        extra = f" ({self.config}/{self.split})" if self.config and not is_local(self.path or "") else ""
+        return f"{self.path}{extra}"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One input. ``label`` is an int class index (or choice index) once aligned to a target."""
+
+    text: str
+    text_pair: str | None = None
+    label: int | str | None = None
+    choices: tuple[str, ...] | None = None
+    id: str = ""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    # token-level data (a treebank): the words, their (start, end) characters in ``text``, and per-word
+    # annotation layers such as head (1-based, 0 = root), deprel and upos; Target maps words to tokens
+    words: tuple[str, ...] | None = None
+    spans: tuple[tuple[int, int], ...] | None = None
+    layers: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class Dataset:
+    """Examples plus what is known about their labels."""
+
+    examples: list[Example]
+    name: str = ""
+    label_names: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def labels(self) -> list[int]:
+        return [int(ex.label) for ex in self.examples]  # type: ignore[arg-type]
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What every example has, as probe requirements name it: ``data:labels``, ``data:text-pair``,
+        ``data:choices``, ``data:words`` and ``data:layer:<name>`` for each annotation layer."""
+        if not self.examples:
+            return frozenset()
+        have = {"data:labels": all(ex.label is not None for ex in self.examples),
+                "data:text-pair": all(ex.text_pair is not None for ex in self.examples),
+                "data:choices": all(ex.choices for ex in self.examples),
+                "data:words": all(ex.words and ex.spans for ex in self.examples)}
+        layers = set.intersection(*(set(ex.layers) for ex in self.examples))
+        return frozenset([k for k, ok in have.items() if ok] + [f"data:layer:{name}" for name in sorted(layers)])
+
+
+class DatasetLoader(Protocol):
+    """A named loader registered through ``bertprobe_register_datasets``."""
+
+    name: str
+    description: str
+
+    def load(self, spec: DataSpec) -> Dataset: ...
+
+
+def check_text_file(path: Path) -> None:
+    """The one check of an external text file: it exists, is a file, is not binary and decodes as UTF-8.
+
+    Every problem is a DataError naming the file (and the line, for a decoding error).
+    """
+    if path.is_dir():
+        raise DataError(f"'{path}' is a folder, not a data file; name a csv/tsv/jsonl file in it")
+    if not path.is_file():
+        raise DataError(f"data file '{path}' does not exist; pass --data PATH to a csv/tsv/jsonl file")
+    data = path.read_bytes()
+    if not data:
+        raise DataError(f"data file '{path}' is empty")
+    if b"\x00" in data[:65536]:
+        raise DataError(f"'{path}' looks binary (it holds NUL bytes), not a csv/tsv/jsonl text file")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"'{path}' line {line}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+
+
+def is_local(path: str) -> bool:
+    p = Path(path).expanduser()
+    return p.exists() or p.suffix.lower() in LOCAL_FORMATS or path.startswith((".", "/", "~"))
+
+
+LoaderFn = Callable[[DataSpec], Dataset]
+
+
+@dataclass
+class FunctionLoader:
+    """Adapt a plain function into a DatasetLoader."""
+
+    name: str
+    fn: LoaderFn
+    description: str = ""
+
+    def load(self, spec: DataSpec) -> Dataset:
+        return self.fn(spec)

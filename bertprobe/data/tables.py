@@ -1,0 +1,161 @@
+"""Table readers: csv, tsv, jsonl and json files, the hub's datasets, and .conllu through the treebank reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bertprobe.data.dataset import (
+    LABEL_LIKE,
+    LOCAL_FORMATS,
+    TEXT_DEFAULTS,
+    Dataset,
+    DataSpec,
+    Example,
+    check_text_file,
+    is_local,
+)
+from bertprobe.errors import DataError, first_line
+from bertprobe.registry import did_you_mean
+
+
+def _root_message(exc: BaseException) -> str:
+    """The most specific message in an exception chain (datasets wraps pandas' 'Expected 2 fields in line 5')."""
+    messages = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).strip()
+        if text:
+            messages.append(first_line(text))
+        current = current.__cause__ or current.__context__
+    generic = ("An error occurred while generating the dataset",)
+    useful = [m for m in messages if not m.startswith(generic)]
+    return (useful[-1] if useful else messages[0] if messages else type(exc).__name__)
+
+
+def _load_file(path: Path, builder: str, **kwargs: Any) -> Any:
+    """Load one local file with a datasets builder; every failure becomes a one-line DataError."""
+    import logging
+
+    import datasets
+
+    check_text_file(path)
+    datasets.disable_progress_bars()
+    logger = logging.getLogger("datasets")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)  # datasets logs the parser's error separately: it goes into ours
+    try:
+        return datasets.load_dataset(builder, data_files=str(path), split="train", **kwargs)
+    except Exception as exc:  # datasets raises many types for malformed files
+        if "corresponds to no data" in str(exc):
+            raise DataError(f"'{path}' has no rows") from None
+        raise DataError(f"cannot read '{path}': {_root_message(exc)}") from None
+    finally:
+        logger.setLevel(level)
+
+
+def read_delimited(path: Path, sep: str = "\t", quoted: bool = False) -> Any:
+    """Read a delimited file; ``quoted=False`` treats every '"' as text (GLUE, SemEval) and cells such as
+    'NA' or 'null' stay text either way."""
+    return _load_file(path, "csv", sep=sep, quoting=0 if quoted else 3, keep_default_na=False)
+
+
+def _read_local(path: Path) -> Any:
+    fmt = LOCAL_FORMATS.get(path.suffix.lower())
+    if fmt is None and path.is_file():
+        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv, .jsonl or .conllu")
+    if fmt == "tsv":  # GLUE-style: tab separated, bare quotes are literal text
+        return read_delimited(path, "\t", quoted=False)
+    if fmt == "csv":
+        return read_delimited(path, ",", quoted=True)
+    return _load_file(path, "json")
+
+
+def _read_hub(spec: DataSpec) -> Any:
+    import datasets
+
+    from bertprobe.hub import hub_reachable, offline_mode, quiet_hub_logs
+
+    quiet_hub_logs()
+    datasets.disable_progress_bars()
+    if not offline_mode() and not hub_reachable():
+        raise DataError(
+            f"cannot load dataset '{spec.path}': the Hugging Face Hub is unreachable; pass --data PATH to a local "
+            "csv/tsv/jsonl file (or set HF_HUB_OFFLINE=1 to use a cached copy)"
+        )
+    try:
+        return datasets.load_dataset(spec.path, spec.config, split=spec.split)
+    except ValueError as exc:
+        raise DataError(f"dataset '{spec.path}': {first_line(exc)}") from None
+    except Exception:
+        raise DataError(
+            f"cannot load dataset '{spec.path}' from the Hugging Face Hub (offline, or not cached); "
+            "pass --data PATH to a local csv/tsv/jsonl file"
+        ) from None
+
+
+def _column(spec_value: str | int | None, columns: list[str], role: str, source: str,
+            taken: tuple[str | None, ...] = ()) -> str | None:
+    """The column for ``role``; a did-you-mean never points at a column another role already uses."""
+    if spec_value is None:
+        return None
+    if isinstance(spec_value, int):
+        if not 0 <= spec_value < len(columns):
+            raise DataError(f"{role} column #{spec_value} is out of range: '{source}' has {len(columns)} columns")
+        return columns[spec_value]
+    if spec_value not in columns:
+        free = [c for c in columns if c not in taken and not (role != "label" and c.lower() in LABEL_LIKE)]
+        flag = {"text": "--text", "text_pair": "--text-pair", "label": "--label"}.get(role)
+        hint = f" (or pass {flag} COL)" if flag else ""
+        raise DataError(
+            f"'{source}' has no column '{spec_value}' for {role}{did_you_mean(spec_value, free)}; "
+            f"columns: {', '.join(columns)}; set data.{role}{hint}"
+        )
+    return spec_value
+
+
+def load_table(spec: DataSpec) -> Dataset:
+    """Load a hub dataset or local file into examples using the spec's field mapping."""
+    if not spec.path:
+        raise DataError("no data given: set data.path in the suite or pass --data PATH")
+    local = is_local(spec.path)
+    if local and Path(spec.path).suffix.lower() == ".conllu":
+        from bertprobe.data.treebank import read_conllu
+
+        return read_conllu(Path(spec.path).expanduser())
+    table = _read_local(Path(spec.path).expanduser()) if local else _read_hub(spec)
+    columns = list(table.column_names)
+    source = spec.path
+    # The default label column is optional (unlabelled data); an explicitly named one must exist.
+    default_missing = spec.label == DataSpec.label and spec.label not in columns
+    label_col = None if default_missing else _column(spec.label, columns, "label", source)
+    text_col = _column(spec.text, columns, "text", source, (label_col,)) if spec.text is not None else next(
+        (c for c in TEXT_DEFAULTS if c in columns), None
+    )
+    if text_col is None:
+        raise DataError(f"'{source}' has no text column; set data.text (or --text COL) to one of: {', '.join(columns)}")
+    pair_col = _column(spec.text_pair, columns, "text_pair", source, (label_col, text_col))
+    choice_cols = [_column(c, columns, "choices", source) for c in spec.choices] if spec.choices else None
+    label_names = None
+    feature = table.features.get(label_col) if label_col else None
+    if feature is not None and hasattr(feature, "names"):
+        label_names = list(feature.names)
+    if len(table) == 0:
+        raise DataError(f"'{source}' has no rows")
+    examples = []
+    for i, row in enumerate(table):
+        text = row[text_col]
+        if text is None:
+            raise DataError(f"'{source}' row {i + 1}: empty {text_col}")
+        examples.append(
+            Example(
+                text=str(text).strip(),
+                text_pair=None if pair_col is None else str(row[pair_col]).strip(),
+                label=None if label_col is None else row[label_col],
+                choices=None if choice_cols is None else tuple(str(row[c]) for c in choice_cols),  # type: ignore[index]
+                id=str(i),
+            )
+        )
+    return Dataset(examples, name=Path(source).stem if local else source, label_names=label_names)

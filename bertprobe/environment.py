@@ -1,0 +1,37 @@
+"""The machine and software a run executes on: usable cores, torch threads, library versions."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+
+from bertprobe.version import __version__
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """torch's thread count, capped at the usable cores."""
+    return max(1, min(torch.get_num_threads(), usable_cores()))
+
+
+def versions() -> dict[str, str]:
+    """The versions a run records in its ``run_start`` event."""
+    import datasets
+    import transformers
+
+    return {
+        "bertprobe": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "datasets": datasets.__version__,
+        "python": platform.python_version(),
+    }

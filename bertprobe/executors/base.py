@@ -1,0 +1,30 @@
+"""The Executor protocol: what the harness asks of an executor."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
+
+if TYPE_CHECKING:
+    from bertprobe.data.dataset import DataSpec
+    from bertprobe.probe import Sweep
+    from bertprobe.run.session import Session
+    from bertprobe.target.spec import ModelSpec
+
+
+class Executor(Protocol):
+    """What the harness asks of an executor."""
+
+    name: str
+
+    def start(self) -> None:
+        """Connect or start what it needs (raise ``SuiteError`` with the fix when it cannot)."""
+
+    def run_models(self, session: Session, plan: list[ModelSpec], params_by_probe: dict[str, Any]) -> None:
+        """Run every model's turn (``bertprobe.run.turn.run_model``), recording results into ``session``."""
+
+    def map_sweep(self, session: Session, sweep: Sweep, chunks: list[list[Any]],
+                  where: tuple[ModelSpec, DataSpec | None], grouped: bool) -> Iterator[tuple[int, list[Any]]]:
+        """Yield ``(chunk index, values)`` for every chunk of units, in any order."""
+
+    def close(self) -> None:
+        """Release what ``start`` took (never anything it did not start)."""

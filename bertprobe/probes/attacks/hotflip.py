@@ -1,0 +1,152 @@
+"""HotFlip gradients and batched candidate scoring over spliced rows.
+
+Ebrahimi et al. 2018 (HotFlip) and Wallace et al. 2019: the first-order change of the attack loss
+when the token in a trigger slot is replaced by vocabulary token v is ``(e_v - e_cur) . grad``, one
+matrix product with the input-embedding matrix for the whole vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bertprobe.probes.attacks.splice import SplicedRows
+from bertprobe.target.target import Target
+
+
+class TriggerScorer:
+    """Attack objective, HotFlip gradients and batched scoring of triggers on one ``SplicedRows``.
+
+    ``goal`` is the class the attacker wants (``targeted``) or the true class it wants to leave.
+    A quantized target has no backward pass: gradients come from ``Target.gradient_model`` (the
+    float weights it was quantized from) and every score from the target itself.
+    """
+
+    def __init__(self, target: Target, rows: SplicedRows, goal: int, targeted: bool,
+                 max_rows_per_forward: int | None = None, per_candidate: bool = False) -> None:
+        self.target, self.rows = target, rows
+        self.goal, self.targeted = goal, targeted
+        self.max_rows = max_rows_per_forward or (4096 if target.device.type == "cuda" else 256)
+        self.per_candidate = per_candidate
+        self.forward_passes = 0
+        self.rows_scored = 0
+        self.grad_model = target.gradient_model if target.gradient_model is not None else target.model
+        self.embedding = self.grad_model.get_input_embeddings()
+
+    def objective(self, logits: torch.Tensor) -> torch.Tensor:
+        """Per-row loss the attacker minimises: CE to the goal class, or minus CE of the true class."""
+        goal = torch.full((logits.shape[0],), self.goal, device=logits.device)
+        ce = F.cross_entropy(logits.float(), goal, reduction="none")
+        return ce if self.targeted else -ce
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits of the target on ``batch`` (counted)."""
+        self.forward_passes += 1
+        self.rows_scored += batch["input_ids"].shape[0]
+        return self.target.model(**batch).logits
+
+    def _chunks(self, triggers: torch.Tensor, rows: tuple[int, ...]):
+        per_forward = 1 if self.per_candidate else max(1, self.max_rows // len(rows))
+        for start in range(0, triggers.shape[0], per_forward):
+            chunk = triggers[start : start + per_forward]
+            yield start, chunk, self.forward(self.rows.build(rows, chunk)).view(len(chunk), len(rows), -1)
+
+    def score(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
+        """Mean objective of each trigger over ``rows`` (lower is better for the attacker)."""
+        out = torch.empty(triggers.shape[0])
+        with torch.inference_mode():
+            for start, chunk, logits in self._chunks(triggers, rows):
+                loss = self.objective(logits.reshape(-1, logits.shape[-1])).view(len(chunk), len(rows))
+                out[start : start + len(chunk)] = loss.mean(1).cpu()
+        return out
+
+    def predictions(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
+        """Predicted class of every row with every trigger spliced in: ``len(triggers) x len(rows)``."""
+        out = torch.empty(triggers.shape[0], len(rows), dtype=torch.long)
+        with torch.inference_mode():
+            for start, chunk, logits in self._chunks(triggers, rows):
+                out[start : start + len(chunk)] = logits.argmax(-1).cpu()
+        return out
+
+    def gradient(self, trigger: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
+        """d(mean objective)/d(trigger embeddings), averaged over the rows: ``length x dim``."""
+        captured: dict[str, torch.Tensor] = {}
+
+        def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+            leaf = output.detach().requires_grad_(True)
+            captured["emb"] = leaf
+            return leaf
+
+        handle = self.embedding.register_forward_hook(hook)
+        try:
+            with torch.enable_grad():
+                batch = self.rows.build(rows, trigger.unsqueeze(0))
+                self.forward_passes += 1
+                self.rows_scored += batch["input_ids"].shape[0]
+                loss = self.objective(self.grad_model(**batch).logits).mean()
+                loss.backward()
+        finally:
+            handle.remove()
+        _, _, _, slots = self.rows.template(rows)
+        grad = captured["emb"].grad  # rows x T x D
+        picked = grad.gather(1, slots.to(grad.device).unsqueeze(-1).expand(-1, -1, grad.shape[-1]))
+        return picked.mean(0)
+
+    def token_scores(self, grad: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """First-order gain of every vocabulary token in every slot (``length x vocab``; -inf if not allowed)."""
+        weight = self.embedding.weight
+        scores = -(grad.to(weight.dtype) @ weight.T).float()  # lower objective = higher score
+        mask = allowed.to(scores.device)[: scores.shape[1]]
+        if mask.shape[0] < scores.shape[1]:
+            mask = torch.cat([mask, mask.new_zeros(scores.shape[1] - mask.shape[0])])
+        scores[:, ~mask] = -math.inf
+        return scores.cpu()
+
+    def hotflip(self, grad: torch.Tensor, allowed: torch.Tensor, k: int) -> torch.Tensor:
+        """Top-``k`` replacement tokens per slot by the first-order change of the objective."""
+        return self.token_scores(grad, allowed).topk(k, dim=1).indices
+
+
+def relaxed_token_scores(scorers: list[TriggerScorer], trigger: torch.Tensor, slot: int, allowed: torch.Tensor,
+                         rows: tuple[int, ...], steps: int = 40, lr: float = 0.5) -> torch.Tensor:
+    """Trigger inversion by a convex relaxation, after DBS (Shen et al. 2022): slot ``slot`` holds a softmax
+    mixture of the allowed tokens' embeddings, whose logits Adam fits to the attack objective (each step
+    on the next scorer's rows: one scorer per insertion position). Returns the logits over the whole
+    vocabulary (-inf where not allowed): tokens the optimisation leans on rank first.
+
+    Deviation from DBS: a fixed temperature of 1, no dynamic bound scaling, ``steps`` fixed.
+    """
+    first = scorers[0]
+    embedding = first.embedding
+    vocab = allowed[: embedding.weight.shape[0]].nonzero().squeeze(1)
+    table = embedding.weight.detach().float()[vocab.to(embedding.weight.device)]
+    theta = torch.zeros(len(vocab), device=table.device, requires_grad=True)
+    optim = torch.optim.Adam([theta], lr=lr)
+    for step in range(steps):
+        scorer = scorers[step % len(scorers)]
+        batch = scorer.rows.build(rows, trigger.unsqueeze(0))
+        slots = scorer.rows.template(rows)[3][:, slot].to(table.device)
+        soft = torch.softmax(theta, 0) @ table
+
+        def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
+            output = output.clone()
+            output[torch.arange(output.shape[0], device=output.device), slots] = soft.to(output.dtype)
+            return output
+
+        handle = scorer.embedding.register_forward_hook(hook)
+        try:
+            with torch.enable_grad():
+                scorer.forward_passes += 1
+                scorer.rows_scored += batch["input_ids"].shape[0]
+                loss = scorer.objective(scorer.grad_model(**batch).logits).mean()
+                optim.zero_grad()
+                loss.backward()
+                optim.step()
+        finally:
+            handle.remove()
+    out = torch.full((allowed.shape[0],), -math.inf)
+    out[vocab.cpu()] = theta.detach().float().cpu()
+    return out

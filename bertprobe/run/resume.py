@@ -1,0 +1,94 @@
+"""Read a run folder back: what an interrupted run finished (for --resume), and its report rebuilt."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from bertprobe.errors import (
+    BertprobeError,
+    SuiteError,
+)
+from bertprobe.results import RunReport, jsonable, read_events
+from bertprobe.suite.overrides import RunOptions
+from bertprobe.suite.schema import Suite
+
+
+def absolute_source(source: str) -> str:
+    path = Path(source)
+    return str(path.resolve()) if path.is_file() else source
+
+
+def suite_fingerprint(suite: Suite) -> dict[str, str]:
+    """A short hash of each part of the resolved suite (models, data, probes, ...), to tell what changed."""
+    plain = jsonable(asdict(suite))  # asdict descends into the nested specs
+    return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+            for name, value in plain.items() if name not in ("source", "description", "model", "executor")}
+
+
+def recorded_options(options: RunOptions) -> dict[str, Any]:
+    """The command-line overrides, kept in run_start so ``--resume RUN_DIR`` alone can rebuild the run."""
+    values = {f.name: getattr(options, f.name) for f in fields(options)}  # no deep copy: ``cancel`` holds a lock
+    return {k: v for k, v in values.items() if k not in ("log", "resume", "cancel") and v not in (None, (), False)}
+
+
+def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any]]:
+    """The suite file and command-line options a run folder was started with (for ``--resume`` alone)."""
+    events = run_dir / "events.jsonl"
+    if not events.is_file():
+        raise SuiteError(f"--resume {run_dir}: not a bertprobe run folder (no events.jsonl)")
+    with open(events, encoding="utf-8", errors="replace") as handle:
+        try:
+            first = json.loads(handle.readline())
+        except json.JSONDecodeError:
+            first = {}
+    if not isinstance(first, dict) or first.get("event") != "run_start" or not first.get("source"):
+        raise SuiteError(f"--resume {run_dir}: its events.jsonl does not start with a run_start naming the suite; "
+                         "give the suite file too: bertprobe run SUITE --resume RUN_DIR")
+    return str(first["source"]), dict(first.get("options") or {})
+
+
+@dataclass
+class PreviousRun:
+    """What an interrupted or aborted run folder already holds, for ``--resume``."""
+
+    report: RunReport
+    kept: set[tuple[str, str]]
+    units: dict[tuple[str, str], dict[str, Any]]
+    hashes: dict[str, str | None]
+
+
+def read_previous_run(run_dir: Path, parts: dict[str, str]) -> PreviousRun:
+    """Read a run folder to resume; SuiteError when it cannot be (missing, completed, or the suite changed)."""
+    events = run_dir / "events.jsonl"
+    if not events.is_file():
+        raise SuiteError(f"--resume {run_dir}: not a bertprobe run folder (no events.jsonl)")
+    records = read_events(events)  # read once: the report and the finished units both come from it
+    report = RunReport.fold(records, run_dir)
+    if report.status == "completed":
+        raise SuiteError(f"--resume {run_dir}: the run completed; nothing to resume (start a new run)")
+    old_parts: dict[str, str] = {}
+    units: dict[tuple[str, str], dict[str, Any]] = {}
+    for event in records:
+        if event.get("event") == "run_start":
+            old_parts = dict(event.get("suite_parts") or {})
+        elif event.get("event") == "unit_result":
+            units.setdefault((str(event.get("model")), str(event.get("id"))), {})[str(event.get("key"))] = event.get("value")
+    changed = sorted(k for k in set(parts) | set(old_parts) if parts.get(k) != old_parts.get(k))
+    if changed:
+        raise SuiteError(f"--resume {run_dir}: the suite changed since the run ({', '.join(changed)} differ); "
+                         "give the same suite and options, or start a new run")
+    kept = {(r.model, r.id or r.probe) for r in report.probes if r.status not in ("error", "interrupted")}
+    hashes = {m.name: m.sha256 for m in report.models}
+    return PreviousRun(report, kept, units, hashes)
+
+
+def rebuild_report(run_dir: Path) -> RunReport:
+    """The report of a run folder, rebuilt from its events.jsonl."""
+    events = Path(run_dir) / "events.jsonl"
+    if not events.is_file():
+        raise BertprobeError(f"'{run_dir}' has no events.jsonl; is it a bertprobe run folder?")
+    return RunReport.from_events(events)

@@ -1,0 +1,128 @@
+"""One model's turn: every probe of the suite on it, each run and judged against its expectations."""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertprobe.errors import (
+    DataError,
+    ProbeError,
+    SuiteError,
+    TargetError,
+)
+from bertprobe.params import params_to_dict
+from bertprobe.probe import ProbeContext
+from bertprobe.progress import progress
+from bertprobe.results import Expectation, ProbeResult
+from bertprobe.run.session import Session
+from bertprobe.suite.schema import ProbeSpec, Suite
+from bertprobe.target.spec import ModelSpec
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def judge(result: ProbeResult, expectations: tuple[Expectation, ...]) -> None:
+    result.expectations = [Expectation(e.metric, e.min, e.max) for e in expectations]
+    if result.status in ("skipped", "error", "interrupted"):
+        return
+    if not result.expectations:  # measured, not judged: no expectation to hold or fail
+        result.status = "measured"
+        return
+    ok = [e.check(result.value(e.metric)) for e in result.expectations]
+    result.status = "passed" if all(ok) else "failed"
+
+
+def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelSpec) -> ProbeResult:
+    """Run one probe on one model; its own failures become an ``error`` result, input errors propagate."""
+    suite = session.suite
+    cls = session.plugins.probes.get(spec.probe)
+    data_spec = spec.data or suite.data
+    target = session.target_for(model_spec)
+    name = model_spec.label
+    result = ProbeResult(probe=spec.probe, id=spec.id, params=params_to_dict(params), model=name, seed=suite.seed)
+    missing = cls.missing_requirements(target.capabilities)
+    if missing:
+        result.status = "skipped"
+        result.message = f"target {name} ({target.task}) lacks: {', '.join(missing)}"
+        judge(result, spec.expect)
+        return result
+    data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
+    lacking = cls.missing_data(data.features) if data is not None else []
+    if lacking:
+        raise DataError(f"probe {spec.id}: data '{data_spec.describe()}' lacks {', '.join(lacking)}; "  # type: ignore[union-attr]
+                        "give it data that has them (words and dependency layers come from a .conllu treebank)")
+
+    def baseline_result() -> ProbeResult | None:
+        if not session.baseline or session.baseline == name:
+            return None
+        return session.report.result(session.baseline, spec.id)
+
+    ctx = ProbeContext(
+        seed=suite.seed,
+        out_dir=session.run_dir,
+        progress=progress,
+        log=lambda msg: session.say(f"[{name}/{spec.id}] {msg}" if len(suite.models) > 1 else f"[{spec.id}] {msg}"),
+        load_target=session.target_for,
+        load_data=lambda s: session.data_for(s, None),
+        resolve_model=session.resolve_model,
+        baseline_result=baseline_result,
+        model_name=name,
+        probe_id=spec.id,
+        map=lambda fn, units, desc="", group=0: session.map_units(name, spec.id, fn, units, desc, group,
+                                                                    (model_spec, data_spec if cls.needs_data else None)),
+    )
+    seed_everything(suite.seed)
+    start = time.perf_counter()
+    try:
+        produced = cls().run(target, data, params, ctx)
+    except (TargetError, DataError, SuiteError):
+        raise
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a broken probe must not end the run
+        result.status = "error"
+        result.message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ProbeError) else str(exc)
+        session.emit("probe_traceback", id=spec.id, model=name, traceback=traceback.format_exc())
+    else:
+        produced.id, produced.probe, produced.model, produced.seed = spec.id, spec.probe, name, suite.seed
+        produced.params = result.params
+        if getattr(cls, "paper", ""):
+            produced.details.setdefault("paper", cls.paper)
+        result = produced
+    result.duration_s = time.perf_counter() - start
+    judge(result, spec.expect)
+    return result
+
+
+def model_probes(suite: Suite, position: int, model_spec: ModelSpec) -> list[tuple[ProbeSpec, ModelSpec]]:
+    """The probes a model's turn runs, each with the model it runs on (a probe with its own model runs
+    once, in the first model's turn)."""
+    return [(spec, spec.model or model_spec) for spec in suite.probes if spec.model is None or position == 0]
+
+
+def run_model(session: Session, position: int, model_spec: ModelSpec, params_by_probe: dict[str, Any]) -> None:
+    """One model's turn: every probe of the suite on it, each result recorded as it finishes.
+
+    The same function runs in this process (``local``) and inside a worker (``ray``), where the
+    session sends its events to the driver instead of writing them.
+    """
+    previous = session.previous
+    several = len(session.suite.models) > 1
+    for spec, target_spec in model_probes(session.suite, position, model_spec):
+        if previous and (target_spec.label, spec.id) in previous.kept:
+            session.say(f"kept {spec.id}" + (f" on {target_spec.label}" if several else "") + " from the interrupted run")
+            continue
+        session.running[target_spec.label] = spec.id
+        session.say(f"running {spec.id}" + (f" on {target_spec.label}" if several else ""))
+        session.emit("probe_start", id=spec.id, probe=spec.probe, model=target_spec.label)
+        session.record(run_probe(session, spec, params_by_probe[spec.id], target_spec))

@@ -1,0 +1,389 @@
+"""Suites: YAML files (safe_load only) that pick a target, data and probes with expectations."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bertprobe.data.dataset import DataSpec
+from bertprobe.errors import SuiteError
+from bertprobe.params import parse_params
+from bertprobe.registry import did_you_mean
+from bertprobe.results import Expectation
+from bertprobe.suite.paths import from_env, resolve_in
+from bertprobe.suite.schema import (
+    DEFAULT_TOLERANCE,
+    ExecutorSpec,
+    GateSpec,
+    ProbeSpec,
+    Suite,
+    unique_names,
+)
+from bertprobe.target.spec import ModelSpec
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
+
+
+TOP_KEYS = ("suite", "description", "model", "models", "data", "seed", "threads", "probes", "report", "compare",
+            "executor")
+
+
+COMPARE_KEYS = ("baseline", "tolerance", "significance")
+
+
+PROBE_KEYS = ("probe", "id", "params", "expect", "model", "data")
+
+
+REPORT_KEYS = ("dir", "formats")
+
+
+EXPECT_KEYS = ("min", "max")
+
+
+def _executor(raw: Any, path: str) -> ExecutorSpec:
+    """``executor: ray`` or ``executor: {name: ray, address: auto, workers: 2, max_retries: 2, resources: {...}}``."""
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    spec = parse_params(ExecutorSpec, _mapping(raw, path), path)
+    if spec.workers is not None and spec.workers < 1:
+        raise SuiteError(f"{path}.workers: expected a number >= 1, got {spec.workers}")
+    if spec.max_retries < 0:
+        raise SuiteError(f"{path}.max_retries: expected a number >= 0, got {spec.max_retries}")
+    for key, value in spec.resources.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SuiteError(f"{path}.resources.{key}: expected a number >= 0 (e.g. num_cpus: 2, num_gpus: 1), got {value!r}")
+    return spec
+
+
+def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
+    """Expand ``${VAR}``, ``${VAR:-default}`` (unset or empty) and ``${VAR-default}`` (unset) in strings.
+
+    A scalar that is exactly one ``${...}`` is re-read as YAML, so ``${LIMIT:-100}`` becomes an int.
+    """
+    if isinstance(value, dict):
+        return {k: interpolate(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def expand(match: re.Match[str]) -> str:
+        name, op, default = match.group(1), match.group(2), match.group(3)
+        current = env.get(name)
+        if op == ":-" and not current:
+            return default
+        if op == "-" and current is None:
+            return default
+        if current is None:
+            raise SuiteError(f"{path}: environment variable {name} is not set; set it or write ${{{name}:-default}}")
+        return current
+
+    whole = _VAR.fullmatch(value)
+    result = _VAR.sub(expand, value)
+    if whole:
+        try:
+            parsed = yaml.safe_load(result) if result else result
+        except yaml.YAMLError:
+            return result
+        return parsed if isinstance(parsed, (int, float, bool)) else result
+    return result
+
+
+def _mapping(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SuiteError(f"{path}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
+    for key in mapping:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise SuiteError(f"{where}: unknown key{did_you_mean(str(key), allowed)}; allowed: {', '.join(allowed)}")
+
+
+def _model(raw: Any, path: str, base: ModelSpec | None = None) -> ModelSpec:
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    raw = dict(_mapping(raw, path))
+    if base is not None:  # a probe override keeps the suite's device and dtype unless it sets them
+        raw.setdefault("device", base.device)
+        raw.setdefault("dtype", base.dtype)
+    if "path" not in raw:
+        raise SuiteError(f"{path}.path: required (a hub id or a local model directory)")
+    return parse_params(ModelSpec, raw, path)
+
+
+def _models(raw: Any, path: str) -> tuple[ModelSpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise SuiteError(f"{path}: expected a non-empty list of models, e.g. '- {{name: fp32, path: ./model}}'")
+    specs = [_model(item, f"{path}[{i}]") for i, item in enumerate(raw)]
+    seen: set[str] = set()
+    for i, spec in enumerate(specs):
+        if spec.name and spec.name in seen:
+            raise SuiteError(f"{path}[{i}].name: '{spec.name}' is used twice; give each model its own name")
+        if spec.name is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]+", spec.name):
+            raise SuiteError(f"{path}[{i}].name: {spec.name!r} must be a short name (letters, digits, '.', '_', '+', '-')")
+        seen.add(spec.name or "")
+    return tuple(specs)  # unnamed models are named after their folder when the run starts (unique_names)
+
+
+def _gate(raw: Any, path: str, names: list[str]) -> GateSpec:
+    raw = _mapping(raw, path)
+    _check_keys(raw, COMPARE_KEYS, path)
+    baseline = raw.get("baseline")
+    if not isinstance(baseline, str):
+        raise SuiteError(f"{path}.baseline: required, the name of the model the others are judged against")
+    if baseline not in names:
+        raise SuiteError(f"{path}.baseline: no model named '{baseline}'{did_you_mean(baseline, names)}; models: {', '.join(names)}")
+    tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
+    values = tolerance.values() if isinstance(tolerance, dict) else [tolerance]
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SuiteError(f"{path}.tolerance: expected a number >= 0 or a map of metric: number, got {tolerance!r}")
+    if isinstance(tolerance, dict):
+        tolerance = {str(k): float(v) for k, v in tolerance.items()}
+    significance = raw.get("significance")
+    if significance is not None and (isinstance(significance, bool) or not isinstance(significance, (int, float))
+                                     or not 0 < significance < 1):
+        raise SuiteError(f"{path}.significance: expected a level in (0, 1) such as 0.05, got {significance!r}")
+    return GateSpec(baseline, tolerance, None if significance is None else float(significance))
+
+
+def _data(raw: Any, path: str) -> DataSpec:
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    return parse_params(DataSpec, _mapping(raw, path), path)
+
+
+def _expectations(raw: Any, path: str) -> tuple[Expectation, ...]:
+    out = []
+    for metric, bounds in _mapping(raw, path).items():
+        where = f"{path}.{metric}"
+        bounds = _mapping(bounds, where)
+        _check_keys(bounds, EXPECT_KEYS, where)
+        if not bounds:
+            raise SuiteError(f"{where}: give min and/or max")
+        for key, value in bounds.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SuiteError(f"{where}.{key}: expected a number, got {value!r}")
+        out.append(Expectation(str(metric), bounds.get("min"), bounds.get("max")))
+    return tuple(out)
+
+
+def _resolve_suite_paths(doc: dict[str, Any], raw: dict[str, Any], base: Path, env: Mapping[str, str]) -> None:
+    """Make the suite's own relative paths relative to its folder (see bertprobe.paths)."""
+
+    def model_or_data(parent: dict[str, Any], parent_raw: Any, key: str) -> None:
+        value = parent.get(key)
+        if isinstance(value, str):
+            resolve_in(parent, parent_raw, key, base, env)
+        elif isinstance(value, dict):
+            resolve_in(value, parent_raw.get(key) if isinstance(parent_raw, dict) else None, "path", base, env)
+
+    model_or_data(doc, raw, "model")
+    model_or_data(doc, raw, "data")
+    if isinstance(doc.get("models"), list):
+        raws = raw.get("models") if isinstance(raw.get("models"), list) else []
+        for i, entry in enumerate(doc["models"]):
+            holder, holder_raw = {"m": entry}, {"m": raws[i] if i < len(raws) else None}
+            model_or_data(holder, holder_raw, "m")
+            doc["models"][i] = holder["m"]
+    if isinstance(doc.get("report"), dict):
+        resolve_in(doc["report"], raw.get("report"), "dir", base, env, always=True)
+    if isinstance(doc.get("probes"), list):
+        raws = raw.get("probes") if isinstance(raw.get("probes"), list) else []
+        for i, entry in enumerate(doc["probes"]):
+            entry_raw = raws[i] if i < len(raws) and isinstance(raws[i], dict) else {}
+            if isinstance(entry, dict):
+                model_or_data(entry, entry_raw, "model")
+                model_or_data(entry, entry_raw, "data")
+
+
+def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None = None,
+                base_dir: str | Path | None = None) -> Suite:
+    """Build a Suite from parsed YAML, checking every key.
+
+    With ``base_dir`` (the suite file's folder), relative paths written in the suite resolve against it.
+    """
+    env = os.environ if env is None else env
+    doc = interpolate(_mapping(raw, "suite file"), env)
+    if base_dir is not None:
+        _resolve_suite_paths(doc, raw, Path(base_dir), env)
+    _check_keys(doc, TOP_KEYS, "")
+    name = doc.get("suite") or Path(source).stem
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise SuiteError(f"suite: {name!r} must be a short name (letters, digits, '.', '_', '-')")
+    if doc.get("model") is not None and doc.get("models") is not None:
+        raise SuiteError("models: give either model: (one model) or models: (a matrix), not both")
+    if doc.get("models") is not None:
+        models = _models(doc["models"], "models")
+    elif doc.get("model") is not None:
+        models = (_model(doc["model"], "model"),)
+    else:
+        models = ()
+    model = models[0] if models else None
+    labels = [m.label for m in unique_names(list(models))]
+    gate = _gate(doc["compare"], "compare", labels) if doc.get("compare") is not None else None
+    data = _data(doc["data"], "data") if doc.get("data") is not None else None
+    seed = doc.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SuiteError(f"seed: expected an integer, got {seed!r}")
+    threads = doc.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise SuiteError(f"threads: expected a number of CPU threads >= 1, got {threads!r}")
+    report = _mapping(doc.get("report") or {}, "report")
+    _check_keys(report, REPORT_KEYS, "report")
+    formats = report.get("formats", ["json", "markdown", "html"])
+    if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+        raise SuiteError("report.formats: expected a list of names such as [json, markdown, html]")
+    entries = doc.get("probes")
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError("probes: expected a non-empty list of probes, e.g. '- probe: accuracy'")
+    probes, ids = [], set()
+    for i, entry in enumerate(entries):
+        path = f"probes[{i}]"
+        entry = _mapping(entry, path)
+        _check_keys(entry, PROBE_KEYS, path)
+        probe = entry.get("probe")
+        if not isinstance(probe, str):
+            raise SuiteError(f"{path}.probe: required, the name of a probe (see 'bertprobe list')")
+        pid = str(entry.get("id") or probe)
+        if pid in ids:
+            raise SuiteError(f"{path}.id: '{pid}' is used twice; give each run of a probe its own id")
+        ids.add(pid)
+        override_model = _model(entry["model"], f"{path}.model", model) if entry.get("model") else None
+        override_data = _data(entry["data"], f"{path}.data") if entry.get("data") else None
+        params = entry.get("params") or {}
+        _mapping(params, f"{path}.params")
+        expect = _expectations(entry.get("expect") or {}, f"{path}.expect")
+        raw_entry = raw["probes"][i] if isinstance(raw.get("probes"), list) and isinstance(raw["probes"][i], dict) else {}
+        raw_params = raw_entry.get("params") if isinstance(raw_entry.get("params"), dict) else {}
+        env_params = frozenset(k for k, v in raw_params.items() if from_env(v, env))
+        probes.append(ProbeSpec(probe, pid, params, expect, override_model, override_data, path,
+                                None if base_dir is None else str(base_dir), env_params))
+    return Suite(
+        name=name,
+        model=model,
+        data=data,
+        probes=tuple(probes),
+        models=models,
+        compare=gate,
+        seed=seed,
+        threads=threads,
+        description=str(doc.get("description") or ""),
+        report_dir=str(report.get("dir", "reports")),
+        formats=tuple(formats),
+        source=source,
+        executor=_executor(doc["executor"], "executor") if doc.get("executor") is not None else None,
+    )
+
+
+def apply_sets(raw: dict[str, Any], assignments: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """Apply ``--set PATH=VALUE`` to the YAML before it is parsed; VALUE is read as YAML (``2``, ``[a, b]``).
+
+    PATH is dotted: ``seed``, ``data.limit``, ``probes.ID.params.length`` (a probe by id, or by name
+    when one probe has it), ``models.NAME.dtype`` (a model by name). Missing mappings are created, so
+    ``probes.universal-trigger.params.length=2`` works on a probe without params.
+    """
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise SuiteError(f"--set {item}: expected PATH=VALUE, e.g. probes.universal-trigger.params.length=2")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
+        parts = key.split(".")
+        node: Any = raw
+        for i, part in enumerate(parts[:-1]):
+            where = ".".join(parts[: i + 1])
+            if isinstance(node, list):
+                matches = [e for e in node if isinstance(e, dict) and (e.get("id") == part or e.get("name") == part)]
+                matches = matches or [e for e in node if isinstance(e, dict) and e.get("probe") == part and "id" not in e]
+                if len(matches) != 1:
+                    names = [str(e.get("id") or e.get("name") or e.get("probe")) for e in node if isinstance(e, dict)]
+                    raise SuiteError(f"--set {item}: no single entry '{part}' under {'.'.join(parts[:i])}"
+                                     f"{did_you_mean(part, names)}; entries: {', '.join(names)}")
+                node = matches[0]
+                continue
+            if not isinstance(node, dict):
+                raise SuiteError(f"--set {item}: {where} is not a mapping")
+            if node.get(part) is None:
+                node[part] = [] if part in ("probes", "models") else {}
+            node = node[part]
+        if not isinstance(node, dict):
+            raise SuiteError(f"--set {item}: {'.'.join(parts[:-1])} is not a mapping")
+        node[parts[-1]] = value
+    return raw
+
+
+MAX_SUITE_BYTES = 1 << 20  # a suite is a page of YAML, not a data file
+
+
+MAX_SUITE_VALUES = 100_000  # values after YAML aliases are expanded (a "billion laughs" has 10^9)
+
+
+MAX_SUITE_DEPTH = 64
+
+
+def check_shape(raw: Any, source: str) -> None:
+    """Bound what a suite may expand to before anything walks or copies it: aliases that multiply
+    (billion laughs), recursive aliases, and absurd nesting are a one-line SuiteError."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: Any, depth: int) -> int:
+        if depth > MAX_SUITE_DEPTH:
+            raise SuiteError(f"{source}: nested deeper than {MAX_SUITE_DEPTH} levels; a suite is a short mapping")
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise SuiteError(f"{source}: a YAML alias refers to itself (a recursive structure); remove the loop")
+        active.add(key)
+        children = list(node.values()) if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_SUITE_VALUES:
+                raise SuiteError(f"{source}: expands to more than {MAX_SUITE_VALUES:,} values (YAML aliases that "
+                                 "multiply, such as a 'billion laughs'); refusing to read it")
+        active.discard(key)
+        sizes[key] = total
+        return total
+
+    size(raw, 0)
+
+
+def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tuple[str, ...] = ()) -> Suite:
+    """Read and parse a suite file (with ``--set`` assignments applied); every problem is a one-line SuiteError."""
+    file = Path(path)
+    if not file.is_file():
+        raise SuiteError(f"suite file '{path}' not found; try 'bertprobe run suites/sst2.yaml'")
+    if file.stat().st_size > MAX_SUITE_BYTES:
+        raise SuiteError(f"{path}: {file.stat().st_size:,} bytes is too large for a suite (at most {MAX_SUITE_BYTES:,})")
+    try:
+        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SuiteError(f"{path}: YAML syntax error{where}: {exc.problem or exc.context}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"{path}: not a readable YAML file: {exc}") from None
+    if raw is None:
+        raise SuiteError(f"{path}: the suite file is empty")
+    check_shape(raw, str(path))
+    if sets and isinstance(raw, dict):
+        raw = apply_sets(raw, sets)
+    try:
+        return parse_suite(raw, str(path), env, base_dir=file.resolve().parent)
+    except SuiteError as exc:
+        raise SuiteError(f"{path}: {exc}") from None

@@ -1,0 +1,111 @@
+"""Command-line overrides of a suite (--model, --data, --limit, --only, --executor, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bertprobe.data.dataset import DataSpec
+from bertprobe.errors import (
+    SuiteError,
+)
+from bertprobe.registry import did_you_mean
+from bertprobe.suite.schema import ExecutorSpec, Suite, unique_names
+from bertprobe.target.spec import ModelSpec
+
+
+@dataclass
+class RunOptions:
+    """Command-line overrides of a suite."""
+
+    models: tuple[str, ...] = ()
+    data: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    out: str | None = None
+    only: tuple[str, ...] = ()
+    limit: int | None = None
+    allow_pickle: bool = False
+    seed: int | None = None
+    threads: int | None = None
+    resume: str | None = None
+    sets: tuple[str, ...] = ()
+    text: str | None = None
+    text_pair: str | None = None
+    label: str | None = None
+    executor: str | None = None
+    ray_address: str | None = None
+    workers: int | None = None
+    log: Any = None
+    cancel: Any = None  # a threading.Event: when set, a parallel executor stops its jobs as on Ctrl-C
+
+
+def parse_model_option(value: str) -> tuple[str | None, str]:
+    """``NAME=PATH`` or a bare ``PATH`` (named later after its folder or hub id)."""
+    name, sep, path = value.partition("=")
+    if sep and name and "/" not in name and "\\" not in name:
+        return name.strip(), path.strip()
+    return None, value
+
+
+def override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, ...]:
+    """Apply ``--model``: one bare PATH replaces every matrix model's path (variants keep their fields);
+    NAME=PATH with names of the matrix replace those models' paths; otherwise the given models are the matrix.
+    """
+    models = suite.models
+    if not given:
+        return models
+    named = [parse_model_option(v) for v in given]  # (name or None, path) per --model
+    names = {m.label for m in models}
+    if len(named) == 1 and named[0][0] is None and models:
+        return tuple(replace(m, path=named[0][1]) for m in models)
+    if all(name in names for name, _ in named):
+        lookup = dict(named)
+        return tuple(replace(m, path=lookup[m.label]) if m.label in lookup else m for m in models)
+    template = models[0].base if models else ModelSpec(path="")
+    return tuple(replace(template, path=path, name=name) for name, path in named)
+
+
+def column_option(value: str | None) -> str | int | None:
+    """A column flag: a name, or a 0-based index given as digits."""
+    return int(value) if value is not None and value.isdigit() else value
+
+
+def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
+    """Return the suite with --model/--data/--device/--dtype/--limit/--only applied and models named."""
+    machine = {"device": options.device, "dtype": options.dtype, "allow_pickle": options.allow_pickle or None}
+    models = tuple(unique_names([m.with_overrides(**machine) for m in override_models(suite, options.models)]))
+    data = suite.data
+    if options.data:
+        data = replace(data, path=options.data, loader=data.loader) if data else DataSpec(path=options.data)
+    if data and options.limit:
+        data = replace(data, limit=options.limit)
+    columns = {"text": options.text, "text_pair": options.text_pair, "label": options.label}
+    if data and any(columns.values()):
+        data = data.with_overrides(**{k: column_option(v) for k, v in columns.items()})
+    probes = []
+    for spec in suite.probes:
+        if spec.model:
+            spec = replace(spec, model=unique_names([spec.model.with_overrides(**machine)])[0])
+        if spec.data and options.limit:
+            spec = replace(spec, data=replace(spec.data, limit=options.limit))
+        probes.append(spec)
+    if options.only:
+        known = {p.id for p in probes} | {p.probe for p in probes}
+        for name in options.only:
+            if name not in known:
+                raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
+        probes = [p for p in probes if p.id in options.only or p.probe in options.only]
+    gate = suite.compare
+    if gate is not None and gate.baseline not in {m.label for m in models}:
+        labels = [m.label for m in models]
+        raise SuiteError(f"compare.baseline: no model named '{gate.baseline}' after --model{did_you_mean(gate.baseline, labels)}; "
+                         f"models: {', '.join(labels)}")
+    seed = suite.seed if options.seed is None else options.seed
+    executor = suite.executor
+    if options.executor or options.ray_address or options.workers:
+        executor = replace(executor or ExecutorSpec(), **{k: v for k, v in (
+            ("name", options.executor or ("ray" if options.ray_address else None)), ("address", options.ray_address),
+            ("workers", options.workers)) if v})
+    return replace(suite, model=models[0] if models else None, models=models, data=data, probes=tuple(probes),
+                   seed=seed, executor=executor)

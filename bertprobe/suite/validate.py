@@ -1,0 +1,183 @@
+"""Everything that can be checked before a model loads, reported at once.
+
+``validate_suite`` checks the probes (names, params, expected metrics) of the whole suite, including
+the ones ``--only`` leaves out (they will run next time), the reporters, the data (files exist and are
+files, named loaders exist), the local model folders, and class names that probes take as params
+(``target_label: postive``) against each local model's ``config.json``: no weights are read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bertprobe.data.dataset import DataSpec, is_local
+from bertprobe.errors import SuiteError
+from bertprobe.params import parse_params
+from bertprobe.registry import Registry, did_you_mean
+from bertprobe.suite.paths import resolve_path_value
+from bertprobe.suite.schema import Suite
+from bertprobe.target.loading import looks_local
+from bertprobe.target.spec import ModelSpec
+
+
+def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -> None:
+    if spec.loader is not None:
+        if spec.loader not in loaders:
+            names = list(loaders.names())
+            problems.append(f"{where}.loader: no data loader '{spec.loader}'{did_you_mean(spec.loader, names)}; "
+                            f"loaders: {', '.join(names) or 'none'} (see 'bertprobe list')")
+        elif spec.path and is_local(spec.path) and not Path(spec.path).expanduser().exists():
+            problems.append(f"{where}.path: '{spec.path}' does not exist")
+        return
+    if not spec.path or not is_local(spec.path):
+        return
+    path = Path(spec.path).expanduser()
+    if not path.exists():
+        problems.append(f"{where}.path: data file '{spec.path}' does not exist; pass --data PATH to a csv/tsv/jsonl file")
+    elif path.is_dir():
+        problems.append(f"{where}.path: '{spec.path}' is a folder, not a data file; name a csv/tsv/jsonl file in it")
+
+
+def _config_labels(spec: ModelSpec) -> list[str] | None:
+    """Class names from a local model's config.json (None when unknown: hub ids, no id2label)."""
+    config = Path(spec.path).expanduser() / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None  # loading will say what is wrong with it
+    id2label = data.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        return None
+    try:
+        return [str(id2label[k]) for k in sorted(id2label, key=int)]
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
+    if not looks_local(spec.path):
+        return
+    path = Path(spec.path).expanduser()
+    if not path.exists():
+        problems.append(f"{where}.path: model folder '{spec.path}' does not exist; pass --model PATH")
+    elif not path.is_dir():
+        problems.append(f"{where}.path: '{spec.path}' is not a folder; a model is a folder with config.json and weights")
+
+
+def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
+    for spec in suite.probes:
+        cls = cls_of.get(spec.id)
+        if cls is None or spec.id not in params:
+            continue
+        models = [spec.model] if spec.model is not None else list(suite.models)
+        for name in getattr(cls, "label_params", ()):
+            value = getattr(params[spec.id], name, None)
+            if value is None or isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+                continue
+            for model in models:
+                labels = _config_labels(model)
+                if labels is not None and str(value).lower() not in {lab.lower() for lab in labels}:
+                    problems.append(f"{spec.path}.params.{name}: {value!r} is not a class of {model.path}"
+                                    f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}")
+
+
+def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None) -> dict[str, Any]:
+    """Check the whole suite; raise one SuiteError listing every problem. Returns parsed params by probe id.
+
+    ``selected`` (probe ids that will run) only changes the wording: problems of the others are still
+    reported, marked as such, since they will run next time.
+    """
+    problems: list[str] = []
+    params = validate_probes(suite, plugins.probes, plugins.reporters, problems)
+    for i, model in enumerate(suite.models):
+        _check_model(model, f"models[{i}]" if len(suite.models) > 1 else "model", problems)
+    if suite.data is not None:
+        _check_data(suite.data, "data", plugins.datasets, problems)
+    cls_of = {}
+    for spec in suite.probes:
+        if spec.data is not None:
+            _check_data(spec.data, f"{spec.path}.data", plugins.datasets, problems)
+        if spec.model is not None:
+            _check_model(spec.model, f"{spec.path}.model", problems)
+        if spec.probe in plugins.probes:
+            cls_of[spec.id] = plugins.probes.get(spec.probe)
+    _check_labels(suite, cls_of, params, problems)
+    executor = suite.executor.name if suite.executor is not None else None
+    if executor is not None and executor not in plugins.executors:
+        names = sorted(plugins.executors.names())
+        problems.append(f"executor: no executor named '{executor}'{did_you_mean(executor, names)}; "
+                        f"executors: {', '.join(names)}")
+    elif executor is not None:
+        missing = getattr(plugins.executors.get(executor), "missing", None)  # optional: what it lacks here
+        problem = missing() if callable(missing) else None
+        if problem:
+            problems.append(problem)
+    for spec in suite.probes:  # token-level needs: a table file has no words or trees (checked again on the data)
+        data = spec.data or suite.data
+        needs = sorted(r for r in getattr(cls_of.get(spec.id), "requires", ()) if r.startswith(("data:words", "data:layer:")))
+        if needs and data is not None and data.loader is None and data.path and \
+                Path(data.path).suffix.lower() in (".csv", ".tsv", ".txt", ".jsonl", ".json"):
+            problems.append(f"{spec.path}: {spec.probe} needs data with {', '.join(needs)}, which a "
+                            f"{Path(data.path).suffix} table has not; give a CoNLL-U treebank (.conllu)")
+    if selected is not None:
+        left_out = {s.path: s.id for s in suite.probes if s.id not in selected}
+        problems = [p + (" (probe left out by --only; it runs next time)" if p.split(".")[0].split(":")[0] in left_out else "")
+                    for p in problems]
+    if problems:
+        source = suite.source or "suite"
+        if len(problems) == 1:
+            raise SuiteError(f"{source}: {problems[0]}")
+        raise SuiteError(f"{source}: {len(problems)} problems: " + "; ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
+    return params
+
+
+def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
+                    problems: list[str] | None = None) -> dict[str, Any]:
+    """Check probe names, params and expected metric names; return parsed params by probe id.
+
+    With a ``problems`` list, every problem is appended to it instead of raising at the first one.
+    """
+    collect = problems is not None
+    found: list[str] = problems if problems is not None else []
+
+    def problem(message: str) -> None:
+        if not collect:
+            raise SuiteError(message)
+        found.append(message)
+
+    params_by_probe = {}
+    for spec in suite.probes:
+        try:
+            cls = probes.get(spec.probe)
+        except SuiteError as exc:
+            problem(f"{spec.path}.probe: {exc}")
+            continue
+        params = dict(spec.params)
+        if spec.base_dir is not None:
+            for name in getattr(cls, "path_params", ()):
+                if name in params and name not in spec.env_params:
+                    params[name] = resolve_path_value(params[name], Path(spec.base_dir))
+        try:
+            params_by_probe[spec.id] = parse_params(cls.Params, params, f"{spec.path}.params")
+        except SuiteError as exc:
+            problem(str(exc))
+        for exp in spec.expect:
+            if not cls.knows_metric(exp.metric):
+                known = [m for m in cls.metrics if "*" not in m]
+                problem(f"{spec.path}.expect.{exp.metric}: probe '{spec.probe}' has no such metric"
+                        f"{did_you_mean(exp.metric, known)}; metrics: {', '.join(cls.metrics)}")
+        if cls.needs_data and spec.data is None and suite.data is None:
+            problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
+        if spec.model is None and not suite.models:
+            problem(f"{spec.path}: no model; add a model: section to the suite or the probe")
+    if reporters is not None:
+        for fmt in suite.formats:
+            try:
+                reporters.get(fmt)
+            except SuiteError as exc:
+                problem(f"report.formats: {exc}")
+    return params_by_probe

@@ -1,3 +1,0 @@
-"""Attention against dependency trees: word-level attention maps, per-relation head accuracy with offset
-baselines and head roles (``relations``), and the attention-only parser (``parser``). The
-``syntax-heads`` probe (``bertprobe.probes.syntax``) streams a treebank through these."""

@@ -1,0 +1,13 @@
+"""Built-in plugin: the Hugging Face model loader, tried last so that a plugin can serve its own formats."""
+
+from __future__ import annotations
+
+from bertprobe.hookspecs import hookimpl
+from bertprobe.target.loading import load_target
+from bertprobe.target.spec import ModelSpec
+from bertprobe.target.target import Target
+
+
+@hookimpl(trylast=True)
+def bertprobe_load_target(spec: ModelSpec) -> Target:
+    return load_target(spec)

@@ -1,0 +1,257 @@
+"""Safe loading of a Hugging Face model: weights, tokenizer, task, device and dtype, each checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertprobe.errors import TargetError, first_line
+from bertprobe.target.spec import ModelSpec, Task
+from bertprobe.target.target import Target
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+_SUFFIX_TASK: dict[str, Task] = {
+    "ForSequenceClassification": "classification",
+    "ForMultipleChoice": "multiple-choice",
+    "ForMaskedLM": "masked-lm",
+    "ForPreTraining": "masked-lm",
+}
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto -> cuda, then mps, then cpu. Explicit devices are checked before use."""
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TargetError(f"device '{name}' requested but CUDA is not available; use --device cpu")
+        dev = torch.device(name)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise TargetError(f"device '{name}' does not exist: {torch.cuda.device_count()} CUDA device(s) visible")
+        return dev
+    if name == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise TargetError("device 'mps' requested but MPS is not available; use --device cpu")
+        return torch.device("mps")
+    raise TargetError(f"unknown device '{name}'; use auto, cpu, cuda, cuda:N or mps")
+
+
+def resolve_dtype(name: str, device: torch.device, checkpoint_dtype: Any) -> torch.dtype:
+    """auto -> float32 on CPU (even for a float16 checkpoint); the checkpoint's half type on GPU."""
+    if name != "auto":
+        if name not in DTYPES:
+            raise TargetError(f"unknown dtype '{name}'; use auto, float32, float16 or bfloat16")
+        return DTYPES[name]
+    if device.type == "cpu":
+        return torch.float32
+    text = str(checkpoint_dtype).replace("torch.", "")
+    return DTYPES.get(text, torch.float32)
+
+
+def looks_local(path: str) -> bool:
+    """A hub id is 'name' or 'org/name'; anything relative, absolute or deeper is a local path."""
+    return path.startswith((".", "/", "~")) or path.count("/") > 1 or Path(path).exists()
+
+
+def _check_weights(directory: Path, allow_pickle: bool) -> None:
+    names = {p.name for p in directory.iterdir()}
+    if any(n.endswith(".safetensors") or n.endswith(".safetensors.index.json") for n in names):
+        return
+    pickles = sorted(n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt")))
+    if pickles and not allow_pickle:
+        raise TargetError(
+            f"{directory} has only pickle weights ({pickles[0]}), which can run code when loaded; "
+            "convert them to safetensors, or if you trust the model set 'allow_pickle: true' under "
+            "model: in the suite (or pass --allow-pickle)"
+        )
+    if not pickles:
+        raise TargetError(f"{directory} holds no model weights (model.safetensors); is this a model directory?")
+
+
+def _base_model_names() -> set[str]:
+    """transformers' bare model classes (``BertModel``, ``RobertaModel``, ...), by name."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    names: set[str] = set()
+    for value in MODEL_MAPPING_NAMES.values():
+        names.update(value if isinstance(value, (tuple, list)) else (value,))
+    return names
+
+
+def detect_task(config: Any, requested: str = "auto") -> Task:
+    if requested != "auto":
+        return requested  # type: ignore[return-value]
+    architectures = getattr(config, "architectures", None) or []
+    for arch in architectures:
+        for suffix, task in _SUFFIX_TASK.items():
+            if arch.endswith(suffix):
+                return task
+    if set(architectures) & _base_model_names():
+        return "encoder"  # a bare encoder (BertModel, RobertaModel, ...): no task head
+    raise TargetError(
+        f"cannot tell the task from the config (architectures={architectures or None}); "
+        "set 'task: classification | multiple-choice | masked-lm | encoder' under model:"
+    )
+
+
+def _auto_class(task: Task) -> Any:
+    import transformers
+
+    return {
+        "classification": transformers.AutoModelForSequenceClassification,
+        "multiple-choice": transformers.AutoModelForMultipleChoice,
+        "masked-lm": transformers.AutoModelForMaskedLM,
+        "encoder": transformers.AutoModel,
+    }[task]
+
+
+def load_target(spec: ModelSpec) -> Target:
+    """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed."""
+    from bertprobe.target.quantize import preload_quietly
+
+    preload_quietly()
+    import transformers
+
+    from bertprobe.progress import progress_enabled
+
+    if not progress_enabled():
+        transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    path = spec.path
+    local = Path(path).expanduser()
+    if local.is_dir():
+        _check_weights(local, spec.allow_pickle)
+        source = str(local)
+    elif looks_local(path):
+        raise TargetError(f"model path '{path}' does not exist or is not a directory; pass --model PATH")
+    else:
+        source = path
+    from bertprobe.hub import hub_reachable, quiet_hub_logs
+
+    quiet_hub_logs()
+    common: dict[str, Any] = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    if not local.is_dir() and not hub_reachable():
+        common["local_files_only"] = True  # use the cache, fail at once when the model is not there
+    try:
+        config = transformers.AutoConfig.from_pretrained(source, **common)
+    except OSError as exc:
+        if local.is_dir():
+            raise TargetError(f"cannot read the model config in '{path}': {first_line(exc, type(exc).__name__)}") from None
+        raise TargetError(
+            f"cannot load '{path}': the Hugging Face Hub is unreachable and the model is not cached; "
+            "pass --model PATH to a local model directory"
+        ) from None
+    except ValueError as exc:
+        raise TargetError(f"cannot load '{path}': {first_line(exc, type(exc).__name__)}") from None
+    task = detect_task(config, spec.task)
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device, getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
+    if local.is_dir():
+        check_tokenizer_files(local)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **common)
+    except OSError as exc:
+        raise TargetError(f"cannot load the tokenizer of '{path}': {first_line(exc, type(exc).__name__)}") from None
+    except Exception as exc:  # tokenizers raises plain Exception for a corrupt tokenizer.json
+        where = f"{local / 'tokenizer.json'}" if (local / "tokenizer.json").is_file() else path
+        raise TargetError(f"cannot read the tokenizer in '{where}': {first_line(exc, type(exc).__name__)}; "
+                          "is the file complete and from the model's training?") from None
+    try:
+        model, info = _auto_class(task).from_pretrained(
+            source,
+            dtype=dtype,
+            use_safetensors=None if spec.allow_pickle else True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported below by tensor name, not as a 60-line RuntimeError
+            **common,
+        )
+    except OSError as exc:
+        first = first_line(exc, type(exc).__name__)
+        if "safetensors" in first.lower() and not spec.allow_pickle:
+            raise TargetError(
+                f"'{path}' has no safetensors weights; if you trust it, set 'allow_pickle: true' under model:"
+            ) from None
+        raise TargetError(f"cannot load '{path}': {first}; pass --model PATH to a local model directory") from None
+    except Exception as exc:  # SafetensorError, UnpicklingError, RuntimeError, ...: a broken weights file
+        files = ", ".join(p.name for p in sorted(local.glob("*.safetensors")) + sorted(local.glob("*.bin"))) if local.is_dir() else path
+        raise TargetError(f"cannot read the weights of '{path}' ({files}): {type(exc).__name__}: {first_line(exc, type(exc).__name__)}; "
+                          "the file is truncated, corrupt or not a weights file") from None
+    notes = check_loading_info(info, path, task, spec.allow_missing_weights)
+    check_vocabulary(tokenizer, model, path)
+    model.to(device)
+    model.eval()
+    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model", "spm.model", "bpe.codes")
+
+
+# Tensors a checkpoint may lack or carry without harm: buffers rebuilt at load, and heads the task
+# does not use (the NSP head of a pre-training checkpoint loaded as a masked LM, a pooler it ignores).
+_HARMLESS = ("position_ids", "token_type_ids", "cls.seq_relationship.", "pooler.", "lm_head.", "cls.predictions.")
+
+
+def check_tokenizer_files(directory: Path) -> None:
+    """A model folder without tokenizer files would get a placeholder tokenizer (every word [UNK])."""
+    names = {p.name for p in directory.iterdir()}
+    if not any(n in names for n in TOKENIZER_FILES):
+        raise TargetError(f"{directory} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); copy the "
+                          "tokenizer the model was trained with into it (tokenizer.save_pretrained)")
+
+
+def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing: bool) -> list[str]:
+    """Missing, unexpected or re-initialised tensors are an error naming them (a random head gives random
+    numbers); with ``allow_missing_weights: true`` they are notes in the report instead."""
+    def named(keys: Any) -> list[str]:
+        return sorted(str(k if isinstance(k, str) else k[0]) for k in keys)
+
+    missing = [k for k in named(info.get("missing_keys") or ()) if not k.endswith(("position_ids", "token_type_ids"))]
+    unexpected = [k for k in named(info.get("unexpected_keys") or ()) if not any(h in k for h in _HARMLESS)]
+    mismatched = named(info.get("mismatched_keys") or ())
+    notes = []
+    if task == "encoder":
+        # an encoder ignores the pooler; a task checkpoint loaded as an encoder drops its head by design
+        missing = [k for k in missing if not k.startswith("pooler.")]
+        if unexpected:
+            notes.append(f"WARNING: loaded as an encoder, so the task head is dropped: {', '.join(unexpected[:6])}")
+            unexpected = []
+    problems = []
+    if missing:
+        problems.append(f"missing from the checkpoint, so randomly initialised: {', '.join(missing[:6])}"
+                        + (f" and {len(missing) - 6} more" if len(missing) > 6 else ""))
+    if mismatched:
+        problems.append(f"shaped differently from the config, so re-initialised: {', '.join(mismatched[:6])} "
+                        "(does config.json's label count match the weights?)")
+    if unexpected:
+        problems.append(f"in the checkpoint but not used by a {task} model: {', '.join(unexpected[:6])}")
+    if problems and not allow_missing:
+        raise TargetError(f"'{path}': weights do not fit the model: {'; '.join(problems)}; the audit would measure "
+                          "random weights. Fix the checkpoint, or set 'allow_missing_weights: true' under model: "
+                          "to accept it (recorded as a warning)")
+    return notes + [f"WARNING (allow_missing_weights): {p}" for p in problems]
+
+
+def check_vocabulary(tokenizer: Any, model: Any, path: str) -> None:
+    """The tokenizer must fit the embedding matrix: larger ids index out of range, a far smaller one is
+    not the model's own (a 5-token placeholder turns every word into [UNK])."""
+    embeddings = model.get_input_embeddings()
+    rows = getattr(embeddings, "num_embeddings", None) or embeddings.weight.shape[0]
+    size = len(tokenizer)
+    if size > rows:
+        raise TargetError(f"'{path}': the tokenizer has {size} tokens but the model's embedding has only {rows} rows; "
+                          "the tokenizer is not the model's own")
+    if size < rows // 2:
+        raise TargetError(f"'{path}': the tokenizer has {size} tokens for an embedding of {rows} rows; "
+                          "the tokenizer files are missing or not the model's own")

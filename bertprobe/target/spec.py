@@ -1,0 +1,75 @@
+"""ModelSpec: how to load a target and which variant to derive from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+Task = Literal["classification", "multiple-choice", "masked-lm", "encoder"]
+
+
+QUANTIZE_MODES = ("none", "int8-dynamic", "int8-weight-only")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to load a target. ``path`` is a hub id or a local directory.
+
+    ``name`` labels the model in a matrix (default: the folder name or the hub id's last part).
+    ``quantize``, ``prune_heads`` and ``compile`` derive a variant from the loaded weights (see
+    ``bertprobe.variants``); ``dtype`` is the compute dtype.
+    """
+
+    path: str
+    name: str | None = None
+    quantize: Literal["none", "int8-dynamic", "int8-weight-only"] = "none"
+    prune_heads: float | None = None
+    compile: bool = False
+    device: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    task: Literal["auto", "classification", "multiple-choice", "masked-lm", "encoder"] = "auto"
+    max_length: int | None = None
+    batch_size: int = 32
+    token_budget: int | None = None  # tokens per batch (default: sized to a GPU's free memory; fixed batch_size on a CPU)
+    revision: str | None = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    allow_missing_weights: bool = False
+
+    def __post_init__(self) -> None:
+        if self.prune_heads is not None and not 0 <= self.prune_heads < 1:
+            raise ValueError("prune_heads must be a share of heads in [0, 1), e.g. 0.3")
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+
+    def with_overrides(self, **changes: Any) -> ModelSpec:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @property
+    def default_name(self) -> str:
+        """The folder name of a local path, or the last part of a hub id."""
+        return Path(self.path.rstrip("/\\")).name or self.path
+
+    @property
+    def label(self) -> str:
+        return self.name or self.default_name
+
+    @property
+    def variant(self) -> dict[str, Any]:
+        """The fields that derive a variant from the stored weights (empty for the model as stored)."""
+        out: dict[str, Any] = {}
+        if self.quantize != "none":
+            out["quantize"] = self.quantize
+        if self.prune_heads:
+            out["prune_heads"] = self.prune_heads
+        if self.compile:
+            out["compile"] = True
+        if self.dtype != "auto":
+            out["dtype"] = self.dtype
+        return out
+
+    @property
+    def base(self) -> ModelSpec:
+        """The same model as stored: no variant fields, no name (variants share its loaded weights)."""
+        return replace(self, name=None, quantize="none", prune_heads=None, compile=False)

@@ -1,0 +1,78 @@
+"""Variants of a loaded model: the build you will deploy (pruned, quantized, compiled).
+
+A model entry of a suite derives a variant from its stored weights: ``prune_heads: 0.3`` physically
+removes that share of heads, least important first by Michel et al.'s importance on the suite's data
+(the head-pruning probe's code, ``bertprobe.pruning``); ``quantize: int8-dynamic | int8-weight-only``
+quantizes every linear layer with torchao; ``compile: true`` runs batched prediction through
+``torch.compile(dynamic=True)``. Pruning comes first (importance needs a backward pass), then
+quantization, then compilation. The stored model is never modified: each variant is a copy.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from bertprobe.errors import TargetError
+from bertprobe.target.architectures import heads_per_layer
+from bertprobe.target.target import Target
+
+
+def derive_variant(base: Target, spec: Any, data: Any = None, log: Any = None) -> tuple[Target, list[str]]:
+    """Return the variant of ``base`` that ``spec`` asks for, and notes for the report.
+
+    ``data`` (labelled, aligned to the model) is needed only by ``prune_heads``.
+    """
+    notes: list[str] = []
+    say = log or (lambda message: None)
+    model = base.model
+    if spec.prune_heads:
+        model = _pruned(base, spec.prune_heads, data, notes, say)
+    gradient_model = None
+    quantized = False
+    if spec.quantize != "none":
+        from bertprobe.target.quantize import quantize_model
+
+        say(f"quantizing {spec.label} ({spec.quantize}, torchao)")
+        gradient_model = model  # the float weights, kept for input gradients (trigger search)
+        model = quantize_model(copy.deepcopy(model), spec.quantize)
+        quantized = True
+        notes.append(f"{spec.quantize} (torchao); gradients for the trigger search come from the float weights")
+    variant = Target(spec=spec, model=model, tokenizer=base.tokenizer, task=base.task, device=base.device,
+                     dtype=base.dtype, quantized=quantized, gradient_model=gradient_model,
+                     encode_cache=base.encode_cache)
+    if spec.compile:
+        variant.compiled = torch.compile(model, dynamic=True)
+        notes.append("batched prediction runs through torch.compile(dynamic=True); probes' own passes run eager")
+    return variant, notes
+
+
+def _pruned(base: Target, share: float, data: Any, notes: list[str], say: Any) -> Any:
+    from bertprobe.target.pruning import (
+        head_importance,
+        least_important,
+        normalize_by_layer,
+        prune_heads,
+    )
+
+    if data is None or not data.examples or any(ex.label is None for ex in data.examples):
+        raise TargetError(f"prune_heads needs labelled suite data to rank heads ({base.spec.path}); add a data: section")
+    if base.task not in ("classification", "multiple-choice"):
+        raise TargetError(f"prune_heads ranks heads by the task loss; '{base.task}' models have none")
+    sites = base.attention_sites()
+    say(f"ranking heads of {base.spec.path} on {len(data)} examples for prune_heads: {share:g}")
+    encoded = base.encode(data.examples)
+    labels = torch.tensor(data.labels())
+    scores = normalize_by_layer(head_importance(base, base.batches(encoded), labels))
+    drop = least_important(scores, share, heads_per_layer(sites))
+    try:
+        pruned, pruning_notes = prune_heads(base.model, drop)
+    except ValueError as exc:
+        raise TargetError(f"prune_heads: {exc}") from None
+    pruned.eval()
+    total = sum(heads_per_layer(sites))
+    notes.append(f"{len(drop)} of {total} heads pruned by importance on the suite data")
+    notes.extend(pruning_notes)
+    return pruned
