@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 
@@ -125,3 +126,38 @@ def test_a_probe_requiring_an_unknown_capability_is_refused_at_registration():
 
     plugins = build_plugins(entry_points=False)
     assert all(not unknown(plugins.probes.get(n).requires) for n in plugins.probes.names())
+
+
+def test_reports_are_written_by_a_builtin_plugin_before_other_plugins_finish(suite_factory, tmp_path):
+    """Report writing is the hookimpls of ``bertprobe.run.reports``: they run first, so another plugin's
+    ``bertprobe_session_finish`` already finds report.json, and a partial report exists after each probe."""
+    from bertprobe import hookimpl
+    from bertprobe.harness import run_suite
+    from bertprobe.suite import load_suite
+
+    seen: dict[str, object] = {}
+
+    class Watcher:
+        @hookimpl
+        def bertprobe_probe_result(self, session, result):
+            seen["partial"] = (session.run_dir / "report.json").is_file()
+
+        @hookimpl
+        def bertprobe_session_finish(self, session, report):
+            on_disk = json.loads((session.run_dir / "report.json").read_text())
+            seen["final_status"] = on_disk["status"]
+
+    plugins = build_plugins(extra=[Watcher()], entry_points=False)
+    run_suite(load_suite(suite_factory()), plugins)
+    assert seen == {"partial": True, "final_status": "completed"}
+
+
+def test_blocking_the_report_plugin_leaves_only_the_event_log(suite_factory):
+    from bertprobe.harness import run_suite
+    from bertprobe.suite import load_suite
+
+    plugins = build_plugins(entry_points=False, env={"BERTPROBE_DISABLE_PLUGINS": "bertprobe.run.reports"})
+    session = run_suite(load_suite(suite_factory()), plugins)
+    assert session.report.status == "completed"
+    assert sorted(p.name for p in session.run_dir.iterdir()) == ["events.jsonl", "outcomes.jsonl"]
+    assert not (session.run_dir.parent / "index.html").exists()

@@ -1,0 +1,121 @@
+"""The shape of the package: floors without circles or upward imports, a thin harness, the public API."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import architecture  # noqa: E402
+
+GRAPH = architecture.build()
+
+
+def _family(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "probes" else None
+
+
+def test_every_module_is_on_a_floor():
+    for module in GRAPH.modules:
+        if module not in architecture.FACADES:
+            architecture.floor_of(module)  # raises for a module no floor names
+
+
+def test_no_import_circles():
+    assert GRAPH.circles() == []
+
+
+def test_no_import_runs_from_a_lower_floor_to_a_higher_one():
+    assert GRAPH.upward() == []
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert GRAPH.private == []
+
+
+def test_only_the_cli_imports_the_harness_and_nothing_inside_imports_the_facades():
+    importers = {a for a, targets in GRAPH.arrows.items() if "bertprobe.harness" in targets}
+    assert importers == {"bertprobe.cli"}
+    for facade in architecture.FACADES:
+        assert not [a for a, targets in GRAPH.arrows.items() if facade in targets and a not in architecture.FACADES]
+
+
+def test_the_harness_is_thin():
+    assert len(GRAPH.modules["bertprobe.harness"].read_text(encoding="utf-8").splitlines()) < 300
+
+
+def test_probe_families_import_only_lower_floors_and_the_shared_attacks():
+    for a, targets in GRAPH.arrows.items():
+        family = _family(a)
+        for b in targets:
+            other = _family(b)
+            if family and other and other != family:
+                assert other == architecture.SHARED_PROBE_MACHINERY, f"{a} imports the probe family of {b}"
+
+
+def test_no_top_level_module_serves_a_single_probe_family():
+    top_level = [m for m in GRAPH.modules if m.count(".") == 1 and m not in architecture.FACADES]
+    for module in top_level:
+        importers = {a for a, targets in GRAPH.arrows.items() if module in targets}
+        families = {_family(a) for a in importers}
+        assert not (importers and len(families) == 1 and None not in families), \
+            f"{module} serves only probes/{families.pop()}: move it into that family's folder"
+
+
+def test_the_checker_finds_circles_upward_and_private_imports(tmp_path):
+    """The rules above could fail: a planted circle, upward import and private import are all found."""
+    pkg = tmp_path / "bertprobe"
+    for folder in ("data", "target"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("from bertprobe.stats import _helper\n")
+    (pkg / "stats.py").write_text("def f():\n    import bertprobe.errors\n")
+    (pkg / "data" / "dataset.py").write_text("from bertprobe.target.spec import ModelSpec\n")
+    (pkg / "target" / "spec.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertprobe.cli import main\n")
+    graph = architecture.build(tmp_path)
+    assert graph.circles() == [["bertprobe.errors", "bertprobe.stats"]]
+    assert graph.upward() == [("bertprobe.data.dataset", "bertprobe.target.spec")]  # TYPE_CHECKING is left out
+    assert graph.private == [("bertprobe.errors", "bertprobe.stats", "_helper")]
+
+
+@pytest.mark.parametrize("module, names", [
+    ("bertprobe", ["Probe", "ProbeResult", "ProbeContext", "Sweep", "Finding", "Metric", "Outcomes", "RunReport",
+                   "hookimpl", "BertprobeError", "DataError", "ProbeError", "SuiteError", "TargetError", "__version__"]),
+    ("bertprobe.outcomes", ["Outcomes", "example_ids"]),
+    ("bertprobe.probe", ["unit_seed", "Probe", "ProbeContext", "Sweep"]),
+    ("bertprobe.interventions", ["head_intervention", "evaluate_units", "frozen_parameters"]),
+    ("bertprobe.testing", ["tiny_target", "save_tiny_model", "sentiment_examples", "train_tiny_classifier"]),
+    ("bertprobe.hookspecs", ["hookimpl", "bertprobe_register_probes", "bertprobe_session_finish"]),
+    ("bertprobe.capabilities", ["unknown"]),
+    ("bertprobe.data", ["Dataset", "Example", "DataSpec"]),
+    ("bertprobe.target", ["Target", "ModelSpec", "load_target"]),
+    ("bertprobe.errors", ["ProbeError"]),
+    ("bertprobe.results", ["Finding", "Metric", "ProbeResult"]),
+    ("bertprobe.executors", ["ExecutorSpec", "Executor"]),
+])
+def test_documented_imports_keep_working(module, names):
+    """What the README and the two plugins under plugins/ import."""
+    loaded = importlib.import_module(module)
+    missing = [n for n in names if not hasattr(loaded, n)]
+    assert not missing
+
+
+def test_a_moved_name_is_the_same_object_as_in_its_new_home():
+    from bertprobe.interventions import head_intervention
+    from bertprobe.target.interventions import head_intervention as moved
+
+    assert head_intervention is moved
+
+
+def test_mermaid_diagram_names_every_wing():
+    text = architecture.mermaid(GRAPH)
+    for name, _ in architecture.FLOORS:
+        assert f'    {name}["{name}' in text
+    assert "    cli --> harness" in text and "    harness --> run" in text
+    assert "    harness --> executors" not in text  # the harness gets its executor from the plugin registry

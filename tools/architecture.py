@@ -1,0 +1,218 @@
+"""The import graph of the bertprobe package, read with Python's ``ast`` (nothing is imported).
+
+    python tools/architecture.py            # figures: modules, arrows, circles, upward and private imports
+    python tools/architecture.py --mermaid  # the wings and the arrows between them, as a Mermaid diagram
+
+``tests/test_architecture.py`` asserts the rules on the same graph, and ``docs/architecture.md`` shows
+the diagram. Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "bertprobe"
+
+# Floors from the bottom up. A module imports from its own floor or lower ones, never from a higher one.
+# A name ending in "." takes a whole subpackage.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "outcomes",
+                    "results", "figures", "exitcodes", "hub", "gates", "hookspecs", "environment")),
+    ("data", ("data.",)),
+    ("target", ("target.",)),
+    ("contract", ("probe", "plugins", "testing")),
+    ("probes", ("probes.",)),
+    ("reporters", ("reporters.",)),
+    ("suite", ("suite.",)),
+    ("run", ("run.",)),
+    ("executors", ("executors.",)),
+    ("harness", ("harness",)),
+    ("cli", ("cli",)),
+)
+# The public face: the package itself and names kept where the README once documented them. They
+# import from any floor and nothing inside the package imports them.
+FACADES = (PACKAGE, f"{PACKAGE}.interventions")
+SHARED_PROBE_MACHINERY = "attacks"  # probes/attacks: what several probe families share
+
+
+@dataclass
+class Graph:
+    modules: dict[str, Path]
+    arrows: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    private: list[tuple[str, str, str]] = field(default_factory=list)  # (importer, module, name)
+
+    def circles(self) -> list[list[str]]:
+        """Strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+        found: list[list[str]] = []
+        counter = 0
+        for root in sorted(self.modules):
+            if root in index:
+                continue
+            work = [(root, iter(sorted(self.arrows.get(root, ()))))]
+            index[root] = low[root] = counter
+            counter += 1
+            stack.append(root)
+            on_stack.add(root)
+            while work:
+                node, children = work[-1]
+                child = next(children, None)
+                if child is not None:
+                    if child not in index:
+                        index[child] = low[child] = counter
+                        counter += 1
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, iter(sorted(self.arrows.get(child, ())))))
+                    elif child in on_stack:
+                        low[node] = min(low[node], index[child])
+                    continue
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+        return found
+
+    def upward(self) -> list[tuple[str, str]]:
+        """Imports from a lower floor to a higher one."""
+        return [(a, b) for a in sorted(self.arrows) for b in sorted(self.arrows[a])
+                if a not in FACADES and b not in FACADES and floor_of(a) < floor_of(b)]
+
+    def arrow_count(self) -> int:
+        return sum(len(targets) for targets in self.arrows.values())
+
+
+def floor_of(module: str) -> int:
+    """The floor index of a module (ValueError for one that no floor names)."""
+    rest = module[len(PACKAGE) + 1:]
+    for i, (_, members) in enumerate(FLOORS):
+        for member in members:
+            if rest == member.rstrip(".") or (member.endswith(".") and rest.startswith(member)):
+                return i
+    raise ValueError(f"{module} is on no floor of tools/architecture.py")
+
+
+def wing_of(module: str) -> str:
+    """The floor's name, or the module's own name for a facade."""
+    return module if module in FACADES else FLOORS[floor_of(module)][0]
+
+
+def _module_names(root: Path) -> dict[str, Path]:
+    names = {}
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skipped
+
+
+def build(root: Path = ROOT) -> Graph:
+    """Every import between the package's modules (top-level and inside functions)."""
+    graph = Graph(_module_names(root))
+
+    def owner(name: str) -> str | None:
+        while name and name not in graph.modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    for module, path in graph.modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skipped = _type_checking_nodes(tree)
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            targets: list[tuple[str, str | None]] = []
+            if isinstance(node, ast.Import):
+                targets = [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = module.split(".") if is_package else module.split(".")[:-1]
+                    parts = parts[: len(parts) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.append((full if full in graph.modules else base, alias.name))
+            for target, name in targets:
+                if not (target == PACKAGE or target.startswith(PACKAGE + ".")):
+                    continue
+                found = owner(target)
+                if found and found != module:
+                    graph.arrows[module].add(found)
+                if name and name.startswith("_") and not name.startswith("__") and found != module:
+                    graph.private.append((module, target, name))
+    return graph
+
+
+def mermaid(graph: Graph) -> str:
+    """The wings as boxes, bottom floor last, and one arrow per pair of wings that import each other."""
+    pairs: set[tuple[str, str]] = set()
+    for a, targets in graph.arrows.items():
+        for b in targets:
+            wa, wb = wing_of(a), wing_of(b)
+            if wa != wb and a not in FACADES:
+                pairs.add((wa, wb))
+    lines = ["flowchart TD"]
+    for name, members in reversed(FLOORS):
+        inside = sorted(m[len(PACKAGE) + 1:] for m in graph.modules if m not in FACADES and wing_of(m) == name)
+        label = f"{name}<br/><small>{', '.join(inside)}</small>" if len(inside) <= 16 else f"{name}<br/><small>{len(inside)} modules</small>"
+        lines.append(f'    {name}["{label}"]')
+    for a, b in sorted(pairs, key=lambda p: (-[f for f, _ in FLOORS].index(p[0]), p[1])):
+        lines.append(f"    {a} --> {b}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mermaid", action="store_true", help="print the wings diagram as Mermaid")
+    parser.add_argument("--root", type=Path, default=ROOT, help="a checkout of bertprobe (default: this one)")
+    args = parser.parse_args(argv)
+    graph = build(args.root)
+    if args.mermaid:
+        print(mermaid(graph))
+        return 0
+    harness = graph.modules.get(f"{PACKAGE}.harness")
+    print(f"modules: {len(graph.modules)}")
+    print(f"import arrows: {graph.arrow_count()}")
+    print(f"import circles: {len(graph.circles())}" + "".join(f"\n  {' <-> '.join(c)}" for c in graph.circles()))
+    try:
+        upward = graph.upward()
+        print(f"upward imports: {len(upward)}" + "".join(f"\n  {a} -> {b}" for a, b in upward))
+    except ValueError as exc:
+        print(f"upward imports: not judged ({exc})")
+    print(f"private imports: {len(graph.private)}" + "".join(f"\n  {a}: {n} from {b}" for a, b, n in graph.private))
+    if harness is not None:
+        print(f"harness.py lines: {len(harness.read_text(encoding='utf-8').splitlines())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
