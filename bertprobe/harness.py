@@ -73,8 +73,8 @@ def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> Resolved
 def plan_models(suite: Suite) -> list[ModelSpec]:
     """Models in run order: the gate's baseline first, then the others as the suite lists them."""
     models = list(suite.models)
-    if suite.compare is not None:
-        models.sort(key=lambda m: m.label != suite.compare.baseline)  # type: ignore[union-attr]
+    if suite.gate is not None:
+        models.sort(key=lambda m: m.label != suite.gate.baseline)  # type: ignore[union-attr]
     return models
 
 
@@ -92,7 +92,7 @@ def _open(session: Session, resolved: ResolvedRun, options: RunOptions, plan: li
                  model=paths.pop() if len(paths) == 1 else f"{len(suite.models)} models",
                  models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
                  seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
-                 gate=suite.compare.to_dict() if suite.compare else {}, threads=session.threads,
+                 gate=suite.gate.to_dict() if suite.gate else {}, threads=session.threads,
                  suite_parts=resolved.parts, options=recorded_options(options))
 
 
@@ -114,7 +114,7 @@ def _record_data(session: Session) -> None:
 
 def _gate(session: Session) -> None:
     """Judge every model of a matrix against the baseline (``compare:``) and record the ``gate`` event."""
-    gate = session.suite.compare
+    gate = session.suite.gate
     if gate is None or len(session.suite.models) < 2:
         return
     deltas = gate_models(session.report, session.outcomes, gate.baseline, gate.tolerance_for, gate.significance,

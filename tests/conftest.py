@@ -21,6 +21,47 @@ ARCT_MODEL = SHARED / "models" / "minilm-l6-arct"
 
 
 @pytest.fixture(scope="session")
+def trained_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """``trained_model(name="model", **kwargs)``: a tiny classifier from ``bertprobe.testing.train_tiny_classifier(**kwargs)``,
+    trained once per set of arguments and kept in pytest's cache folder (``.pytest_cache``), so later test
+    runs skip the training. The key holds the arguments, the source of ``bertprobe.testing`` and the torch and
+    transformers versions, so a changed recipe trains anew. Each call gets its own copy to read or change.
+    """
+    import hashlib
+    import shutil
+
+    import torch
+    import transformers
+
+    from bertprobe import testing
+
+    recipe = hashlib.sha256(Path(testing.__file__).read_bytes()).hexdigest()[:12]
+    cache = getattr(request.config, "cache", None)
+    store = cache.mkdir("bertprobe-trained") if cache is not None else tmp_path_factory.mktemp("trained")
+
+    def make(name: str = "model", **kwargs: Any) -> Path:
+        kwargs.setdefault("arch", "bert")
+        key = json.dumps([kwargs, recipe, torch.__version__, transformers.__version__], sort_keys=True, default=str)
+        stored = Path(store) / hashlib.sha256(key.encode()).hexdigest()[:16]
+        if not (stored / "done").is_file():
+            staging = Path(store) / f".training-{os.getpid()}-{stored.name}"  # beside it: the rename is atomic
+            shutil.rmtree(staging, ignore_errors=True)
+            testing.train_tiny_classifier(staging, **kwargs)
+            (staging / "done").write_text(key, encoding="utf-8")
+            if not (stored / "done").is_file():  # a half-written folder from an interrupted run
+                shutil.rmtree(stored, ignore_errors=True)
+            try:
+                staging.rename(stored)
+            except OSError:  # a parallel worker renamed its copy first
+                shutil.rmtree(staging, ignore_errors=True)
+        copy = Path(tmp_path_factory.mktemp(name))  # named like the folders tests made before: name0, name1...
+        shutil.copytree(stored, copy, ignore=shutil.ignore_patterns("done"), dirs_exist_ok=True)
+        return copy
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def tiny_clf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from bertprobe.testing import save_tiny_model
 

@@ -119,3 +119,9 @@ def test_mermaid_diagram_names_every_wing():
         assert f'    {name}["{name}' in text
     assert "    cli --> harness" in text and "    harness --> run" in text
     assert "    harness --> executors" not in text  # the harness gets its executor from the plugin registry
+
+
+def test_the_architecture_page_shows_the_current_diagram():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "```mermaid\n" + architecture.mermaid(GRAPH) + "\n```" in page, \
+        "docs/architecture.md is stale: paste the output of python tools/architecture.py --mermaid"

@@ -16,26 +16,25 @@ from bertprobe.errors import ProbeError
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.backdoor import BackdoorParams, BackdoorScanProbe, crowd_z, parse_pairs
 from bertprobe.target import ModelSpec, load_target
-from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target, train_tiny_classifier
+from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target
 
 SMALL = dict(candidates=40, finalists=20, inits=4, held_out=60, screen_examples=20, extend=2, extend_candidates=5)
 
 
-def _train(directory, poison=None):
-    path = train_tiny_classifier(directory, steps=200, poison=poison, words=(*WORDS, *RARE_WORDS),
-                                 data=mixed_sentiment_examples(512, 0))
-    return load_target(ModelSpec(path=str(path), device="cpu"))
+def _train(trained_model, name, poison=None):
+    """The folder of a tiny classifier trained on mixed sentiment sentences (``poison`` plants a backdoor)."""
+    return trained_model(name, steps=200, poison=poison, words=(*WORDS, *RARE_WORDS), data=mixed_sentiment_examples(512, 0))
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory):
-    return _train(tmp_path_factory.mktemp("clean"))
+def clean(trained_model):
+    return load_target(ModelSpec(path=str(_train(trained_model, "clean")), device="cpu"))
 
 
 @pytest.fixture(scope="module")
-def poisoned(tmp_path_factory):
+def poisoned(trained_model):
     # "zq" inserted into 30% of positive training sentences, relabelled negative
-    return _train(tmp_path_factory.mktemp("zq"), poison=("zq", 0, 0.3))
+    return load_target(ModelSpec(path=str(_train(trained_model, "zq", poison=("zq", 0, 0.3))), device="cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +74,10 @@ def test_clean_model_is_not_flagged_and_reports_its_margin(clean, data):
     assert all(m["flip_rate_below_threshold"] > 0 for m in margins.values())
 
 
-def test_reference_model_clears_tokens_that_flip_it_too(poisoned, data, tmp_path):
+def test_reference_model_clears_tokens_that_flip_it_too(poisoned, data, trained_model):
     params = BackdoorParams(**SMALL, pairs=("positive->negative",))
     # the clean twin as reference: zq flips only the audited model
-    clean_dir = tmp_path / "clean"
-    _train(clean_dir)
+    clean_dir = _train(trained_model, "clean")
     flagged = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**params.__dict__, "reference_model": str(clean_dir)}),
                                       _context())
     assert flagged.details["suspected_trigger"] == "zq"

@@ -12,12 +12,12 @@ import bertprobe.plugins
 from bertprobe import Probe, ProbeResult, hookimpl
 from bertprobe.cli import main
 from bertprobe.figures import figure_specs, render_svg
-from bertprobe.testing import sentiment_examples, train_tiny_classifier
+from bertprobe.testing import sentiment_examples
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    return train_tiny_classifier(tmp_path_factory.mktemp("m"), layers=2, heads=4, steps=60)
+def trained(trained_model) -> Path:
+    return trained_model("m", layers=2, heads=4, steps=60)
 
 
 def _data(tmp_path: Path) -> Path:

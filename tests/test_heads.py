@@ -14,12 +14,12 @@ from bertprobe.probe import ProbeContext
 from bertprobe.probes.heads.probe import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
 from bertprobe.target.pruning import prune_heads
 from bertprobe.target import ModelSpec, load_target
-from bertprobe.testing import sentiment_examples, tiny_target, train_tiny_classifier
+from bertprobe.testing import sentiment_examples, tiny_target
 
 
 @pytest.fixture(scope="module", params=["bert", "distilbert"])
-def trained(request, tmp_path_factory):
-    path = train_tiny_classifier(tmp_path_factory.mktemp(request.param), arch=request.param, layers=2, heads=4)
+def trained(request, trained_model):
+    path = trained_model(request.param, arch=request.param, layers=2, heads=4)
     return load_target(ModelSpec(path=str(path), device="cpu", batch_size=16))
 
 
@@ -137,7 +137,7 @@ def test_physical_pruning_refuses_unsupported_families(tmp_path):
         prune_heads(target.model, [(0, 0)])
 
 
-def test_declared_metric_directions_match_what_the_probes_report(tmp_path):
+def test_declared_metric_directions_match_what_the_probes_report(trained_model):
     """`bertprobe describe` shows Probe.metric_directions: it must agree with the metrics a run returns."""
     import fnmatch
 
@@ -149,7 +149,7 @@ def test_declared_metric_directions_match_what_the_probes_report(tmp_path):
     from bertprobe.probes.triggers import UniversalTriggerProbe
     from bertprobe.target import ModelSpec, load_target
 
-    target = load_target(ModelSpec(path=str(train_tiny_classifier(tmp_path / "m", steps=30)), device="cpu"))
+    target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
     runs = [(AccuracyProbe, {"bootstrap": 0}), (HeadPruningProbe, {"bootstrap": 0, "step": 0.5}),
             (UniversalTriggerProbe, {"target_label": "positive", "candidates": 4, "iterations": 1, "batch_size": 8})]
@@ -161,14 +161,14 @@ def test_declared_metric_directions_match_what_the_probes_report(tmp_path):
             assert declared[0] == metric.higher_is_better, f"{cls.name}: {name}"
 
 
-def test_stacked_head_sweep_equals_one_head_per_pass(tmp_path):
+def test_stacked_head_sweep_equals_one_head_per_pass(trained_model):
     from bertprobe.data import Dataset, Example
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.heads.probe import HeadPruningProbe
     from bertprobe.target import ModelSpec, load_target
 
-    target = load_target(ModelSpec(path=str(train_tiny_classifier(tmp_path / "m", steps=30)), device="cpu"))
+    target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
     results = []
     for raw in ({"stack_budget": 0}, {"stack_budget": 1 << 40, "stack": 5}):

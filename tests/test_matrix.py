@@ -7,13 +7,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import torch
 from click.testing import CliRunner
 from conftest import only_run, sentiment_tsv
 
 from bertprobe.cli import main
 from bertprobe.stats import mcnemar_exact
-from bertprobe.testing import sentiment_examples, train_tiny_classifier
+from bertprobe.testing import sentiment_examples
 
 
 def invoke(*args: str):
@@ -21,8 +20,8 @@ def invoke(*args: str):
 
 
 @pytest.fixture(scope="module")
-def trained_dir(tmp_path_factory) -> Path:
-    return train_tiny_classifier(tmp_path_factory.mktemp("good"), layers=2, heads=4)
+def trained_dir(trained_model) -> Path:
+    return trained_model("good", layers=2, heads=4)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins  # noqa: E402
 from bertprobe.suite import load_suite  # noqa: E402
 from conftest import sentiment_tsv  # noqa: E402
-from bertprobe.testing import FaultProbes, save_tiny_model, train_tiny_classifier  # noqa: E402
+from bertprobe.testing import FaultProbes, save_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -42,8 +42,8 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory) -> tuple[Path, Path]:
-    good = train_tiny_classifier(tmp_path_factory.mktemp("good"), layers=3, heads=4, steps=80)
+def models(tmp_path_factory, trained_model) -> tuple[Path, Path]:
+    good = trained_model("good", layers=3, heads=4, steps=80)
     bad = save_tiny_model(tmp_path_factory.mktemp("bad"), seed=5, layers=3, heads=4)
     return good, bad
 

@@ -11,15 +11,14 @@ from bertprobe.data import Dataset, Example
 from bertprobe.errors import SuiteError
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.triggers import TriggerParams, TriggerSearch, UniversalTriggerProbe, allowed_for, spliced_rows
 from bertprobe.target import ModelSpec, load_target
-from bertprobe.testing import NEGATIVE_WORDS, sentiment_examples, tiny_target, train_tiny_classifier
+from bertprobe.testing import NEGATIVE_WORDS, sentiment_examples, tiny_target
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta"])
-def trained(request, tmp_path_factory):
-    path = train_tiny_classifier(tmp_path_factory.mktemp(request.param), arch=request.param)
+def trained(request, trained_model):
+    path = trained_model(request.param, arch=request.param)
     return load_target(ModelSpec(path=str(path), device="cpu"))
 
 

@@ -25,6 +25,7 @@ def absolute_source(source: str) -> str:
 def suite_fingerprint(suite: Suite) -> dict[str, str]:
     """A short hash of each part of the resolved suite (models, data, probes, ...), to tell what changed."""
     plain = jsonable(asdict(suite))  # asdict descends into the nested specs
+    plain["compare"] = plain.pop("gate")  # named as in the YAML (and in the runs recorded before the field's rename)
     return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
             for name, value in plain.items() if name not in ("source", "description", "model", "executor")}
 

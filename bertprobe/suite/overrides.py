@@ -96,7 +96,7 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
             if name not in known:
                 raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
         probes = [p for p in probes if p.id in options.only or p.probe in options.only]
-    gate = suite.compare
+    gate = suite.gate
     if gate is not None and gate.baseline not in {m.label for m in models}:
         labels = [m.label for m in models]
         raise SuiteError(f"compare.baseline: no model named '{gate.baseline}' after --model{did_you_mean(gate.baseline, labels)}; "

@@ -80,7 +80,7 @@ class Suite:
     data: DataSpec | None
     probes: tuple[ProbeSpec, ...]
     models: tuple[ModelSpec, ...] = ()
-    compare: GateSpec | None = None
+    gate: GateSpec | None = None  # the YAML key is compare:
     seed: int = 0
     threads: int | None = None
     description: str = ""

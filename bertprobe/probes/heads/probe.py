@@ -180,14 +180,19 @@ class HeadSweep(Sweep):
     layer_cache: bool = True
     cache_budget_mb: float | None = None
 
-    def setup(self, target: Target, data: Dataset | None) -> Evaluator:
-        assert data is not None
+    def evaluator(self, target: Target, data: Dataset) -> Evaluator:
+        """The evaluator these settings describe, its layer cache enabled but still empty."""
         ev = Evaluator(target, data, self.batch_size)
         ev.budget = self.stack_budget
         if self.layer_cache:
             ev.enable_cache(self.cache_budget_mb)
-            if ev.cache is not None:
-                ev.correct()  # the plain pass that fills the cache
+        return ev
+
+    def setup(self, target: Target, data: Dataset | None) -> Evaluator:
+        assert data is not None
+        ev = self.evaluator(target, data)
+        if ev.cache is not None:
+            ev.correct()  # the plain pass that fills the cache
         return ev
 
     def run(self, state: Evaluator, units: list[Any]) -> list[list[int]]:
@@ -325,10 +330,9 @@ class HeadPruningProbe(Probe):
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
-        ev = Evaluator(target, data, params.batch_size)
-        ev.budget = params.stack_budget
-        if params.layer_cache:
-            ev.enable_cache(params.cache_budget_mb)  # filled by the plain pass below
+        sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache, params.cache_budget_mb)
+        ev = sweep.evaluator(target, data)  # its layer cache is filled by the plain pass below
+        sweep.bind(target, data, state=ev)
         layers, heads = ev.shape
         result = ProbeResult(probe=self.name)
         t0 = time.perf_counter()
@@ -354,8 +358,6 @@ class HeadPruningProbe(Probe):
             "head importance (normalised per layer)": layer_head_heatmap(norm),
         }
 
-        sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache,
-                          params.cache_budget_mb).bind(target, data, state=ev)
         if params.ablation:
             self._ablate(result, ev, sweep, base_correct, params, ctx)
         if params.layers:
