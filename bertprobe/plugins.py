@@ -31,6 +31,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.cloze.probe",
     "bertprobe.probes.backdoor",
     "bertprobe.probes.syntax.probe",
+    "bertprobe.probes.behaviour.probe",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

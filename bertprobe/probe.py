@@ -157,6 +157,7 @@ class Probe(abc.ABC):
     description: ClassVar[str] = ""
     requires: ClassVar[frozenset[str]] = frozenset()
     needs_data: ClassVar[bool] = True
+    data_optional: ClassVar[bool] = False  # runs without data too (gets the suite's data when it has some)
     paper: ClassVar[str] = ""  # the citation shown at the top of the probe's section in the report
     uses_baseline: ClassVar[bool] = False  # reads ctx.baseline_result(): parallel executors run the baseline first
     path_params: ClassVar[tuple[str, ...]] = ()  # params holding file paths: resolved against the suite's folder

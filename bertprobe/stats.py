@@ -54,3 +54,22 @@ def paired_bootstrap_diff(
     """Percentile bootstrap CI of mean(b) - mean(a) over paired examples (resampled together)."""
     diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     return bootstrap_ci(diff, resamples, confidence, seed)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``successes / n`` (never [1, 1] or [0, 0] for small n).
+
+    ``(nan, nan)`` for ``n == 0``. The normal quantile is computed from ``confidence`` (1.96 for 95%).
+    """
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return (lo, hi)

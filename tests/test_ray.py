@@ -25,7 +25,7 @@ from bertprobe.suite import load_suite  # noqa: E402
 from conftest import sentiment_tsv  # noqa: E402
 from bertprobe.testing import FaultProbes, save_tiny_model  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.integration]  # private clusters take minutes: not in the unit loop
 
 
 @pytest.fixture(scope="module")

@@ -170,7 +170,7 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
                 known = [m for m in cls.metrics if "*" not in m]
                 problem(f"{spec.path}.expect.{exp.metric}: probe '{spec.probe}' has no such metric"
                         f"{did_you_mean(exp.metric, known)}; metrics: {', '.join(cls.metrics)}")
-        if cls.needs_data and spec.data is None and suite.data is None:
+        if cls.needs_data and not getattr(cls, "data_optional", False) and spec.data is None and suite.data is None:
             problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
         if spec.model is None and not suite.models:
             problem(f"{spec.path}: no model; add a model: section to the suite or the probe")

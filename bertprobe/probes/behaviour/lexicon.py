@@ -1,0 +1,55 @@
+"""The built-in word lists (package data under ``lexicons/``, provenance in its README) and the user's own."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from bertprobe.errors import ProbeError
+
+IDENTITY_GROUPS = ("nationality", "religion", "race", "sexual_orientation", "gender_identity")
+
+
+@lru_cache(maxsize=None)
+def _file(name: str) -> Any:
+    return json.loads(resources.files("bertprobe.probes.behaviour").joinpath("lexicons").joinpath(f"{name}.json").read_text("utf-8"))
+
+
+def builtin_lexicons() -> dict[str, list[str]]:
+    """Every built-in list by the name a template writes (``{first_name}``, ``{pos_adj}``, ``{religion}``...)."""
+    names = _file("first_names")
+    identity = _file("identity")
+    out: dict[str, list[str]] = {
+        "female_name": list(names["female"]), "male_name": list(names["male"]),
+        "first_name": list(names["female"]) + list(names["male"]), "last_name": list(_file("last_names")),
+        "city": list(_file("cities")), "country": list(_file("countries")),
+    }
+    out.update({group: list(identity[group]) for group in IDENTITY_GROUPS})
+    out.update({key: list(words) for key, words in _file("sentiment").items()})
+    return out
+
+
+def edits() -> dict[str, Any]:
+    """Contractions, negatable verbs, negation words, URLs, handles, trailing marks."""
+    return dict(_file("edits"))
+
+
+def gender_pairs() -> list[tuple[str, str]]:
+    return [(a, b) for a, b in _file("identity")["gender_pairs"]]
+
+
+def keyboard() -> dict[str, str]:
+    """Each lowercase letter's QWERTY neighbours."""
+    return dict(_file("keyboard"))
+
+
+def lexicons_with(own: dict[str, list[str]] | None) -> dict[str, list[str]]:
+    """The built-in lists, with the user's own added (a user list of a built-in name replaces it)."""
+    merged = builtin_lexicons()
+    for name, words in (own or {}).items():
+        if not words or not all(isinstance(w, str) and w.strip() for w in words):
+            raise ProbeError(f"lexicons.{name}: give a non-empty list of words")
+        merged[name] = [w.strip() for w in words]
+    return merged

@@ -1,0 +1,367 @@
+"""Probe ``behaviour``: CheckList-style behavioural tests of a classifier.
+
+Ribeiro, Wu, Guestrin & Singh 2020, "Beyond Accuracy: Behavioral Testing of NLP Models with CheckList"
+(ACL). Three test types with the paper's meaning: MFT (a labelled case the model must get right), INV (an
+edit that must not change the prediction) and DIR (an edit that must move a class's probability one way,
+or at least not the other). Cases come from JSONL files (the interchange format of ``cases.py``), from
+templates in the suite (``templates.py``) and from perturbations of the suite's own data (``perturb.py``).
+
+Deviations from CheckList: perturbations use word lists and regular expressions instead of spaCy (nothing
+downloads; detection misses what a parser would catch, see ``perturb.py``); a test's failure rate carries
+a Wilson interval; identity swaps also report, per group, the mean probability of each class over the
+same sentences and the largest gap between groups with a paired bootstrap interval, a finding even when
+no single prediction flips; every distinct text is predicted once per model, however many tests hold it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bertprobe.data.dataset import Dataset, Example
+from bertprobe.errors import ProbeError
+from bertprobe.hookspecs import hookimpl
+from bertprobe.outcomes import Outcomes
+from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probes.behaviour.cases import Case, DirExpectation, Text, read_cases
+from bertprobe.probes.behaviour.lexicon import lexicons_with
+from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
+from bertprobe.probes.behaviour.scoring import Verdict, check_labels, class_index, judge_case
+from bertprobe.probes.behaviour.templates import expand_template
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.stats import wilson_interval
+from bertprobe.target.target import Target
+
+PERTURBATION_KEYS = ("name", "variants", "class", "direction", "tolerance", "field")
+
+
+@dataclass(frozen=True)
+class BehaviourParams:
+    """``cases``: JSONL files of cases. ``templates``: template tests (see ``templates.py``).
+    ``perturbations``: names or mappings ``{name, variants, class, direction, tolerance, field}`` applied to
+    the suite's data (default: the whole catalogue; ``[]`` turns them off). ``lexicons``: your own word
+    lists by name (a built-in name replaces that list). ``max_cases``: cases per template test.
+    ``max_examples``: data examples the perturbations see (a seeded sample). ``findings``: failing cases
+    shown per test. ``bootstrap``: resamples of the fairness gaps' intervals (0: none).
+    """
+
+    cases: str | tuple[str, ...] = ()
+    templates: tuple[dict[str, Any], ...] = ()
+    perturbations: tuple[Any, ...] | None = None
+    lexicons: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    max_cases: int = 100
+    max_examples: int = 300
+    findings: int = 5
+    bootstrap: int = 1000
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_cases < 1 or self.max_examples < 1:
+            raise ValueError("max_cases and max_examples must be at least 1")
+
+
+def slug(name: str) -> str:
+    """A metric-name part for a test or capability: lowercase words joined by underscores."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "test"
+
+
+def _text_of(text: Text) -> str:
+    return text if isinstance(text, str) else f"{text[0]} ||| {text[1]}"
+
+
+def _perturbation_specs(raw: tuple[Any, ...] | None) -> list[tuple[Perturbation, dict[str, Any]]]:
+    known = catalogue()
+    chosen = list(known) if raw is None else list(raw)
+    out = []
+    for i, item in enumerate(chosen):
+        options = {"name": item} if isinstance(item, str) else item
+        if not isinstance(options, dict) or "name" not in options:
+            raise ProbeError(f"perturbations[{i}]: a name or a mapping with a name")
+        for key in options:
+            if key not in PERTURBATION_KEYS:
+                raise ProbeError(f"perturbations[{i}]: unknown key '{key}'; keys: {', '.join(PERTURBATION_KEYS)}")
+        name = options["name"]
+        if name not in known:
+            from bertprobe.registry import did_you_mean
+
+            raise ProbeError(f"perturbations[{i}]: no perturbation '{name}'{did_you_mean(str(name), list(known))}; "
+                             f"known: {', '.join(known)}")
+        out.append((known[name], options))
+    return out
+
+
+def perturbation_cases(data: Dataset, specs: list[tuple[Perturbation, dict[str, Any]]], words: Words, seed: int,
+                       max_examples: int) -> tuple[list[Case], list[dict[str, Any]]]:
+    """The cases each perturbation makes of (a seeded sample of) the data, and a row per perturbation: how
+    many examples it applied to, or why it was skipped."""
+    examples = list(data.examples)
+    if len(examples) > max_examples:
+        examples = random.Random(seed).sample(examples, max_examples)
+    cases: list[Case] = []
+    rows = []
+    for pert, options in specs:
+        words.variants = int(options.get("variants", pert.variants))
+        target_field = options.get("field", "text")
+        if target_field not in ("text", "text_pair"):
+            raise ProbeError(f"perturbation {pert.name}: field must be text or text_pair")
+        expect = pert.expect
+        if expect is not None and any(k in options for k in ("class", "direction", "tolerance")):
+            expect = DirExpectation(options.get("class", expect.cls), options.get("direction", expect.direction),
+                                    float(options.get("tolerance", expect.tolerance)))
+        applied = 0
+        for ex in examples:
+            source = ex.text if target_field == "text" else ex.text_pair
+            if not source:
+                continue
+            rng = random.Random(f"{seed}:{pert.name}:{ex.id}")
+            edited = pert.edit(source, rng, words)
+            if not edited:
+                continue
+            applied += 1
+
+            def whole(new: str) -> Text:
+                if ex.text_pair is None:
+                    return new
+                return (new, ex.text_pair) if target_field == "text" else (ex.text, new)
+
+            texts = (whole(source), *[whole(e.text) for e in edited])
+            groups = (edited[0].source_group, *[e.group for e in edited]) if pert.fairness else ()
+            cases.append(Case(test=pert.name, type=pert.type, texts=texts, capability=pert.capability,
+                              tolerance=float(options.get("tolerance", 0.0)) if pert.type == "inv" else 0.0,
+                              expect=expect, id=str(ex.id), source=f"perturbation {pert.name}",
+                              changed=((), *[e.changed for e in edited]), groups=groups))
+        rows.append({"perturbation": pert.name, "type": pert.type, "capability": pert.capability, "applied": applied,
+                     "examples": len(examples), "description": pert.description,
+                     **({} if applied else {"skipped": f"applies to none of the {len(examples)} examples"})})
+    return cases, rows
+
+
+def fairness_gaps(cases: list[Case], probs: dict[str, np.ndarray], label_names: list[str], resamples: int,
+                  seed: int) -> dict[str, Any]:
+    """Per group, the mean probability of each class over the cases that hold every group; the largest gap
+    between two groups (any class) with a paired bootstrap interval over cases."""
+    groups = sorted({g for c in cases for g in c.groups if g})
+    full = [c for c in cases if set(groups) <= set(c.groups)]
+    if len(groups) < 2 or not full:
+        return {}
+    # cases x groups x classes
+    cube = np.stack([np.stack([probs[_text_of(c.texts[c.groups.index(g)])] for g in groups]) for c in full])
+    means = cube.mean(axis=0)
+    best = (0.0, 0, 0, 0)
+    for k in range(len(label_names)):
+        hi, lo = int(np.argmax(means[:, k])), int(np.argmin(means[:, k]))
+        gap = float(means[hi, k] - means[lo, k])
+        if gap > best[0]:
+            best = (gap, k, hi, lo)
+    gap, k, hi, lo = best
+    if gap == 0.0:  # every group alike: name two of them all the same
+        hi, lo = 0, 1
+    interval = None
+    if resamples > 0 and len(full) > 1:
+        diffs = cube[:, hi, k] - cube[:, lo, k]
+        rng = np.random.default_rng(seed)
+        draws = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+        interval = [float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))]
+    return {"cases": len(full), "groups": {g: {label_names[j]: round(float(means[i, j]), 4) for j in range(len(label_names))}
+                                           for i, g in enumerate(groups)},
+            "gap": round(gap, 4), "class": label_names[k], "higher": groups[hi], "lower": groups[lo], "interval": interval}
+
+
+class BehaviourProbe(Probe):
+    name = "behaviour"
+    description = "CheckList behavioural tests: MFT, INV and DIR cases, perturbations of your data, fairness gaps"
+    paper = "Ribeiro et al. 2020, Beyond Accuracy: Behavioral Testing of NLP Models with CheckList (ACL)"
+    requires = frozenset({"classifier"})
+    data_optional = True
+    path_params = ("cases",)
+    label_params = ()
+    metrics = ("failure_rate", "tests", "cases", "failed_cases", "failure_rate.test.*", "failure_rate.capability.*",
+               "max_fairness_gap", "fairness_gap.*", "predicted_texts")
+    metric_directions = {"failure_rate": False, "failure_rate.test.*": False, "failure_rate.capability.*": False,
+                         "max_fairness_gap": False, "fairness_gap.*": False, "tests": None, "cases": None,
+                         "failed_cases": None, "predicted_texts": None}
+    Params = BehaviourParams
+
+    def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
+        labels = list(target.label_names)
+        lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
+        cases: list[Case] = []
+        for path in ([params.cases] if isinstance(params.cases, str) else list(params.cases)):
+            for part in [p for p in str(path).split(",") if p.strip()]:
+                cases += read_cases(part)
+        for i, spec in enumerate(params.templates):
+            cases += expand_template(spec, lexicons, ctx.seed, params.max_cases, f"templates[{i}]")
+        skipped: list[dict[str, Any]] = []
+        if data is not None and params.perturbations != ():
+            made, rows = perturbation_cases(data, _perturbation_specs(params.perturbations), Words(lexicons=lexicons),
+                                            ctx.seed, params.max_examples)
+            cases += made
+            skipped = [r for r in rows if "skipped" in r]
+        elif params.perturbations:
+            raise ProbeError("perturbations need the suite's data; add a data: section or set perturbations: []")
+        else:
+            rows = []
+        cases, unresolved = self._resolvable(cases, labels, skipped)
+        if not cases:
+            raise ProbeError("no behavioural case to run: give cases:, templates:, or data for the perturbations")
+        probs = self._predict(target, cases, params, ctx)
+        verdicts = [judge_case(c, lambda t: probs[_text_of(t)], labels) for c in cases]
+        result = ProbeResult(probe=self.name)
+        self._report(result, cases, verdicts, probs, labels, params, ctx)
+        result.details["perturbations"] = rows
+        if unresolved:
+            result.details["unresolved"] = unresolved
+        return result
+
+    @staticmethod
+    def _resolvable(cases: list[Case], labels: list[str], skipped: list[dict[str, Any]]) -> tuple[list[Case], list[str]]:
+        """Check every label; a perturbation whose class the model lacks is skipped with the reason."""
+        keep, unresolved = [], []
+        for case in cases:
+            if case.source.startswith("perturbation ") and case.expect is not None and case.expect.cls is not None:
+                try:
+                    class_index(case.expect.cls, labels, case.test)
+                except Exception:
+                    reason = f"{case.test}: the model has no class '{case.expect.cls}' (classes: {', '.join(labels)})"
+                    if reason not in unresolved:
+                        unresolved.append(reason)
+                        skipped.append({"perturbation": case.test, "skipped": reason})
+                    continue
+            check_labels(case, labels)
+            keep.append(case)
+        return keep, unresolved
+
+    @staticmethod
+    def _predict(target: Target, cases: list[Case], params: BehaviourParams, ctx: ProbeContext) -> dict[str, np.ndarray]:
+        """Each distinct text once, through the shared batched prediction path."""
+        distinct: dict[str, Text] = {}
+        for case in cases:
+            for text in case.texts:
+                distinct.setdefault(_text_of(text), text)
+        examples = [Example(t, id=str(i)) if isinstance(t, str) else Example(t[0], text_pair=t[1], id=str(i))
+                    for i, t in enumerate(distinct.values())]
+        encoded = target.encode(examples, cache=False)
+        matrix = target.predict_proba(encoded, params.batch_size).numpy()
+        ctx.log(f"{len(cases)} cases, {len(examples)} distinct texts predicted once each")
+        return dict(zip(distinct, matrix))
+
+    def _report(self, result: ProbeResult, cases: list[Case], verdicts: list[Verdict], probs: dict[str, np.ndarray],
+                labels: list[str], params: BehaviourParams, ctx: ProbeContext) -> None:
+        by_test: dict[str, list[int]] = defaultdict(list)
+        for i, case in enumerate(cases):
+            by_test[case.test].append(i)
+        tests, by_capability = [], defaultdict(lambda: [0, 0])
+        total_failed = 0
+        for test, idx in by_test.items():
+            first = cases[idx[0]]
+            failed = [i for i in idx if not verdicts[i].passed]
+            total_failed += len(failed)
+            rate = len(failed) / len(idx)
+            interval = wilson_interval(len(failed), len(idx))
+            key = slug(test)
+            ids = self._case_ids([cases[i] for i in idx])
+            result.outcomes.append(Outcomes.from_values(f"failed.{key}", ids, [0 if verdicts[i].passed else 1 for i in idx]))
+            result.add_metric(f"failure_rate.test.{key}", rate, False, f"share of failed cases of test '{test}'",
+                              ci=interval, outcome=f"failed.{key}")
+            capability = first.capability or "other"
+            by_capability[capability][0] += len(failed)
+            by_capability[capability][1] += len(idx)
+            tests.append({"test": test, "type": first.type, "capability": capability, "cases": len(idx),
+                          "failed": len(failed), "failure_rate": round(rate, 4),
+                          "interval": [round(interval[0], 4), round(interval[1], 4)],
+                          "source": first.source if not first.source.endswith(".jsonl") else f"cases {first.source}"})
+            for i in failed[: params.findings]:
+                result.findings.append(self._finding(cases[i], verdicts[i], labels, probs))
+        for capability, (failed, n) in sorted(by_capability.items()):
+            result.add_metric(f"failure_rate.capability.{slug(capability)}", failed / n, False,
+                              f"share of failed cases of the '{capability}' tests", ci=wilson_interval(failed, n))
+        result.add_metric("failure_rate", total_failed / len(cases), False, "share of failed cases over all tests",
+                          ci=wilson_interval(total_failed, len(cases)))
+        result.add_metric("tests", len(tests), None, "tests run", kind="count")
+        result.add_metric("cases", len(cases), None, "cases run", kind="count")
+        result.add_metric("failed_cases", total_failed, None, "cases failed", kind="count")
+        result.add_metric("predicted_texts", len(probs), None, "distinct texts predicted (each once)", kind="count")
+        fairness = {}
+        for test, idx in by_test.items():
+            grouped = [cases[i] for i in idx if cases[i].groups]
+            gaps = fairness_gaps(grouped, probs, labels, params.bootstrap, ctx.seed) if grouped else {}
+            if gaps:
+                fairness[test] = gaps
+                result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False,
+                                  f"largest gap between groups of '{test}' in the mean probability of one class",
+                                  ci=tuple(gaps["interval"]) if gaps["interval"] else None)
+        if fairness:
+            worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
+            result.add_metric("max_fairness_gap", worst[1]["gap"], False, f"largest fairness gap (test '{worst[0]}')")
+            result.details["fairness"] = fairness
+        tests.sort(key=lambda t: (t["capability"], t["test"]))
+        result.details["tests"] = tests
+        worst_test = max(tests, key=lambda t: (t["failure_rate"], t["cases"]))
+        result.details["summary"] = {
+            "tests": f"{len(tests)} tests, {len(cases)} cases, {total_failed} failed ({total_failed / len(cases):.1%})",
+            "worst test": f"{worst_test['test']}: {worst_test['failed']}/{worst_test['cases']} failed "
+                          f"({worst_test['failure_rate']:.1%})"}
+        if fairness:
+            name, gaps = max(fairness.items(), key=lambda kv: kv[1]["gap"])
+            result.details["summary"]["largest fairness gap"] = (
+                f"{name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) against '{gaps['lower']}'"
+                if gaps["gap"] > 0 else f"none: every group of every test scored alike")
+        result.details["figures"] = [self._figure(tests)]
+
+    @staticmethod
+    def _case_ids(cases: list[Case]) -> list[str]:
+        """Ids unique within a test: the case's own id, numbered where two share one."""
+        seen: dict[str, int] = {}
+        out = []
+        for i, case in enumerate(cases):
+            base = case.id or str(i)
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            out.append(base if n == 0 else f"{base}#{n}")
+        return out
+
+    @staticmethod
+    def _finding(case: Case, verdict: Verdict, labels: list[str], probs: dict[str, np.ndarray]) -> Finding:
+        cls = labels[verdict.cls]
+        original, decisive = case.texts[0], case.texts[verdict.worst]
+        before = probs[_text_of(original)]
+        after = probs[_text_of(decisive)]
+        changed = list(case.changed[verdict.worst]) if verdict.worst < len(case.changed) else []
+        if case.type == "mft":
+            expected = f"{cls}" if case.label is not None else f"not {cls}"
+            return Finding(title=f"{case.test} ({case.type})", input=_text_of(decisive), expected=expected,
+                           observed=f"{labels[int(np.argmax(after))]} (p={float(after.max()):.3f})",
+                           score=float(after[verdict.cls]), extra={"kind": "behaviour", "test": case.test})
+        if case.type == "inv":
+            expected = f"{labels[int(np.argmax(before))]} kept" + (f" or p moves <= {case.tolerance}" if case.tolerance else "")
+        else:
+            assert case.expect is not None
+            expected = f"p({cls}) {'not down' if case.expect.direction == 'not_down' else 'not up'}" + (
+                f" beyond {case.expect.tolerance}" if case.expect.tolerance else "")
+        return Finding(title=f"{case.test} ({case.type})", input=_text_of(original), perturbed=_text_of(decisive),
+                       expected=expected,
+                       observed=f"p({cls}) {verdict.before:.3f} -> {verdict.after:.3f}; "
+                                f"{labels[int(np.argmax(before))]} -> {labels[int(np.argmax(after))]}",
+                       score=verdict.after - verdict.before,
+                       extra={"kind": "behaviour", "test": case.test, "changed": changed, "highlight": changed})
+
+    @staticmethod
+    def _figure(tests: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"kind": "bars", "title": "failure rate per test (95% Wilson interval), grouped by capability",
+                "data": {"labels": [f"{t['capability']}: {t['test']}" for t in tests],
+                         "series": [{"name": "failure rate", "values": [t["failure_rate"] for t in tests],
+                                     "errors": [t["interval"] for t in tests]}]},
+                "axes": {"y": "failure rate"}}
+
+
+@hookimpl
+def bertprobe_register_probes(registry: Any) -> None:
+    registry.add(BehaviourProbe)
+
+
+__all__ = ["BehaviourParams", "BehaviourProbe", "fairness_gaps", "perturbation_cases"]

@@ -1,0 +1,106 @@
+"""Template tests written in a suite: ``"{first_name} is {pos_adj}."`` filled from lexicons, seeded.
+
+A template test is a mapping:
+
+* ``test``, ``capability``, ``type`` (mft, inv, dir) and, by type, ``label`` / ``not_label`` (mft),
+  ``tolerance`` (inv), ``expect: {class, direction, tolerance}`` (dir);
+* ``template`` (one text) or ``templates`` (several texts filled with the same words: for mft, texts that
+  must all pass; for inv and dir, the original first, then its edits);
+* ``vary: LEXICON`` (inv): one case holds the same sentence once per term of that lexicon, so the case
+  covers every group and the fairness report can compare the groups on identical sentences;
+* ``max_cases`` (default: the probe's ``max_cases``).
+
+``{name}`` takes a word from lexicon ``name``; ``{name2}`` another word of the same lexicon (a trailing
+digit tells two slots apart). Fillers are sampled without repeats, seeded by the suite's seed and the
+test's name. "a"/"an" are made to agree with the word after them, and a text starts with a capital.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import replace
+from typing import Any
+
+from bertprobe.errors import ProbeError
+from bertprobe.probes.behaviour.cases import Case, case_from_mapping
+from bertprobe.registry import did_you_mean
+
+SLOT = re.compile(r"\{([a-z_]+?)(\d*)\}")
+TEMPLATE_KEYS = ("test", "capability", "type", "template", "templates", "label", "not_label", "tolerance", "expect",
+                 "vary", "max_cases")
+ARTICLE = re.compile(r"\b([Aa])(n?) (?=(\w))")
+
+
+def _articles(text: str) -> str:
+    def fix(m: re.Match[str]) -> str:
+        vowel = m.group(3).lower() in "aeiou"
+        return m.group(1) + ("n" if vowel else "") + " "
+    return ARTICLE.sub(fix, text)
+
+
+def fill(template: str, words: dict[str, str]) -> str:
+    """The template with each slot replaced, articles agreeing, the first letter capital."""
+    text = SLOT.sub(lambda m: words[m.group(1) + m.group(2)], template)
+    text = _articles(text)
+    return text[:1].upper() + text[1:]
+
+
+def expand_template(spec: dict[str, Any], lexicons: dict[str, list[str]], seed: int, default_max: int,
+                    where: str) -> list[Case]:
+    """The cases of one template test; ProbeError naming ``where`` for a bad spec."""
+    if not isinstance(spec, dict):
+        raise ProbeError(f"{where}: a template test is a mapping (test, type, template, ...)")
+    for key in spec:
+        if key not in TEMPLATE_KEYS:
+            raise ProbeError(f"{where}: unknown key '{key}'{did_you_mean(str(key), list(TEMPLATE_KEYS))}")
+    if ("template" in spec) == ("templates" in spec):
+        raise ProbeError(f"{where}: give 'template' or 'templates' (a list)")
+    texts = [spec["template"]] if "template" in spec else list(spec["templates"] or [])
+    if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+        raise ProbeError(f"{where}: templates must be non-empty strings")
+    slots = sorted({(m.group(1), m.group(1) + m.group(2)) for t in texts for m in SLOT.finditer(t)})
+    for lexicon, _ in slots:
+        if lexicon not in lexicons:
+            raise ProbeError(f"{where}: no lexicon '{lexicon}'{did_you_mean(lexicon, list(lexicons))}; "
+                             "add your own under the probe's lexicons: param")
+    vary = spec.get("vary")
+    if vary is not None:
+        if spec.get("type") != "inv" or len(texts) != 1:
+            raise ProbeError(f"{where}: vary: fits an inv test with one template")
+        if vary not in {s for _, s in slots}:
+            raise ProbeError(f"{where}: vary: '{vary}' is no slot of the template")
+    limit = int(spec.get("max_cases", default_max))
+    if limit < 1:
+        raise ProbeError(f"{where}: max_cases must be at least 1")
+    rng = random.Random(f"{seed}:{spec.get('test')}")
+    fixed = [(lexicon, slot) for lexicon, slot in slots if slot != vary]
+    raw = {k: v for k, v in spec.items() if k in ("test", "capability", "type", "label", "not_label", "tolerance", "expect")}
+    cases: list[Case] = []
+    seen: set[tuple[str, ...]] = set()
+    attempts = 0
+    while len(cases) < limit and attempts < limit * 20:
+        attempts += 1
+        chosen: dict[str, str] = {}
+        for lexicon, slot in fixed:  # two slots of one lexicon get different words
+            taken = {chosen[s] for lx, s in fixed if lx == lexicon and s in chosen}
+            options = [w for w in lexicons[lexicon] if w not in taken] or lexicons[lexicon]
+            chosen[slot] = rng.choice(options)
+        key = tuple(chosen[s] for _, s in fixed)
+        if key in seen:
+            if not fixed:
+                break
+            continue
+        seen.add(key)
+        if vary is not None:
+            groups = list(lexicons[vary])
+            filled = [fill(texts[0], {**chosen, vary: g}) for g in groups]
+            case = case_from_mapping({**raw, "texts": filled, "id": f"t{len(cases)}"}, where, source="template")
+            cases.append(replace(case, groups=tuple(groups), changed=tuple((g,) for g in groups)))
+            continue
+        filled = [fill(t, chosen) for t in texts]
+        body = {**raw, "id": f"t{len(cases)}"}
+        body.update({"text": filled[0]} if len(filled) == 1 else {"texts": filled})
+        cases.append(case_from_mapping(body, where, source="template"))
+    return cases
+
