@@ -223,3 +223,16 @@ def test_the_suite_runs_the_probe_without_data_and_gates_on_its_metrics(tmp_path
     assert result.exit_code == 0, result.output
     report = json.loads(next((tmp_path / "r").glob("b-*/report.json")).read_text())
     assert report["probes"][0]["status"] == "passed" and report["probes"][0]["metrics"]["cases"] == 3
+
+
+def test_the_terminal_note_names_the_worst_test_beside_failed_expectations():
+    from bertprobe.reporters.summary import note
+    from bertprobe.results import Expectation, ProbeResult
+
+    result = ProbeResult(probe="behaviour", status="passed", details={"key_finding": "worst test: negation (60/60 failed)"})
+    assert note(result) == "worst test: negation (60/60 failed)"
+    result.status = "failed"
+    result.add_metric("failure_rate", 0.6, False)
+    result.expectations = [Expectation("failure_rate", max=0.5)]
+    result.expectations[0].check(0.6)
+    assert note(result) == "failure_rate 0.6 (expected <= 0.5); worst test: negation (60/60 failed)"

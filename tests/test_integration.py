@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,42 @@ def test_prunable_fraction_agrees_in_fp32_and_bf16(tmp_path, monkeypatch):
     a, b = runs["float32"], runs["bfloat16"]
     (lo_a, hi_a), (lo_b, hi_b) = a["metric_info"]["prunable_fraction"]["ci"], b["metric_info"]["prunable_fraction"]["ci"]
     assert lo_a <= b["metrics"]["prunable_fraction"] <= hi_a and lo_b <= a["metrics"]["prunable_fraction"] <= hi_b
+
+
+@needs_sst2
+def test_behaviour_suite_reproduces_checklist_failures_on_the_fixture(tmp_path, monkeypatch):
+    """The shipped suite on the SST-2 fixture: negation with neutral words in between fails, identity terms in
+    neutral sentences flip the answer, punctuation barely matters (CheckList's findings for BERT on SST-2)."""
+    result = run_shipped("behaviour", tmp_path, monkeypatch, **SST2_ENV)
+    _, report = only_run(tmp_path, "behaviour")
+    probe = report["probes"][0]
+    assert probe["status"] in ("passed", "failed"), result.output
+    rates = probe["metrics"]
+    assert rates["failure_rate.test.negation_with_neutral_words_in_between"] >= 0.8
+    assert rates["failure_rate.test.religion_in_a_neutral_statement"] >= 0.5
+    assert rates["failure_rate.test.add_punctuation"] <= 0.05 and rates["failure_rate.test.typo"] <= 0.25
+    assert rates["max_fairness_gap"] >= 0.3
+    assert "worst test:" in result.output
+
+
+@needs_sst2
+def test_behaviour_of_the_int8_build_is_paired_case_by_case_with_fp32(tmp_path, monkeypatch):
+    """fp32 against its int8 variant: every per-test failure rate gets a delta with McNemar's exact test on
+    the cases both models ran."""
+    suite = tmp_path / "b8.yaml"
+    suite.write_text(
+        f"suite: b8\nmodels:\n  - {{name: fp32, path: '{SST2_MODEL}', device: cpu, dtype: float32}}\n"
+        f"  - {{name: int8, path: '{SST2_MODEL}', device: cpu, quantize: int8-dynamic}}\n"
+        f"data: {{path: '{SST2_DEV}', limit: 120}}\nseed: 13\ncompare: {{baseline: fp32, significance: 0.05}}\n"
+        f"report: {{dir: '{tmp_path / 'r'}'}}\nprobes:\n  - probe: behaviour\n"
+        "    params: {perturbations: [typo, add_positive, add_negative], max_examples: 120, bootstrap: 0}\n")
+    result = CliRunner().invoke(main, ["run", str(suite), "--allow-skips"])
+    assert result.exit_code in (0, 1), result.output
+    run_dir, report = only_run(tmp_path / "r", "b8")
+    assert {p["model"] for p in report["probes"]} == {"fp32", "int8"}
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    (deltas,) = [e["deltas"] for e in events if e["event"] == "gate"]
+    paired = [d for d in deltas if d["metric"].startswith("failure_rate.test.")]
+    assert {d["metric"] for d in paired} == {"failure_rate.test.typo", "failure_rate.test.add_positive",
+                                             "failure_rate.test.add_negative"}
+    assert all(d["test"].startswith("McNemar exact") and d["paired"] == 120 and d["p_value"] is not None for d in paired)

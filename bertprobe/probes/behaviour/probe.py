@@ -312,6 +312,8 @@ class BehaviourProbe(Probe):
                 f"{name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) against '{gaps['lower']}'"
                 if gaps["gap"] > 0 else f"none: every group of every test scored alike")
         result.details["figures"] = [self._figure(tests)]
+        result.details["key_finding"] = (f"worst test: {worst_test['test']} ({worst_test['failed']}/{worst_test['cases']} "
+                                         f"failed)" if worst_test["failed"] else "no case failed")
 
     @staticmethod
     def _case_ids(cases: list[Case]) -> list[str]:
