@@ -23,9 +23,9 @@ from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
 
 def one_run(n: int, device: str, similarity: bool, repeat: bool = False) -> dict:
-    import torch
-
     from dataclasses import replace
+
+    import torch
 
     from bertprobe.data import subsample
     from bertprobe.probe import ProbeContext

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import torch
 
+from bertprobe.data import Dataset, Example
+from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary
-from bertprobe.data import Dataset, Example
-from bertprobe.probe import ProbeContext
 from bertprobe.probes.backdoor import BackdoorParams, BackdoorScanProbe
 from bertprobe.target import ModelSpec, load_target
 

@@ -25,11 +25,11 @@ from dataclasses import replace
 import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
-from bertprobe.target.modelinfo import model_bytes
-from bertprobe.reporters.summary import fmt
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.triggers import TriggerParams, UniversalTriggerProbe
+from bertprobe.reporters.summary import fmt
 from bertprobe.target import ModelSpec
+from bertprobe.target.modelinfo import model_bytes
 from bertprobe.target.variants import derive_variant
 
 

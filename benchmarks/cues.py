@@ -15,9 +15,9 @@ import time
 
 from common import SHARED, require
 
+from bertprobe.data import DataSpec, load_table
 from bertprobe.data.arct import ArctLoader
 from bertprobe.probes.cues.stats import choice_cues, label_cues, top_cues
-from bertprobe.data import DataSpec, load_table
 
 ARCT = SHARED / "data" / "arct"
 ARCT_MODEL = SHARED / "models" / "minilm-l6-arct"

@@ -30,12 +30,12 @@ from typing import Any
 import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
-from bertprobe.suite.overrides import RunOptions
 from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
 from bertprobe.suite import load_suite
+from bertprobe.suite.overrides import RunOptions
 
 VARIANTS = [
     "{name: fp32, path: '%s', device: %s}",

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
+from bertprobe.data.treebank import read_conllu
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.syntax.probe import SyntaxHeadsProbe, SyntaxParams
 from bertprobe.target import ModelSpec, load_target
-from bertprobe.data.treebank import read_conllu
 
 
 def main() -> None:

@@ -9,7 +9,18 @@ import torch
 
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.attention import TYPES, Accumulator, AttentionAuditProbe, AttentionParams, average_linkage, batch_statistics, classify, js_distance_matrix, punctuation_ids, special_ids
+from bertprobe.probes.attention import (
+    TYPES,
+    Accumulator,
+    AttentionAuditProbe,
+    AttentionParams,
+    average_linkage,
+    batch_statistics,
+    classify,
+    js_distance_matrix,
+    punctuation_ids,
+    special_ids,
+)
 from bertprobe.testing import sentiment_examples, tiny_target
 
 CLS, SEP, A, B, PAD = 2, 3, 10, 11, 0

@@ -7,13 +7,12 @@ import random
 
 import pytest
 import torch
-
 from conftest import SHARED, SST2_DEV
 
-from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.probe import ProbeContext
+from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.backdoor import BackdoorParams, BackdoorScanProbe, crowd_z, parse_pairs
 from bertprobe.target import ModelSpec, load_target
 from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target

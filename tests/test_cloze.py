@@ -8,13 +8,13 @@ import pytest
 import torch
 from conftest import SHARED, only_run
 
-from bertprobe.probes.cloze.builtin import CATEGORIES, builtin_items
-from bertprobe.probes.cloze.items import ClozeItem, load_ettinger, load_item_file
-from bertprobe.probes.cloze.sets import resolve_sets
-from bertprobe.probes.cloze.scoring import ClozeScorer, candidate_ids, encode_many
 from bertprobe.errors import DataError
 from bertprobe.probe import ProbeContext
+from bertprobe.probes.cloze.builtin import CATEGORIES, builtin_items
+from bertprobe.probes.cloze.items import ClozeItem, load_ettinger, load_item_file
 from bertprobe.probes.cloze.probe import ClozeParams, ClozeProbe, ItemOutcome, aggregate
+from bertprobe.probes.cloze.scoring import ClozeScorer, candidate_ids, encode_many
+from bertprobe.probes.cloze.sets import resolve_sets
 from bertprobe.testing import WORDS, tiny_target
 
 VOCAB = list(WORDS) + ["tree", "fish", "centi", "##meters", "meters", "kind", "of", "opposite", "hot", "cold"]

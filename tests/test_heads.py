@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
 from bertprobe.data import Dataset, Example
-from bertprobe.target.interventions import head_intervention
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.heads.probe import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
-from bertprobe.target.pruning import prune_heads
 from bertprobe.target import ModelSpec, load_target
+from bertprobe.target.interventions import head_intervention
+from bertprobe.target.pruning import prune_heads
 from bertprobe.testing import sentiment_examples, tiny_target
 
 

@@ -152,9 +152,9 @@ def test_pruned_variant_has_the_expected_heads_and_runs_every_probe(tmp_path, tr
 
 
 def test_pruned_model_head_count_read_from_module_shapes(trained_dir):
+    from bertprobe.target import ModelSpec, load_target
     from bertprobe.target.architectures import attention_sites, heads_per_layer
     from bertprobe.target.pruning import prune_heads
-    from bertprobe.target import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
     pruned, _ = prune_heads(target.model, [(0, 1), (0, 3), (1, 0)])
@@ -321,8 +321,8 @@ def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(t
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.attention import AttentionAuditProbe
     from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
-    from bertprobe.target.pruning import prune_heads
     from bertprobe.target import ModelSpec, load_target
+    from bertprobe.target.pruning import prune_heads
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
     model, _ = prune_heads(target.model, [(0, 0), (0, 1), (0, 2)])

@@ -18,11 +18,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from bertprobe.suite.overrides import RunOptions  # noqa: E402
+from conftest import sentiment_tsv  # noqa: E402
+
 from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins  # noqa: E402
 from bertprobe.suite import load_suite  # noqa: E402
-from conftest import sentiment_tsv  # noqa: E402
+from bertprobe.suite.overrides import RunOptions  # noqa: E402
 from bertprobe.testing import FaultProbes, save_tiny_model  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]  # private clusters take minutes: not in the unit loop

@@ -124,7 +124,7 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
 
 def render_markdown(c: Comparison) -> str:
     rows = [[md_cell(x) for x in row] for row in c.rows()]
-    lines = [f"# bertprobe compare", "", f"A (baseline): `{md_cell(c.run_a)}`  ", f"B (candidate): `{md_cell(c.run_b)}`", "",
+    lines = ["# bertprobe compare", "", f"A (baseline): `{md_cell(c.run_a)}`  ", f"B (candidate): `{md_cell(c.run_b)}`", "",
              f"**{len(c.regressions)} regression(s)**", "", tabulate(rows, headers=HEADERS, tablefmt="github")]
     lines += [""] + [f"- {md_cell(n)}" for n in c.notes + [f"not paired: {u}" for u in c.unpaired]]
     return "\n".join(lines) + "\n"

@@ -310,7 +310,7 @@ class BehaviourProbe(Probe):
             name, gaps = max(fairness.items(), key=lambda kv: kv[1]["gap"])
             result.details["summary"]["largest fairness gap"] = (
                 f"{name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) against '{gaps['lower']}'"
-                if gaps["gap"] > 0 else f"none: every group of every test scored alike")
+                if gaps["gap"] > 0 else "none: every group of every test scored alike")
         result.details["figures"] = [self._figure(tests)]
         result.details["key_finding"] = (f"worst test: {worst_test['test']} ({worst_test['failed']}/{worst_test['cases']} "
                                          f"failed)" if worst_test["failed"] else "no case failed")
