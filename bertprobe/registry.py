@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from bertprobe.errors import PluginError, SuiteError
 
@@ -15,6 +15,14 @@ def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> 
     """Return ' (did you mean 'x'?)' for the closest choice, or '' when nothing is close."""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def check_keys(mapping: Any, allowed: tuple[str, ...], where: str, error: type[Exception], prefix: str = "") -> None:
+    """Raise ``error`` naming the first key of ``mapping`` that is not ``allowed``, with a did-you-mean."""
+    for key in mapping:
+        if key not in allowed:
+            raise error(f"{where}: unknown key '{prefix}{key}'{did_you_mean(str(key), allowed)}; "
+                        f"keys: {', '.join(allowed)}")
 
 
 class Registry(Generic[T]):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from bertprobe.errors import DataError
-from bertprobe.registry import did_you_mean
+from bertprobe.registry import check_keys
 
 TestType = Literal["mft", "inv", "dir"]
 Direction = Literal["not_down", "not_up"]
@@ -84,9 +84,7 @@ def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
     """A Case from one JSON object (or a suite's mapping); ``where`` names it in errors."""
     if not isinstance(raw, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(raw).__name__}")
-    for key in raw:
-        if key not in KEYS:
-            raise DataError(f"{where}: unknown key '{key}'{did_you_mean(str(key), list(KEYS))}; keys: {', '.join(KEYS)}")
+    check_keys(raw, KEYS, where, DataError)
     test = raw.get("test")
     if not isinstance(test, str) or not test.strip():
         raise DataError(f"{where}: key 'test' must name the test (a non-empty string)")
@@ -131,9 +129,7 @@ def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
     expect = raw.get("expect")
     if not isinstance(expect, dict):
         raise DataError(f"{where}: key 'expect' of a dir case must be {{class, direction, tolerance}}")
-    for key in expect:
-        if key not in EXPECT_KEYS:
-            raise DataError(f"{where}: unknown key 'expect.{key}'{did_you_mean(str(key), list(EXPECT_KEYS))}")
+    check_keys(expect, EXPECT_KEYS, where, DataError, prefix="expect.")
     direction = expect.get("direction")
     if direction not in DIRECTIONS:
         raise DataError(f"{where}: key 'expect.direction' must be not_down or not_up, got {direction!r}")

@@ -33,6 +33,7 @@ from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
 from bertprobe.probes.behaviour.scoring import Verdict, check_labels, class_index, judge_case
 from bertprobe.probes.behaviour.templates import expand_template
+from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import wilson_interval
 from bertprobe.target.target import Target
@@ -82,13 +83,9 @@ def _perturbation_specs(raw: tuple[Any, ...] | None) -> list[tuple[Perturbation,
         options = {"name": item} if isinstance(item, str) else item
         if not isinstance(options, dict) or "name" not in options:
             raise ProbeError(f"perturbations[{i}]: a name or a mapping with a name")
-        for key in options:
-            if key not in PERTURBATION_KEYS:
-                raise ProbeError(f"perturbations[{i}]: unknown key '{key}'; keys: {', '.join(PERTURBATION_KEYS)}")
+        check_keys(options, PERTURBATION_KEYS, f"perturbations[{i}]", ProbeError)
         name = options["name"]
         if name not in known:
-            from bertprobe.registry import did_you_mean
-
             raise ProbeError(f"perturbations[{i}]: no perturbation '{name}'{did_you_mean(str(name), list(known))}; "
                              f"known: {', '.join(known)}")
         out.append((known[name], options))

@@ -24,7 +24,7 @@ from typing import Any
 
 from bertprobe.errors import ProbeError
 from bertprobe.probes.behaviour.cases import Case, case_from_mapping
-from bertprobe.registry import did_you_mean
+from bertprobe.registry import check_keys, did_you_mean
 
 SLOT = re.compile(r"\{([a-z_]+?)(\d*)\}")
 TEMPLATE_KEYS = ("test", "capability", "type", "template", "templates", "label", "not_label", "tolerance", "expect",
@@ -51,9 +51,7 @@ def expand_template(spec: dict[str, Any], lexicons: dict[str, list[str]], seed: 
     """The cases of one template test; ProbeError naming ``where`` for a bad spec."""
     if not isinstance(spec, dict):
         raise ProbeError(f"{where}: a template test is a mapping (test, type, template, ...)")
-    for key in spec:
-        if key not in TEMPLATE_KEYS:
-            raise ProbeError(f"{where}: unknown key '{key}'{did_you_mean(str(key), list(TEMPLATE_KEYS))}")
+    check_keys(spec, TEMPLATE_KEYS, where, ProbeError)
     if ("template" in spec) == ("templates" in spec):
         raise ProbeError(f"{where}: give 'template' or 'templates' (a list)")
     texts = [spec["template"]] if "template" in spec else list(spec["templates"] or [])
