@@ -236,3 +236,22 @@ def test_the_terminal_note_names_the_worst_test_beside_failed_expectations():
     result.expectations = [Expectation("failure_rate", max=0.5)]
     result.expectations[0].check(0.6)
     assert note(result) == "failure_rate 0.6 (expected <= 0.5); worst test: negation (60/60 failed)"
+
+
+def test_text_pairs_a_perturbation_edits_the_field_it_names_and_jsonl_takes_pairs(tiny_clf, tmp_path):
+    data = Dataset([Example("the movie was good", text_pair="a lovely film", label=1, id="p0")])
+    params = BehaviourParams(perturbations=({"name": "uppercase", "field": "text_pair"},), bootstrap=0)
+    result = BehaviourProbe().run(tiny_clf, data, params, ProbeContext(seed=0))
+    assert result.details["perturbations"][0]["applied"] == 1
+    finding_or_none = [f for f in result.findings if f.title.startswith("uppercase")]
+    cases_file = _jsonl(tmp_path / "pairs.jsonl", [{"test": "pair", "type": "inv",
+                                                    "texts": [["the movie was good", "a lovely film"],
+                                                              ["the movie was good", "A LOVELY FILM"]]}])
+    (case,) = read_cases(cases_file)
+    assert case.texts[1] == ("the movie was good", "A LOVELY FILM")
+    p = tiny_clf.predict_proba([Example("the movie was good", text_pair=t) for t in ("a lovely film", "A LOVELY FILM")])
+    flipped = int(p[0].argmax()) != int(p[1].argmax())
+    pairs = BehaviourProbe().run(tiny_clf, None, BehaviourParams(cases=str(cases_file), perturbations=(), bootstrap=0),
+                                 ProbeContext(seed=0))
+    assert pairs.metrics["failure_rate.test.pair"].value == float(flipped)
+    assert result.metrics["failure_rate.test.uppercase"].value == float(flipped) == float(bool(finding_or_none))
