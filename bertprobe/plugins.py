@@ -32,6 +32,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.backdoor",
     "bertprobe.probes.syntax.probe",
     "bertprobe.probes.behaviour.probe",
+    "bertprobe.probes.calibration",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

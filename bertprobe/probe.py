@@ -95,6 +95,24 @@ def map_in_process(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], d
     return [value for _, values in run_chunks(fn, chunks, bool(group)) for value in values]
 
 
+@dataclass(frozen=True)
+class Predictions:
+    """A model's logits on a dataset (float32, CPU, in the data's order) and the seconds the pass took."""
+
+    logits: Any
+    seconds: float
+
+
+def predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:
+    """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness)."""
+    import time
+
+    encoded = target.encode(data.examples)
+    start = time.perf_counter()
+    logits = target.logits(encoded, batch_size, progress)
+    return Predictions(logits, time.perf_counter() - start)
+
+
 def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
     from bertprobe.target.spec import ModelSpec
 
@@ -121,6 +139,10 @@ class ProbeContext:
     resumed run (``bertprobe run --resume``) continues a sweep instead of restarting it. Seed a unit
     with ``ctx.unit_seed(key)``, never with state shared across units. Give a bound ``Sweep`` instead of
     a closure and the run's executor may shard the units over workers (``--executor ray``).
+
+    ``predictions(target, data, batch_size=None)`` returns the model's logits on the data (and the seconds
+    the pass took): under the harness once per model and data fingerprint, so probes that read the same
+    predictions (accuracy, calibration, slices) share one pass.
     """
 
     seed: int = 0
@@ -134,6 +156,7 @@ class ProbeContext:
     model_name: str = ""
     probe_id: str = ""
     map: Callable[..., list[Any]] = map_in_process
+    predictions: Callable[..., Predictions] = predict_directly
     extra: dict[str, Any] = field(default_factory=dict)
 
     def unit_seed(self, key: str) -> int:

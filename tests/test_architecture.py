@@ -124,4 +124,4 @@ def test_mermaid_diagram_names_every_wing():
 def test_the_architecture_page_shows_the_current_diagram():
     page = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert "```mermaid\n" + architecture.mermaid(GRAPH) + "\n```" in page, \
-        "docs/architecture.md is stale: paste the output of python tools/architecture.py --mermaid"
+        "docs/architecture.md is stale: run python tools/architecture.py --update-docs"

@@ -2,6 +2,7 @@
 
     python tools/architecture.py            # figures: modules, arrows, circles, upward and private imports
     python tools/architecture.py --mermaid  # the wings and the arrows between them, as a Mermaid diagram
+    python tools/architecture.py --update-docs  # rewrite the diagram and the figures in docs/architecture.md
 
 ``tests/test_architecture.py`` asserts the rules on the same graph, and ``docs/architecture.md`` shows
 the diagram. Imports under ``if TYPE_CHECKING:`` are left out: they never run.
@@ -190,27 +191,48 @@ def mermaid(graph: Graph) -> str:
     return "\n".join(lines)
 
 
+def figures(graph: Graph) -> str:
+    """The figures the closing notes and docs quote."""
+    harness = graph.modules.get(f"{PACKAGE}.harness")
+    lines = [f"modules: {len(graph.modules)}", f"import arrows: {graph.arrow_count()}",
+             f"import circles: {len(graph.circles())}" + "".join(f"\n  {' <-> '.join(c)}" for c in graph.circles())]
+    try:
+        upward = graph.upward()
+        lines.append(f"upward imports: {len(upward)}" + "".join(f"\n  {a} -> {b}" for a, b in upward))
+    except ValueError as exc:
+        lines.append(f"upward imports: not judged ({exc})")
+    lines.append(f"private imports: {len(graph.private)}" + "".join(f"\n  {a}: {n} from {b}" for a, b, n in graph.private))
+    if harness is not None:
+        lines.append(f"harness.py lines: {len(harness.read_text(encoding='utf-8').splitlines())}")
+    return "\n".join(lines)
+
+
+def update_docs(graph: Graph, page: Path) -> None:
+    """Replace the generated blocks of ``page``: the first Mermaid flowchart and the figures block."""
+    import re
+
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r"```mermaid\nflowchart TD\n.*?\n```", lambda m: "```mermaid\n" + mermaid(graph) + "\n```", text,
+                  count=1, flags=re.S)
+    text = re.sub(r"(Today's figures \(`python tools/architecture.py`\):\n\n```\n).*?(\n```)",
+                  lambda m: m.group(1) + figures(graph) + m.group(2), text, count=1, flags=re.S)
+    page.write_text(text, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mermaid", action="store_true", help="print the wings diagram as Mermaid")
+    parser.add_argument("--update-docs", action="store_true", help="rewrite the generated parts of docs/architecture.md")
     parser.add_argument("--root", type=Path, default=ROOT, help="a checkout of bertprobe (default: this one)")
     args = parser.parse_args(argv)
     graph = build(args.root)
     if args.mermaid:
         print(mermaid(graph))
         return 0
-    harness = graph.modules.get(f"{PACKAGE}.harness")
-    print(f"modules: {len(graph.modules)}")
-    print(f"import arrows: {graph.arrow_count()}")
-    print(f"import circles: {len(graph.circles())}" + "".join(f"\n  {' <-> '.join(c)}" for c in graph.circles()))
-    try:
-        upward = graph.upward()
-        print(f"upward imports: {len(upward)}" + "".join(f"\n  {a} -> {b}" for a, b in upward))
-    except ValueError as exc:
-        print(f"upward imports: not judged ({exc})")
-    print(f"private imports: {len(graph.private)}" + "".join(f"\n  {a}: {n} from {b}" for a, b, n in graph.private))
-    if harness is not None:
-        print(f"harness.py lines: {len(harness.read_text(encoding='utf-8').splitlines())}")
+    if args.update_docs:
+        update_docs(graph, args.root / "docs" / "architecture.md")
+        return 0
+    print(figures(graph))
     return 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,10 +49,8 @@ class AccuracyProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: Any, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         result = ProbeResult(probe=self.name)
-        encoded = target.encode(data.examples)
-        start = time.perf_counter()
-        probs = target.predict_proba(encoded, params.batch_size, ctx.progress)
-        seconds = time.perf_counter() - start
+        predicted = ctx.predictions(target, data, params.batch_size)  # shared with calibration and slices
+        probs, seconds = predicted.logits.softmax(dim=-1), predicted.seconds
         gold = torch.tensor(data.labels())
         pred = probs.argmax(dim=-1)
         correct = (pred == gold).float()
@@ -64,7 +61,8 @@ class AccuracyProbe(Probe):
         result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci,
                           outcome="correct")
         result.add_metric("examples_per_s", len(gold) / max(seconds, 1e-9), True,
-                          "prediction throughput on the data (tokenisation excluded)", kind="cost")
+                          "prediction throughput on the data (tokenisation excluded; the run's one pass over it)",
+                          kind="cost")
         names = target.label_names or [str(i) for i in range(probs.shape[-1])]
         for idx, label in enumerate(names):
             sel = gold == idx

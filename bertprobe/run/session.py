@@ -12,11 +12,11 @@ from typing import Any, Callable, TextIO
 import torch
 
 from bertprobe.data.dataset import Dataset, DataSpec
-from bertprobe.data.prepare import align_to_model, read_data
+from bertprobe.data.prepare import align_to_model, fingerprint, read_data
 from bertprobe.errors import BertprobeError, ProbeError, SuiteError, TargetError
 from bertprobe.outcomes import Outcomes, append_outcomes
 from bertprobe.plugins import Plugins
-from bertprobe.probe import Sweep, run_chunks
+from bertprobe.probe import Predictions, Sweep, predict_directly, run_chunks
 from bertprobe.progress import progress
 from bertprobe.results import ProbeResult, RunReport, jsonable
 from bertprobe.suite.schema import Suite
@@ -64,6 +64,7 @@ class Session:
     datasets: dict[tuple[str, ModelSpec | None], Dataset] = field(default_factory=dict)
     raw_datasets: dict[str, Dataset] = field(default_factory=dict)
     encode_cache: dict[Any, Any] = field(default_factory=dict)
+    predictions_cache: dict[tuple[ModelSpec, str], Predictions] = field(default_factory=dict)
     hashes: dict[str, str | None] = field(default_factory=dict)
     outcomes: dict[tuple[str, str], dict[str, Outcomes]] = field(default_factory=dict)
     baseline: str = ""
@@ -197,6 +198,7 @@ class Session:
         for spec in list(self.targets):
             if spec not in wanted:
                 del self.targets[spec]
+        self.predictions_cache = {k: v for k, v in self.predictions_cache.items() if k[0] in wanted}
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -219,6 +221,15 @@ class Session:
                 data = align_to_model(data, spec, target.task, target.label_names, target.name)
             self.datasets[key] = data
         return self.datasets[key]
+
+
+def cached_predictions(session: Session, target: Target, data: Dataset, batch_size: int | None = None,
+                       progress: Any = None) -> Predictions:
+    """``ctx.predictions`` under the harness: one pass per (model, data fingerprint) in a run."""
+    key = (target.spec, fingerprint(data))
+    if key not in session.predictions_cache:
+        session.predictions_cache[key] = predict_directly(target, data, batch_size, progress)
+    return session.predictions_cache[key]
 
 
 def events_file(handle: TextIO) -> Sink:

@@ -20,7 +20,7 @@ from bertprobe.params import params_to_dict
 from bertprobe.probe import ProbeContext
 from bertprobe.progress import progress
 from bertprobe.results import Expectation, ProbeResult
-from bertprobe.run.session import Session
+from bertprobe.run.session import Session, cached_predictions
 from bertprobe.suite.schema import ProbeSpec, Suite
 from bertprobe.target.spec import ModelSpec
 
@@ -78,6 +78,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         baseline_result=baseline_result,
         model_name=name,
         probe_id=spec.id,
+        predictions=lambda t, d, batch_size=None: cached_predictions(session, t, d, batch_size, progress),
         map=lambda fn, units, desc="", group=0: session.map_units(name, spec.id, fn, units, desc, group,
                                                                     (model_spec, data_spec if cls.needs_data else None)),
     )

@@ -1,0 +1,272 @@
+"""Probe ``calibration``: is a 0.95 a 95%? Calibration error, proper scores, temperature scaling, selective prediction.
+
+Guo, Pleiss, Sun & Weinberger 2017, "On Calibration of Modern Neural Networks" (ICML): expected
+calibration error over equal-width confidence bins (bin k holds confidences in (k/B, (k+1)/B], as their
+code bins them), maximum calibration error, reliability diagrams, and temperature scaling fitted by
+minimising NLL on held-out data. Desai & Durrett 2020 ("Calibration of Pre-trained Transformers") report
+RoBERTa's in-domain ECE of 1.93 (SNLI) falling to 0.84 after temperature scaling. Selective prediction:
+the risk-coverage curve and its area (AURC; Geifman & El-Yaniv 2017).
+
+Deviations: every metric has a percentile-bootstrap interval over examples; ECE is also given over
+equal-mass bins (less sensitive to empty bins); the Brier score is the multi-class one (the sum over
+classes of the squared error, so a binary model's is twice the positive-class form); temperature is fitted
+by a golden-section search on log T (deterministic, no optimiser state). For paired comparisons each
+example carries its own Brier score, NLL and ECE contribution (the gap of its bin: their mean is the ECE),
+so two models are paired example by example with their bins held fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from bertprobe.data.dataset import Dataset
+from bertprobe.errors import ProbeError
+from bertprobe.hookspecs import hookimpl
+from bertprobe.outcomes import Outcomes, example_ids
+from bertprobe.probe import Probe, ProbeContext
+from bertprobe.results import ProbeResult
+from bertprobe.target.target import Target
+
+
+@dataclass(frozen=True)
+class CalibrationParams:
+    """``bins``: equal-width (and equal-mass) bins of the ECE. ``bootstrap``: resamples of the intervals
+    (0: none). ``high_confidence``: what counts as an overconfident mistake (``overconfidence: confidence``:
+    top probability >= it; ``margin``: top minus second probability >= it, Giskard's definition).
+    ``coverages``: the coverages at which selective accuracy is reported. ``fit_share``: the seeded share of
+    the data temperature scaling is fitted on (the rest measures it)."""
+
+    bins: int = 15
+    bootstrap: int = 1000
+    high_confidence: float = 0.9
+    overconfidence: Literal["confidence", "margin"] = "confidence"
+    coverages: tuple[float, ...] = (0.9, 0.8)
+    fit_share: float = 0.5
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.bins < 1 or self.bootstrap < 0:
+            raise ValueError("bins must be >= 1 and bootstrap >= 0")
+        if not 0 < self.fit_share < 1 or not all(0 < c <= 1 for c in self.coverages):
+            raise ValueError("fit_share and coverages lie in (0, 1]")
+
+
+def bin_index(confidence: np.ndarray, bins: int) -> np.ndarray:
+    """Equal-width bin of each confidence: bin k holds (k/B, (k+1)/B] (a confidence of 0 goes to bin 0)."""
+    return np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
+
+
+def ece_parts(confidence: np.ndarray, correct: np.ndarray, bins: int, equal_mass: bool = False) -> dict[str, Any]:
+    """ECE, MCE and the per-bin table; ``contribution`` is each example's bin gap (its mean is the ECE)."""
+    n = len(confidence)
+    if equal_mass:
+        order = np.argsort(confidence, kind="stable")
+        index = np.empty(n, dtype=int)
+        for k, part in enumerate(np.array_split(order, bins)):
+            index[part] = k
+    else:
+        index = bin_index(confidence, bins)
+    rows, contribution, ece, mce = [], np.zeros(n), 0.0, 0.0
+    for k in range(bins):
+        sel = index == k
+        count = int(sel.sum())
+        if not count:
+            continue
+        accuracy, mean_conf = float(correct[sel].mean()), float(confidence[sel].mean())
+        gap = abs(accuracy - mean_conf)
+        contribution[sel] = gap
+        ece += count / n * gap
+        mce = max(mce, gap)
+        rows.append({"bin": k, "count": count, "accuracy": accuracy, "confidence": mean_conf, "gap": gap})
+    return {"ece": ece, "mce": mce, "bins": rows, "contribution": contribution}
+
+
+def proper_scores(probs: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per example: the multi-class Brier score and the negative log-likelihood of the gold class."""
+    onehot = np.zeros_like(probs)
+    onehot[np.arange(len(gold)), gold] = 1.0
+    brier = ((probs - onehot) ** 2).sum(axis=1)
+    nll = -np.log(np.clip(probs[np.arange(len(gold)), gold], 1e-12, None))
+    return brier, nll
+
+
+def risk_coverage(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Coverage k/N and the error rate of the k most confident predictions, for k = 1..N (ties kept in order)."""
+    order = np.argsort(-confidence, kind="stable")
+    errors = np.cumsum(1 - correct[order])
+    k = np.arange(1, len(order) + 1)
+    return k / len(order), errors / k
+
+
+def fit_temperature(logits: np.ndarray, gold: np.ndarray, low: float = -3.0, high: float = 3.0, steps: int = 60) -> float:
+    """T > 0 minimising the NLL of softmax(logits / T): golden-section search on log T in [e^low, e^high]."""
+
+    def nll(log_t: float) -> float:
+        z = logits / math.exp(log_t)
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return float(-logp[np.arange(len(gold)), gold].mean())
+
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = low, high
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = nll(c), nll(d)
+    for _ in range(steps):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = nll(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = nll(d)
+    return math.exp((a + b) / 2)
+
+
+def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    z = logits / temperature
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+class CalibrationProbe(Probe):
+    name = "calibration"
+    description = "Is a 0.95 a 95%? ECE, MCE, Brier, NLL, temperature scaling, overconfidence, risk-coverage"
+    paper = "Guo et al. 2017, On Calibration of Modern Neural Networks (ICML); Desai & Durrett 2020 (EMNLP)"
+    requires = frozenset({"predictions", "data:labels"})
+    metrics = ("ece", "ece_equal_mass", "mce", "brier", "nll", "temperature", "nll_heldout", "nll_heldout_scaled",
+               "ece_heldout", "ece_heldout_scaled", "overconfident_error_rate", "aurc", "accuracy_at_coverage_*",
+               "accuracy", "examples")
+    metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
+                         "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
+                         "ece_heldout_scaled": False, "overconfident_error_rate": False, "aurc": False,
+                         "accuracy_at_coverage_*": True, "accuracy": True, "examples": None}
+    Params = CalibrationParams
+
+    def run(self, target: Target, data: Dataset | None, params: CalibrationParams, ctx: ProbeContext) -> ProbeResult:
+        assert data is not None
+        if any(ex.label is None for ex in data.examples):
+            raise ProbeError("calibration needs a gold label for every example")
+        logits = ctx.predictions(target, data, params.batch_size).logits.double().numpy()
+        gold = np.asarray(data.labels(), dtype=int)
+        if len(gold) < 2:
+            raise ProbeError("calibration needs at least 2 examples")
+        probs = softmax(logits)
+        confidence, pred = probs.max(axis=1), probs.argmax(axis=1)
+        correct = (pred == gold).astype(float)
+        width, mass = ece_parts(confidence, correct, params.bins), ece_parts(confidence, correct, params.bins, True)
+        brier, nll = proper_scores(probs, gold)
+        result = ProbeResult(probe=self.name)
+        ids = example_ids(data.examples)
+        result.outcomes += [Outcomes.from_values("correct", ids, correct), Outcomes.from_values("confidence", ids, confidence, "score"),
+                            Outcomes.from_values("brier", ids, brier, "score"), Outcomes.from_values("nll", ids, nll, "score"),
+                            Outcomes.from_values("ece_contribution", ids, width["contribution"], "score")]
+        intervals = self._intervals(probs, gold, params, ctx.seed)
+        for name, value, description, outcome in (
+            ("ece", width["ece"], f"expected calibration error, {params.bins} equal-width bins", "ece_contribution"),
+            ("ece_equal_mass", mass["ece"], f"expected calibration error, {params.bins} equal-mass bins", None),
+            ("mce", width["mce"], "maximum calibration error (largest bin gap)", None),
+            ("brier", float(brier.mean()), "multi-class Brier score", "brier"),
+            ("nll", float(nll.mean()), "negative log-likelihood of the gold class", "nll"),
+        ):
+            result.add_metric(name, value, False, description, ci=intervals.get(name), outcome=outcome)
+        result.add_metric("accuracy", float(correct.mean()), True, "share of examples predicted correctly", outcome="correct")
+        self._temperature(result, logits, gold, params, ctx.seed)
+        self._overconfidence(result, probs, correct, params)
+        coverage, risk = risk_coverage(confidence, correct)
+        result.add_metric("aurc", float(risk.mean()), False, "area under the risk-coverage curve (mean risk over coverages)",
+                          ci=intervals.get("aurc"))
+        for c in params.coverages:
+            k = max(1, int(math.floor(c * len(gold) + 1e-9)))
+            result.add_metric(f"accuracy_at_coverage_{round(c * 100)}", float(1 - risk[k - 1]), True,
+                              f"accuracy of the {round(c * 100)}% most confident predictions")
+        result.add_metric("examples", float(len(gold)), None, "examples evaluated", kind="count")
+        result.details["bins"] = width["bins"]
+        result.details["bins_equal_mass"] = mass["bins"]
+        result.details["figures"] = self._figures(width["bins"], probs, gold, target.label_names, coverage, risk, params)
+        result.details["key_finding"] = (f"ECE {width['ece']:.3f}, temperature {result.value('temperature'):.2f} "
+                                         f"(held-out ECE {result.value('ece_heldout'):.3f} -> {result.value('ece_heldout_scaled'):.3f})")
+        return result
+
+    @staticmethod
+    def _intervals(probs: np.ndarray, gold: np.ndarray, params: CalibrationParams, seed: int) -> dict[str, tuple[float, float]]:
+        if not params.bootstrap:
+            return {}
+        rng = np.random.default_rng(seed)
+        draws: dict[str, list[float]] = {k: [] for k in ("ece", "ece_equal_mass", "mce", "brier", "nll", "aurc")}
+        n = len(gold)
+        for _ in range(params.bootstrap):
+            idx = rng.integers(0, n, size=n)
+            p, g = probs[idx], gold[idx]
+            conf, corr = p.max(axis=1), (p.argmax(axis=1) == g).astype(float)
+            width = ece_parts(conf, corr, params.bins)
+            brier, nll = proper_scores(p, g)
+            draws["ece"].append(width["ece"])
+            draws["mce"].append(width["mce"])
+            draws["ece_equal_mass"].append(ece_parts(conf, corr, params.bins, True)["ece"])
+            draws["brier"].append(float(brier.mean()))
+            draws["nll"].append(float(nll.mean()))
+            draws["aurc"].append(float(risk_coverage(conf, corr)[1].mean()))
+        return {k: (float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))) for k, v in draws.items()}
+
+    @staticmethod
+    def _temperature(result: ProbeResult, logits: np.ndarray, gold: np.ndarray, params: CalibrationParams, seed: int) -> None:
+        order = np.random.default_rng(seed).permutation(len(gold))
+        cut = min(len(gold) - 1, max(1, int(round(params.fit_share * len(gold)))))
+        fit, held = order[:cut], order[cut:]
+        temperature = fit_temperature(logits[fit], gold[fit])
+        before, after = softmax(logits[held]), softmax(logits[held], temperature)
+        result.add_metric("temperature", temperature, None, "temperature fitted by NLL on the fitting half")
+        for suffix, probs in (("", before), ("_scaled", after)):
+            conf, corr = probs.max(axis=1), (probs.argmax(axis=1) == gold[held]).astype(float)
+            result.add_metric(f"nll_heldout{suffix}", float(proper_scores(probs, gold[held])[1].mean()), False,
+                              "NLL on the held-out half" + (" after temperature scaling" if suffix else ""))
+            result.add_metric(f"ece_heldout{suffix}", ece_parts(conf, corr, params.bins)["ece"], False,
+                              "ECE on the held-out half" + (" after temperature scaling" if suffix else ""))
+
+    @staticmethod
+    def _overconfidence(result: ProbeResult, probs: np.ndarray, correct: np.ndarray, params: CalibrationParams) -> None:
+        top = np.sort(probs, axis=1)
+        score = top[:, -1] if params.overconfidence == "confidence" else top[:, -1] - top[:, -2]
+        wrong = correct == 0
+        rate = float((score[wrong] >= params.high_confidence).mean()) if wrong.any() else 0.0
+        how = "confidence" if params.overconfidence == "confidence" else "margin over the runner-up"
+        result.add_metric("overconfident_error_rate", rate, False,
+                          f"share of wrong predictions made with {how} >= {params.high_confidence}")
+
+    @staticmethod
+    def _figures(bins: list[dict[str, Any]], probs: np.ndarray, gold: np.ndarray, labels: list[str],
+                 coverage: np.ndarray, risk: np.ndarray, params: CalibrationParams) -> list[dict[str, Any]]:
+        series = [{"name": "top class", "x": [b["confidence"] for b in bins], "y": [b["accuracy"] for b in bins]},
+                  {"name": "perfect calibration", "x": [0, 1], "y": [0, 1]}]
+        if probs.shape[1] <= 4:  # per class: the probability of class c against how often c is gold
+            for c, name in enumerate(labels or [str(i) for i in range(probs.shape[1])]):
+                rows = ece_parts(probs[:, c], (gold == c).astype(float), params.bins)["bins"]
+                series.append({"name": f"class {name}", "x": [b["confidence"] for b in rows], "y": [b["accuracy"] for b in rows]})
+        counts = [0] * params.bins
+        for b in bins:
+            counts[b["bin"]] = b["count"]
+        step = max(1, len(coverage) // 200)
+        return [
+            {"kind": "line", "title": "reliability diagram", "data": {"series": series},
+             "axes": {"x": "confidence (bin mean)", "y": "accuracy"}},
+            {"kind": "bars", "title": "confidence histogram (top class)",
+             "data": {"labels": [f"{k / params.bins:.2f}-{(k + 1) / params.bins:.2f}" for k in range(params.bins)],
+                      "series": [{"name": "examples", "values": counts}]}, "axes": {"y": "examples"}},
+            {"kind": "line", "title": "risk-coverage curve (selective prediction)",
+             "data": {"series": [{"name": "error rate", "x": coverage[::step].tolist(), "y": risk[::step].tolist()}]},
+             "axes": {"x": "coverage", "y": "risk (error rate)"}},
+        ]
+
+
+@hookimpl
+def bertprobe_register_probes(registry: Any) -> None:
+    registry.add(CalibrationProbe)
+
+
+__all__ = ["CalibrationParams", "CalibrationProbe", "ece_parts", "fit_temperature", "proper_scores", "risk_coverage"]

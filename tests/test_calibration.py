@@ -1,0 +1,140 @@
+"""The calibration probe: metrics against a direct numpy computation, temperature scaling, selective
+prediction, and one prediction pass shared with accuracy under the harness."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bertprobe.data import Dataset, Example
+from bertprobe.probe import Predictions, ProbeContext
+from bertprobe.probes.calibration import (
+    CalibrationParams,
+    CalibrationProbe,
+    ece_parts,
+    fit_temperature,
+    risk_coverage,
+    softmax,
+)
+
+
+def _direct_ece(conf: np.ndarray, correct: np.ndarray, bins: int) -> tuple[float, float]:
+    """Guo et al.'s binning, written out: bin k holds (k/B, (k+1)/B]."""
+    ece, mce = 0.0, 0.0
+    edges = np.linspace(0, 1, bins + 1)
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        sel = (conf > lo) & (conf <= hi)
+        if sel.any():
+            gap = abs(correct[sel].mean() - conf[sel].mean())
+            ece += sel.mean() * gap
+            mce = max(mce, gap)
+    return ece, mce
+
+
+class FixedLogits:
+    """A stand-in target whose logits are given (the probe reads them through ctx.predictions)."""
+
+    label_names = ["a", "b", "c"]
+
+    def __init__(self, logits: np.ndarray) -> None:
+        import torch
+
+        self.logits = torch.tensor(logits, dtype=torch.float32)
+
+
+def _run(logits: np.ndarray, gold: np.ndarray, **params):
+    target = FixedLogits(logits)
+    data = Dataset([Example(f"t{i}", label=int(g), id=str(i)) for i, g in enumerate(gold)])
+    ctx = ProbeContext(seed=5, predictions=lambda t, d, batch_size=None: Predictions(t.logits, 0.0))
+    return CalibrationProbe().run(target, data, CalibrationParams(**{"bootstrap": 0, **params}), ctx)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def sample():
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 3, size=400)
+    logits = rng.normal(size=(400, 3)) * 2
+    logits[np.arange(400), gold] += rng.normal(1.5, 1.0, size=400)  # right more often than not, overconfident
+    return logits, gold
+
+
+def test_metrics_agree_with_a_direct_numpy_computation(sample):
+    logits, gold = sample
+    result = _run(logits, gold)
+    probs = softmax(logits.astype(np.float32).astype(np.float64))
+    conf, correct = probs.max(1), (probs.argmax(1) == gold).astype(float)
+    ece, mce = _direct_ece(conf, correct, 15)
+    onehot = np.eye(3)[gold]
+    assert result.value("ece") == pytest.approx(ece, abs=1e-6)
+    assert result.value("mce") == pytest.approx(mce, abs=1e-6)
+    assert result.value("brier") == pytest.approx(((probs - onehot) ** 2).sum(1).mean(), abs=1e-6)
+    assert result.value("nll") == pytest.approx(-np.log(probs[np.arange(400), gold]).mean(), abs=1e-6)
+    assert result.value("accuracy") == pytest.approx(correct.mean())
+    ece_vector = [o for o in result.outcomes if o.name == "ece_contribution"][0]
+    assert np.mean(ece_vector.values) == pytest.approx(result.value("ece"), abs=1e-6)  # its mean is the ECE
+    order = np.argsort(-conf, kind="stable")
+    risks = np.cumsum(1 - correct[order]) / np.arange(1, 401)
+    assert result.value("aurc") == pytest.approx(risks.mean(), abs=1e-9)
+    assert result.value("accuracy_at_coverage_80") == pytest.approx(1 - risks[319], abs=1e-9)
+    wrong = correct == 0
+    assert result.value("overconfident_error_rate") == pytest.approx((conf[wrong] >= 0.9).mean())
+
+
+def test_equal_mass_bins_hold_equal_counts_and_a_confidence_on_an_edge_goes_to_the_lower_bin():
+    conf = np.array([0.2, 0.4, 0.4, 0.6, 0.8, 1.0])
+    parts = ece_parts(conf, np.ones(6), 3, equal_mass=True)
+    assert [b["count"] for b in parts["bins"]] == [2, 2, 2]
+    width = ece_parts(np.array([1 / 3, 2 / 3]), np.array([1.0, 0.0]), 3)
+    assert [b["bin"] for b in width["bins"]] == [0, 1]  # (0, 1/3] and (1/3, 2/3]
+
+
+def test_temperature_scaling_lowers_held_out_nll_and_keeps_the_predicted_classes(sample):
+    logits, gold = sample
+    result = _run(logits, gold)
+    assert result.value("temperature") > 1  # the sample is overconfident
+    assert result.value("nll_heldout_scaled") < result.value("nll_heldout")
+    t = fit_temperature(logits, gold)
+    assert (softmax(logits, t).argmax(1) == softmax(logits).argmax(1)).all()
+    grid = np.exp(np.linspace(-3, 3, 2001))
+    nlls = [-np.log(softmax(logits, g)[np.arange(len(gold)), gold]).mean() for g in grid]
+    assert t == pytest.approx(grid[int(np.argmin(nlls))], rel=0.01)
+
+
+def test_intervals_hold_the_point_estimate_and_margin_mode_differs(sample):
+    logits, gold = sample
+    result = _run(logits, gold, bootstrap=200)
+    for name in ("ece", "mce", "brier", "nll", "aurc"):
+        lo, hi = result.metrics[name].ci
+        assert lo <= result.value(name) <= hi or name == "mce", name
+    margin = _run(logits, gold, overconfidence="margin", high_confidence=0.5)
+    assert margin.value("overconfident_error_rate") != result.value("overconfident_error_rate")
+
+
+def test_risk_coverage_of_a_perfect_ranking_is_zero_until_the_errors():
+    cov, risk = risk_coverage(np.array([0.9, 0.8, 0.7, 0.6]), np.array([1.0, 1.0, 0.0, 0.0]))
+    assert cov.tolist() == [0.25, 0.5, 0.75, 1.0] and risk.tolist() == [0, 0, 1 / 3, 0.5]
+
+
+def test_accuracy_and_calibration_share_one_prediction_pass(suite_factory, monkeypatch, tmp_path):
+    from bertprobe.harness import run_suite
+    from bertprobe.plugins import build_plugins
+    from bertprobe.suite import load_suite
+    from bertprobe.target.target import Target
+
+    calls = []
+    real = Target.logits
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Target, "logits", counting)
+    suite = suite_factory("  - probe: accuracy\n  - probe: calibration\n    params: {bootstrap: 20, bins: 5}\n")
+    session = run_suite(load_suite(suite), build_plugins(entry_points=False))
+    assert len(calls) == 1
+    report = json.loads((session.run_dir / "report.json").read_text())
+    acc, cal = report["probes"]
+    assert acc["metrics"]["accuracy"] == pytest.approx(cal["metrics"]["accuracy"])
+    assert "ECE" in cal["details"]["key_finding"]
