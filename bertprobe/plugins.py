@@ -33,6 +33,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.syntax.probe",
     "bertprobe.probes.behaviour.probe",
     "bertprobe.probes.calibration",
+    "bertprobe.probes.slices",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

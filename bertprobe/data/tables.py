@@ -144,6 +144,8 @@ def load_table(spec: DataSpec) -> Dataset:
         label_names = list(feature.names)
     if len(table) == 0:
         raise DataError(f"'{source}' has no rows")
+    used = {label_col, text_col, pair_col, *(choice_cols or [])}
+    extra = [c for c in columns if c not in used]  # kept on each example (Example.meta) for slices by column
     examples = []
     for i, row in enumerate(table):
         text = row[text_col]
@@ -156,6 +158,7 @@ def load_table(spec: DataSpec) -> Dataset:
                 label=None if label_col is None else row[label_col],
                 choices=None if choice_cols is None else tuple(str(row[c]) for c in choice_cols),  # type: ignore[index]
                 id=str(i),
+                meta={c: row[c] for c in extra},
             )
         )
     return Dataset(examples, name=Path(source).stem if local else source, label_names=label_names)

@@ -1,0 +1,229 @@
+"""Probe ``slices``: where does accuracy drop? Accuracy per data slice, tested against the rest of the data.
+
+After Giskard's performance-bias detector (a slice is flagged at a 5% relative drop, "major" at 10%, with
+at least 20 examples) and Deepchecks' segment performance (property-based slices). Built-in slices:
+token-length quartiles, inputs truncated at ``max_length``, gold label, predicted label, inputs with a
+negation word, a number, a URL or handle, a question, and, for the most frequent content words of the
+data, inputs containing each. User slices: ``slices: {name: regex}`` and ``slice_by: [column]`` (columns
+of the data file beyond text and label).
+
+Deviations, where we do more: each slice's accuracy has a Wilson interval; its difference from the rest
+of the data gets Fisher's exact test, and the p-values are adjusted across all slices (Benjamini-Hochberg),
+so testing a hundred slices does not flag five by chance. A slice is flagged when its drop is at least
+``min_drop`` (absolute, in accuracy), its adjusted p is below ``alpha`` and it has ``min_size`` examples.
+Words are found with a plain lowercase word split, not a parser.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bertprobe.data.dataset import Dataset
+from bertprobe.errors import ProbeError
+from bertprobe.hookspecs import hookimpl
+from bertprobe.outcomes import Outcomes, example_ids
+from bertprobe.probe import Probe, ProbeContext
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.stats import wilson_interval
+from bertprobe.target.target import Target
+
+NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
+NUMBER = re.compile(r"\d")
+URL = re.compile(r"https?://|www\.|(?<!\w)@\w+", re.IGNORECASE)
+QUESTION = re.compile(r"\?")
+WORD = re.compile(r"[a-z][a-z'-]+")
+STOPWORDS = frozenset("""a an the and or but if of to in on at by for with from as is are was were be been being it its it's
+this that these those there here he she they we you i me my our your his her their them him us do does did doing have has
+had having not no so than too very can will just into about over under more most some any all such only own same other
+what which who whom when where why how 's n't -lrb- -rrb- film movie one""".split())
+
+
+@dataclass(frozen=True)
+class SlicesParams:
+    """``min_drop``: the accuracy drop (absolute) that flags a slice; ``alpha``: the adjusted p below which
+    a drop counts; ``min_size``: examples a slice needs to be judged; ``vocabulary_slices``: how many of
+    the most frequent content words become slices; ``slices``: your own, ``{name: regex}`` on the text;
+    ``slice_by``: data columns whose values make slices; ``findings``: misclassified examples per flagged slice."""
+
+    min_drop: float = 0.05
+    alpha: float = 0.05
+    min_size: int = 20
+    vocabulary_slices: int = 50
+    slices: dict[str, str] = field(default_factory=dict)
+    slice_by: tuple[str, ...] = ()
+    findings: int = 5
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_drop <= 1 or not 0 < self.alpha < 1 or self.min_size < 1 or self.vocabulary_slices < 0:
+            raise ValueError("min_drop in [0, 1], alpha in (0, 1), min_size >= 1, vocabulary_slices >= 0")
+        for name, pattern in self.slices.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"slices.{name}: not a regular expression ({exc})") from None
+
+
+def fisher_exact(a: int, b: int, c: int, d: int) -> float:
+    """Two-sided p of Fisher's exact test on the 2x2 table [[a, b], [c, d]] (tables as likely or less)."""
+    row1, col1, n = a + b, a + c, a + b + c + d
+    lo, hi = max(0, col1 - (n - row1)), min(row1, col1)
+
+    def logp(k: int) -> float:
+        return (math.lgamma(row1 + 1) - math.lgamma(k + 1) - math.lgamma(row1 - k + 1)
+                + math.lgamma(n - row1 + 1) - math.lgamma(col1 - k + 1) - math.lgamma(n - row1 - col1 + k + 1)
+                - math.lgamma(n + 1) + math.lgamma(col1 + 1) + math.lgamma(n - col1 + 1))
+
+    observed = logp(a)
+    total = sum(math.exp(logp(k)) for k in range(lo, hi + 1) if logp(k) <= observed + 1e-9)
+    return min(1.0, total)
+
+
+def benjamini_hochberg(p: list[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (monotone, at most 1), in the input's order."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    adjusted = [0.0] * m
+    running = 1.0
+    for rank, i in reversed(list(enumerate(order, start=1))):
+        running = min(running, p[i] * m / rank)
+        adjusted[i] = running
+    return adjusted
+
+
+def builtin_slices(data: Dataset, lengths: list[int], max_length: int, pred: np.ndarray, labels: list[str],
+                   vocabulary: int, min_size: int) -> dict[str, np.ndarray]:
+    """The built-in slices as boolean masks over the examples."""
+    texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
+    n = len(texts)
+    out: dict[str, np.ndarray] = {}
+    q = np.quantile(lengths, [0.25, 0.5, 0.75])
+    arr = np.asarray(lengths)
+    bounds = [(-1, q[0]), (q[0], q[1]), (q[1], q[2]), (q[2], np.inf)]
+    for k, (lo, hi) in enumerate(bounds, start=1):
+        out[f"length quartile {k} ({int(lo) + 1 if lo >= 0 else 0}-{'' if hi == np.inf else int(hi)} tokens)"] = (arr > lo) & (arr <= hi)
+    out[f"truncated at {max_length} tokens"] = arr >= max_length
+    gold = np.asarray(data.labels())
+    for c, name in enumerate(labels):
+        out[f"gold {name}"] = gold == c
+        out[f"predicted {name}"] = pred == c
+    for name, pattern in (("has a negation", NEGATION), ("has a number", NUMBER), ("has a URL or handle", URL),
+                          ("is a question", QUESTION)):
+        out[name] = np.array([bool(pattern.search(t)) for t in texts])
+    words = [set(WORD.findall(t.lower())) for t in texts]
+    counts = Counter(w for ws in words for w in ws if w not in STOPWORDS and len(w) > 2)
+    for word, count in counts.most_common():
+        if len([k for k in out if k.startswith("contains ")]) >= vocabulary:
+            break
+        if count >= min_size:
+            out[f"contains '{word}'"] = np.array([word in ws for ws in words])
+    return {k: v for k, v in out.items() if len(v) == n}
+
+
+class SlicesProbe(Probe):
+    name = "slices"
+    description = "Where accuracy drops: slices tested against the rest of the data (Fisher, Benjamini-Hochberg)"
+    paper = "Giskard performance-bias detector; Deepchecks segment performance (property slices)"
+    requires = frozenset({"predictions", "data:labels"})
+    metrics = ("slices_flagged", "worst_slice_accuracy", "max_slice_drop", "slices_tested", "accuracy")
+    metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
+                         "slices_tested": None, "accuracy": True}
+    Params = SlicesParams
+
+    def run(self, target: Target, data: Dataset | None, params: SlicesParams, ctx: ProbeContext) -> ProbeResult:
+        assert data is not None
+        if any(ex.label is None for ex in data.examples):
+            raise ProbeError("slices needs a gold label for every example")
+        logits = ctx.predictions(target, data, params.batch_size).logits
+        pred = logits.argmax(dim=-1).numpy()
+        gold = np.asarray(data.labels())
+        correct = (pred == gold).astype(float)
+        lengths = list(target.encode(data.examples).lengths)
+        labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
+        masks = builtin_slices(data, lengths, target.max_length, pred, labels, params.vocabulary_slices, params.min_size)
+        texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
+        for name, pattern in params.slices.items():
+            regex = re.compile(pattern, re.IGNORECASE)
+            masks[f"{name} (regex)"] = np.array([bool(regex.search(t)) for t in texts])
+        for column in params.slice_by:
+            values = [ex.meta.get(column) for ex in data.examples]
+            if all(v is None for v in values):
+                known = sorted({k for ex in data.examples for k in ex.meta})
+                raise ProbeError(f"slice_by: the data has no column '{column}'; extra columns: {', '.join(known) or 'none'}")
+            for value in sorted({str(v) for v in values if v is not None}):
+                masks[f"{column} = {value}"] = np.array([str(v) == value for v in values])
+        overall = float(correct.mean())
+        rows = []
+        for name, mask in masks.items():
+            size = int(mask.sum())
+            if size == 0 or size == len(mask):
+                continue
+            inside, rest = correct[mask], correct[~mask]
+            acc, rest_acc = float(inside.mean()), float(rest.mean())
+            p = fisher_exact(int(inside.sum()), size - int(inside.sum()), int(rest.sum()), len(rest) - int(rest.sum()))
+            rows.append({"name": name, "size": size, "accuracy": acc, "interval": list(wilson_interval(int(inside.sum()), size)),
+                         "rest_accuracy": rest_acc, "drop": rest_acc - acc, "p": p, "mask": mask})
+        adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
+        for row, p_adj in zip(rows, adjusted):
+            row["p_adjusted"] = p_adj
+            row["flagged"] = bool(row["drop"] >= params.min_drop and p_adj < params.alpha and row["size"] >= params.min_size)
+        rows.sort(key=lambda r: (not r["flagged"], -r["drop"]))
+        result = ProbeResult(probe=self.name)
+        result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), correct))
+        flagged = [r for r in rows if r["flagged"]]
+        judged = [r for r in rows if r["size"] >= params.min_size]
+        result.add_metric("accuracy", overall, True, "accuracy on all the data", outcome="correct")
+        result.add_metric("slices_tested", len(rows), None, "slices with examples inside and outside", kind="count")
+        result.add_metric("slices_flagged", len(flagged), False,
+                          f"slices at least {params.min_drop:.0%} below the rest, BH-adjusted p < {params.alpha}, "
+                          f">= {params.min_size} examples", kind="count")
+        if judged:
+            worst = min(judged, key=lambda r: r["accuracy"])
+            result.add_metric("worst_slice_accuracy", worst["accuracy"], True,
+                              f"lowest accuracy of a slice with >= {params.min_size} examples ('{worst['name']}')",
+                              ci=tuple(worst["interval"]))
+            biggest = max(judged, key=lambda r: r["drop"])
+            result.add_metric("max_slice_drop", biggest["drop"], False,
+                              f"largest drop against the rest ('{biggest['name']}')", ci=self._drop_interval(correct, biggest["mask"], ctx.seed))
+        for row in flagged:
+            wrong = [i for i in np.flatnonzero(row["mask"]) if not correct[i]][: params.findings]
+            for i in wrong:
+                ex = data.examples[i]
+                result.findings.append(Finding(title=f"slice '{row['name']}': {row['accuracy']:.1%} vs {row['rest_accuracy']:.1%}",
+                                               input=texts[i], expected=labels[int(gold[i])], observed=labels[int(pred[i])],
+                                               score=round(row["p_adjusted"], 6), extra={"kind": "slice", "slice": row["name"], "id": ex.id}))
+        result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
+                                    | {"interval": [round(x, 4) for x in r["interval"]]} for r in rows]
+        shown = rows[:25]
+        result.details["figures"] = [{
+            "kind": "bars", "title": "accuracy per slice (95% Wilson interval; flagged first, then by drop)",
+            "data": {"labels": [("* " if r["flagged"] else "") + r["name"] for r in shown],
+                     "series": [{"name": "accuracy", "values": [r["accuracy"] for r in shown],
+                                 "errors": [r["interval"] for r in shown]}],
+                     "reference": {"value": overall, "label": f"overall {overall:.3f}"}},
+            "axes": {"y": "accuracy"}}]
+        result.details["key_finding"] = (f"{len(flagged)} slice(s) flagged; worst: '{flagged[0]['name']}' "
+                                         f"{flagged[0]['accuracy']:.1%} vs {flagged[0]['rest_accuracy']:.1%} elsewhere"
+                                         if flagged else f"no slice flagged of {len(rows)}")
+        return result
+
+    @staticmethod
+    def _drop_interval(correct: np.ndarray, mask: np.ndarray, seed: int, resamples: int = 1000) -> tuple[float, float]:
+        """Bootstrap interval of rest accuracy minus slice accuracy (resampling within each side)."""
+        rng = np.random.default_rng(seed)
+        inside, rest = correct[mask], correct[~mask]
+        a = inside[rng.integers(0, len(inside), size=(resamples, len(inside)))].mean(axis=1)
+        b = rest[rng.integers(0, len(rest), size=(resamples, len(rest)))].mean(axis=1)
+        d = b - a
+        return float(np.quantile(d, 0.025)), float(np.quantile(d, 0.975))
+
+
+@hookimpl
+def bertprobe_register_probes(registry: Any) -> None:
+    registry.add(SlicesProbe)

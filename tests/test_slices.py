@@ -1,0 +1,108 @@
+"""The slices probe: exact tests and Benjamini-Hochberg, a planted slice found first, no false flags on
+random slices, user regex and column slices."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bertprobe.data import Dataset, Example
+from bertprobe.errors import ProbeError
+from bertprobe.probe import Predictions, ProbeContext
+from bertprobe.probes.slices import SlicesParams, SlicesProbe, benjamini_hochberg, fisher_exact
+
+
+def test_fisher_and_benjamini_hochberg_match_known_values():
+    assert fisher_exact(3, 1, 1, 3) == pytest.approx(0.485714, abs=1e-6)  # Fisher's tea-tasting table
+    assert fisher_exact(8, 2, 1, 5) == pytest.approx(0.034965, abs=1e-6)
+    assert fisher_exact(5, 5, 5, 5) == pytest.approx(1.0)
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+
+
+class Canned:
+    """A stand-in target: predictions are given; lengths are word counts."""
+
+    label_names = ["negative", "positive"]
+    max_length = 128
+
+    def __init__(self, pred: list[int]) -> None:
+        self.pred = pred
+
+    def encode(self, examples):
+        from bertprobe.target.target import Encoded
+
+        return Encoded([{} for _ in examples], [len(ex.text.split()) + 2 for ex in examples])
+
+
+def _run(examples: list[Example], pred: list[int], **params):
+    target = Canned(pred)
+    logits = torch.nn.functional.one_hot(torch.tensor(pred), 2).float()
+    ctx = ProbeContext(seed=3, predictions=lambda t, d, batch_size=None: Predictions(logits, 0.0))
+    return SlicesProbe().run(target, Dataset(examples), SlicesParams(**params), ctx)  # type: ignore[arg-type]
+
+
+def _data(n: int = 600, seed: int = 0, error_rate: float = 0.1):
+    rng = random.Random(seed)
+    words = "good bad plot acting music story scene cast script ending".split()
+    examples, pred = [], []
+    for i in range(n):
+        label = rng.randint(0, 1)
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
+        examples.append(Example(text, label=label, id=str(i), meta={"source": rng.choice(["web", "app"])}))
+        pred.append(label if rng.random() > error_rate else 1 - label)
+    return examples, pred
+
+
+def test_a_planted_slice_is_flagged_first_by_drop():
+    examples, pred = _data()
+    marked = random.Random(1).sample(range(len(examples)), 60)
+    for i in marked:  # a rare marker word, and the model gets these wrong
+        examples[i] = Example(examples[i].text + " zorblat", label=examples[i].label, id=examples[i].id, meta=examples[i].meta)
+        pred[i] = 1 - int(examples[i].label)
+    result = _run(examples, pred, vocabulary_slices=20)
+    first = result.details["slices"][0]
+    assert first["name"] == "contains 'zorblat'" and first["flagged"] and first["size"] == 60
+    assert first["accuracy"] == 0 and first["p_adjusted"] < 1e-6
+    assert result.value("slices_flagged") >= 1 and result.value("max_slice_drop") == pytest.approx(first["drop"])
+    assert result.findings[0].extra["slice"] == "contains 'zorblat'"
+    assert "zorblat" in result.details["key_finding"]
+
+
+def test_random_slices_on_random_errors_are_not_flagged():
+    """Errors independent of the text: 60 random regex slices; the adjusted p-values keep false flags away."""
+    flags = raw = 0
+    for seed in range(5):
+        examples, pred = _data(seed=seed, error_rate=0.2)
+        rng = random.Random(seed)
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        slices = {f"r{k}": rng.choice(letters) + rng.choice(letters) for k in range(60)}
+        result = _run(examples, pred, slices=slices, vocabulary_slices=0)
+        flags += sum(1 for s in result.details["slices"] if s["flagged"] and s["name"].endswith("(regex)"))
+        raw += sum(1 for s in result.details["slices"] if s["p"] < 0.05 and s["name"].endswith("(regex)"))
+    assert flags == 0
+    assert raw > 0  # unadjusted, 300 slices at 0.05 pass by chance (about 15 expected); adjusted, none do
+
+
+def test_column_slices_and_a_missing_column():
+    examples, pred = _data(n=200)
+    result = _run(examples, pred, slice_by=("source",), vocabulary_slices=0)
+    names = {s["name"] for s in result.details["slices"]}
+    assert {"source = web", "source = app"} <= names
+    web = next(s for s in result.details["slices"] if s["name"] == "source = web")
+    mask = np.array([ex.meta["source"] == "web" for ex in examples])
+    correct = np.array([p == ex.label for p, ex in zip(pred, examples)], dtype=float)
+    assert web["size"] == int(mask.sum()) and web["accuracy"] == pytest.approx(correct[mask].mean())
+    with pytest.raises(ProbeError, match="no column 'region'; extra columns: source"):
+        _run(examples, pred, slice_by=("region",))
+
+
+def test_extra_columns_of_a_data_file_reach_the_examples(tmp_path):
+    from bertprobe.data import DataSpec, load_table
+
+    path = tmp_path / "d.csv"
+    path.write_text("review,sentiment,shop\ngreat,1,north\nawful,0,south\n", encoding="utf-8")
+    data = load_table(DataSpec(path=str(path), text="review", label="sentiment"))
+    assert [ex.meta for ex in data.examples] == [{"shop": "north"}, {"shop": "south"}]
