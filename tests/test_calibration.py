@@ -138,3 +138,31 @@ def test_accuracy_and_calibration_share_one_prediction_pass(suite_factory, monke
     acc, cal = report["probes"]
     assert acc["metrics"]["accuracy"] == pytest.approx(cal["metrics"]["accuracy"])
     assert "ECE" in cal["details"]["key_finding"]
+
+
+def test_a_prediction_that_changes_alone_is_a_finding(tiny_clf):
+    """The accuracy probe predicts a sample again one at a time; a class that differs is reported."""
+    from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
+    from bertprobe.testing import sentiment_examples
+
+    data = Dataset([Example(x, label=y, id=str(i)) for i, (x, y) in enumerate(sentiment_examples(30))])
+    real = type(tiny_clf).predict_proba
+
+    def odd_alone(self, encoded, batch_size=None, progress=None):
+        probs = real(self, encoded, batch_size, progress)
+        if batch_size == 1:  # a server that answers differently for a batch of one: flip the first example
+            probs[0] = probs[0].flip(0)
+        return probs
+
+    target = tiny_clf
+    try:
+        type(target).predict_proba = odd_alone
+        result = AccuracyProbe().run(target, data, AccuracyParams(bootstrap=0, single_check=30, findings=0),
+                                     ProbeContext(seed=4))
+    finally:
+        type(target).predict_proba = real
+    check = result.details["batch_of_one"]
+    assert check["examples"] == 30 and check["max_probability_difference"] > 0  # every example: the first is flipped
+    assert check["class_changes"] == 1
+    (finding,) = [f for f in result.findings if f.extra.get("kind") == "batch_of_one"]
+    assert finding.extra["id"] == "0" and finding.title == "prediction differs alone and in a batch"

@@ -196,3 +196,19 @@ def test_behaviour_of_the_int8_build_is_paired_case_by_case_with_fp32(tmp_path, 
     assert {d["metric"] for d in paired} == {"failure_rate.test.typo", "failure_rate.test.add_positive",
                                              "failure_rate.test.add_negative"}
     assert all(d["test"].startswith("McNemar exact") and d["paired"] == 120 and d["p_value"] is not None for d in paired)
+
+
+@needs_sst2
+def test_calibration_of_the_int8_build_is_paired_with_fp32(tmp_path, monkeypatch):
+    """The compression suite's gate pairs ECE, Brier and NLL of each variant with fp32 example by example."""
+    result = run_shipped("compression", tmp_path, monkeypatch, "--only", "calibration", "--limit", "300", **SST2_ENV)
+    assert result.exit_code in (0, 1), result.output
+    run_dir, report = only_run(tmp_path, "compression")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    (deltas,) = [e["deltas"] for e in events if e["event"] == "gate"]
+    int8 = {d["metric"]: d for d in deltas if d["model"] == "int8"}
+    for metric in ("ece", "brier", "nll"):
+        assert int8[metric]["test"] == "paired bootstrap, 300 paired" and int8[metric]["ci"] is not None
+        assert int8[metric]["higher_is_better"] is False
+    ece = {p["model"]: p["metrics"]["ece"] for p in report["probes"]}
+    assert int8["ece"]["delta"] == pytest.approx(ece["int8"] - ece["fp32"])

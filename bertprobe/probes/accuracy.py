@@ -22,12 +22,14 @@ class AccuracyParams:
     bootstrap: int = 1000
     confidence: float = 0.95
     findings: int = 10
+    single_check: int = 100  # examples predicted again alone (a batch of one), as a server would see them
+
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:
             raise ValueError("confidence must lie strictly between 0 and 1")
-        if self.bootstrap < 0 or self.findings < 0:
-            raise ValueError("bootstrap and findings must be >= 0")
+        if self.bootstrap < 0 or self.findings < 0 or self.single_check < 0:
+            raise ValueError("bootstrap, findings and single_check must be >= 0")
 
 
 class AccuracyProbe(Probe):
@@ -82,6 +84,7 @@ class AccuracyProbe(Probe):
                     score=round(float(confidence[i]), 4),
                 )
             )
+        self._batch_of_one(result, target, data, probs, names, params, ctx.seed)
         result.details["confusion"] = _confusion(gold, pred, len(names))
         result.details["labels"] = names
         per_class = [n for n in names if f"accuracy_{n}" in result.metrics]
@@ -95,6 +98,36 @@ class AccuracyProbe(Probe):
              "axes": {"x": "predicted", "y": "gold"}, "colorbar": "examples"},
         ]
         return result
+
+    @staticmethod
+    def _batch_of_one(result: ProbeResult, target: Target, data: Dataset, probs: torch.Tensor, names: list[str],
+                      params: Any, seed: int) -> None:
+        """Predict a seeded sample again one example at a time; any class change is a finding."""
+        if not params.single_check:
+            return
+        import random
+
+        picked = sorted(random.Random(seed).sample(range(len(data.examples)), min(params.single_check, len(data.examples))))
+        encoded = target.encode([data.examples[i] for i in picked], cache=False)
+        alone = target.predict_proba(encoded, batch_size=1)
+        batched = probs[picked]
+        changed = [j for j in range(len(picked)) if int(alone[j].argmax()) != int(batched[j].argmax())]
+        gap = float((alone - batched).abs().max()) if picked else 0.0
+        result.details["batch_of_one"] = {"examples": len(picked), "class_changes": len(changed),
+                                          "share_changed": len(changed) / max(1, len(picked)),
+                                          "max_probability_difference": gap, "why": _single_check_note()}
+        for j in changed:
+            ex = data.examples[picked[j]]
+            result.findings.append(Finding(
+                title="prediction differs alone and in a batch", input=ex.text,
+                expected=f"{names[int(batched[j].argmax())]} (in the audit's batches)",
+                observed=f"{names[int(alone[j].argmax())]} (alone)", score=round(float((alone[j] - batched[j]).abs().max()), 6),
+                extra={"kind": "batch_of_one", "id": ex.id}))
+
+
+def _single_check_note() -> str:
+    return ("a model served one request at a time must give what the audit measured in batches: padding, "
+            "batch-dependent kernels or dropout left on would show here")
 
 
 def _confusion(gold: torch.Tensor, pred: torch.Tensor, classes: int) -> list[list[int]]:
