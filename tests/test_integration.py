@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,27 @@ def test_calibration_of_the_int8_build_is_paired_with_fp32(tmp_path, monkeypatch
         assert int8[metric]["higher_is_better"] is False
     ece = {p["model"]: p["metrics"]["ece"] for p in report["probes"]}
     assert int8["ece"]["delta"] == pytest.approx(ece["int8"] - ece["fp32"])
+
+
+@needs_sst2
+def test_calibration_and_a_planted_slice_on_the_fixture(tmp_path, monkeypatch):
+    """SST-2 dev with a rare marker word added to 60 sentences whose gold labels are flipped: slices flags
+    the marker's slice first by drop; calibration's temperature scaling lowers held-out NLL."""
+    rows = SST2_DEV.read_text(encoding="utf-8").splitlines()
+    header, body = rows[0], rows[1:]
+    marked = set(random.Random(7).sample(range(len(body)), 60))
+    out = [header]
+    for i, row in enumerate(body):
+        text, label = row.rsplit("\t", 1)
+        out.append(f"{text} zorblat\t{1 - int(label)}" if i in marked else row)
+    data = tmp_path / "planted.tsv"
+    data.write_text("\n".join(out) + "\n", encoding="utf-8")
+    result = run_shipped("sst2", tmp_path / "out", monkeypatch, "--only", "calibration", "--only", "slices",
+                         BERTPROBE_SST2_MODEL=SST2_MODEL, BERTPROBE_SST2_DATA=data)
+    assert result.exit_code in (0, 1), result.output
+    _, report = only_run(tmp_path / "out", "sst2")
+    calibration, slices = report["probes"]
+    assert calibration["metrics"]["nll_heldout_scaled"] < calibration["metrics"]["nll_heldout"]
+    first = slices["details"]["slices"][0]
+    assert first["name"] == "contains 'zorblat'" and first["flagged"] and first["size"] == 60
+    assert slices["metrics"]["slices_flagged"] >= 1
