@@ -109,3 +109,26 @@ def test_extra_columns_of_a_data_file_reach_the_examples(tmp_path):
     path.write_text("review,sentiment,shop\ngreat,1,north\nawful,0,south\n", encoding="utf-8")
     data = load_table(DataSpec(path=str(path), text="review", label="sentiment"))
     assert [ex.meta for ex in data.examples] == [{"shop": "north"}, {"shop": "south"}]
+
+
+def test_recall_slices_count_only_the_gold_positive_examples():
+    examples, pred = _data(n=600, error_rate=0.05)
+    rng = random.Random(2)
+    marked = rng.sample(range(len(examples)), 120)
+    positives = 0
+    for i in marked:
+        examples[i] = Example(examples[i].text + " zorblat", label=examples[i].label, id=examples[i].id)
+        if examples[i].label == 1:  # the model misses every positive with the marker, keeps the negatives right
+            pred[i], positives = 0, positives + 1
+        else:
+            pred[i] = 0
+    recall = _run(examples, pred, metric="recall", positive="positive", vocabulary_slices=20)
+    first = recall.details["slices"][0]
+    assert recall.details["metric"] == "recall" and first["name"] == "contains 'zorblat'"
+    assert first["size"] == positives and first["accuracy"] == 0 and first["flagged"]
+    gold = np.array([ex.label for ex in examples])
+    assert recall.value("recall") == pytest.approx(np.mean(np.array(pred)[gold == 1] == 1))
+    precision = _run(examples, pred, metric="precision", vocabulary_slices=20)  # marked examples are never predicted positive
+    assert "contains 'zorblat'" not in {s["name"] for s in precision.details["slices"]}
+    with pytest.raises(ProbeError, match="positive 'upbeat' is no class"):
+        _run(examples, pred, metric="recall", positive="upbeat")

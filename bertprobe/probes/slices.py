@@ -20,7 +20,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -49,7 +49,9 @@ class SlicesParams:
     """``min_drop``: the accuracy drop (absolute) that flags a slice; ``alpha``: the adjusted p below which
     a drop counts; ``min_size``: examples a slice needs to be judged; ``vocabulary_slices``: how many of
     the most frequent content words become slices; ``slices``: your own, ``{name: regex}`` on the text;
-    ``slice_by``: data columns whose values make slices; ``findings``: misclassified examples per flagged slice."""
+    ``slice_by``: data columns whose values make slices; ``findings``: misclassified examples per flagged slice.
+    ``metric``: accuracy, or for a binary task ``recall`` or ``precision`` of the ``positive`` class (default:
+    the second class): a proportion over the gold-positive or predicted-positive examples, tested the same way."""
 
     min_drop: float = 0.05
     alpha: float = 0.05
@@ -58,6 +60,8 @@ class SlicesParams:
     slices: dict[str, str] = field(default_factory=dict)
     slice_by: tuple[str, ...] = ()
     findings: int = 5
+    metric: Literal["accuracy", "recall", "precision"] = "accuracy"
+    positive: str | int | None = None
     batch_size: int | None = None
 
     def __post_init__(self) -> None:
@@ -131,9 +135,9 @@ class SlicesProbe(Probe):
     description = "Where accuracy drops: slices tested against the rest of the data (Fisher, Benjamini-Hochberg)"
     paper = "Giskard performance-bias detector; Deepchecks segment performance (property slices)"
     requires = frozenset({"predictions", "data:labels"})
-    metrics = ("slices_flagged", "worst_slice_accuracy", "max_slice_drop", "slices_tested", "accuracy")
+    metrics = ("slices_flagged", "worst_slice_accuracy", "max_slice_drop", "slices_tested", "accuracy", "recall", "precision")
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
-                         "slices_tested": None, "accuracy": True}
+                         "slices_tested": None, "accuracy": True, "recall": True, "precision": True}
     Params = SlicesParams
 
     def run(self, target: Target, data: Dataset | None, params: SlicesParams, ctx: ProbeContext) -> ProbeResult:
@@ -147,6 +151,8 @@ class SlicesProbe(Probe):
         lengths = list(target.encode(data.examples).lengths)
         labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
         masks = builtin_slices(data, lengths, target.max_length, pred, labels, params.vocabulary_slices, params.min_size)
+        if params.metric != "accuracy":  # recall or precision within a gold or predicted class says nothing
+            masks = {k: v for k, v in masks.items() if not k.startswith(("gold ", "predicted "))}
         texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
         for name, pattern in params.slices.items():
             regex = re.compile(pattern, re.IGNORECASE)
@@ -158,13 +164,15 @@ class SlicesProbe(Probe):
                 raise ProbeError(f"slice_by: the data has no column '{column}'; extra columns: {', '.join(known) or 'none'}")
             for value in sorted({str(v) for v in values if v is not None}):
                 masks[f"{column} = {value}"] = np.array([str(v) == value for v in values])
-        overall = float(correct.mean())
+        base = self._base(params, gold, pred, labels)  # the examples the metric is a proportion over
+        metric = params.metric
+        overall = float(correct[base].mean()) if base.any() else float("nan")
         rows = []
         for name, mask in masks.items():
-            size = int(mask.sum())
-            if size == 0 or size == len(mask):
+            size = int((mask & base).sum())
+            if size == 0 or size == int(base.sum()):
                 continue
-            inside, rest = correct[mask], correct[~mask]
+            inside, rest = correct[mask & base], correct[~mask & base]
             acc, rest_acc = float(inside.mean()), float(rest.mean())
             p = fisher_exact(int(inside.sum()), size - int(inside.sum()), int(rest.sum()), len(rest) - int(rest.sum()))
             rows.append({"name": name, "size": size, "accuracy": acc, "interval": list(wilson_interval(int(inside.sum()), size)),
@@ -178,7 +186,7 @@ class SlicesProbe(Probe):
         result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), correct))
         flagged = [r for r in rows if r["flagged"]]
         judged = [r for r in rows if r["size"] >= params.min_size]
-        result.add_metric("accuracy", overall, True, "accuracy on all the data", outcome="correct")
+        result.add_metric(metric, overall, True, f"{metric} on all the data", outcome="correct" if metric == "accuracy" else None)
         result.add_metric("slices_tested", len(rows), None, "slices with examples inside and outside", kind="count")
         result.add_metric("slices_flagged", len(flagged), False,
                           f"slices at least {params.min_drop:.0%} below the rest, BH-adjusted p < {params.alpha}, "
@@ -186,13 +194,13 @@ class SlicesProbe(Probe):
         if judged:
             worst = min(judged, key=lambda r: r["accuracy"])
             result.add_metric("worst_slice_accuracy", worst["accuracy"], True,
-                              f"lowest accuracy of a slice with >= {params.min_size} examples ('{worst['name']}')",
+                              f"lowest {metric} of a slice with >= {params.min_size} examples ('{worst['name']}')",
                               ci=tuple(worst["interval"]))
             biggest = max(judged, key=lambda r: r["drop"])
-            result.add_metric("max_slice_drop", biggest["drop"], False,
-                              f"largest drop against the rest ('{biggest['name']}')", ci=self._drop_interval(correct, biggest["mask"], ctx.seed))
+            result.add_metric("max_slice_drop", biggest["drop"], False, f"largest drop of {metric} against the rest "
+                              f"('{biggest['name']}')", ci=self._drop_interval(correct[base], biggest["mask"][base], ctx.seed))
         for row in flagged:
-            wrong = [i for i in np.flatnonzero(row["mask"]) if not correct[i]][: params.findings]
+            wrong = [i for i in np.flatnonzero(row["mask"] & base) if not correct[i]][: params.findings]
             for i in wrong:
                 ex = data.examples[i]
                 result.findings.append(Finding(title=f"slice '{row['name']}': {row['accuracy']:.1%} vs {row['rest_accuracy']:.1%}",
@@ -202,16 +210,31 @@ class SlicesProbe(Probe):
                                     | {"interval": [round(x, 4) for x in r["interval"]]} for r in rows]
         shown = rows[:25]
         result.details["figures"] = [{
-            "kind": "bars", "title": "accuracy per slice (95% Wilson interval; flagged first, then by drop)",
+            "kind": "bars", "title": f"{metric} per slice (95% Wilson interval; flagged first, then by drop)",
             "data": {"labels": [("* " if r["flagged"] else "") + r["name"] for r in shown],
-                     "series": [{"name": "accuracy", "values": [r["accuracy"] for r in shown],
+                     "series": [{"name": metric, "values": [r["accuracy"] for r in shown],
                                  "errors": [r["interval"] for r in shown]}],
                      "reference": {"value": overall, "label": f"overall {overall:.3f}"}},
-            "axes": {"y": "accuracy"}}]
+            "axes": {"y": metric}}]
+        result.details["metric"] = metric
         result.details["key_finding"] = (f"{len(flagged)} slice(s) flagged; worst: '{flagged[0]['name']}' "
                                          f"{flagged[0]['accuracy']:.1%} vs {flagged[0]['rest_accuracy']:.1%} elsewhere"
                                          if flagged else f"no slice flagged of {len(rows)}")
         return result
+
+    @staticmethod
+    def _base(params: SlicesParams, gold: np.ndarray, pred: np.ndarray, labels: list[str]) -> np.ndarray:
+        """All examples for accuracy; the gold-positive (recall) or predicted-positive (precision) ones."""
+        if params.metric == "accuracy":
+            return np.ones(len(gold), dtype=bool)
+        if len(labels) != 2:
+            raise ProbeError(f"slices: metric '{params.metric}' needs a binary task; this model has {len(labels)} classes")
+        positive = params.positive if params.positive is not None else 1
+        if isinstance(positive, str):
+            if positive not in labels:
+                raise ProbeError(f"slices: positive '{positive}' is no class of the model; classes: {', '.join(labels)}")
+            positive = labels.index(positive)
+        return (gold == positive) if params.metric == "recall" else (pred == positive)
 
     @staticmethod
     def _drop_interval(correct: np.ndarray, mask: np.ndarray, seed: int, resamples: int = 1000) -> tuple[float, float]:
