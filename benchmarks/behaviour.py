@@ -28,7 +28,7 @@ from bertprobe.data import DataSpec, load_table
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.perturb import Words
-from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe, _perturbation_specs, _text_of, perturbation_cases
+from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe, perturbation_cases, perturbation_specs, text_key
 from bertprobe.probes.behaviour.scoring import judge_case
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.suite import load_suite
@@ -47,7 +47,7 @@ def suite_cases(target):
     cases = [c for i, t in enumerate(params.templates) for c in expand_template(t, lexicons, suite.seed, params.max_cases,
                                                                                  f"templates[{i}]")]
     data = load_table(DataSpec(path=str(DEV)))
-    made, _ = perturbation_cases(data, _perturbation_specs(None), Words(lexicons=lexicons), suite.seed, params.max_examples)
+    made, _ = perturbation_cases(data, perturbation_specs(None), Words(lexicons=lexicons), suite.seed, params.max_examples)
     return cases + made, params
 
 
@@ -62,11 +62,11 @@ def plain_loop(target, cases, batch_size: int = 32) -> dict[str, np.ndarray]:
             texts = [t for c in test_cases for t in c.texts]
             for start in range(0, len(texts), batch_size):
                 chunk = texts[start:start + batch_size]
-                enc = target.tokenizer([_text_of(t) for t in chunk], padding=True, truncation=True,
+                enc = target.tokenizer([text_key(t) for t in chunk], padding=True, truncation=True,
                                        max_length=target.max_length, return_tensors="pt")
                 probs = target.model(**enc).logits.float().softmax(-1).numpy()
                 for t, p in zip(chunk, probs):
-                    out[_text_of(t)] = p
+                    out[text_key(t)] = p
     return out
 
 
@@ -81,7 +81,7 @@ def main() -> None:
     target = load_target(ModelSpec(path=str(MODEL), device="cpu", dtype="float32", max_length=128))
     cases, params = suite_cases(target)
     total_texts = sum(len(c.texts) for c in cases)
-    distinct = len({_text_of(t) for c in cases for t in c.texts})
+    distinct = len({text_key(t) for c in cases for t in c.texts})
     print(f"suites/behaviour.yaml on minilm-l6-sst2: {len(cases)} cases, {total_texts} texts, {distinct} distinct; "
           f"torch threads {torch.get_num_threads()}")
     plain_loop(target, cases[:50])  # warm-up, not timed
@@ -95,7 +95,7 @@ def main() -> None:
         results["plain"] = plain_loop(target, cases)
         times["plain"].append(time.perf_counter() - start)
     labels = target.label_names
-    verdicts = {name: [judge_case(c, lambda t, p=probs: p[_text_of(t)], labels).passed for c in cases]
+    verdicts = {name: [judge_case(c, lambda t, p=probs: p[text_key(t)], labels).passed for c in cases]
                 for name, probs in results.items()}
     agree = np.mean([a == b for a, b in zip(verdicts["bertprobe"], verdicts["plain"])])
     best = {k: min(v) for k, v in times.items()}

@@ -71,11 +71,13 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "test"
 
 
-def _text_of(text: Text) -> str:
+def text_key(text: Text) -> str:
+    """One string per text (a pair joined with " ||| "): the key of its predicted probabilities."""
     return text if isinstance(text, str) else f"{text[0]} ||| {text[1]}"
 
 
-def _perturbation_specs(raw: tuple[Any, ...] | None) -> list[tuple[Perturbation, dict[str, Any]]]:
+def perturbation_specs(raw: tuple[Any, ...] | None) -> list[tuple[Perturbation, dict[str, Any]]]:
+    """The chosen perturbations with their options (None: the whole catalogue), checked."""
     known = catalogue()
     chosen = list(known) if raw is None else list(raw)
     out = []
@@ -147,7 +149,7 @@ def fairness_gaps(cases: list[Case], probs: dict[str, np.ndarray], label_names: 
     if len(groups) < 2 or not full:
         return {}
     # cases x groups x classes
-    cube = np.stack([np.stack([probs[_text_of(c.texts[c.groups.index(g)])] for g in groups]) for c in full])
+    cube = np.stack([np.stack([probs[text_key(c.texts[c.groups.index(g)])] for g in groups]) for c in full])
     means = cube.mean(axis=0)
     best = (0.0, 0, 0, 0)
     for k in range(len(label_names)):
@@ -195,7 +197,7 @@ class BehaviourProbe(Probe):
             cases += expand_template(spec, lexicons, ctx.seed, params.max_cases, f"templates[{i}]")
         skipped: list[dict[str, Any]] = []
         if data is not None and params.perturbations != ():
-            made, rows = perturbation_cases(data, _perturbation_specs(params.perturbations), Words(lexicons=lexicons),
+            made, rows = perturbation_cases(data, perturbation_specs(params.perturbations), Words(lexicons=lexicons),
                                             ctx.seed, params.max_examples)
             cases += made
             skipped = [r for r in rows if "skipped" in r]
@@ -207,7 +209,7 @@ class BehaviourProbe(Probe):
         if not cases:
             raise ProbeError("no behavioural case to run: give cases:, templates:, or data for the perturbations")
         probs = self._predict(target, cases, params, ctx)
-        verdicts = [judge_case(c, lambda t: probs[_text_of(t)], labels) for c in cases]
+        verdicts = [judge_case(c, lambda t: probs[text_key(t)], labels) for c in cases]
         result = ProbeResult(probe=self.name)
         self._report(result, cases, verdicts, probs, labels, params, ctx)
         result.details["perturbations"] = rows
@@ -239,7 +241,7 @@ class BehaviourProbe(Probe):
         distinct: dict[str, Text] = {}
         for case in cases:
             for text in case.texts:
-                distinct.setdefault(_text_of(text), text)
+                distinct.setdefault(text_key(text), text)
         examples = [Example(t, id=str(i)) if isinstance(t, str) else Example(t[0], text_pair=t[1], id=str(i))
                     for i, t in enumerate(distinct.values())]
         encoded = target.encode(examples, cache=False)
@@ -328,12 +330,12 @@ class BehaviourProbe(Probe):
     def _finding(case: Case, verdict: Verdict, labels: list[str], probs: dict[str, np.ndarray]) -> Finding:
         cls = labels[verdict.cls]
         original, decisive = case.texts[0], case.texts[verdict.worst]
-        before = probs[_text_of(original)]
-        after = probs[_text_of(decisive)]
+        before = probs[text_key(original)]
+        after = probs[text_key(decisive)]
         changed = list(case.changed[verdict.worst]) if verdict.worst < len(case.changed) else []
         if case.type == "mft":
             expected = f"{cls}" if case.label is not None else f"not {cls}"
-            return Finding(title=f"{case.test} ({case.type})", input=_text_of(decisive), expected=expected,
+            return Finding(title=f"{case.test} ({case.type})", input=text_key(decisive), expected=expected,
                            observed=f"{labels[int(np.argmax(after))]} (p={float(after.max()):.3f})",
                            score=float(after[verdict.cls]), extra={"kind": "behaviour", "test": case.test})
         if case.type == "inv":
@@ -342,7 +344,7 @@ class BehaviourProbe(Probe):
             assert case.expect is not None
             expected = f"p({cls}) {'not down' if case.expect.direction == 'not_down' else 'not up'}" + (
                 f" beyond {case.expect.tolerance}" if case.expect.tolerance else "")
-        return Finding(title=f"{case.test} ({case.type})", input=_text_of(original), perturbed=_text_of(decisive),
+        return Finding(title=f"{case.test} ({case.type})", input=text_key(original), perturbed=text_key(decisive),
                        expected=expected,
                        observed=f"p({cls}) {verdict.before:.3f} -> {verdict.after:.3f}; "
                                 f"{labels[int(np.argmax(before))]} -> {labels[int(np.argmax(after))]}",
