@@ -131,7 +131,8 @@ def test_accuracy_and_calibration_share_one_prediction_pass(suite_factory, monke
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Target, "logits", counting)
-    suite = suite_factory("  - probe: accuracy\n  - probe: calibration\n    params: {bootstrap: 20, bins: 5}\n")
+    suite = suite_factory("  - probe: accuracy\n    params: {single_check: 0}\n"  # no batch-of-one passes to count
+                          "  - probe: calibration\n    params: {bootstrap: 20, bins: 5}\n")
     session = run_suite(load_suite(suite), build_plugins(entry_points=False))
     assert len(calls) == 1
     report = json.loads((session.run_dir / "report.json").read_text())
