@@ -52,7 +52,8 @@ def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
     assert trig["status"] == "failed" and len(trig["details"]["trigger_tokens"]) == 3
     assert trig["metrics"]["accuracy_before"] > 0.85
     assert trig["metrics"]["accuracy_after"] < trig["metrics"]["accuracy_before"] - 0.5
-    assert "1 of 2 expectations held (50%)" in (run_dir / "report.md").read_text()
+    assert status["calibration"]["status"] == "passed" and status["slices"]["status"] == "measured"
+    assert "2 of 3 expectations held (67%)" in (run_dir / "report.md").read_text()
 
 
 ARCT_DATA = SHARED / "data" / "arct"
