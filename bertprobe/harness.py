@@ -35,7 +35,7 @@ from bertprobe.run.resume import (
 from bertprobe.run.session import Session, events_file, new_run_dir
 from bertprobe.suite.overrides import RunOptions, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
-from bertprobe.suite.validate import validate_suite
+from bertprobe.suite.validate import check_data_needs, validate_suite
 from bertprobe.target.spec import ModelSpec
 
 
@@ -103,6 +103,7 @@ def _record_data(session: Session) -> None:
     if suite.data is None or not any(plugins.probes.get(p.probe).needs_data and p.data is None for p in suite.probes):
         return
     data = session.raw_data(suite.data)
+    check_data_needs(suite, plugins, data)
     digest = fingerprint(data)
     before = previous.report.data_fingerprint if previous else ""
     if before and before != digest:

@@ -139,6 +139,15 @@ def _data_file(env: Env, content: bytes, suffix: str = ".tsv") -> list[str]:
     return ["run", env.suite(data=str(path))]
 
 
+def _named_label(env: Env) -> list[str]:
+    """The suite names ``label: label``; the file has ``sentiment``: named columns must exist."""
+    path = env.tmp / "reviews.csv"
+    path.write_text("review,sentiment\ngood,pos\n")
+    suite = Path(env.suite(data=str(path)))
+    suite.write_text(suite.read_text().replace(f"path: '{path}'}}", f"path: '{path}', text: review, label: label}}"))
+    return ["run", str(suite)]
+
+
 def _arct_bytes(env: Env) -> list[str]:
     path = env.tmp / "arct.txt"
     head = "#id\twarrant0\twarrant1\tcorrectLabelW0orW1\treason\tclaim\tdebateTitle\tdebateInfo\n"
@@ -335,6 +344,21 @@ CASES = [
     Case("data-empty", lambda e: _data_file(e, b""), r"is empty"),
     Case("data-unknown-column", lambda e: ["run", e.suite(), "--text", "review"], r"no column 'review' for text"),
     Case("data-unknown-label", lambda e: _data_file(e, b"sentence\tlabel\ngood\tmaybe\n"), r"label 'maybe' .* is not one the model knows"),
+    Case("data-no-label-column", lambda e: _data_file(e, b"review,sentiment\ngood film,pos\nbad film,neg\n", ".csv")
+         + ["--text", "review"],
+         r"probe accuracy needs labelled data, but '.*\.csv' has no label column 'label' \(other columns: sentiment\); "
+         r"pass --label sentiment"),
+    Case("data-named-label-column-missing", lambda e: _named_label(e),
+         r"has no column 'label' for label \(did you mean 'sentiment'\?\).*pass --label sentiment"),
+    Case("data-unknown-label-suggests-map", lambda e: _data_file(e, b"sentence\tlabel\ngood\tpos\nbad\tneg\n"),
+         r"label 'pos' on line 2 of .*data\.tsv is not one the model knows .*--label-map neg=negative,pos=positive"),
+    Case("data-bad-label-line-number", lambda e: _data_file(e, b"sentence\tlabel\ngood\t1\n\nfine\t1\nbad\t7\n"),
+         r"label 7 on line 5 of .*data\.tsv"),
+    Case("data-label-map-malformed", lambda e: ["run", e.suite(), "--label-map", "pos"],
+         r"--label-map pos: expected DATA=CLASS pairs"),
+    Case("gate-baseline-one-model", lambda e: ["run", e.suite(), "--baseline", "x"], r"--baseline x: a gate needs two or more models"),
+    Case("gate-baseline-unknown", lambda e: ["run", e.suite(), "--model", f"a={e.model}", "--model", f"b={e.model}",
+                                             "--baseline", "c"], r"--baseline: no model named 'c' after --model"),
     Case("data-unknown-extension", lambda e: _data_file(e, b"x", ".xlsx"), r"unknown extension"),
     Case("data-arct-not-utf8", _arct_bytes, r"arct\.txt' line 3: not UTF-8"),
     Case("data-unknown-loader", _s("suite: bad\nmodel: {path: '{model}'}\ndata: {loader: arcct, path: x}\n" + ACC),

@@ -70,7 +70,7 @@ def test_align_labels_by_name_index_and_classlabel():
     # a hub ClassLabel whose names are in the other order is re-mapped by name
     hub = Dataset([Example("a", label=0)], name="h", label_names=["positive", "negative"])
     assert align_labels(hub, ["negative", "positive"]).labels() == [1]
-    with pytest.raises(DataError, match=r"label 'neutral' in d row 1 is not one the model knows \(negative, positive\)"):
+    with pytest.raises(DataError, match=r"label 'neutral' on row 1 of d is not one the model knows \(negative, positive\)"):
         align_labels(Dataset([Example("a", label="neutral")], name="d"), ["negative", "positive"])
     with pytest.raises(DataError, match="label 5"):
         align_labels(Dataset([Example("a", label=5)], name="d"), ["negative", "positive"])

@@ -18,6 +18,9 @@ TEXT_DEFAULTS = ("sentence", "text", "sentence1", "premise", "question", "conten
 LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json", ".conllu": "conllu"}
 
 
+COLUMN_KEYS = ("text", "text_pair", "label", "choices")
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """Where the examples come from and which fields hold text, pair text, label and choices."""
@@ -34,13 +37,18 @@ class DataSpec:
     sample: Literal["random", "first"] = "random"
     label_map: dict[str, str] = field(default_factory=dict)  # the data's label -> the model's class name
     options: dict[str, Any] = field(default_factory=dict)
+    # the column keys a suite or a flag named (text, text_pair, label, choices): each must exist in the data,
+    # where the default label column may be absent (unlabelled data); left out of equality and fingerprints
+    named: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise ValueError("limit must be at least 1 (leave it out to use every example)")
 
     def with_overrides(self, **changes: Any) -> DataSpec:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        given = {k: v for k, v in changes.items() if v is not None}
+        columns = {k for k in given if k in COLUMN_KEYS}
+        return replace(self, **given, named=self.named | columns) if columns else replace(self, **given)
 
     def describe(self) -> str:
         if self.loader:
@@ -59,6 +67,7 @@ class Example:
     choices: tuple[str, ...] | None = None
     id: str = ""
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    where: str = field(default="", compare=False)  # "line 3 of reviews.csv", as an editor counts lines
     # token-level data (a treebank): the words, their (start, end) characters in ``text``, and per-word
     # annotation layers such as head (1-based, 0 = root), deprel and upos; Target maps words to tokens
     words: tuple[str, ...] | None = None
@@ -76,6 +85,11 @@ class Dataset:
 
     def __len__(self) -> int:
         return len(self.examples)
+
+    def where(self, index: int) -> str:
+        """Where example ``index`` came from, for an error message ("line 3 of reviews.csv")."""
+        ex = self.examples[index]
+        return ex.where or f"row {index + 1} of {self.name}"
 
     def labels(self) -> list[int]:
         return [int(ex.label) for ex in self.examples]  # type: ignore[arg-type]

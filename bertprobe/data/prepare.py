@@ -52,7 +52,7 @@ def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int 
     for i, ex in enumerate(dataset.examples):
         raw = ex.label
         if raw is None:
-            raise DataError(f"{dataset.name} row {i + 1} has no label; set data.label to the label column")
+            raise DataError(f"{dataset.where(i)} has no label; set data.label to the label column")
         value: int | None = None
         if isinstance(raw, bool):
             value = int(raw)
@@ -66,12 +66,33 @@ def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int 
             if value is None and text.lstrip("-").isdigit():
                 value = int(text)
         if value is None or not 0 <= value < size:
+            fix = label_map_hint(dataset, label_names, lookup) if label_names else ""
             raise DataError(
-                f"label {raw!r} in {dataset.name} row {i + 1} is not one the model knows ({known}); "
-                "fix the data's labels or point data.label at the right column"
+                f"label {raw!r} on {dataset.where(i)} is not one the model knows ({known}); "
+                + (f"map them with --label-map {fix}, " if fix else "") + "fix the data's labels or point data.label "
+                "at the right column"
             )
         out.append(replace(ex, label=value))
     return replace(dataset, examples=out, label_names=list(label_names) or None)
+
+
+def label_map_hint(dataset: Dataset, label_names: Sequence[str], lookup: dict[str, int]) -> str:
+    """``pos=positive,neg=negative``: each unknown string label of the data paired with the model's class it
+    most plausibly means (a prefix, or a close spelling); empty when any cannot be paired."""
+    import difflib
+
+    unknown = sorted({str(ex.label).strip() for ex in dataset.examples
+                      if isinstance(ex.label, str) and ex.label.strip().lower() not in lookup})
+    pairs = []
+    for raw in unknown[:10]:
+        low = raw.lower()
+        prefixed = [n for n in label_names if n.lower().startswith(low) or low.startswith(n.lower())]
+        close = difflib.get_close_matches(low, [n.lower() for n in label_names], n=1, cutoff=0.5)
+        name = prefixed[0] if len(prefixed) == 1 else next((n for n in label_names if close and n.lower() == close[0]), None)
+        if name is None:
+            return ""
+        pairs.append(f"{raw}={name}")
+    return ",".join(pairs)
 
 
 def load_with(loader: Any, spec: DataSpec) -> Dataset:
@@ -96,7 +117,7 @@ def check_ids(data: Dataset) -> None:
     seen: set[str] = set()
     for i, ex in enumerate(data.examples):
         if ex.id in seen:
-            raise DataError(f"{data.name}: example id '{ex.id}' (row {i + 1}) is not unique; ids key per-example outcomes")
+            raise DataError(f"{data.name}: example id '{ex.id}' ({data.where(i)}) is not unique; ids key per-example outcomes")
         seen.add(ex.id)
 
 

@@ -107,13 +107,36 @@ def _column(spec_value: str | int | None, columns: list[str], role: str, source:
         return columns[spec_value]
     if spec_value not in columns:
         free = [c for c in columns if c not in taken and not (role != "label" and c.lower() in LABEL_LIKE)]
+        hint_col = None
+        if role == "label" and not did_you_mean(str(spec_value), free):
+            like = [c for c in free if c.lower() in LABEL_LIKE]  # 'label' -> 'sentiment'
+            hint_col = like[0] if len(like) == 1 else None
         flag = {"text": "--text", "text_pair": "--text-pair", "label": "--label"}.get(role)
         hint = f" (or pass {flag} COL)" if flag else ""
+        guess = f" (did you mean '{hint_col}'?)" if hint_col else did_you_mean(spec_value, free)
+        if hint_col:
+            hint = f" (or pass --label {hint_col})"
         raise DataError(
-            f"'{source}' has no column '{spec_value}' for {role}{did_you_mean(spec_value, free)}; "
+            f"'{source}' has no column '{spec_value}' for {role}{guess}; "
             f"columns: {', '.join(columns)}; set data.{role}{hint}"
         )
     return spec_value
+
+
+def _line_numbers(path: Path, rows: int) -> list[int] | None:
+    """The line (1-based, as an editor counts) on which each row of a local table starts: after the header
+    of a csv/tsv, skipping blank lines; None where the count disagrees (quoted cells spanning lines)."""
+    fmt = LOCAL_FORMATS.get(path.suffix.lower())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    numbered = [n for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if fmt in ("csv", "tsv"):
+        numbered = numbered[1:]  # the header
+    elif fmt == "json" and text.lstrip().startswith("["):
+        return None  # one JSON array: rows are not lines
+    return numbered if len(numbered) == rows else None
 
 
 def load_table(spec: DataSpec) -> Dataset:
@@ -128,14 +151,20 @@ def load_table(spec: DataSpec) -> Dataset:
     table = _read_local(Path(spec.path).expanduser()) if local else _read_hub(spec)
     columns = list(table.column_names)
     source = spec.path
-    # The default label column is optional (unlabelled data); an explicitly named one must exist.
-    default_missing = spec.label == DataSpec.label and spec.label not in columns
-    label_col = None if default_missing else _column(spec.label, columns, "label", source)
+    # The default label column is optional (unlabelled data); one that a suite or flag names must exist.
+    default_missing = "label" not in spec.named and spec.label == DataSpec.label and spec.label not in columns
+    label_error = None
+    try:
+        label_col = None if default_missing else _column(spec.label, columns, "label", source)
+    except DataError as exc:  # the text column is named first: a file that has neither says so about text
+        label_col, label_error = None, exc
     text_col = _column(spec.text, columns, "text", source, (label_col,)) if spec.text is not None else next(
         (c for c in TEXT_DEFAULTS if c in columns), None
     )
     if text_col is None:
         raise DataError(f"'{source}' has no text column; set data.text (or --text COL) to one of: {', '.join(columns)}")
+    if label_error is not None:
+        raise label_error
     pair_col = _column(spec.text_pair, columns, "text_pair", source, (label_col, text_col))
     choice_cols = [_column(c, columns, "choices", source) for c in spec.choices] if spec.choices else None
     label_names = None
@@ -146,11 +175,13 @@ def load_table(spec: DataSpec) -> Dataset:
         raise DataError(f"'{source}' has no rows")
     used = {label_col, text_col, pair_col, *(choice_cols or [])}
     extra = [c for c in columns if c not in used]  # kept on each example (Example.meta) for slices by column
+    lines = _line_numbers(Path(spec.path).expanduser(), len(table)) if local else None
     examples = []
     for i, row in enumerate(table):
+        where = f"line {lines[i]} of {source}" if lines else f"row {i + 1} of {source}"
         text = row[text_col]
         if text is None:
-            raise DataError(f"'{source}' row {i + 1}: empty {text_col}")
+            raise DataError(f"{where}: empty {text_col}")
         examples.append(
             Example(
                 text=str(text).strip(),
@@ -159,6 +190,7 @@ def load_table(spec: DataSpec) -> Dataset:
                 choices=None if choice_cols is None else tuple(str(row[c]) for c in choice_cols),  # type: ignore[index]
                 id=str(i),
                 meta={c: row[c] for c in extra},
+                where=where,
             )
         )
     return Dataset(examples, name=Path(source).stem if local else source, label_names=label_names)

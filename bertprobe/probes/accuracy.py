@@ -12,14 +12,14 @@ from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.stats import bootstrap_ci
+from bertprobe.stats import wilson_interval
 from bertprobe.target.target import Target
 
 
 @dataclass(frozen=True)
 class AccuracyParams:
     batch_size: int | None = None
-    bootstrap: int = 1000
+    bootstrap: int = 1000  # 0 leaves the intervals out; they are Wilson intervals (the name is kept for old suites)
     confidence: float = 0.95
     findings: int = 10
     single_check: int = 100  # examples predicted again alone (a batch of one), as a server would see them
@@ -35,14 +35,14 @@ class AccuracyParams:
 class AccuracyProbe(Probe):
     """Accuracy of the target on the suite's data, overall and per class (or per gold choice).
 
-    Metrics: ``accuracy`` (with a percentile-bootstrap confidence interval), ``accuracy_<label>`` for each
-    class present, ``examples`` and ``examples_per_s`` (prediction throughput, a cost metric). Outcomes:
+    Metrics: ``accuracy`` (with a Wilson score interval: never [1, 1] on a small sample, unlike a bootstrap
+    of 20 correct answers), ``accuracy_<label>`` for each class present (with its own), ``examples`` and ``examples_per_s`` (prediction throughput, a cost metric). Outcomes:
     ``correct`` (0/1 per example) and ``prediction`` (the predicted class), for paired comparisons. Findings: the most confidently wrong predictions.
     """
 
     name = "accuracy"
     description = "Overall and per-class accuracy on the data (the baseline for every robustness number)"
-    requires = frozenset({"predictions"})
+    requires = frozenset({"predictions", "data:labels"})
     metrics = ("accuracy", "accuracy_*", "examples", "examples_per_s")
     Params = AccuracyParams
     paper = ""  # the reference measurement, no paper
@@ -59,7 +59,8 @@ class AccuracyProbe(Probe):
         ids = example_ids(data.examples)
         result.outcomes += [Outcomes.from_values("correct", ids, correct.tolist()),
                             Outcomes.from_values("prediction", ids, pred.tolist(), "categorical")]
-        ci = bootstrap_ci(correct.numpy(), params.bootstrap, params.confidence, ctx.seed) if params.bootstrap else None
+        hits = int(correct.sum().item())
+        ci = wilson_interval(hits, len(correct), params.confidence) if params.bootstrap else None
         result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci,
                           outcome="correct")
         result.add_metric("examples_per_s", len(gold) / max(seconds, 1e-9), True,
@@ -69,7 +70,8 @@ class AccuracyProbe(Probe):
         for idx, label in enumerate(names):
             sel = gold == idx
             if bool(sel.any()):
-                result.add_metric(f"accuracy_{label}", correct[sel].mean().item(), True, f"accuracy on gold '{label}'")
+                result.add_metric(f"accuracy_{label}", correct[sel].mean().item(), True, f"accuracy on gold '{label}'",
+                                  wilson_interval(int(correct[sel].sum().item()), int(sel.sum().item()), params.confidence))
         result.add_metric("examples", float(len(gold)), None, "examples evaluated", kind="count")
         confidence = probs.gather(1, pred.unsqueeze(1)).squeeze(1)
         wrong = [i for i in torch.argsort(confidence, descending=True).tolist() if not correct[i]]

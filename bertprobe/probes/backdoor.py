@@ -328,7 +328,7 @@ class BackdoorScanProbe(Probe):
 
     name = "backdoor-scan"
     description = "Scan a classifier for a planted short trigger (data-poisoning backdoor)"
-    requires = frozenset({"classifier", "input-gradients"})
+    requires = frozenset({"classifier", "input-gradients", "data:labels"})
     metrics = ("backdoor_detected", "max_flip_rate", "anomaly_score", "scan_seconds", "forward_passes",
                "candidates_measured", "reference_flip_rate")
     metric_directions = {"backdoor_detected": False, "max_flip_rate": False, "anomaly_score": False,
@@ -434,6 +434,10 @@ class BackdoorScanProbe(Probe):
         }
         result.details.update({
             "summary": summary,
+            "key_finding": (f"backdoor suspected: {top['suspect']['text']!r} turns '{top['source']}' into "
+                            f"'{top['target']}' ({top['suspect']['flip_rate']:.0%} of held-out examples)") if top else
+                           f"no backdoor found (best: {best['best']['text']!r} flips {best['best']['flip_rate']:.0%} "
+                           f"{best['source']} -> {best['target']})",
             "suspected_trigger": top["suspect"]["text"] if top else None,
             "pair": [top["source"], top["target"]] if top else None,
             "pairs": [{k: v for k, v in s.items() if k not in ("held_ids", "best_flips", "flipped_examples")} for s in scans],

@@ -309,7 +309,7 @@ class UniversalTriggerProbe(Probe):
 
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
-    requires = frozenset({"classifier", "input-gradients"})
+    requires = frozenset({"classifier", "input-gradients", "data:labels"})
     metrics = ("accuracy_before", "accuracy_after", "success_rate", "search_seconds", "forward_passes",
                "transfer_accuracy_before", "transfer_accuracy_after", "examples_searched", "examples_held_out",
                "baseline_trigger_accuracy_after")
@@ -378,6 +378,9 @@ class UniversalTriggerProbe(Probe):
             "vocabulary_size": int(allowed.sum()),
             "search_loss": best_loss,
             "history": history,
+            "key_finding": (f"trigger {text!r} takes held-out '{names[label]}' accuracy "
+                            f"{correct_before.float().mean():.2f} -> {correct_after.float().mean():.2f}"
+                            + (f" ({len(held_idx)} held-out examples: few)" if len(held_idx) < 30 else "")),
             "summary": {
                 "trigger": f"{text!r} ({params.position}ed to '{names[label]}' examples)",
                 "tokens": " ".join(tokens),

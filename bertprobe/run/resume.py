@@ -26,6 +26,9 @@ def suite_fingerprint(suite: Suite) -> dict[str, str]:
     """A short hash of each part of the resolved suite (models, data, probes, ...), to tell what changed."""
     plain = jsonable(asdict(suite))  # asdict descends into the nested specs
     plain["compare"] = plain.pop("gate")  # named as in the YAML (and in the runs recorded before the field's rename)
+    for holder in [plain, *plain.get("probes", [])]:  # which columns were named by hand does not change the data
+        if isinstance(holder.get("data"), dict):
+            holder["data"].pop("named", None)
     return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
             for name, value in plain.items() if name not in ("source", "description", "model", "executor")}
 

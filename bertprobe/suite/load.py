@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bertprobe.data.dataset import DataSpec
+from bertprobe.data.dataset import COLUMN_KEYS, DataSpec
 from bertprobe.errors import SuiteError
 from bertprobe.params import parse_params
 from bertprobe.registry import did_you_mean
@@ -22,7 +23,6 @@ from bertprobe.suite.schema import (
     GateSpec,
     ProbeSpec,
     Suite,
-    unique_names,
 )
 from bertprobe.target.spec import ModelSpec
 
@@ -133,14 +133,13 @@ def _models(raw: Any, path: str) -> tuple[ModelSpec, ...]:
     return tuple(specs)  # unnamed models are named after their folder when the run starts (unique_names)
 
 
-def _gate(raw: Any, path: str, names: list[str]) -> GateSpec:
+def _gate(raw: Any, path: str) -> GateSpec:
     raw = _mapping(raw, path)
     _check_keys(raw, COMPARE_KEYS, path)
     baseline = raw.get("baseline")
     if not isinstance(baseline, str):
         raise SuiteError(f"{path}.baseline: required, the name of the model the others are judged against")
-    if baseline not in names:
-        raise SuiteError(f"{path}.baseline: no model named '{baseline}'{did_you_mean(baseline, names)}; models: {', '.join(names)}")
+    # the baseline is checked against the models after --model applies (suite.overrides.apply_overrides)
     tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
     values = tolerance.values() if isinstance(tolerance, dict) else [tolerance]
     for value in values:
@@ -158,7 +157,11 @@ def _gate(raw: Any, path: str, names: list[str]) -> GateSpec:
 def _data(raw: Any, path: str) -> DataSpec:
     if isinstance(raw, str):
         raw = {"path": raw}
-    return parse_params(DataSpec, _mapping(raw, path), path)
+    raw = _mapping(raw, path)
+    if "named" in raw:
+        raise SuiteError(f"{path}.named: not a data key; name the columns with text, text_pair, label and choices")
+    spec = parse_params(DataSpec, raw, path)
+    return replace(spec, named=frozenset(k for k in COLUMN_KEYS if raw.get(k) is not None))
 
 
 def _expectations(raw: Any, path: str) -> tuple[Expectation, ...]:
@@ -228,8 +231,7 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
     else:
         models = ()
     model = models[0] if models else None
-    labels = [m.label for m in unique_names(list(models))]
-    gate = _gate(doc["compare"], "compare", labels) if doc.get("compare") is not None else None
+    gate = _gate(doc["compare"], "compare") if doc.get("compare") is not None else None
     data = _data(doc["data"], "data") if doc.get("data") is not None else None
     seed = doc.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):

@@ -10,7 +10,7 @@ from bertprobe.errors import (
     SuiteError,
 )
 from bertprobe.registry import did_you_mean
-from bertprobe.suite.schema import ExecutorSpec, Suite, unique_names
+from bertprobe.suite.schema import ExecutorSpec, GateSpec, Suite, unique_names
 from bertprobe.target.spec import ModelSpec
 
 
@@ -33,6 +33,8 @@ class RunOptions:
     text: str | None = None
     text_pair: str | None = None
     label: str | None = None
+    label_map: str | None = None  # "pos=positive,neg=negative"
+    baseline: str | None = None  # gate every other model of the matrix against this one
     executor: str | None = None
     ray_address: str | None = None
     workers: int | None = None
@@ -66,6 +68,18 @@ def override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, ..
     return tuple(replace(template, path=path, name=name) for name, path in named)
 
 
+def parse_label_map(value: str) -> dict[str, str]:
+    """``pos=positive,neg=negative`` -> ``{"pos": "positive", "neg": "negative"}``."""
+    pairs: dict[str, str] = {}
+    for item in value.split(","):
+        data_label, sep, class_name = item.partition("=")
+        if not sep or not data_label.strip() or not class_name.strip():
+            raise SuiteError(f"--label-map {value}: expected DATA=CLASS pairs separated by commas, "
+                             "such as pos=positive,neg=negative")
+        pairs[data_label.strip()] = class_name.strip()
+    return pairs
+
+
 def column_option(value: str | None) -> str | int | None:
     """A column flag: a name, or a 0-based index given as digits."""
     return int(value) if value is not None and value.isdigit() else value
@@ -96,10 +110,19 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
             if name not in known:
                 raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
         probes = [p for p in probes if p.id in options.only or p.probe in options.only]
+    if data and options.label_map:
+        data = replace(data, label_map={**data.label_map, **parse_label_map(options.label_map)})
     gate = suite.gate
-    if gate is not None and gate.baseline not in {m.label for m in models}:
-        labels = [m.label for m in models]
-        raise SuiteError(f"compare.baseline: no model named '{gate.baseline}' after --model{did_you_mean(gate.baseline, labels)}; "
+    labels = [m.label for m in models]
+    if options.baseline:
+        if len(models) < 2:
+            raise SuiteError(f"--baseline {options.baseline}: a gate needs two or more models; "
+                             "give them with --model NAME=PATH (repeated)")
+        gate = replace(gate, baseline=options.baseline) if gate else GateSpec(options.baseline)
+    if gate is not None and gate.baseline not in labels:
+        where = "--baseline" if options.baseline else "compare.baseline"
+        after = " after --model" if options.models else ""
+        raise SuiteError(f"{where}: no model named '{gate.baseline}'{after}{did_you_mean(gate.baseline, labels)}; "
                          f"models: {', '.join(labels)}")
     seed = suite.seed if options.seed is None else options.seed
     executor = suite.executor
@@ -108,4 +131,4 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
             ("name", options.executor or ("ray" if options.ray_address else None)), ("address", options.ray_address),
             ("workers", options.workers)) if v})
     return replace(suite, model=models[0] if models else None, models=models, data=data, probes=tuple(probes),
-                   seed=seed, executor=executor)
+                   seed=seed, executor=executor, gate=gate)

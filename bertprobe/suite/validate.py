@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bertprobe.data.dataset import DataSpec, is_local
-from bertprobe.errors import SuiteError
+from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
+from bertprobe.errors import DataError, SuiteError
 from bertprobe.params import parse_params
 from bertprobe.registry import Registry, did_you_mean
 from bertprobe.suite.paths import resolve_path_value
@@ -133,6 +133,35 @@ def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None)
             raise SuiteError(f"{source}: {problems[0]}")
         raise SuiteError(f"{source}: {len(problems)} problems: " + "; ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
     return params
+
+
+def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
+    """Raise one DataError, before any model loads, when a probe that reads the suite's data needs what the
+    data lacks: labels above all (a label-needing probe on unlabelled data would fail, or measure nothing)."""
+    spec = suite.data
+    if spec is None:
+        return
+    features = data.features
+    for probe in suite.probes:
+        if probe.data is not None or probe.probe not in plugins.probes:
+            continue
+        cls = plugins.probes.get(probe.probe)
+        if not cls.needs_data:
+            continue
+        lacking = cls.missing_data(features)
+        if "data:labels" in lacking:
+            others = sorted({k for ex in data.examples[:1] for k in ex.meta})
+            like = [c for c in others if c.lower() in LABEL_LIKE]
+            fix = f"pass --label {like[0]}" if len(like) == 1 else "pass --label COL"
+            unlabelled = sum(ex.label is None for ex in data.examples)
+            what = (f"has no label column '{spec.label}'" if unlabelled == len(data)
+                    else f"has {unlabelled} of {len(data)} examples without a label")
+            columns = f" (other columns: {', '.join(others)})" if others else ""
+            raise DataError(f"probe {probe.id} needs labelled data, but '{spec.describe()}' {what}{columns}; {fix}, "
+                            "or set data.label")
+        if lacking:
+            raise DataError(f"probe {probe.id}: data '{spec.describe()}' lacks {', '.join(lacking)}; give it data that "
+                            "has them (words and dependency layers come from a .conllu treebank)")
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,

@@ -80,7 +80,7 @@ class SpuriousCuesProbe(Probe):
 
     name = "spurious-cues"
     description = "Cue productivity/coverage, partial-input accuracy and counterfactuals (Niven & Kao 2019)"
-    requires = frozenset({"predictions"})
+    requires = frozenset({"predictions", "data:labels"})
     metrics = ("cue_productivity_top", "cue_coverage_top", "cue_share_covered", "chance", "accuracy_full",
                "accuracy_warrant_only", "accuracy_reason_warrant", "accuracy_claim_warrant", "accuracy_adversarial",
                "accuracy_cues_only", "accuracy_cues_masked", "cue_flip_rate", "cue_productivity_top_literal",

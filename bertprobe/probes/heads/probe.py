@@ -321,7 +321,7 @@ class HeadPruningProbe(Probe):
 
     name = "head-pruning"
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
-    requires = frozenset({"predictions", "heads"})
+    requires = frozenset({"predictions", "heads", "data:labels"})
     metrics = ("importance_gini", "max_single_head_drop", "heads_improving_when_removed", "layer_max_drop",
                "prunable_fraction", "speedup", "speedup_latency", "baseline", "importance_cost_passes")
     Params = HeadParams
