@@ -94,31 +94,49 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj = _Context(debug)
 
 
+_INPUT_OPTIONS = [
+    click.option("--model", "models", metavar="[NAME=]PATH", multiple=True,
+                 help="Model directory or hub id. One bare PATH replaces the path of every model of the suite "
+                      "(variants keep their settings); NAME=PATH replaces that model's path; repeat to audit "
+                      "several models side by side."),
+    click.option("--data", "data", metavar="PATH", help="csv/tsv/jsonl file or hub id; replaces the suite's data.path."),
+    click.option("--limit", type=click.IntRange(min=1), help="Use at most N examples (seeded sample)."),
+    click.option("--text", metavar="COL", help="Column holding the text (name or 0-based index); replaces data.text."),
+    click.option("--text-pair", metavar="COL", help="Column holding the second text of a pair; replaces data.text_pair."),
+    click.option("--label", metavar="COL", help="Column holding the label; replaces data.label."),
+    click.option("--label-map", metavar="DATA=CLASS,...",
+                 help="Rename the data's labels to the model's class names, e.g. pos=positive,neg=negative; "
+                      "adds to data.label_map."),
+    click.option("--baseline", metavar="NAME",
+                 help="Gate the matrix: judge every other model against NAME (a --model NAME=PATH or a model of "
+                      "the suite) and state which may replace it; replaces compare.baseline."),
+]
+
+
+def _input_options(fn: Any) -> Any:
+    """The options that choose the models and the data: the same for ``run`` and ``validate``."""
+    for option in reversed(_INPUT_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 @main.command()
 @click.argument("suite_files", metavar="[SUITE]...", nargs=-1)
 @click.option("--resume", metavar="RUN_DIR",
               help="Continue an interrupted or aborted run in its folder: finished probes are kept and sweeps "
                    "continue from their last finished unit, when the suite, data and weights are unchanged. "
                    "Without SUITE, the run's own suite file and options are used.")
-@click.option("--model", "models", metavar="[NAME=]PATH", multiple=True,
-              help="Model directory or hub id. One bare PATH replaces the path of every model of the suite "
-                   "(variants keep their settings); NAME=PATH replaces that model's path; repeat to audit "
-                   "several models side by side.")
-@click.option("--data", "data", metavar="PATH", help="csv/tsv/jsonl file or hub id; replaces the suite's data.path.")
+@_input_options
 @click.option("--device", metavar="D", help="auto | cpu | cuda | cuda:N | mps (default: the suite's, else auto).")
 @click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]), help="Compute dtype. auto: float32 on a CPU (even for a float16 checkpoint); the checkpoint's stored dtype "
                    "on a GPU.")
 @click.option("--out", metavar="DIR", help="Folder for run folders (default: the suite's report.dir, else reports/).")
 @click.option("--only", multiple=True, metavar="PROBE", help="Run only this probe (id or name); repeatable.")
-@click.option("--limit", type=click.IntRange(min=1), help="Use at most N examples (seeded sample).")
 @click.option("--allow-pickle", is_flag=True, help="Allow pickle (.bin) weights. Only for models you trust.")
 @click.option("--seed", type=int, help="Replaces the suite's seed (sampling, trigger restarts, bootstraps).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
               help="Change the suite without editing it; VALUE is YAML. Repeatable. E.g. "
                    "--set probes.universal-trigger.params.length=2 --set data.limit=200.")
-@click.option("--text", metavar="COL", help="Column holding the text (name or 0-based index); replaces data.text.")
-@click.option("--text-pair", metavar="COL", help="Column holding the second text of a pair; replaces data.text_pair.")
-@click.option("--label", metavar="COL", help="Column holding the label; replaces data.label.")
 @click.option("--threads", type=click.IntRange(min=1), metavar="N",
               help="CPU threads for torch (default: the suite's threads:, else torch's default capped at the "
                    "cores this process may use). On a shared machine, 1 or 2 avoids oversubscription.")
@@ -139,7 +157,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
         out: str | None, only: tuple[str, ...], limit: int | None, allow_pickle: bool, seed: int | None,
         sets: tuple[str, ...], text: str | None, text_pair: str | None, label: str | None,
-        threads: int | None, executor: str | None, ray_address: str | None, workers: int | None,
+        label_map: str | None, baseline: str | None, threads: int | None, executor: str | None, ray_address: str | None, workers: int | None,
         allow_skips: bool, quiet: bool) -> None:
     """Run one or more suites and write a scored report for each.
 
@@ -174,7 +192,7 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
     suites = [load_suite(f, sets=sets) for f in suite_files]  # every suite checked before any runs
     plugins = build_plugins()
-    options = RunOptions(text=text, text_pair=text_pair, label=label, models=models, data=data, resume=resume, sets=sets, device=device, dtype=dtype, out=out, only=only, limit=limit,
+    options = RunOptions(text=text, text_pair=text_pair, label=label, label_map=label_map, baseline=baseline, models=models, data=data, resume=resume, sets=sets, device=device, dtype=dtype, out=out, only=only, limit=limit,
                          allow_pickle=allow_pickle, seed=seed, threads=threads, executor=executor,
                          ray_address=ray_address, workers=workers, log=None if quiet else log_to_stderr)
     if recorded:  # --resume RUN_DIR alone: the run's own options
@@ -210,7 +228,7 @@ def _run_one(suite: Any, plugins: Any, options: Any, allow_skips: bool, title: s
 def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
     """Print a finished run's models, results, gate and score; return its exit code."""
     from bertprobe.exitcodes import nothing_checked, run_exit_code
-    from bertprobe.reporters.summary import overview_headers, overview_rows, score_text
+    from bertprobe.reporters.summary import decision_lines, overview_headers, overview_rows, score_text
 
     report = session.report
     if title:
@@ -226,6 +244,10 @@ def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
     elif report.gate:
         click.echo(f"\nno regression against {report.gate.get('baseline')}")
     click.echo(f"\n{score_text(report)}")
+    for verdict, line in decision_lines(report):
+        click.echo(f"decision: {line}")
+        for warning in verdict.warnings:
+            click.echo(f"  warning: {warning}")
     click.echo(f"report: {Path(session.run_dir) / 'report.md'}")
     code = run_exit_code(report, allow_skips)
     if nothing_checked(report):
@@ -375,9 +397,12 @@ def report(run_dir: str, formats: tuple[str, ...]) -> None:
 @main.command()
 @click.argument("suite_file", metavar="SUITE")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="As for 'run'.")
+@_input_options
 @_debug_option
 @_guard
-def validate(suite_file: str, sets: tuple[str, ...]) -> None:
+def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], data: str | None, limit: int | None,
+             text: str | None, text_pair: str | None, label: str | None, label_map: str | None,
+             baseline: str | None) -> None:
     """Check a suite without loading any model, and report every problem at once.
 
     Checks keys, probe names, params and expected metrics, reporters, that data files and local model
@@ -389,7 +414,9 @@ def validate(suite_file: str, sets: tuple[str, ...]) -> None:
     from bertprobe.suite.overrides import RunOptions, apply_overrides
     from bertprobe.suite.validate import validate_suite
 
-    suite = apply_overrides(load_suite(suite_file, sets=sets), RunOptions())
+    options = RunOptions(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
+                         label_map=label_map, baseline=baseline)
+    suite = apply_overrides(load_suite(suite_file, sets=sets), options)
     plugins = build_plugins()
     validate_suite(suite, plugins)
     count = len(suite.probes)

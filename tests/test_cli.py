@@ -365,7 +365,11 @@ def test_report_json_round_trips(suite_factory):
     run_dir, raw = only_run(suite.parent / "reports", "tiny")
     report = read_report(run_dir / "report.json")
     assert report.ok and report.score() == 1.0 and report.probes[0].metrics["accuracy"].ci is not None
+    decisions = raw.pop("decisions")  # derived from the rest: written for readers, rebuilt by decide()
     assert report.to_dict() == raw
+    from bertprobe.verdict import decide
+
+    assert decisions == [v.to_dict() for v in decide(report)] and decisions[0]["decision"] == "ship"
 
 
 def test_nothing_checked_exits_5_unless_skips_are_allowed(suite_factory, with_test_probes):
@@ -445,13 +449,65 @@ def test_column_flags_and_label_map(suite_factory, tmp_path):
     assert "no column 'sentence'" in one_line_error(invoke("run", str(suite)))
     line = one_line_error(invoke("run", str(suite)))
     assert "did you mean 'sentiment'" not in line and "--text COL" in line  # the label column is no hint for text
-    assert "'pos'" in one_line_error(invoke("run", str(suite), "--text", "review", "--label", "sentiment"))
+    line = one_line_error(invoke("run", str(suite), "--text", "review", "--label", "sentiment"))
+    assert "label 'pos' on line 2 of" in line and "--label-map neg=negative,pos=positive" in line
+    result = invoke("run", str(suite), "--text", "review", "--label", "sentiment", "--out", str(tmp_path / "flag"),
+                    "--label-map", "neg=negative,pos=positive")
+    assert result.exit_code == 0, result.output
+    _, report = only_run(tmp_path / "flag", "tiny")
+    assert report["probes"][0]["metrics"]["examples"] == 4
     result = invoke("run", str(suite), "--text", "review", "--label", "1", "--out", str(tmp_path / "ok"),
                     "--set", "data.label_map={pos: positive, neg: negative}")
     assert result.exit_code == 0, result.output
     _, report = only_run(tmp_path / "ok", "tiny")
     assert report["probes"][0]["metrics"]["examples"] == 4
     assert {"accuracy_positive", "accuracy_negative"} <= set(report["probes"][0]["metrics"])
+
+
+def test_a_missing_label_column_stops_before_the_model_loads(suite_factory, tmp_path):
+    data = tmp_path / "reviews.csv"
+    data.write_text("review,sentiment\nthe movie was good,positive\nboring and dull,negative\n")
+    unnamed = write_suite(tmp_path / "unnamed.yaml", suite_factory().read_text().replace(
+        "text: sentence, label: label", "text: review"))
+    result = invoke("run", str(unnamed), "--data", str(data))
+    line = one_line_error(result)
+    assert "probe accuracy needs labelled data" in line and "pass --label sentiment" in line
+    (run_dir,) = (tmp_path / "reports").glob("tiny-*")
+    events = [json.loads(x)["event"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert "model_loaded" not in events and "probe_result" not in events
+    # the same file with the label named on the command line runs
+    result = invoke("run", str(unnamed), "--data", str(data), "--label", "sentiment", "--out", str(tmp_path / "ok"))
+    assert result.exit_code == 5, result.output  # no expectation: nothing checked, but measured
+
+
+def test_validate_takes_the_model_and_data_options_of_run(suite_factory, tmp_path, tiny_clf_dir):
+    data = tmp_path / "reviews.csv"
+    data.write_text("review,sentiment\ngood,pos\n")
+    suite = suite_factory(model=str(tmp_path / "absent"))
+    assert "does not exist" in one_line_error(invoke("validate", str(suite)))
+    result = invoke("validate", str(suite), "--model", str(tiny_clf_dir), "--data", str(data), "--text", "review",
+                    "--label", "sentiment", "--label-map", "pos=positive")
+    assert result.exit_code == 0 and "ok" in result.output, result.output
+    line = one_line_error(invoke("validate", str(suite), "--model", f"a={tiny_clf_dir}", "--model", f"b={tiny_clf_dir}",
+                                 "--baseline", "c"))
+    assert "--baseline: no model named 'c'" in line
+
+
+def test_baseline_gates_an_ad_hoc_matrix_from_the_command_line(suite_factory, tmp_path, tiny_clf_dir):
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n")
+    for how in (["--baseline", "deployed"], ["--set", "compare.baseline=deployed"]):
+        out = tmp_path / how[0].strip("-")
+        result = invoke("run", str(suite), "--model", f"deployed={tiny_clf_dir}", "--model", f"candidate={tiny_clf_dir}",
+                        "--out", str(out), *how)
+        assert result.exit_code == 0, result.output
+        run_dir, report = only_run(out, "tiny")
+        events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+        (gate,) = [e for e in events if e["event"] == "gate"]
+        assert gate["baseline"] == "deployed" and gate["deltas"] and not gate["regressions"]
+        assert "decision: candidate: may replace deployed" in result.output
+        assert "may replace deployed" in (run_dir / "report.md").read_text()
+        assert "Decision: candidate: may replace deployed" in (run_dir / "report.html").read_text()
+        assert [d["decision"] for d in report["decisions"]] == ["baseline", "may replace"]
 
 
 def test_suite_limit_zero_is_refused(suite_factory):

@@ -25,6 +25,7 @@ from bertprobe.reporters.summary import (
     METRIC_HEADERS,
     MODEL_HEADERS,
     REGRESSION_HEADERS,
+    decision_lines,
     fmt,
     header_rows,
     metric_rows,
@@ -46,7 +47,10 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding
 figure{margin:.5em 0;max-width:100%}.paper{font-style:italic;color:#444}
 .badge{font-size:.7em;padding:.1em .5em;border-radius:.6em;color:#fff;background:#666;vertical-align:middle}
 .badge.passed{background:#176f2c}.badge.failed,.badge.error{background:#b00020}.badge.measured{background:#1a4f8b}
-.badge.interrupted{background:#b06000}.toc li{margin:.2em 0}td{vertical-align:top}figure svg{max-width:100%;height:auto}.note{color:#666;font-size:.9em}
+.badge.interrupted{background:#b06000}
+.banner{padding:.6em 1em;border-radius:.4em;margin:.5em 0 1em;font-size:1.1em;border-left:.5em solid}
+.banner.go{background:#e6f4ea;border-color:#176f2c}.banner.stop{background:#fdecea;border-color:#b00020}
+.banner.open{background:#eef1f5;border-color:#666}.banner p{margin:.2em 0}.banner .warn{font-size:.85em;color:#7a4b00}.toc li{margin:.2em 0}td{vertical-align:top}figure svg{max-width:100%;height:auto}.note{color:#666;font-size:.9em}
 """
 
 
@@ -130,12 +134,25 @@ def _collapsible(table: str, rows: int, open_up_to: int = 10) -> str:
     return f"<details><summary>{rows} rows</summary>{table}</details>"
 
 
+def _banner(report: RunReport) -> str:
+    """The verdict at the top: one line per model (ship, do not ship and why, may replace), its warnings,
+    coloured by the most serious decision; the evidence is the regressions table and the probe sections below."""
+    esc = html.escape
+    decisions = decision_lines(report)
+    tone = ("stop" if any(v.blocking for v, _ in decisions) else
+            "open" if any(v.decision == "no decision" for v, _ in decisions) else "go")
+    lines = "".join(f"<p><b>Decision: {esc(line)}</b></p>" for _, line in decisions)
+    warnings = "".join(f"<p class='warn'>warning: {esc(w)}</p>" for v, _ in decisions for w in v.warnings)
+    return f"<div class='banner {tone}' id='decision'>{lines}{warnings}</div>"
+
+
 def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
     esc = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>bertprobe: {esc(report.suite)}</title><style>{STYLE}</style></head><body>",
         f"<h1>bertprobe report: {esc(report.suite)}</h1>",
+        _banner(report),
         f"<p><b>{esc(score_text(report))}</b></p>",
         tabulate(header_rows(report), tablefmt="html"),
     ]

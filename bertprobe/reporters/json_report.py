@@ -8,6 +8,7 @@ from typing import Any
 
 from bertprobe.hookspecs import hookimpl
 from bertprobe.results import RunReport
+from bertprobe.verdict import decide
 
 
 class JsonReporter:
@@ -17,7 +18,8 @@ class JsonReporter:
     def write(self, report: RunReport, run_dir: Path) -> Path:
         path = run_dir / self.filename
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        plain = {**report.to_dict(), "decisions": [v.to_dict() for v in decide(report)]}
+        tmp.write_text(json.dumps(plain, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         tmp.replace(path)
         return path
 

@@ -13,6 +13,7 @@ from bertprobe.reporters.summary import (
     METRIC_HEADERS,
     MODEL_HEADERS,
     REGRESSION_HEADERS,
+    decision_lines,
     fmt,
     header_rows,
     md_cell,
@@ -35,8 +36,13 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
 
 
 def render_markdown(report: RunReport) -> str:
+    decisions = decision_lines(report)
     lines = [
         f"# bertprobe report: {md_cell(report.suite)}",
+        "",
+        *[f"> **Decision: {md_cell(line)}**" + ("  " if i < len(decisions) - 1 else "")
+          for i, (_, line) in enumerate(decisions)],
+        *[f"> - warning: {md_cell(w)}" for v, _ in decisions for w in v.warnings],
         "",
         f"**{score_text(report)}**",
         "",

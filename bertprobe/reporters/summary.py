@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.results import ProbeResult, RunReport
+from bertprobe.verdict import Verdict, decide
 
 
 def fmt(value: Any) -> str:
@@ -193,3 +194,10 @@ def model_notes(report: RunReport) -> list[str]:
     """'name: note' for every model note (variants, load warnings), warnings first."""
     notes = [f"{m.name}: {n}" for m in report.models for n in m.notes]
     return sorted(notes, key=lambda n: "WARNING" not in n)
+
+
+def decision_lines(report: RunReport) -> list[tuple[Verdict, str]]:
+    """(verdict, 'decision: ...' line) per model: what the terminal, report.md and report.html lead with."""
+    verdicts = decide(report)
+    multi = len(verdicts) > 1
+    return [(v, f"{v.model}: {v.headline()}" if multi else v.headline()) for v in verdicts]
