@@ -37,13 +37,12 @@ def bert_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
     return BertTokenizer(vocab={w: i for i, w in enumerate(vocab)})
 
 
-def roberta_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
-    """A byte-level BPE tokenizer whose merges spell each of ``words`` (with and without a leading space)."""
+def byte_level_bpe(words: tuple[str, ...] | list[str], specials: list[str]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A byte-level BPE vocabulary and merges that spell each of ``words`` (with and without a leading space)."""
     from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import RobertaTokenizer
 
     vocab: dict[str, int] = {}
-    for tok in ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] + sorted(ByteLevel.alphabet()):
+    for tok in specials + sorted(ByteLevel.alphabet()):
         vocab.setdefault(tok, len(vocab))
     merges: list[tuple[str, str]] = []
     # Space-prefixed forms first: BPE applies merges in list order, so "Ġm" must outrank "mo".
@@ -55,7 +54,25 @@ def roberta_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
                 merges.append((piece, ch))
                 vocab[piece + ch] = len(vocab)
             piece += ch
+    return vocab, merges
+
+
+def roberta_tokenizer(words: tuple[str, ...] | list[str] = WORDS) -> Any:
+    """A byte-level BPE tokenizer whose merges spell each of ``words`` (with and without a leading space)."""
+    from transformers import RobertaTokenizer
+
+    vocab, merges = byte_level_bpe(words, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     return RobertaTokenizer(vocab=vocab, merges=merges)
+
+
+def gpt2_tokenizer(words: tuple[str, ...] | list[str] = WORDS, eos: bool = True) -> Any:
+    """A GPT-2 tokenizer over ``words`` with no padding token (as GPT-2's own), and with or without an
+    end-of-sequence token: the decoder case the harness must pad safely or refuse."""
+    from transformers import GPT2Tokenizer
+
+    vocab, merges = byte_level_bpe(words, ["<|endoftext|>", "<unk>"])
+    return GPT2Tokenizer(vocab=vocab, merges=merges, unk_token="<unk>", bos_token="<|endoftext|>" if eos else None,
+                         eos_token="<|endoftext|>" if eos else None, pad_token=None)
 
 
 def _transformers() -> Any:

@@ -139,6 +139,25 @@ def _data_file(env: Env, content: bytes, suffix: str = ".tsv") -> list[str]:
     return ["run", env.suite(data=str(path))]
 
 
+def _gpt2(env: Env, eos: bool = True) -> Path:
+    """A tiny GPT-2 sequence classifier whose tokenizer has no padding token (as GPT-2's own has none)."""
+    import torch
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    from bertprobe.testing import WORDS, gpt2_tokenizer
+
+    tok = gpt2_tokenizer(list(WORDS) + "the movie was good boring and dull it fun worst".split(), eos=eos)
+    folder = env.tmp / "gpt2"
+    tok.save_pretrained(folder)
+    assert tok.pad_token is None
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=1, n_head=2, num_labels=2,
+                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                        id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
+    GPT2ForSequenceClassification(config).save_pretrained(folder)
+    return folder
+
+
 def _named_label(env: Env) -> list[str]:
     """The suite names ``label: label``; the file has ``sentiment``: named columns must exist."""
     path = env.tmp / "reviews.csv"
@@ -333,6 +352,8 @@ CASES = [
     Case("model-corrupt-tokenizer", _corrupt_tokenizer, r"cannot read the tokenizer in .*tokenizer\.json"),
     Case("model-foreign-tokenizer", _foreign_tokenizer, r"the tokenizer has \d+ tokens but the model's embedding has only \d+ rows"),
     Case("model-bad-device", lambda e: ["run", e.suite(), "--device", "tpu"], r"unknown device 'tpu'"),
+    Case("model-no-pad-no-eos", lambda e: ["run", e.suite(model=str(_gpt2(e, eos=False)))],
+         r"the tokenizer has no padding token and no end-of-sequence token to pad with"),
     Case("model-bad-config-json", lambda e: _config_edit(e, lambda c: c.update(architectures=["NoSuchModel"])),
          r"cannot tell the task from the config"),
     # ---- data --------------------------------------------------------------------------------
@@ -341,6 +362,10 @@ CASES = [
     Case("data-binary", lambda e: _data_file(e, b"sentence\tlabel\n\x00\x01\x02\x03\n"), r"looks binary"),
     Case("data-not-utf8", lambda e: _data_file(e, b"sentence\tlabel\ngood\t1\ncaf\xe9 bad\t0\n"), r"line 3: not UTF-8 text"),
     Case("data-ragged", lambda e: _data_file(e, b"sentence,label\ngood,1\nbad,0,extra,cells\n", ".csv"), r"cannot read .*Expected 2 fields"),
+    Case("data-jsonl-bad-line", lambda e: _data_file(e, b'{"sentence": "good", "label": 1}\n\n{"sentence": "bad", "label": 0}}\n',
+                                                     ".jsonl"), r"line 3 of '.*data\.jsonl': not valid JSON \(Extra data at column 32\)"),
+    Case("data-gzip-named-tsv", lambda e: _data_file(e, __import__("gzip").compress(b"sentence\tlabel\ngood\t1\n")),
+         r"data\.tsv' is gzip-compressed, not a plain csv/tsv/jsonl file; decompress it first \(gunzip -c"),
     Case("data-empty", lambda e: _data_file(e, b""), r"is empty"),
     Case("data-unknown-column", lambda e: ["run", e.suite(), "--text", "review"], r"no column 'review' for text"),
     Case("data-unknown-label", lambda e: _data_file(e, b"sentence\tlabel\ngood\tmaybe\n"), r"label 'maybe' .* is not one the model knows"),
@@ -433,6 +458,18 @@ def test_hostile_strings_are_escaped_in_every_report(env: Env):
             cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
             assert len(cells) == 6, line  # the pipes inside the cells are escaped, the columns hold
     assert r"x\|<b>y</b>" in md or r"x\|" in md
+    # every pipe comes out escaped exactly once (a second escape shows a stray backslash on GitHub)
+    assert "\\\\|" not in md and r"<script>alert(1)</script> \| x" in md
+
+
+def test_a_decoder_without_a_padding_token_is_padded_with_its_eos_and_batches(env: Env):
+    model = _gpt2(env)
+    result = CliRunner().invoke(main, ["run", env.suite(model=str(model))])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (env.tmp / "reports").glob("bad-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["probes"][0]["metrics"]["examples"] == 4
+    assert any("no padding token" in n for n in report["models"][0]["notes"])
 
 
 def test_allow_missing_weights_is_an_explicit_opt_in_recorded_as_a_warning(env: Env):

@@ -117,6 +117,10 @@ class DatasetLoader(Protocol):
     def load(self, spec: DataSpec) -> Dataset: ...
 
 
+COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -c"), (b"BZh", "bzip2", "bunzip2 -c"), (b"\xfd7zXZ\x00", "xz", "unxz -c"),
+              (b"PK\x03\x04", "zip", "unzip -p"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc"))
+
+
 def check_text_file(path: Path) -> None:
     """The one check of an external text file: it exists, is a file, is not binary and decodes as UTF-8.
 
@@ -129,6 +133,15 @@ def check_text_file(path: Path) -> None:
     data = path.read_bytes()
     if not data:
         raise DataError(f"data file '{path}' is empty")
+    try:
+        data.decode("utf-8")
+        text = b"\x00" not in data[:65536]
+    except UnicodeDecodeError:
+        text = False
+    for magic, kind, tool in COMPRESSED if not text else ():  # compressed bytes are never clean UTF-8 text
+        if data.startswith(magic):
+            raise DataError(f"'{path}' is {kind}-compressed, not a plain csv/tsv/jsonl file; decompress it first "
+                            f"({tool} '{path}' > plain{path.suffix})")
     if b"\x00" in data[:65536]:
         raise DataError(f"'{path}' looks binary (it holds NUL bytes), not a csv/tsv/jsonl text file")
     try:

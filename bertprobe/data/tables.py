@@ -70,7 +70,30 @@ def _read_local(path: Path) -> Any:
         return read_delimited(path, "\t", quoted=False)
     if fmt == "csv":
         return read_delimited(path, ",", quoted=True)
+    check_json_lines(path)
     return _load_file(path, "json")
+
+
+def check_json_lines(path: Path) -> None:
+    """A JSON Lines file: every non-blank line one JSON object, or a DataError naming the first bad line
+    (the json builder only says 'Trailing data at position 74'). A file holding one JSON array is left to it."""
+    import json
+
+    check_text_file(path)
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"line {number} of '{path}': not valid JSON ({exc.msg} at column {exc.colno}); "
+                            "a .jsonl file holds one JSON object per line") from None
+        if not isinstance(value, dict):
+            raise DataError(f"line {number} of '{path}': expected a JSON object such as "
+                            f"{{\"text\": ..., \"label\": ...}}, got {type(value).__name__}")
 
 
 def _read_hub(spec: DataSpec) -> Any:

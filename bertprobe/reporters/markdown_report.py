@@ -13,6 +13,7 @@ from bertprobe.reporters.summary import (
     METRIC_HEADERS,
     MODEL_HEADERS,
     REGRESSION_HEADERS,
+    clip,
     decision_lines,
     fmt,
     header_rows,
@@ -67,7 +68,7 @@ def render_markdown(report: RunReport) -> str:
             lines += [f"> {md_cell(result.message)}", ""]
         summary = result.details.get("summary") or {}
         if summary:
-            lines += [_table([[k, md_cell(v, 90)] for k, v in summary.items()], ["", ""]), ""]
+            lines += [_table([[k, clip(v, 90)] for k, v in summary.items()], ["", ""]), ""]
         if result.metrics or result.expectations:
             lines.append(_table(metric_rows(result), METRIC_HEADERS))
         for spec in result.details.get("figures") or []:  # curves and bars as tables; maps are in report.html
@@ -81,8 +82,8 @@ def render_markdown(report: RunReport) -> str:
             shown = result.findings[:20]
             extra = list(dict.fromkeys(k for f in shown for k in (f.extra.get("columns") or {})))
             rows = [
-                [f.title, md_cell(f.input, 90), md_cell(f.perturbed, 90), fmt(f.expected), fmt(f.observed), fmt(f.score)]
-                + [md_cell(fmt((f.extra.get("columns") or {}).get(k)), 60) for k in extra]
+                [f.title, clip(f.input, 90), clip(f.perturbed, 90), fmt(f.expected), fmt(f.observed), fmt(f.score)]
+                + [clip(fmt((f.extra.get("columns") or {}).get(k)), 60) for k in extra]
                 for f in shown
             ]
             lines.append(_table(rows, ["finding", "input", "perturbed", "expected", "observed", "score", *extra]))

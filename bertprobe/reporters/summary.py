@@ -182,12 +182,20 @@ def regression_rows(report: RunReport) -> list[list[str]]:
             for r in report.regressions]
 
 
-def md_cell(value: Any, width: int | None = None) -> str:
-    """One Markdown table cell: whitespace folded, pipes escaped, optionally clipped."""
-    text = " ".join(str(value if value is not None else "").split()).replace("|", "\\|")
+def clip(value: Any, width: int | None = None) -> str:
+    """Whitespace folded and, with ``width``, clipped with an ellipsis; nothing escaped."""
+    text = " ".join(str(value if value is not None else "").split())
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
     return text
+
+
+def md_cell(value: Any, width: int | None = None) -> str:
+    """One Markdown table cell: whitespace folded, optionally clipped, each pipe escaped exactly once.
+
+    The one escaper: text that goes into a table through the Markdown reporter's ``_table`` is given to it
+    raw (or through ``clip``), never already escaped."""
+    return clip(value, width).replace("|", "\\|")
 
 
 def model_notes(report: RunReport) -> list[str]:

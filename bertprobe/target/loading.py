@@ -189,6 +189,7 @@ def load_target(spec: ModelSpec) -> Target:
                           "the file is truncated, corrupt or not a weights file") from None
     notes = check_loading_info(info, path, task, spec.allow_missing_weights)
     check_vocabulary(tokenizer, model, path)
+    notes += check_padding(tokenizer, model, path)
     model.to(device)
     model.eval()
     return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes)
@@ -241,6 +242,25 @@ def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing
                           "random weights. Fix the checkpoint, or set 'allow_missing_weights: true' under model: "
                           "to accept it (recorded as a warning)")
     return notes + [f"WARNING (allow_missing_weights): {p}" for p in problems]
+
+
+def check_padding(tokenizer: Any, model: Any, path: str) -> list[str]:
+    """Make sure inputs can be batched: the harness pads every batch. A tokenizer without a padding token
+    (GPT-2 and other decoders) pads with its end-of-sequence token, which the model is told about
+    (``config.pad_token_id``), so its classifier reads the last real token; with neither, the model is refused."""
+    notes: list[str] = []
+    if tokenizer.pad_token is None:
+        eos = tokenizer.eos_token
+        if eos is None:
+            raise TargetError(f"'{path}': the tokenizer has no padding token and no end-of-sequence token to pad with, "
+                              "so inputs cannot be batched; add a pad_token to its tokenizer_config.json")
+        tokenizer.pad_token = eos
+        notes.append(f"the tokenizer has no padding token: batches are padded with its end-of-sequence token {eos!r} "
+                     f"(id {tokenizer.pad_token_id}), set as the model's pad_token_id")
+    config = getattr(model, "config", None)
+    if config is not None and getattr(config, "pad_token_id", None) is None:
+        config.pad_token_id = tokenizer.pad_token_id
+    return notes
 
 
 def check_vocabulary(tokenizer: Any, model: Any, path: str) -> None:
