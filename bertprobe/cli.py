@@ -433,25 +433,27 @@ def list_(**_: Any) -> None:
     plugins = build_plugins()
     click.echo("Plugins")
     click.echo(tabulate([[r["name"], r["version"], r["source"]] for r in plugins.describe()],
-                        headers=["name", "version", "source"], tablefmt="simple"))
+                        headers=["name", "version", "source"], tablefmt="simple", maxcolwidths=[30, 10, 54]))
     rows = []
     for name in plugins.probes.names():
         cls = plugins.probes.get(name)
         rows.append([name, ", ".join(sorted(cls.requires)) or "-", cls.description, plugins.probes.origin(name)])
     click.echo("\nProbes")
-    click.echo(tabulate(rows, headers=["probe", "requires", "description", "plugin"], tablefmt="simple"))
+    click.echo(tabulate(rows, headers=["probe", "requires", "description", "plugin"], tablefmt="simple",
+                        maxcolwidths=[20, 24, 36, 12]))
     click.echo("\nReporters (name them in report.formats)")
     click.echo(tabulate([[n, getattr(plugins.reporters.get(n), "filename", ""), plugins.reporters.origin(n)]
-                         for n in plugins.reporters.names()], headers=["format", "writes", "plugin"], tablefmt="simple"))
+                         for n in plugins.reporters.names()], headers=["format", "writes", "plugin"], tablefmt="simple",
+                        maxcolwidths=[12, 20, 60]))
     if len(plugins.datasets):
         click.echo("\nData loaders (data: {loader: NAME, path: ...})")
         click.echo(tabulate([[n, plugins.datasets.get(n).description, plugins.datasets.origin(n)]
                              for n in plugins.datasets.names()],
-                            headers=["loader", "description", "plugin"], tablefmt="simple"))
+                            headers=["loader", "description", "plugin"], tablefmt="simple", maxcolwidths=[16, 60, 18]))
     click.echo("\nExecutors (executor: NAME, or --executor NAME)")
     click.echo(tabulate([[n, first_line(plugins.executors.get(n).__doc__), plugins.executors.origin(n)]
                          for n in plugins.executors.names()], headers=["executor", "description", "plugin"],
-                        tablefmt="simple"))
+                        tablefmt="simple", maxcolwidths=[12, 64, 18]))
     click.echo("\n'bertprobe describe PROBE' shows a probe's paper, params and metrics.")
 
 
@@ -492,7 +494,7 @@ def describe(probe: str) -> None:
     import inspect
     import sys as _sys
 
-    from bertprobe.params import type_name
+    from bertprobe.params import param_docs, plain_text, type_name
     from bertprobe.plugins import build_plugins
 
     plugins = build_plugins()
@@ -502,18 +504,20 @@ def describe(probe: str) -> None:
     click.echo(f"plugin: {plugins.probes.origin(probe)}; requires: {', '.join(sorted(cls.requires)) or 'nothing'}")
     doc = inspect.getdoc(module) if module is not None else None
     if doc:
-        click.echo("\n" + doc)
+        click.echo("\n" + plain_text(doc))
     try:
         hints = __import__("typing").get_type_hints(cls.Params)
     except Exception:
         hints = {}
+    meanings = param_docs(cls.Params)
     rows = []
     for f in dataclasses.fields(cls.Params):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
-        rows.append([f.name, type_name(hints.get(f.name, f.type)), repr(default)])
+        rows.append([f.name, type_name(hints.get(f.name, f.type)), repr(default), meanings.get(f.name, "")])
     click.echo("\nParams")
-    click.echo(tabulate(rows, headers=["param", "type", "default"], tablefmt="simple") if rows else "(none)")
+    click.echo(tabulate(rows, headers=["param", "type", "default", "meaning"], tablefmt="simple",
+                        maxcolwidths=[22, 18, 16, 42]) if rows else "(none)")
     click.echo("\nMetrics (expect: may name these; each report also says what every metric means)")
     import fnmatch
 

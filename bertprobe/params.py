@@ -99,3 +99,38 @@ def parse_params(cls: type, raw: Any, path: str) -> Any:
 
 def params_to_dict(params: Any) -> dict[str, Any]:
     return dataclasses.asdict(params) if dataclasses.is_dataclass(params) else {}
+
+
+def plain_text(doc: str) -> str:
+    """A docstring for the terminal: RST double backticks and ``:role:`` markers dropped."""
+    import re
+
+    return re.sub(r":[a-z]+:`([^`]+)`", r"\1", doc).replace("``", "")
+
+
+def param_docs(params_cls: type) -> dict[str, str]:
+    """What each field of a Params dataclass means: the trailing ``# comment`` on its line in the class
+    source, else a ``name: meaning`` line of the class docstring."""
+    import inspect
+    import io
+    import re
+    import tokenize
+
+    names = [f.name for f in dataclasses.fields(params_cls)]
+    out: dict[str, str] = {}
+    try:
+        source = inspect.getsource(params_cls)
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (OSError, TypeError, tokenize.TokenError, IndentationError):
+        tokens = []
+    line_names: dict[int, str] = {}
+    for tok in tokens:
+        if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string in names:
+            line_names.setdefault(tok.start[0], tok.string)
+        elif tok.type == tokenize.COMMENT and tok.start[0] in line_names:
+            out.setdefault(line_names[tok.start[0]], tok.string.lstrip("# ").strip())
+    for line in (params_cls.__doc__ or "").splitlines():
+        m = re.match(r"\s*`{0,2}(\w+)`{0,2}\s*:\s*(.+)", line)
+        if m and m.group(1) in names:
+            out.setdefault(m.group(1), m.group(2).strip())
+    return out

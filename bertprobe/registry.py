@@ -14,6 +14,9 @@ T = TypeVar("T")
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     """Return ' (did you mean 'x'?)' for the closest choice, or '' when nothing is close."""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    if not close and len(word) >= 4:  # 'trigger' -> 'universal-trigger': a part of exactly one name
+        close = [c for c in sorted(choices) if word.lower() in c.lower()]
+        close = close if len(close) == 1 else []
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 

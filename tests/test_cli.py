@@ -510,6 +510,23 @@ def test_baseline_gates_an_ad_hoc_matrix_from_the_command_line(suite_factory, tm
         assert [d["decision"] for d in report["decisions"]] == ["baseline", "may replace"]
 
 
+def test_describe_gives_each_param_its_meaning_and_list_fits_100_columns():
+    from bertprobe.params import param_docs
+    from bertprobe.probes.accuracy import AccuracyParams
+    from bertprobe.probes.triggers import TriggerParams
+
+    result = invoke("describe", "universal-trigger")
+    assert result.exit_code == 0 and "``" not in result.output
+    assert re.search(r"target_label +str or int or null +None +the class whose examples are attacked", result.output)
+    for params in (TriggerParams, AccuracyParams):  # the documented probes: every param has its meaning
+        import dataclasses
+
+        assert set(param_docs(params)) == {f.name for f in dataclasses.fields(params)}
+    assert "did you mean 'universal-trigger'" in one_line_error(invoke("describe", "trigger"))
+    listing = invoke("list")
+    assert listing.exit_code == 0 and max(len(line) for line in listing.output.splitlines()) <= 100
+
+
 def test_suite_limit_zero_is_refused(suite_factory):
     suite = suite_factory()
     text = suite.read_text().replace("label: label}", "label: label, limit: 0}")

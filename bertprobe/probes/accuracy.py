@@ -18,11 +18,20 @@ from bertprobe.target.target import Target
 
 @dataclass(frozen=True)
 class AccuracyParams:
+    """Params of ``accuracy``.
+
+    batch_size: examples per forward pass (default: sized to the device)
+    bootstrap: 0 leaves the intervals out; they are Wilson intervals (the name is kept for old suites)
+    confidence: level of the intervals
+    findings: confidently wrong predictions shown in the report
+    single_check: examples predicted again alone (a batch of one), as a server would see them
+    """
+
     batch_size: int | None = None
-    bootstrap: int = 1000  # 0 leaves the intervals out; they are Wilson intervals (the name is kept for old suites)
+    bootstrap: int = 1000
     confidence: float = 0.95
     findings: int = 10
-    single_check: int = 100  # examples predicted again alone (a batch of one), as a server would see them
+    single_check: int = 100
 
 
     def __post_init__(self) -> None:

@@ -60,6 +60,35 @@ from bertprobe.target.target import Target
 
 @dataclass(frozen=True)
 class TriggerParams:
+    """Params of ``universal-trigger`` (what ``bertprobe describe universal-trigger`` shows).
+
+    target_label: the class whose examples are attacked (required), e.g. positive
+    to_label: the class the trigger should push them to (default: any other class)
+    length: trigger tokens
+    position: where the trigger goes: prepend or append
+    segment: which text of a pair gets the trigger: first or second
+    candidates: HotFlip candidates per trigger position and iteration
+    beam: beam width of the search (1: greedy, as Wallace et al.)
+    iterations: search iterations at most
+    batch_size: search examples per gradient step
+    restarts: independent searches from different starts; the best is kept
+    init: the token every trigger position starts from
+    allow_subwords: allow word pieces (##ing) as trigger tokens
+    alphabetic_only: only alphabetic tokens may enter the trigger
+    blacklist: words never allowed in the trigger (e.g. sentiment words)
+    max_examples: use at most this many examples of the attacked class
+    search_fraction: share of them the search sees; the rest is held out for the reported accuracy
+    seed: seed of the search split and restarts (default: the suite's)
+    halving: score all candidates on a quarter of the batch, the best halving_keep on all of it
+    halving_keep: candidates per position that reach the full batch
+    patience: stop after this many iterations without improvement (null: never early)
+    scoring: batched (all candidates in one forward pass) or per-candidate (the paper's loop)
+    eval_batch_size: batch size of the held-out evaluation
+    max_rows_per_forward: rows per forward pass when scoring (default: 256 on CPU, 4096 on GPU)
+    transfer_model: another model to test the found trigger on (a name of the matrix or a path)
+    findings: examples shown in the report, largest probability drop first
+    """
+
     target_label: str | int | None = None
     to_label: str | int | None = None
     length: int = 3
