@@ -338,11 +338,13 @@ def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: boo
 @click.option("--significance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               metavar="ALPHA", help="Only regressions significant at ALPHA gate (paired tests on per-example outcomes).")
 @click.option("--baseline-model", metavar="NAME", help="Model of RUN_A to compare with (when the runs name models differently).")
+@click.option("--allow-different-data", is_flag=True,
+              help="Compare runs made on different data: the deltas are shown, nothing pairs and nothing gates.")
 @click.option("--out", metavar="DIR", help="Folder for compare.json/.md/.html (default: RUN_B).")
 @_debug_option
 @_guard
 def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tuple[str, ...], significance: float | None,
-            baseline_model: str | None, out: str | None) -> None:
+            baseline_model: str | None, allow_different_data: bool, out: str | None) -> None:
     """Compare two runs made apart: RUN_A is the baseline, RUN_B the candidate.
 
     Models pair by name (or, when each run has one model, with each other), probes by id, metrics by
@@ -367,7 +369,7 @@ def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tupl
             raise BertprobeError(f"--tolerance-for {item}: expected METRIC=NUMBER, e.g. accuracy=0.005")
     default = DEFAULT_TOLERANCE if tolerance is None else tolerance
     comparison = compare_runs(Path(run_a), Path(run_b), lambda m: per_metric.get(m, default), significance,
-                              baseline_model)
+                              baseline_model, allow_different_data)
     paths = write_comparison(comparison, Path(out) if out else Path(run_b))
     click.echo(comparison.text())
     click.echo(f"\nwritten: {', '.join(str(p) for p in paths)}")

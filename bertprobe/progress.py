@@ -19,11 +19,36 @@ def progress_enabled() -> bool:
     return sys.stderr.isatty()
 
 
+LINE_EVERY_S = 20.0  # without a terminal (CI logs, pipes): one progress line at most this often
+
+
 def progress(iterable: Iterable[T], total: int | None = None, desc: str = "", **kwargs: Any) -> Iterable[T]:
-    """Wrap ``iterable`` in a tqdm bar on stderr when it is a terminal."""
-    if not progress_enabled():
+    """Wrap ``iterable`` in a tqdm bar on stderr when it is a terminal; otherwise print a plain line
+    ('desc: 40/200 (20%), 31 s') every ``LINE_EVERY_S`` seconds, so a long loop in a CI log is not silent."""
+    if os.environ.get("BERTPROBE_NO_PROGRESS"):
         return iterable
+    if not sys.stderr.isatty():
+        return _lines(iterable, total if total is not None else _length(iterable), desc)
     return tqdm(iterable, total=total, desc=desc, leave=False, dynamic_ncols=True, file=sys.stderr, **kwargs)
+
+
+def _length(iterable: Iterable[Any]) -> int | None:
+    try:
+        return len(iterable)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _lines(iterable: Iterable[T], total: int | None, desc: str) -> Iterable[T]:
+    start = last = time.monotonic()
+    for done, item in enumerate(iterable, start=1):
+        yield item
+        now = time.monotonic()
+        if now - last >= LINE_EVERY_S:
+            last = now
+            share = f" ({done / total:.0%})" if total else ""
+            print(f"{desc or 'progress'}: {done}/{total if total else '?'}{share}, {now - start:.0f} s",
+                  file=sys.stderr, flush=True)
 
 
 class RemoteProgress:

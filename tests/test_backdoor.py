@@ -195,7 +195,9 @@ def test_fixture_backdoor_is_named_and_the_clean_model_is_not_flagged():
     from bertprobe.data import DataSpec, load_table
 
     data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label"))
-    params = BackdoorParams(pairs=("1->0",))  # the planted direction; the benchmark scans both
+    # the planted direction (the benchmark scans both, with the defaults); half the candidates and
+    # relaxation starts still name 'bb' (a quarter did not) in about two thirds of the time
+    params = BackdoorParams(pairs=("1->0",), candidates=100, inits=4, relax_steps=20)
     found = {}
     for name in ("minilm-l6-sst2-backdoor-bb", "minilm-l6-sst2"):
         target = load_target(ModelSpec(path=str(SHARED / "models" / name), device="cpu"))

@@ -145,11 +145,12 @@ def test_arct_suite_defaults_resolve_against_the_suite_folder(tmp_path, monkeypa
 @needs_sst2
 def test_prunable_fraction_agrees_in_fp32_and_bf16(tmp_path, monkeypatch):
     """The verdict that moved with the device: bf16 changes one baseline prediction of 872, the plain reading
-    jumps (0.19 -> 0.50); each run's prunable_fraction must lie inside the other run's interval."""
+    jumps (0.19 -> 0.50); each run's prunable_fraction must lie inside the other run's interval. On a seeded
+    120 of the 872 (bf16 backward passes on a CPU: 275 s for 300 examples, over 9 minutes for all in CI)."""
     runs = {}
     for dtype in ("float32", "bfloat16"):
         out = tmp_path / dtype
-        result = run_shipped("internals", out, monkeypatch, "--only", "head-pruning", "--dtype", dtype,
+        result = run_shipped("internals", out, monkeypatch, "--only", "head-pruning", "--dtype", dtype, "--limit", "120",
                              "--set", "probes.head-pruning.params.ablation=false",
                              "--set", "probes.head-pruning.params.layers=false",
                              "--set", "probes.head-pruning.params.physical=false", **SST2_ENV)

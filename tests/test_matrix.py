@@ -245,6 +245,10 @@ def test_compare_exit_codes(tmp_path, trained_dir, random_dir, senti_tsv):
     data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     (acc,) = [d for d in data["deltas"] if d["metric"] == "accuracy"]
     assert acc["regression"] and acc["paired"] == 120 and acc["p_value"] < 0.001
+    per_class = [d for d in data["deltas"] if d["metric"].startswith("accuracy_") and d["metric"] != "accuracy_"]
+    per_class = [d for d in per_class if d["metric"] != "examples_per_s"]
+    assert len(per_class) == 2 and all(d["p_value"] is not None and 0 < d["paired"] < 120 for d in per_class)
+    assert sum(d["paired"] for d in per_class) == 120  # each class's own examples, paired by id
     assert (tmp_path / "cmp" / "compare.md").is_file() and (tmp_path / "cmp" / "compare.html").is_file()
     missing = invoke("compare", str(good_a), str(tmp_path / "nope"))
     assert missing.exit_code == 2 and "does not exist" in missing.output
@@ -258,13 +262,19 @@ def test_compare_refuses_runs_that_do_not_pair(tmp_path, trained_dir, senti_tsv,
                          probes="  - probe: accuracy\n    id: different\n")
     assert invoke("run", "--allow-skips", str(suite)).exit_code == 0
     b, _ = only_run(out / "reports", "mx")
-    result = invoke("compare", str(a), str(b))
+    result = invoke("compare", str(a), str(b), "--allow-different-data")
     assert result.exit_code == 2 and "nothing to compare" in result.output
-    # same probe id, different data: deltas are fine, paired tests are refused
+    # same probe id, different data: refused, or with --allow-different-data shown and never gated
     c = _single_run(tmp_path, "c", trained_dir, sst_tsv)
-    assert invoke("compare", str(a), str(c)).exit_code in (0, 1)
-    refused = invoke("compare", str(a), str(c), "--significance", "0.05")
-    assert refused.exit_code == 2 and "different data" in refused.output
+    for extra in ((), ("--significance", "0.05")):
+        refused = invoke("compare", str(a), str(c), *extra)
+        assert refused.exit_code == 2 and "used different data" in refused.output
+        assert "--allow-different-data" in refused.output
+    shown = invoke("compare", str(a), str(c), "--allow-different-data", "--tolerance", "0", "--out", str(tmp_path / "d"))
+    assert shown.exit_code == 0 and "no regression" in shown.output, shown.output
+    deltas = json.loads((tmp_path / "d" / "compare.json").read_text())["deltas"]
+    assert deltas and not any(d["regression"] or d["gated"] or d["paired"] for d in deltas)
+    assert any(d["delta"] for d in deltas)  # the data differ, so the numbers do: shown, not judged
 
 
 def test_rebuilt_report_equals_the_original(tmp_path, trained_dir, random_dir, senti_tsv):

@@ -80,7 +80,11 @@ class AccuracyProbe(Probe):
             sel = gold == idx
             if bool(sel.any()):
                 result.add_metric(f"accuracy_{label}", correct[sel].mean().item(), True, f"accuracy on gold '{label}'",
-                                  wilson_interval(int(correct[sel].sum().item()), int(sel.sum().item()), params.confidence))
+                                  wilson_interval(int(correct[sel].sum().item()), int(sel.sum().item()), params.confidence),
+                                  outcome=f"correct_{label}")
+                picked = sel.nonzero().flatten().tolist()  # the class's own outcomes: gates pair them too
+                result.outcomes.append(Outcomes.from_values(f"correct_{label}", [ids[i] for i in picked],
+                                                            [float(correct[i]) for i in picked]))
         result.add_metric("examples", float(len(gold)), None, "examples evaluated", kind="count")
         confidence = probs.gather(1, pred.unsqueeze(1)).squeeze(1)
         wrong = [i for i in torch.argsort(confidence, descending=True).tolist() if not correct[i]]

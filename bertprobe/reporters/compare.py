@@ -89,18 +89,36 @@ def _pair_models(a: RunReport, b: RunReport, baseline_model: str | None) -> list
                          "pass --baseline-model NAME")
 
 
+def _sizes(a: RunReport, b: RunReport) -> str:
+    """'; 872 and 200 examples' from each run's accuracy-like ``examples`` count, where both have one."""
+    def examples(report: RunReport) -> int | None:
+        counts = [r.value("examples") for r in report.probes if r.value("examples") is not None]
+        return int(max(counts)) if counts else None
+
+    na, nb = examples(a), examples(b)
+    return f"; {na} and {nb} examples" if na is not None and nb is not None else ""
+
+
 def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float], significance: float | None,
-                 baseline_model: str | None = None) -> Comparison:
-    """Pair the models, probes (by id) and metrics of two runs and compare them; BertprobeError if nothing pairs."""
+                 baseline_model: str | None = None, allow_different_data: bool = False) -> Comparison:
+    """Pair the models, probes (by id) and metrics of two runs and compare them; BertprobeError if nothing pairs.
+
+    Runs on different data (their fingerprints differ) compare only with ``allow_different_data``, and then
+    nothing gates: with no example in common there is no paired test, and a delta between two samples of
+    different size is no evidence of a regression on its own."""
     a, b = load_run(run_a), load_run(run_b)
     comparison = Comparison(str(run_a), str(run_b), _pair_models(a, b, baseline_model))
     out_a: dict[tuple[str, str], dict[str, Outcomes]] = read_outcomes(run_a)
     out_b: dict[tuple[str, str], dict[str, Outcomes]] = read_outcomes(run_b)
-    if a.data_fingerprint and b.data_fingerprint and a.data_fingerprint != b.data_fingerprint:
-        if significance is not None:
-            raise BertprobeError("the runs used different data (fingerprints differ), so per-example outcomes do not "
-                                 "pair; compare without --significance to see the deltas alone")
-        comparison.notes.append("the runs used different data: paired tests are off, deltas compare unpaired means")
+    different = bool(a.data_fingerprint and b.data_fingerprint and a.data_fingerprint != b.data_fingerprint)
+    if different:
+        if not allow_different_data:
+            raise BertprobeError(
+                f"the runs used different data (fingerprints {a.data_fingerprint[:12]} and {b.data_fingerprint[:12]}"
+                f"{_sizes(a, b)}), so their examples do not pair and a delta is no regression; rerun B on A's data, "
+                "or pass --allow-different-data to see the deltas, which then never gate")
+        comparison.notes.append("the runs used different data (--allow-different-data): nothing is paired and "
+                                "nothing gates; the deltas compare means of different samples")
         out_a, out_b = {}, {}
     paired_probes = 0
     for model_a, model_b in comparison.pairs:
@@ -116,6 +134,9 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
             paired_probes += 1
             comparison.deltas += compare_results(base, cand, out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {}),
                                                  tolerance_for, significance)
+    if different:
+        for d in comparison.deltas:
+            d.regression, d.gated = False, False
     if paired_probes == 0:
         details = "; ".join(comparison.unpaired[:5]) or "no probe results"
         raise BertprobeError(f"nothing to compare between '{run_a}' and '{run_b}': {details}")
