@@ -135,6 +135,16 @@ def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None)
     return params
 
 
+def _bare_encoder(spec: ModelSpec) -> bool:
+    """True when a local model's config.json names only architectures without a task head (BertModel)."""
+    config = Path(spec.path).expanduser() / "config.json"
+    try:
+        names = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bool(names) and all("For" not in str(n) for n in names)
+
+
 def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
     """Raise one DataError, before any model loads, when a probe that reads the suite's data needs what the
     data lacks: labels above all (a label-needing probe on unlabelled data would fail, or measure nothing)."""
@@ -149,6 +159,8 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
         if not cls.needs_data:
             continue
         lacking = cls.missing_data(features)
+        if "data:labels" in lacking and all(_bare_encoder(m) for m in suite.models):
+            continue  # the probe will be skipped for want of a task head; its data need not be labelled
         if "data:labels" in lacking:
             others = sorted({k for ex in data.examples[:1] for k in ex.meta})
             like = [c for c in others if c.lower() in LABEL_LIKE]
