@@ -134,6 +134,11 @@ class Expectation:
         self.passed = ok
         return ok
 
+    def shortfall(self) -> str:
+        """'accuracy_after 0.1306 (expected >= 0.5)': the measured value beside the bound it missed."""
+        value = "missing" if self.value is None else f"{self.value:.4g}"
+        return f"{self.metric} {value} (expected {self.describe()})"
+
     def describe(self) -> str:
         parts = []
         if self.min is not None:

@@ -65,8 +65,7 @@ def _why(result: ProbeResult) -> str:
     label = result.id or result.probe
     if result.status == "error":
         return f"{label} errored ({result.message.split(';')[0][:120]})"
-    failed = [f"{e.metric} {'missing' if e.value is None else f'{e.value:.3g}'} (expected {e.describe()})"
-              for e in result.expectations if not e.passed]
+    failed = [e.shortfall() for e in result.expectations if not e.passed]
     finding = str(result.details.get("key_finding") or "")
     return f"{label}: " + "; ".join(failed + ([finding] if finding else []))
 

@@ -42,12 +42,7 @@ def score_text(report: RunReport) -> str:
 
 def failed_note(result: ProbeResult) -> str:
     """Why a probe failed: each failed expectation with its value, e.g. 'accuracy_after 0.13 (expected >= 0.5)'."""
-    parts = []
-    for e in result.expectations:
-        if not e.passed:
-            value = "missing" if e.value is None else f"{e.value:.4g}"
-            parts.append(f"{e.metric} {value} (expected {e.describe()})")
-    return "; ".join(parts)
+    return "; ".join(e.shortfall() for e in result.expectations if not e.passed)
 
 
 def key_metric(result: ProbeResult) -> str:
