@@ -520,7 +520,7 @@ def describe(probe: str) -> None:
     click.echo("\nParams")
     click.echo(tabulate(rows, headers=["param", "type", "default", "meaning"], tablefmt="simple",
                         maxcolwidths=[22, 18, 16, 42]) if rows else "(none)")
-    click.echo("\nMetrics (expect: may name these; each report also says what every metric means)")
+    click.echo("\nMetrics (expect: may name these; * stands for any suffix)")
     import fnmatch
 
     def direction(name: str) -> str:
@@ -529,7 +529,9 @@ def describe(probe: str) -> None:
                 return {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
         return "no direction"
 
-    click.echo(tabulate([[m, direction(m)] for m in cls.metrics], headers=["metric", "direction"], tablefmt="simple")
+    meanings = cls.metrics if isinstance(cls.metrics, dict) else {}
+    click.echo(tabulate([[m, direction(m), meanings.get(m, "")] for m in cls.metrics],
+                        headers=["metric", "direction", "meaning"], tablefmt="simple", maxcolwidths=[28, 17, 52])
                if cls.metrics else "(any)")
 
 

@@ -129,8 +129,14 @@ def param_docs(params_cls: type) -> dict[str, str]:
             line_names.setdefault(tok.start[0], tok.string)
         elif tok.type == tokenize.COMMENT and tok.start[0] in line_names:
             out.setdefault(line_names[tok.start[0]], tok.string.lstrip("# ").strip())
-    for line in (params_cls.__doc__ or "").splitlines():
-        m = re.match(r"\s*`{0,2}(\w+)`{0,2}\s*:\s*(.+)", line)
+    doc = params_cls.__doc__ or ""
+    for line in doc.splitlines():
+        m = re.match(r"\s*(\w+)\s*:\s*(.+)", line)
         if m and m.group(1) in names:
             out.setdefault(m.group(1), m.group(2).strip())
+    # prose docstrings: "``name``: meaning. ``other``: ..." (a meaning runs to the next ``name``:)
+    flat = " ".join(doc.split())
+    for m in re.finditer(r"``(\w+)``\s*:\s*(.+?)(?=[;.]?\s*``\w+``\s*:|\Z)", flat):
+        if m.group(1) in names:
+            out.setdefault(m.group(1), m.group(2).strip().rstrip(".;"))
     return out

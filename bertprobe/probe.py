@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import fnmatch
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -188,7 +188,9 @@ class Probe(abc.ABC):
     # metric (fnmatch pattern) -> higher_is_better, for `bertprobe describe`; reports take the direction
     # from each Metric the probe returns
     metric_directions: ClassVar[dict[str, bool | None]] = {}
-    metrics: ClassVar[tuple[str, ...]] = ()
+    # metric names (fnmatch patterns) that ``expect:`` may name; a mapping gives each its meaning, which
+    # `bertprobe describe` and the docs show
+    metrics: ClassVar[tuple[str, ...] | Mapping[str, str]] = ()
     Params: ClassVar[type] = NoParams
 
     @classmethod

@@ -518,13 +518,30 @@ def test_describe_gives_each_param_its_meaning_and_list_fits_100_columns():
     result = invoke("describe", "universal-trigger")
     assert result.exit_code == 0 and "``" not in result.output
     assert re.search(r"target_label +str or int or null +None +the class whose examples are attacked", result.output)
-    for params in (TriggerParams, AccuracyParams):  # the documented probes: every param has its meaning
+    for params in (TriggerParams, AccuracyParams):
         import dataclasses
 
         assert set(param_docs(params)) == {f.name for f in dataclasses.fields(params)}
+    cloze = invoke("describe", "cloze").output  # metric meanings too, by pattern
+    assert re.search(r"top1_accuracy\*\s+higher is better\s+share of items whose expected word", cloze)
     assert "did you mean 'universal-trigger'" in one_line_error(invoke("describe", "trigger"))
     listing = invoke("list")
     assert listing.exit_code == 0 and max(len(line) for line in listing.output.splitlines()) <= 100
+
+
+def test_every_builtin_probe_documents_every_param_and_metric():
+    """What `describe` and the docs' probe pages show: no param or metric without its meaning."""
+    import dataclasses
+
+    from bertprobe.params import param_docs
+    from bertprobe.plugins import build_plugins
+
+    plugins = build_plugins()
+    for name in plugins.probes.names():
+        cls = plugins.probes.get(name)
+        fields = {f.name for f in dataclasses.fields(cls.Params)}
+        assert fields - set(param_docs(cls.Params)) == set(), name
+        assert isinstance(cls.metrics, dict) and all(cls.metrics.values()), name
 
 
 def test_suite_limit_zero_is_refused(suite_factory):

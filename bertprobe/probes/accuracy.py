@@ -52,7 +52,12 @@ class AccuracyProbe(Probe):
     name = "accuracy"
     description = "Overall and per-class accuracy on the data (the baseline for every robustness number)"
     requires = frozenset({"predictions", "data:labels"})
-    metrics = ("accuracy", "accuracy_*", "examples", "examples_per_s")
+    metrics = {
+        "accuracy": "share of examples predicted correctly (Wilson interval)",
+        "accuracy_*": "accuracy on the examples of one gold class (recall of that class)",
+        "examples": "examples evaluated",
+        "examples_per_s": "prediction throughput on the data (tokenisation excluded)",
+    }
     Params = AccuracyParams
     paper = ""  # the reference measurement, no paper
     metric_directions = {"accuracy": True, "accuracy_*": True, "examples_per_s": True, "examples": None}

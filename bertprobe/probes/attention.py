@@ -43,17 +43,17 @@ TYPES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
 
 @dataclass(frozen=True)
 class AttentionParams:
-    vertical: float = 0.6
-    diagonal: float = 0.6
-    mixed_min: float = 0.3
-    mixed_total: float = 0.7
-    block: float = 0.8
-    batch_size: int = 16
-    similarity: bool = True
-    similarity_examples: int = 100
-    clusters: int = 8
-    compare_model: str | None = None
-    typical_max_tokens: int = 24
+    vertical: float = 0.6  # a map is vertical when at least this share of its attention goes to [CLS]/[SEP]
+    diagonal: float = 0.6  # a map is diagonal when at least this share lies on the band i-1..i+1
+    mixed_min: float = 0.3  # vertical+diagonal needs at least this share on each of the two
+    mixed_total: float = 0.7  # ... and at least this share on the two together
+    block: float = 0.8  # a map is block when at least this share stays inside the query's own segment (sentence pairs)
+    batch_size: int = 16  # examples per forward pass
+    similarity: bool = True  # measure Jensen-Shannon distances between heads and cluster them (Clark et al.)
+    similarity_examples: int = 100  # inputs the head similarity uses (its cost is quadratic in heads)
+    clusters: int = 8  # clusters of heads in the similarity figure
+    compare_model: str | None = None  # another checkpoint (path or hub id) whose maps are compared head by head (Kovaleva's before/after fine-tuning)
+    typical_max_tokens: int = 24  # longest input kept as the typical example of each map type in the report
 
     def __post_init__(self) -> None:
         for name in ("vertical", "diagonal", "mixed_min", "mixed_total", "block"):
@@ -242,8 +242,13 @@ class AttentionAuditProbe(Probe):
     name = "attention-audit"
     description = "Attention to [CLS]/[SEP]/punctuation, entropy, map types, head similarity (Kovaleva; Clark 2019)"
     requires = frozenset({"attentions", "uniform-heads"})  # per-head maps are stacked over layers
-    metrics = tuple(f"share_{t}" for t in TYPES) + (
-        "sep_attention_mid_layers", "cls_attention", "mean_entropy", "heads_mostly_special", "compare_cosine_mean")
+    metrics = {f"share_{t}": f"share of attention maps classified {t.replace('_', '+')}" for t in TYPES} | {
+        "sep_attention_mid_layers": "mean attention to [SEP] in the middle third of the layers",
+        "cls_attention": "mean attention to [CLS]",
+        "mean_entropy": "mean attention entropy (nats)",
+        "heads_mostly_special": "share of heads putting more than half their attention on [CLS]/[SEP]",
+        "compare_cosine_mean": "mean per-head cosine similarity of flattened maps to compare_model",
+    }
     Params = AttentionParams
     paper = "Kovaleva, Romanov, Rogers, Rumshisky 2019. Revealing the Dark Secrets of BERT (EMNLP); Clark, Khandelwal, Levy, Manning 2019. What Does BERT Look At? (BlackboxNLP)"
 

@@ -42,11 +42,11 @@ class CalibrationParams:
 
     bins: int = 15
     bootstrap: int = 1000
-    high_confidence: float = 0.9
-    overconfidence: Literal["confidence", "margin"] = "confidence"
+    high_confidence: float = 0.9  # confidence (or margin) at and above which a wrong prediction counts as overconfident
+    overconfidence: Literal["confidence", "margin"] = "confidence"  # confidence: top probability; margin: top minus second probability (Giskard's definition)
     coverages: tuple[float, ...] = (0.9, 0.8)
     fit_share: float = 0.5
-    batch_size: int | None = None
+    batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
     def __post_init__(self) -> None:
         if self.bins < 1 or self.bootstrap < 0:
@@ -139,9 +139,23 @@ class CalibrationProbe(Probe):
     description = "Is a 0.95 a 95%? ECE, MCE, Brier, NLL, temperature scaling, overconfidence, risk-coverage"
     paper = "Guo et al. 2017, On Calibration of Modern Neural Networks (ICML); Desai & Durrett 2020 (EMNLP)"
     requires = frozenset({"predictions", "data:labels"})
-    metrics = ("ece", "ece_equal_mass", "mce", "brier", "nll", "temperature", "nll_heldout", "nll_heldout_scaled",
-               "ece_heldout", "ece_heldout_scaled", "overconfident_error_rate", "aurc", "accuracy_at_coverage_*",
-               "accuracy", "examples")
+    metrics = {
+        "ece": "expected calibration error: mean |confidence - accuracy| over equal-width bins, weighted by size",
+        "ece_equal_mass": "ECE over bins of equal size",
+        "mce": "maximum calibration error: the worst bin's |confidence - accuracy|",
+        "brier": "Brier score: mean squared error of the class probabilities",
+        "nll": "negative log-likelihood of the gold labels",
+        "temperature": "temperature fitted by NLL on the fitting half",
+        "nll_heldout": "NLL on the held-out half",
+        "nll_heldout_scaled": "NLL on the held-out half after temperature scaling",
+        "ece_heldout": "ECE on the held-out half",
+        "ece_heldout_scaled": "ECE on the held-out half after temperature scaling",
+        "overconfident_error_rate": "share of wrong predictions made with confidence (or margin) >= high_confidence",
+        "aurc": "area under the risk-coverage curve (mean risk over coverages)",
+        "accuracy_at_coverage_*": "accuracy of the N% most confident predictions",
+        "accuracy": "share of examples predicted correctly",
+        "examples": "examples evaluated",
+    }
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
                          "ece_heldout_scaled": False, "overconfident_error_rate": False, "aurc": False,

@@ -61,8 +61,8 @@ class SlicesParams:
     slice_by: tuple[str, ...] = ()
     findings: int = 5
     metric: Literal["accuracy", "recall", "precision"] = "accuracy"
-    positive: str | int | None = None
-    batch_size: int | None = None
+    positive: str | int | None = None  # the class recall and precision are about (default: the second class)
+    batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_drop <= 1 or not 0 < self.alpha < 1 or self.min_size < 1 or self.vocabulary_slices < 0:
@@ -135,7 +135,15 @@ class SlicesProbe(Probe):
     description = "Where accuracy drops: slices tested against the rest of the data (Fisher, Benjamini-Hochberg)"
     paper = "Giskard performance-bias detector; Deepchecks segment performance (property slices)"
     requires = frozenset({"predictions", "data:labels"})
-    metrics = ("slices_flagged", "worst_slice_accuracy", "max_slice_drop", "slices_tested", "accuracy", "recall", "precision")
+    metrics = {
+        "slices_flagged": "slices at least min_drop below the rest, BH-adjusted p < alpha, >= min_size examples",
+        "worst_slice_accuracy": "lowest metric of a slice with >= min_size examples",
+        "max_slice_drop": "largest drop of the metric against the rest",
+        "slices_tested": "slices with examples inside and outside",
+        "accuracy": "accuracy on all the data",
+        "recall": "recall of the positive class on all the data",
+        "precision": "precision of the positive class on all the data",
+    }
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
                          "slices_tested": None, "accuracy": True, "recall": True, "precision": True}
     Params = SlicesParams

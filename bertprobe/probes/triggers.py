@@ -339,9 +339,18 @@ class UniversalTriggerProbe(Probe):
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
     requires = frozenset({"classifier", "input-gradients", "data:labels"})
-    metrics = ("accuracy_before", "accuracy_after", "success_rate", "search_seconds", "forward_passes",
-               "transfer_accuracy_before", "transfer_accuracy_after", "examples_searched", "examples_held_out",
-               "baseline_trigger_accuracy_after")
+    metrics = {
+        "accuracy_before": "held-out accuracy of the attacked class without the trigger",
+        "accuracy_after": "held-out accuracy with the trigger",
+        "success_rate": "share of correctly predicted held-out examples the trigger flips",
+        "search_seconds": "wall time of the search",
+        "forward_passes": "model forward calls during the search",
+        "transfer_accuracy_before": "held-out accuracy of transfer_model without the trigger",
+        "transfer_accuracy_after": "held-out accuracy of transfer_model with the trigger text",
+        "examples_searched": "examples the trigger was searched on",
+        "examples_held_out": "held-out examples it was measured on",
+        "baseline_trigger_accuracy_after": "held-out accuracy with the trigger found on the baseline model",
+    }
     Params = TriggerParams
     paper = "Wallace, Feng, Kandpal, Gardner, Singh 2019. Universal Adversarial Triggers for Attacking and Analyzing NLP (EMNLP)"
     uses_baseline = True  # re-measures the matrix baseline's trigger on every other model

@@ -59,7 +59,7 @@ class BehaviourParams:
     max_examples: int = 300
     findings: int = 5
     bootstrap: int = 1000
-    batch_size: int | None = None
+    batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
     def __post_init__(self) -> None:
         if self.max_cases < 1 or self.max_examples < 1:
@@ -179,8 +179,17 @@ class BehaviourProbe(Probe):
     data_optional = True
     path_params = ("cases",)
     label_params = ()
-    metrics = ("failure_rate", "tests", "cases", "failed_cases", "failure_rate.test.*", "failure_rate.capability.*",
-               "max_fairness_gap", "fairness_gap.*", "predicted_texts")
+    metrics = {
+        "failure_rate": "share of failed cases over all tests",
+        "tests": "tests run",
+        "cases": "cases run",
+        "failed_cases": "cases failed",
+        "failure_rate.test.*": "share of failed cases of one test",
+        "failure_rate.capability.*": "share of failed cases of one capability's tests",
+        "max_fairness_gap": "largest fairness gap of any identity-swap test",
+        "fairness_gap.*": "largest gap between groups of one test in the mean probability of one class",
+        "predicted_texts": "distinct texts predicted (each once)",
+    }
     metric_directions = {"failure_rate": False, "failure_rate.test.*": False, "failure_rate.capability.*": False,
                          "max_fairness_gap": False, "fairness_gap.*": False, "tests": None, "cases": None,
                          "failed_cases": None, "predicted_texts": None}

@@ -43,12 +43,12 @@ METRICS = ("top1_accuracy", "top5_accuracy", "mrr", "pair_accuracy", "negation_s
 
 @dataclass(frozen=True)
 class ClozeParams:
-    sets: tuple[str, ...] = ("builtin",)
-    categories: tuple[str, ...] = ()
-    per_category: int = 20
-    batch_size: int = 32
-    top_k: int = 5
-    findings: int = 20
+    sets: tuple[str, ...] = ("builtin",)  # item sets: builtin, builtin:CATEGORY, ettinger:DIR (Ettinger 2020), or a .yaml/.jsonl file of items
+    categories: tuple[str, ...] = ()  # only these categories (default: all)
+    per_category: int = 20  # items sampled per category
+    batch_size: int = 32  # items per forward pass
+    top_k: int = 5  # predictions counted as a top-k hit
+    findings: int = 20  # wrong predictions shown in the report
 
     def __post_init__(self) -> None:
         if not self.sets:
@@ -150,7 +150,14 @@ class ClozeProbe(Probe):
     description = "Cloze reasoning checks on masked LMs: counting, negation, roles, ... (Ettinger 2020)"
     requires = frozenset({"mlm"})
     needs_data = False
-    metrics = tuple(f"{m}*" for m in METRICS) + ("items",)
+    metrics = {
+        "top1_accuracy*": "share of items whose expected word is the top prediction (suffix _CATEGORY: one category)",
+        "top5_accuracy*": "share of items whose expected word is among the top 5 predictions",
+        "mrr*": "mean reciprocal rank of the expected word",
+        "pair_accuracy*": "share of items with distractors where the best answer beats every distractor",
+        "negation_sensitivity*": "share of affirmative/negated pairs whose top candidate changes with the negation",
+        "items": "items scored",
+    }
     Params = ClozeParams
     paper = "Ettinger 2020. What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for Language Models (TACL)"
     metric_directions = {"items": None, "*": True}

@@ -44,18 +44,18 @@ from bertprobe.target.target import Target
 
 @dataclass(frozen=True)
 class CueParams:
-    ngrams: tuple[int, ...] = (1, 2)
-    normalize_contractions: bool = True
-    smoothing: float = 0.0
-    min_applicability: int = 5
-    top: int = 10
-    rank: Literal["excess", "product"] = "excess"
-    statistics_path: str | None = None
-    statistics_loader: str | None = None
-    adversarial_path: str | None = None
-    cue_tokens: int = 1
-    batch_size: int | None = None
-    findings: int = 10
+    ngrams: tuple[int, ...] = (1, 2)  # n-gram sizes counted as cues
+    normalize_contractions: bool = True  # count n't as not, 're as are, ... (the literal counts are reported too)
+    smoothing: float = 0.0  # add-k smoothing of the productivity counts
+    min_applicability: int = 5  # data points a cue must apply to before it is ranked
+    top: int = 10  # cues listed and used by the partial-input tests
+    rank: Literal["excess", "product"] = "excess"  # excess: (productivity - chance) x coverage; product: productivity x coverage (the paper's)
+    statistics_path: str | None = None  # data the cue statistics are counted on (default: the probe's data; ARCT: its train split)
+    statistics_loader: str | None = None  # loader for statistics_path (default: by extension)
+    adversarial_path: str | None = None  # ARCT's adversarial set (negated claims, swapped labels)
+    cue_tokens: int = 1  # top cue words of a class inserted by the cue-flip test
+    batch_size: int | None = None  # examples per forward pass (default: sized to the device)
+    findings: int = 10  # flipped examples shown in the report
 
     def __post_init__(self) -> None:
         if not self.ngrams or any(n < 1 for n in self.ngrams):
@@ -81,10 +81,22 @@ class SpuriousCuesProbe(Probe):
     name = "spurious-cues"
     description = "Cue productivity/coverage, partial-input accuracy and counterfactuals (Niven & Kao 2019)"
     requires = frozenset({"predictions", "data:labels"})
-    metrics = ("cue_productivity_top", "cue_coverage_top", "cue_share_covered", "chance", "accuracy_full",
-               "accuracy_warrant_only", "accuracy_reason_warrant", "accuracy_claim_warrant", "accuracy_adversarial",
-               "accuracy_cues_only", "accuracy_cues_masked", "cue_flip_rate", "cue_productivity_top_literal",
-               "cue_coverage_top_literal")
+    metrics = {
+        "cue_productivity_top": "productivity of the top cue: how often it sits with the label it predicts",
+        "cue_coverage_top": "coverage of the top cue: share of data points it applies to",
+        "cue_share_covered": "share of data points where one of the top cues applies",
+        "chance": "1 / number of labels (choices)",
+        "accuracy_full": "accuracy on full inputs",
+        "accuracy_warrant_only": "ARCT: accuracy from the warrants alone",
+        "accuracy_reason_warrant": "ARCT: accuracy from reason and warrants",
+        "accuracy_claim_warrant": "ARCT: accuracy from claim and warrants",
+        "accuracy_adversarial": "accuracy on the adversarial (negated claim, swapped label) set",
+        "accuracy_cues_only": "accuracy when only the top cue words are kept",
+        "accuracy_cues_masked": "accuracy with the top cue words masked",
+        "cue_flip_rate": "share of correctly predicted examples whose prediction flips when another class's cue is inserted",
+        "cue_productivity_top_literal": "the top cue's productivity, literal tokens only",
+        "cue_coverage_top_literal": "the top cue's coverage, literal tokens only",
+    }
     Params = CueParams
     paper = "Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL)"
     metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False}

@@ -69,26 +69,26 @@ from bertprobe.target.target import Target
 
 @dataclass(frozen=True)
 class HeadParams:
-    normalize: bool = True
-    ablation: bool = True
-    mode: Literal["mask", "uniform"] = "mask"
-    layers: bool = True
-    pruning: bool = True
-    step: float = 0.1
-    tolerance: float = 0.01
-    iterative: bool = False
-    physical: bool = False
-    physical_fraction: float = 0.5
-    speed_batch_size: int = 64
+    normalize: bool = True  # divide each layer's importance scores by their L2 norm before ranking (Michel's default)
+    ablation: bool = True  # remove each head alone and measure the accuracy drop
+    mode: Literal["mask", "uniform"] = "mask"  # how a head is removed: mask (output zeroed, Michel) or uniform (uniform attention, Kovaleva)
+    layers: bool = True  # remove each layer's heads together
+    pruning: bool = True  # prune heads from least to most important and draw the accuracy curve
+    step: float = 0.1  # share of heads pruned per step of the curve
+    tolerance: float = 0.01  # accuracy drop a pruning step may cost and still count as prunable
+    iterative: bool = False  # recompute importance after each pruning step (Michel's iterative variant)
+    physical: bool = False  # remove the heads' weights for real and measure the speed-up
+    physical_fraction: float = 0.5  # share of heads physically removed for the speed measurement
+    speed_batch_size: int = 64  # batch size of the throughput measurement
     speed_seconds: float = 10.0  # time budget of the physical-pruning speed measurement
-    batch_size: int | None = None
+    batch_size: int | None = None  # examples per forward pass (default: sized to the device)
     stack: int = 24  # ablation units handed to the evaluator at once (stacked in one pass on a GPU)
     stack_budget: int | None = None  # activation elements per stacked pass (None: 0 on CPU; GPU: a quarter of free memory, <= 2^31)
     layer_cache: bool = True  # ablations start from their lowest intervened layer (cached layer inputs)
     cache_budget_mb: float | None = None  # the most the layer cache may hold (None: a quarter of free memory)
-    bootstrap: int = 1000
-    confidence: float = 0.95
-    findings: int = 5
+    bootstrap: int = 1000  # paired bootstrap resamples of the drops' intervals
+    confidence: float = 0.95  # level of the intervals and of the prunable test
+    findings: int = 5  # most important heads listed in the report
 
     def __post_init__(self) -> None:
         if not 0 < self.step <= 1:
@@ -322,8 +322,17 @@ class HeadPruningProbe(Probe):
     name = "head-pruning"
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
     requires = frozenset({"predictions", "heads", "data:labels"})
-    metrics = ("importance_gini", "max_single_head_drop", "heads_improving_when_removed", "layer_max_drop",
-               "prunable_fraction", "speedup", "speedup_latency", "baseline", "importance_cost_passes")
+    metrics = {
+        "importance_gini": "concentration of raw importance over heads (0 even, 1 one head)",
+        "max_single_head_drop": "largest accuracy drop from removing one head (CI: paired bootstrap of that head's drop)",
+        "heads_improving_when_removed": "heads whose removal raises accuracy",
+        "layer_max_drop": "largest accuracy drop from removing one layer's heads (CI: paired bootstrap)",
+        "prunable_fraction": "largest share of heads pruned whose paired accuracy drop is not significantly above tolerance",
+        "speedup": "relative examples/s gain with physical_fraction of the heads removed (median of interleaved repeats)",
+        "speedup_latency": "relative examples/s gain at batch 1 (latency)",
+        "baseline": "accuracy of the unmodified model",
+        "importance_cost_passes": "importance wall time in units of one plain evaluation pass",
+    }
     Params = HeadParams
     paper = "Michel, Levy, Neubig 2019. Are Sixteen Heads Really Better than One? (NeurIPS); Kovaleva, Romanov, Rogers, Rumshisky 2019. Revealing the Dark Secrets of BERT (EMNLP)"
     metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True, "speedup_latency": True}

@@ -64,20 +64,20 @@ from bertprobe.target.target import Target
 
 @dataclass(frozen=True)
 class SyntaxParams:
-    eval_data: str | None = None
-    min_count: int = 100
-    subtypes: bool = False
-    max_offset: int = 10
-    batch_size: int = 32
-    cells: int = 131072
-    parser_sentences: int = 2000
-    parser_epochs: int = 10
-    positional: float = 0.9
-    syntactic_margin: float = 0.1
-    rare_word: float = 0.3
-    compare_model: str | None = None
-    major: tuple[str, ...] = ("det", "nsubj", "obj", "case")
-    findings: int = 2
+    eval_data: str | None = None  # treebank the heads are scored on (default: every other sentence of the data)
+    min_count: int = 100  # dependents a relation needs to be reported
+    subtypes: bool = False  # keep UD subtypes apart (nsubj:pass as its own relation)
+    max_offset: int = 10  # largest offset of the fixed-offset baselines
+    batch_size: int = 32  # sentences per forward pass
+    cells: int = 131072  # attention cells (sentences x tokens^2) per batch, bounding memory
+    parser_sentences: int = 2000  # training sentences of the attention-only parser
+    parser_epochs: int = 10  # training epochs of the attention-only parser
+    positional: float = 0.9  # a head is positional when this share of its maximum attention is at one fixed offset (Voita)
+    syntactic_margin: float = 0.1  # a head is syntactic when it beats a relation's offset baseline by this much
+    rare_word: float = 0.3  # a head is rare-word when this share of its maximum attention goes to the sentence's rarest token
+    compare_model: str | None = None  # another checkpoint scored the same way, for a side-by-side
+    major: tuple[str, ...] = ("det", "nsubj", "obj", "case")  # relations named in the summary and findings
+    findings: int = 2  # example sentences per major relation
 
     def __post_init__(self) -> None:
         for name in ("min_count", "batch_size", "parser_sentences", "parser_epochs", "max_offset", "cells"):
@@ -242,9 +242,21 @@ class SyntaxHeadsProbe(Probe):
     name = "syntax-heads"
     description = "Heads that track dependency relations, the attention-only parser, head roles (Clark 2019; Voita 2019)"
     requires = frozenset({"attentions", "uniform-heads", "data:words", "data:layer:head", "data:layer:deprel"})
-    metrics = ("accuracy_*", "baseline_*", "relations_above_baseline", "uas", "uas_right_branching",
-               "share_positional", "share_syntactic", "share_rare_word", "sentences", "sentences_skipped",
-               "compare_uas", "compare_relations_above_baseline", "analysis_seconds")
+    metrics = {
+        "accuracy_*": "one relation: share of dependents whose best head's most-attended word is the gold head",
+        "baseline_*": "one relation: the best fixed-offset baseline's accuracy",
+        "relations_above_baseline": "share of the relations whose best head beats the offset baseline",
+        "uas": "unlabelled attachment score of the attention-only parser",
+        "uas_right_branching": "UAS when every word's head is the next word",
+        "share_positional": "share of heads with the positional role (Voita)",
+        "share_syntactic": "share of heads with the syntactic role",
+        "share_rare_word": "share of heads with the rare-word role",
+        "sentences": "sentences analysed",
+        "sentences_skipped": "sentences longer than max_length tokens",
+        "compare_uas": "UAS of compare_model",
+        "compare_relations_above_baseline": "relations_above_baseline of compare_model",
+        "analysis_seconds": "wall time of the analysis",
+    }
     metric_directions = {"accuracy_*": True, "baseline_*": None, "relations_above_baseline": True, "uas": True,
                          "uas_right_branching": None, "share_*": None, "sentences": None, "sentences_skipped": None,
                          "compare_uas": None, "compare_relations_above_baseline": None, "analysis_seconds": False}

@@ -16,8 +16,8 @@ from bertprobe import Finding, Probe, ProbeContext, ProbeResult, hookimpl
 
 @dataclass(frozen=True)
 class TypoParams:
-    typos: int = 1
-    findings: int = 10
+    typos: int = 1  # words per example that get one swap of two adjacent letters
+    findings: int = 10  # changed predictions shown in the report
 
     def __post_init__(self) -> None:
         if self.typos < 1:
@@ -41,7 +41,11 @@ class TypoConsistency(Probe):
     name = "typo-consistency"
     description = "Share of predictions unchanged by a seeded adjacent-character typo (example plugin)"
     requires = frozenset({"classifier"})
-    metrics = ("consistency", "accuracy_clean", "accuracy_typos")
+    metrics = {
+        "consistency": "share of examples whose prediction survives the typos",
+        "accuracy_clean": "accuracy on the clean text",
+        "accuracy_typos": "accuracy with the typos",
+    }
     Params = TypoParams
 
     def run(self, target: Any, data: Any, params: TypoParams, ctx: ProbeContext) -> ProbeResult:
