@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -185,12 +186,16 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
             raise click.UsageError("missing SUITE (a suite file such as suites/sst2.yaml), or --resume RUN_DIR")
         from bertprobe.run.resume import recorded_run
 
-        suite_file, recorded = recorded_run(Path(resume))
+        suite_file, recorded, variables = recorded_run(Path(resume))
         suite_files = (suite_file,)
         sets = tuple(recorded.get("sets", ())) or sets
+        env = {**os.environ, **{k: v for k, v in variables.items() if v is not None}}
+        suite_env = {k: v for k, v in env.items() if variables.get(k, "") is not None}  # unset then, unset now
+    else:
+        suite_env = None
     if resume and len(suite_files) > 1:
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
-    suites = [load_suite(f, sets=sets) for f in suite_files]  # every suite checked before any runs
+    suites = [load_suite(f, env=suite_env, sets=sets) for f in suite_files]  # every suite checked before any runs
     plugins = build_plugins()
     options = RunOptions(text=text, text_pair=text_pair, label=label, label_map=label_map, baseline=baseline, models=models, data=data, resume=resume, sets=sets, device=device, dtype=dtype, out=out, only=only, limit=limit,
                          allow_pickle=allow_pickle, seed=seed, threads=threads, executor=executor,

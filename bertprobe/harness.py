@@ -35,7 +35,7 @@ from bertprobe.run.resume import (
 from bertprobe.run.session import Session, events_file, new_run_dir
 from bertprobe.suite.overrides import RunOptions, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
-from bertprobe.suite.validate import check_data_needs, validate_suite
+from bertprobe.suite.validate import check_data_needs, check_hub_sources, validate_suite
 from bertprobe.target.spec import ModelSpec
 
 
@@ -63,8 +63,9 @@ def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> Resolved
     selected = apply_overrides(suite, options)  # raises for an unknown --only name
     full = apply_overrides(suite, replace(options, only=()))
     params_by_probe = validate_suite(full, plugins, {p.id for p in selected.probes} if options.only else None)
+    check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
     parts = suite_fingerprint(selected)
-    previous = read_previous_run(Path(options.resume), parts) if options.resume else None
+    previous = read_previous_run(Path(options.resume), parts, selected.variables) if options.resume else None
     executor = make_executor(selected, plugins)
     executor.cancel = options.cancel
     return ResolvedRun(selected, params_by_probe, executor, previous, parts)
@@ -93,7 +94,7 @@ def _open(session: Session, resolved: ResolvedRun, options: RunOptions, plan: li
                  models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
                  seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
                  gate=suite.gate.to_dict() if suite.gate else {}, threads=session.threads,
-                 suite_parts=resolved.parts, options=recorded_options(options))
+                 suite_parts=resolved.parts, options=recorded_options(options), variables=suite.variables)
 
 
 def _record_data(session: Session) -> None:

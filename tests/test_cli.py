@@ -544,6 +544,21 @@ def test_every_builtin_probe_documents_every_param_and_metric():
         assert isinstance(cls.metrics, dict) and all(cls.metrics.values()), name
 
 
+def test_offline_run_names_every_unreachable_hub_id_at_once_before_a_run_folder(suite_factory, monkeypatch):
+    import bertprobe.hub as hub
+
+    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=3.0: False)
+    for name in hub.OFFLINE_VARS:  # the tests run offline on purpose; here the user did not ask for it
+        monkeypatch.delenv(name, raising=False)
+    suite = suite_factory(model="someone/not-cached-model", data="someone/hub-dataset")
+    error = one_line_error(invoke("run", str(suite)))
+    assert "needs 2 source(s)" in error and "model 'someone/not-cached-model' (pass --model PATH)" in error
+    assert "dataset 'someone/hub-dataset' (pass --data PATH)" in error and "HF_HUB_OFFLINE=1" in error
+    assert run_dirs(suite) == []  # no "partial report" folder for a run that never started
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # caches on purpose: the loaders decide, one at a time
+    assert "someone/hub-dataset" in one_line_error(invoke("run", str(suite)))
+
+
 def test_suite_limit_zero_is_refused(suite_factory):
     suite = suite_factory()
     text = suite.read_text().replace("label: label}", "label: label, limit: 0}")
@@ -561,6 +576,30 @@ def test_describe_teaches_a_probe_and_list_shows_reporters_and_loaders():
     assert "junit" in listing and "report.junit.xml" in listing and "arct" in listing
     assert "did you mean" in one_line_error(invoke("describe", "universal-triger")) or \
         "unknown probe" in one_line_error(invoke("describe", "universal-triger"))
+
+
+def test_resume_from_a_fresh_shell_expands_the_suite_as_the_run_did(suite_factory, with_test_probes, tiny_clf_dir,
+                                                                    monkeypatch):
+    InterruptOnce.calls.clear()
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n  - probe: interrupt-once\n",
+                          model="${BP_TEST_MODEL}")
+    suite.write_text(suite.read_text().replace("seed: 3", "seed: ${BP_TEST_SEED:-3}"))
+    monkeypatch.setenv("BP_TEST_MODEL", str(tiny_clf_dir))
+    monkeypatch.setenv("BP_TEST_SEED", "5")
+    assert invoke("run", str(suite)).exit_code == 130
+    run_dir, _ = only_run(suite.parent / "reports", "tiny")
+    monkeypatch.delenv("BP_TEST_MODEL")  # a fresh shell: the run's variables are gone
+    monkeypatch.delenv("BP_TEST_SEED")
+    named = one_line_error(invoke("run", str(suite), "--resume", str(run_dir)))  # the suite as this shell reads it
+    assert "environment variable BP_TEST_MODEL is not set" in named
+    monkeypatch.setenv("BP_TEST_MODEL", str(tiny_clf_dir))
+    changed = one_line_error(invoke("run", str(suite), "--resume", str(run_dir)))
+    assert "the suite changed since the run" in changed and "${BP_TEST_SEED} was '5', now unset" in changed
+    monkeypatch.delenv("BP_TEST_MODEL")
+    resumed = invoke("run", "--resume", str(run_dir))  # bare: the run's own suite, options and variables
+    assert resumed.exit_code == 0, resumed.output
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "completed" and report["seed"] == 5
 
 
 def test_resume_keeps_finished_probes_and_runs_the_rest(suite_factory, with_test_probes):

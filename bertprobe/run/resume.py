@@ -39,8 +39,9 @@ def recorded_options(options: RunOptions) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k not in ("log", "resume", "cancel") and v not in (None, (), False)}
 
 
-def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any]]:
-    """The suite file and command-line options a run folder was started with (for ``--resume`` alone)."""
+def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any], dict[str, str | None]]:
+    """The suite file, command-line options and ``${VAR}`` values (None: unset) a run folder was started
+    with (for ``--resume`` alone, which expands the suite with them, whatever this shell holds)."""
     events = run_dir / "events.jsonl"
     if not events.is_file():
         raise SuiteError(f"--resume {run_dir}: not a bertprobe run folder (no events.jsonl)")
@@ -52,7 +53,8 @@ def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any]]:
     if not isinstance(first, dict) or first.get("event") != "run_start" or not first.get("source"):
         raise SuiteError(f"--resume {run_dir}: its events.jsonl does not start with a run_start naming the suite; "
                          "give the suite file too: bertprobe run SUITE --resume RUN_DIR")
-    return str(first["source"]), dict(first.get("options") or {})
+    variables = first.get("variables") if isinstance(first.get("variables"), dict) else {}
+    return str(first["source"]), dict(first.get("options") or {}), dict(variables)
 
 
 @dataclass
@@ -65,8 +67,18 @@ class PreviousRun:
     hashes: dict[str, str | None]
 
 
-def read_previous_run(run_dir: Path, parts: dict[str, str]) -> PreviousRun:
-    """Read a run folder to resume; SuiteError when it cannot be (missing, completed, or the suite changed)."""
+def _changed_variables(old: dict[str, str | None], new: dict[str, str | None]) -> str:
+    def shown(value: str | None) -> str:
+        return "unset" if value is None else repr(value)
+
+    changes = [f"${{{k}}} was {shown(old.get(k))}, now {shown(new.get(k))}"
+               for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return f"; {', '.join(changes)}" if changes else ""
+
+
+def read_previous_run(run_dir: Path, parts: dict[str, str], variables: dict[str, str | None] | None = None) -> PreviousRun:
+    """Read a run folder to resume; SuiteError when it cannot be (missing, completed, or the suite changed,
+    naming each ``${VAR}`` whose value changed since the run)."""
     events = run_dir / "events.jsonl"
     if not events.is_file():
         raise SuiteError(f"--resume {run_dir}: not a bertprobe run folder (no events.jsonl)")
@@ -75,15 +87,18 @@ def read_previous_run(run_dir: Path, parts: dict[str, str]) -> PreviousRun:
     if report.status == "completed":
         raise SuiteError(f"--resume {run_dir}: the run completed; nothing to resume (start a new run)")
     old_parts: dict[str, str] = {}
+    old_variables: dict[str, str | None] = {}
     units: dict[tuple[str, str], dict[str, Any]] = {}
     for event in records:
         if event.get("event") == "run_start":
             old_parts = dict(event.get("suite_parts") or {})
+            old_variables = dict(event.get("variables") or {}) if "variables" in event else dict(variables or {})
         elif event.get("event") == "unit_result":
             units.setdefault((str(event.get("model")), str(event.get("id"))), {})[str(event.get("key"))] = event.get("value")
     changed = sorted(k for k in set(parts) | set(old_parts) if parts.get(k) != old_parts.get(k))
     if changed:
-        raise SuiteError(f"--resume {run_dir}: the suite changed since the run ({', '.join(changed)} differ); "
+        raise SuiteError(f"--resume {run_dir}: the suite changed since the run ({', '.join(changed)} differ"
+                         f"{_changed_variables(old_variables, variables or {})}); "
                          "give the same suite and options, or start a new run")
     kept = {(r.model, r.id or r.probe) for r in report.probes if r.status not in ("error", "interrupted")}
     hashes = {m.name: m.sha256 for m in report.models}

@@ -60,6 +60,36 @@ def _executor(raw: Any, path: str) -> ExecutorSpec:
     return spec
 
 
+class _RecordingEnv(Mapping[str, str]):
+    """The environment as a suite reads it, remembering each variable asked for and its value (None:
+    unset), so a run can record what its ``${VAR}``s were and ``--resume`` can expand them the same way."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.read: dict[str, str | None] = {}
+
+    def __getitem__(self, name: str) -> str:
+        value = self.env[name] if name in self.env else None
+        self.read[name] = value
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        value = self.env.get(name)
+        self.read[name] = value
+        return default if value is None else value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.env
+
+    def __iter__(self) -> Any:
+        return iter(self.env)
+
+    def __len__(self) -> int:
+        return len(self.env)
+
+
 def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
     """Expand ``${VAR}``, ``${VAR:-default}`` (unset or empty) and ``${VAR-default}`` (unset) in strings.
 
@@ -214,7 +244,7 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
 
     With ``base_dir`` (the suite file's folder), relative paths written in the suite resolve against it.
     """
-    env = os.environ if env is None else env
+    env = _RecordingEnv(os.environ if env is None else env)
     doc = interpolate(_mapping(raw, "suite file"), env)
     if base_dir is not None:
         _resolve_suite_paths(doc, raw, Path(base_dir), env)
@@ -283,6 +313,7 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         formats=tuple(formats),
         source=source,
         executor=_executor(doc["executor"], "executor") if doc.get("executor") is not None else None,
+        variables=dict(sorted(env.read.items())),
     )
 
 

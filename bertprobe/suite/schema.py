@@ -88,6 +88,7 @@ class Suite:
     formats: tuple[str, ...] = ("json", "markdown", "html")
     source: str = ""
     executor: ExecutorSpec | None = None  # where models and sweeps run (None: local, in this process)
+    variables: dict[str, str | None] = field(default_factory=dict)  # ${VAR}s read, with their values (None: unset)
 
 
 def unique_names(specs: list[ModelSpec]) -> list[ModelSpec]:

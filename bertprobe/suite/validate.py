@@ -222,3 +222,32 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             except SuiteError as exc:
                 problem(f"report.formats: {exc}")
     return params_by_probe
+
+
+def _cached_model(spec: ModelSpec) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(spec.path, "config.json", revision=spec.revision), str)
+    except Exception:  # an id the cache cannot even parse is not in it
+        return False
+
+
+def check_hub_sources(suite: Suite) -> None:
+    """Every hub id the suite needs, checked at once before a run folder exists: when the Hub is
+    unreachable, one error names each model that is not cached and each hub dataset, with the flag that
+    replaces it. With HF_HUB_OFFLINE=1 (caches on purpose) the loaders decide."""
+    from bertprobe.hub import hub_reachable, offline_mode
+
+    models = list(suite.models) + [p.model for p in suite.probes if p.model is not None]
+    datas = [d for d in [suite.data, *(p.data for p in suite.probes)] if d is not None]
+    hub_models = list(dict.fromkeys(m.path for m in models if not looks_local(m.path)))
+    hub_data = list(dict.fromkeys(d.path for d in datas if d.loader is None and d.path and not is_local(d.path)))
+    if offline_mode() or not (hub_models or hub_data) or hub_reachable():
+        return
+    missing = [f"model '{path}' (pass --model PATH)" for path in hub_models
+               if not _cached_model(next(m for m in models if m.path == path))]
+    missing += [f"dataset '{path}' (pass --data PATH)" for path in hub_data]
+    if missing:
+        raise SuiteError(f"the Hugging Face Hub is unreachable and this run needs {len(missing)} source(s) from it: "
+                         f"{'; '.join(missing)}; or set HF_HUB_OFFLINE=1 to use cached copies")
