@@ -414,7 +414,8 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
 
     Checks keys, probe names, params and expected metrics, reporters, that data files and local model
     folders exist, that named data loaders are installed, and class names given as params (such as
-    target_label) against each local model's config.json.
+    target_label) against each local model's config.json. A local data file is read: its columns, and
+    labels wherever a probe needs them.
     """
     from bertprobe.plugins import build_plugins
     from bertprobe.suite.load import load_suite
@@ -426,6 +427,12 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     suite = apply_overrides(load_suite(suite_file, sets=sets), options)
     plugins = build_plugins()
     validate_suite(suite, plugins)
+    spec = suite.data
+    if spec is not None and spec.loader is None and spec.path and Path(spec.path).expanduser().is_file():
+        from bertprobe.data.prepare import read_data
+        from bertprobe.suite.validate import check_data_needs
+
+        check_data_needs(suite, plugins, read_data(spec, None, suite.seed))  # as run does, before any model
     count = len(suite.probes)
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 

@@ -475,6 +475,9 @@ def test_a_missing_label_column_stops_before_the_model_loads(suite_factory, tmp_
     (run_dir,) = (tmp_path / "reports").glob("tiny-*")
     events = [json.loads(x)["event"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
     assert "model_loaded" not in events and "probe_result" not in events
+    checked = one_line_error(invoke("validate", str(unnamed), "--data", str(data)))  # validate reads it too
+    assert "probe accuracy needs labelled data" in checked and "pass --label sentiment" in checked
+    assert invoke("validate", str(unnamed), "--data", str(data), "--label", "sentiment").exit_code == 0
     # the same file with the label named on the command line runs
     result = invoke("run", str(unnamed), "--data", str(data), "--label", "sentiment", "--out", str(tmp_path / "ok"))
     assert result.exit_code == 5, result.output  # no expectation: nothing checked, but measured
