@@ -159,3 +159,43 @@ def test_batched_tokenising_equals_one_example_at_a_time(tmp_path):
     assert batch["input_ids"].shape == (2, 2, max(enc.lengths))
     assert batch["attention_mask"][0, 0].sum() == len(enc.rows[0][0]["input_ids"])  # padding masked out
     assert mc.encode([], cache=False).rows == []
+
+
+def test_throughput_excludes_the_warm_up_pass_and_reports_its_spread():
+    import time as _time
+
+    import torch
+
+    from bertprobe.data.dataset import Dataset, Example
+    from bertprobe.probe import predict_directly
+    from bertprobe.target.target import Encoded
+
+    class FirstPassSlow:  # a compiled model: the first pass pays minutes, later passes are warm
+        calls = 0
+
+        def encode(self, examples):
+            return Encoded([{"input_ids": [1, 2]} for _ in examples], [2 + i % 5 for i in range(len(examples))])
+
+        def logits(self, encoded, batch_size=None, progress=None):
+            self.calls += 1
+            _time.sleep(0.4 if self.calls == 1 else 0.002)
+            return torch.zeros(len(encoded), 2)
+
+    data = Dataset([Example(text=f"t{i}", label=0) for i in range(200)], name="mem")
+    predicted = predict_directly(FirstPassSlow(), data)  # type: ignore[arg-type]
+    speed = predicted.throughput
+    assert speed is not None and speed.repeats == 3 and speed.examples == 64
+    assert speed.slowest <= speed.median <= speed.fastest
+    assert speed.median > 10 * (200 / predicted.seconds)  # the first pass's rate is not the model's speed
+
+
+def test_dynamic_int8_on_a_cpu_without_avx512_is_flagged(monkeypatch):
+    import torch
+
+    from bertprobe.target.variants import slow_int8_note
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert "no AVX-512" in slow_int8_note("int8-dynamic", "cpu")
+    assert slow_int8_note("int8-weight-only", "cpu") == "" and slow_int8_note("int8-dynamic", "cuda") == ""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert slow_int8_note("int8-dynamic", "cpu") == ""

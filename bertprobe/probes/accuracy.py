@@ -56,7 +56,7 @@ class AccuracyProbe(Probe):
         "accuracy": "share of examples predicted correctly (Wilson interval)",
         "accuracy_*": "accuracy on the examples of one gold class (recall of that class)",
         "examples": "examples evaluated",
-        "examples_per_s": "prediction throughput on the data (tokenisation excluded)",
+        "examples_per_s": "prediction throughput, warm-up excluded: median of up to 3 timed passes (interval: their spread)",
     }
     Params = AccuracyParams
     paper = ""  # the reference measurement, no paper
@@ -77,9 +77,13 @@ class AccuracyProbe(Probe):
         ci = wilson_interval(hits, len(correct), params.confidence) if params.bootstrap else None
         result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci,
                           outcome="correct")
-        result.add_metric("examples_per_s", len(gold) / max(seconds, 1e-9), True,
-                          "prediction throughput on the data (tokenisation excluded; the run's one pass over it)",
-                          kind="cost")
+        speed = predicted.throughput
+        if speed is not None:  # warm: the full pass above was the warm-up
+            result.add_metric("examples_per_s", speed.median, True, speed.describe(), (speed.slowest, speed.fastest),
+                              kind="cost")
+        else:
+            result.add_metric("examples_per_s", len(gold) / max(seconds, 1e-9), True,
+                              "prediction throughput of the one pass over the data (warm-up included)", kind="cost")
         names = target.label_names or [str(i) for i in range(probs.shape[-1])]
         for idx, label in enumerate(names):
             sel = gold == idx

@@ -127,22 +127,22 @@ def header_rows(report: RunReport) -> list[list[str]]:
     return rows
 
 
-def examples_per_s(report: RunReport, model: str) -> float | None:
-    """The model's prediction throughput on the suite's data, from the first probe that measured it."""
+def speed_text(report: RunReport, model: str) -> str:
+    """Examples/s with its spread (``299 (287-305)``): warm passes, as the accuracy probe measures them."""
     for r in report.results_for(model):
-        value = r.value("examples_per_s")
-        if value is not None:
-            return value
-    return None
+        metric = r.metrics.get("examples_per_s")
+        if metric is not None and metric.value is not None:
+            spread = f" ({metric.ci[0]:,.0f}-{metric.ci[1]:,.0f})" if metric.ci else ""
+            return f"{metric.value:,.0f}{spread}" if metric.value >= 10 else f"{metric.value:.2g}{spread}"
+    return fmt(None)
 
 
 def model_rows(report: RunReport) -> list[list[str]]:
     rows = []
     for m in report.models:
         variant = ", ".join(f"{k}={v}" for k, v in m.variant.items()) or "as stored"
-        rate = examples_per_s(report, m.name)
         rows.append([m.name, m.path, variant, m.dtype, m.device, f"{m.parameters:,}", size_text(m.bytes),
-                     fmt(rate), (m.sha256 or "-")[:12]])
+                     speed_text(report, m.name), (m.sha256 or "-")[:12]])
     return rows
 
 

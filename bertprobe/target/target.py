@@ -40,6 +40,10 @@ class Encoded:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def subset(self, indices: Sequence[int]) -> Encoded:
+        """The rows at ``indices``, in that order."""
+        return Encoded([self.rows[i] for i in indices], [self.lengths[i] for i in indices])
+
 
 @dataclass
 class Target:

@@ -1,0 +1,90 @@
+"""The documentation site: generated pages in step with the code, every snippet and link in place, and
+``mkdocs build --strict`` clean where the [docs] extra is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(ROOT / "tools"))
+import docs_pages  # noqa: E402
+import docs_snippets  # noqa: E402
+
+
+def _nav_files(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [f for item in node for f in _nav_files(item)]
+    if isinstance(node, dict):
+        return [f for value in node.values() for f in _nav_files(value)]
+    return []
+
+
+def _mkdocs_config() -> dict:
+    class Loader(yaml.SafeLoader):  # mkdocs.yml names a Python object for the mermaid fence: read it as text
+        pass
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: suffix)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+def test_probe_pages_are_generated_from_the_current_code():
+    pages = docs_pages.pages()
+    assert {p.stem for p in pages} >= {"accuracy", "universal-trigger", "backdoor-scan", "behaviour", "calibration",
+                                       "slices", "spurious-cues", "head-pruning", "attention-audit", "syntax-heads",
+                                       "cloze"}
+    stale = [p.name for p, text in pages.items() if not p.exists() or p.read_text() != text]
+    assert not stale, f"stale probe pages {stale}: run python tools/docs_pages.py"
+    page = pages[DOCS / "probes" / "calibration.md"]  # a page holds meanings, not just names
+    assert "| `fit_share` | float | `0.5` | the seeded share of the data temperature scaling is fitted on" in page
+    assert "| `ece` | lower is better | expected calibration error" in page
+
+
+def test_every_nav_page_snippet_and_link_exists():
+    config = _mkdocs_config()
+    nav = _nav_files(config["nav"])
+    assert all((DOCS / f).is_file() for f in nav), [f for f in nav if not (DOCS / f).is_file()]
+    pages = [p for p in DOCS.rglob("*.md") if "notes" not in p.parts and "snippets" not in p.parts]
+    assert {str(p.relative_to(DOCS)) for p in pages} <= set(nav), "a page is missing from mkdocs.yml's nav"
+    used = set()
+    for page in pages:
+        for name in re.findall(r'--8<-- "([^"]+)"', page.read_text()):
+            assert (DOCS / "snippets" / name).is_file(), f"{page.name} includes a missing snippet {name}"
+            used.add(Path(name).stem)
+    readme = (ROOT / "README.md").read_text()
+    used |= set(re.findall(r"<!-- snippet: ([\w-]+) -->", readme))
+    assert set(docs_snippets.SNIPPETS) <= used | {"list", "validate"} , "a snippet nobody shows"
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / target).is_file(), f"README links to a missing {target}"
+    assert len(readme.splitlines()) < 150, "the README is a front page: details belong in docs/"
+
+
+def test_snippets_are_real_runs_with_their_exit_codes():
+    quick = (DOCS / "snippets" / "quickstart.txt").read_text()
+    assert quick.startswith(f"$ {docs_snippets.SNIPPETS['quickstart']}\n")
+    assert re.search(r"^decision: ", quick, re.M) and re.search(r"\$ echo \$\?\n\d+\n$", quick)
+    assert "/work/" not in quick and "/tmp/" not in quick  # paths as a user's own folder shows them
+    readme = (ROOT / "README.md").read_text()
+    assert quick in readme  # the README's quick start is the snippet, copied by tools/docs_snippets.py
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None,
+                    reason="the [docs] extra is not installed")
+def test_mkdocs_build_strict(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, env={**__import__("os").environ,
+                                                                          "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    cli = (tmp_path / "site" / "cli" / "index.html").read_text()
+    assert 'id="bertprobe-run"' in cli and "--label-map" in cli  # mkdocs-click rendered the commands
+    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    assert "ProbeResult" in api and "add_metric" in api  # mkdocstrings rendered the docstrings
