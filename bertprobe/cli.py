@@ -132,7 +132,7 @@ def _input_options(fn: Any) -> Any:
 @click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]), help="Compute dtype. auto: float32 on a CPU (even for a float16 checkpoint); the checkpoint's stored dtype "
                    "on a GPU.")
 @click.option("--out", metavar="DIR", help="Folder for run folders (default: the suite's report.dir, else reports/).")
-@click.option("--only", multiple=True, metavar="PROBE", help="Run only this probe (id or name); repeatable.")
+@click.option("--only", multiple=True, metavar="PROBE", help="Run only this probe (id or name); repeatable, or comma-separated: --only accuracy,calibration.")
 @click.option("--allow-pickle", is_flag=True, help="Allow pickle (.bin) weights. Only for models you trust.")
 @click.option("--seed", type=int, help="Replaces the suite's seed (sampling, trigger restarts, bootstraps).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",

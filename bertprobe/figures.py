@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from typing import Any
 
 KINDS = ("heatmap", "line", "bars", "scatter")
@@ -53,6 +54,55 @@ def _pyplot() -> Any:
     return plt
 
 
+# Text sizes in points. The SVG is drawn 6.4 in wide and shown at its own size (1 pt = 4/3 px), so 8.5 pt
+# is 11.3 px: the smallest text in a figure (ticks, counts in cells, legends) stays readable.
+SMALL_PT = 8.5
+LABEL_PT = 9.0
+TITLE_PT = 10.0
+TITLE_CHARS = 60  # a title wraps at this width so that it fits above the axes
+
+
+def with_thresholds(spec: dict[str, Any], expectations: list[Any]) -> dict[str, Any]:
+    """``spec`` with a threshold line for each expectation on a metric its value axis shows.
+
+    A probe names those metrics (fnmatch patterns) in ``spec["metrics"]``; each expectation's ``min`` or
+    ``max`` on a matching metric becomes ``data["thresholds"]``, drawn as a dashed line labelled
+    ``expected >= 0.85 (accuracy)``."""
+    import fnmatch
+
+    patterns = spec.get("metrics") or []
+    lines = []
+    for e in expectations:
+        if not any(fnmatch.fnmatchcase(e.metric, p) for p in patterns):
+            continue
+        for bound, sign in ((e.min, ">="), (e.max, "<=")):
+            if bound is not None:
+                lines.append({"value": float(bound), "label": f"expected {sign} {bound:g} ({e.metric})"})
+    if not lines:
+        return spec
+    return {**spec, "data": {**spec["data"], "thresholds": [*(spec["data"].get("thresholds") or []), *lines]}}
+
+
+def _integer_axis(axis: Any, values: list[Any]) -> None:
+    """Whole-number ticks on an axis whose values are all whole numbers (iterations, counts)."""
+    from matplotlib.ticker import MaxNLocator
+
+    finite = _finite(values)
+    if finite and all(float(v).is_integer() for v in finite):
+        axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _thresholds(ax: Any, data: dict[str, Any]) -> None:
+    for line in data.get("thresholds") or []:
+        ax.axhline(float(line["value"]), color="tab:red", linestyle="--", linewidth=1.2, label=line.get("label"))
+
+
+def _legend(ax: Any) -> None:
+    """A legend beside the axes, never over a bar or a point."""
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=SMALL_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+
+
 def _finite(values: list[Any]) -> list[float]:
     return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(float(v))]
 
@@ -75,33 +125,39 @@ def _heatmap(ax: Any, fig: Any, spec: dict[str, Any]) -> None:
         image = ax.imshow(matrix, cmap="viridis", vmin=lo, vmax=hi if hi > lo else lo + 1e-12, aspect="auto")
     rows, cols = data.get("rows") or [], data.get("cols") or []
     if cols and len(cols) <= 40:
-        ax.set_xticks(range(len(cols)), [str(c) for c in cols], rotation=90 if len(cols) > 12 else 0, fontsize=7)
+        ax.set_xticks(range(len(cols)), [str(c) for c in cols], rotation=90 if len(cols) > 12 else 0, fontsize=SMALL_PT)
     if rows and len(rows) <= 40:
-        ax.set_yticks(range(len(rows)), [str(r) for r in rows], fontsize=7)
+        ax.set_yticks(range(len(rows)), [str(r) for r in rows], fontsize=SMALL_PT)
     if matrix.size <= 144:
         integers = bool(np.all(np.mod(matrix[np.isfinite(matrix)], 1) == 0))
         for (i, j), v in np.ndenumerate(matrix):
             if np.isfinite(v):
                 r, g, b, _ = image.cmap(image.norm(v))
                 ink = "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black"  # readable on dark cells
-                ax.text(j, i, f"{v:.0f}" if integers else f"{v:.2f}", ha="center", va="center", fontsize=6, color=ink)
-    fig.colorbar(image, ax=ax, label=spec.get("colorbar", ""))
+                ax.text(j, i, f"{v:.0f}" if integers else f"{v:.2f}", ha="center", va="center", fontsize=SMALL_PT, color=ink)
+    bar = fig.colorbar(image, ax=ax)
+    bar.set_label(spec.get("colorbar", ""), fontsize=LABEL_PT)
+    bar.ax.tick_params(labelsize=SMALL_PT)
+    _integer_axis(bar.ax.yaxis, [v for v in matrix.flatten().tolist()])
 
 
 def _line(ax: Any, spec: dict[str, Any]) -> None:
     data = spec["data"]
+    xs: list[Any] = []
     for series in data.get("series") or []:
-        ax.plot(series.get("x") or range(len(series["y"])), series["y"], marker="o", markersize=3,
-                label=series.get("name"))
+        x = series.get("x") or list(range(len(series["y"])))
+        xs += list(x)
+        ax.plot(x, series["y"], marker="o", markersize=3, label=series.get("name"))
     band = data.get("band")
     if band:
         ax.axhspan(float(band[0]), float(band[1]), color="tab:green", alpha=0.12, label=data.get("band_label", "tolerance"))
+    _thresholds(ax, data)
     for mark in data.get("marks") or []:
         ax.axvline(float(mark["x"]), color="tab:red", linestyle="--", linewidth=1)
-        ax.annotate(str(mark.get("label", "")), (float(mark["x"]), ax.get_ylim()[1]), fontsize=7,
+        ax.annotate(str(mark.get("label", "")), (float(mark["x"]), ax.get_ylim()[1]), fontsize=SMALL_PT,
                     ha="left", va="top", color="tab:red")
-    if any(s.get("name") for s in data.get("series") or []) or band:
-        ax.legend(fontsize=7)
+    _integer_axis(ax.xaxis, xs)
+    _legend(ax)
 
 
 def _bars(ax: Any, spec: dict[str, Any]) -> None:
@@ -127,10 +183,12 @@ def _bars(ax: Any, spec: dict[str, Any]) -> None:
     ref = data.get("reference")
     if ref:
         ax.axhline(float(ref["value"]), color="black", linestyle=":", linewidth=1, label=ref.get("label"))
-    ax.set_xticks(x, labels, rotation=45 if sum(len(lab) for lab in labels) > 60 else 0, ha="right" if
-                  sum(len(lab) for lab in labels) > 60 else "center", fontsize=7)
-    if len(series) > 1 or ref:
-        ax.legend(fontsize=7)
+    _thresholds(ax, data)
+    crowded = sum(len(lab) for lab in labels) > 60
+    ax.set_xticks(x, labels, rotation=45 if crowded else 0, ha="right" if crowded else "center", fontsize=SMALL_PT)
+    _integer_axis(ax.yaxis, [v for s in series for v in s["values"]])
+    if len(series) > 1 or ref or data.get("thresholds"):
+        _legend(ax)
 
 
 def _scatter(ax: Any, spec: dict[str, Any]) -> None:
@@ -139,7 +197,7 @@ def _scatter(ax: Any, spec: dict[str, Any]) -> None:
     ax.scatter([p["x"] for p in points], [p["y"] for p in points], s=12)
     for p in points:
         if p.get("label"):
-            ax.annotate(str(p["label"]), (p["x"], p["y"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(str(p["label"]), (p["x"], p["y"]), fontsize=SMALL_PT, xytext=(3, 3), textcoords="offset points")
     ref = data.get("reference") or {}
     if ref.get("y") is not None:
         ax.axhline(float(ref["y"]), color="black", linestyle=":", linewidth=1)
@@ -162,15 +220,16 @@ def render_svg(spec: dict[str, Any], width: float = 6.4, height: float | None = 
     try:
         {"heatmap": lambda: _heatmap(ax, fig, spec), "line": lambda: _line(ax, spec), "bars": lambda: _bars(ax, spec),
          "scatter": lambda: _scatter(ax, spec)}[kind]()
-        ax.set_title(str(spec.get("title", "")), fontsize=9)
+        ax.set_title(textwrap.fill(str(spec.get("title", "")), TITLE_CHARS), fontsize=TITLE_PT)
+        ax.tick_params(labelsize=SMALL_PT)
         axes = spec.get("axes") or {}
         if axes.get("x"):
-            ax.set_xlabel(str(axes["x"]), fontsize=8)
+            ax.set_xlabel(str(axes["x"]), fontsize=LABEL_PT)
         if axes.get("y"):
-            ax.set_ylabel(str(axes["y"]), fontsize=8)
+            ax.set_ylabel(str(axes["y"]), fontsize=LABEL_PT)
         fig.tight_layout()
         buffer = io.StringIO()
-        fig.savefig(buffer, format="svg")
+        fig.savefig(buffer, format="svg", bbox_inches="tight")  # the legend beside the axes included
     finally:
         plt.close(fig)
     text = buffer.getvalue()

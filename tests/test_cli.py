@@ -277,6 +277,10 @@ def test_only_selects_probes_and_rejects_unknown(suite_factory):
     _, report = only_run(suite.parent / "reports", "tiny")
     assert [p["id"] for p in report["probes"]] == ["again"]
     assert "did you mean 'again'" in one_line_error(invoke("run", str(suite), "--only", "agian"))
+    both = suite_factory("  - probe: accuracy\n  - probe: accuracy\n    id: again\n  - probe: accuracy\n    id: third\n")
+    assert invoke("run", str(both), "--only", "again,third", "--allow-skips", "--out", str(both.parent / "c")).exit_code == 0
+    _, report = only_run(both.parent / "c", "tiny")
+    assert [p["id"] for p in report["probes"]] == ["again", "third"]  # comma-separated, as users type it
 
 
 def test_model_and_data_overrides(suite_factory, tiny_clf_dir, sst_tsv, tmp_path):

@@ -178,3 +178,59 @@ def test_every_figure_of_a_recorded_report_is_drawn():
     kinds = {spec["kind"] for p in report.probes for spec in figure_specs(p.details)}
     assert kinds == {"heatmap", "line", "bars", "scatter"}
     assert len(page) < 5_000_000
+
+
+def _drawn(spec, monkeypatch):
+    """Render ``spec`` and return the matplotlib figure as it was saved (for checks on its artists)."""
+    import matplotlib.figure
+
+    saved = {}
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        fig.canvas.draw()
+        saved["fig"], saved["renderer"] = fig, fig.canvas.get_renderer()
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    render_svg(spec)
+    saved["fig"].renderer = saved["renderer"]
+    return saved["fig"]
+
+
+def test_figures_are_readable_fit_and_draw_the_expectation(monkeypatch):
+    import matplotlib.text
+
+    from bertprobe.figures import with_thresholds
+    from bertprobe.results import Expectation
+
+    bars = {"kind": "bars", "title": "accuracy per gold class " + "with a title long enough to be cut off " * 3,
+            "metrics": ["accuracy", "accuracy_*"],
+            "data": {"labels": ["negative", "positive"], "series": [{"name": "accuracy", "values": [0.88, 0.91]}]}}
+    spec = with_thresholds(bars, [Expectation("accuracy", min=0.85), Expectation("ece", max=0.1)])
+    assert spec["data"]["thresholds"] == [{"value": 0.85, "label": "expected >= 0.85 (accuracy)"}]  # not ece's
+    fig = _drawn(spec, monkeypatch)
+    ax = fig.axes[0]
+    assert any(abs(line.get_ydata()[0] - 0.85) < 1e-9 and line.get_linestyle() == "--" for line in ax.get_lines())
+    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()]
+    assert min(t.get_fontsize() for t in texts) >= 8.25  # >= 11 px at the figure's own size
+    renderer = fig.renderer
+    figure_box = fig.bbox
+    title = ax.title.get_window_extent(renderer)
+    assert title.x0 >= figure_box.x0 - 1 and title.x1 <= figure_box.x1 + 1  # the wrapped title fits
+    legend = ax.get_legend().get_window_extent(renderer)
+    for bar in ax.patches:  # the legend sits beside the axes, over no bar
+        assert not legend.overlaps(bar.get_window_extent(renderer))
+
+    assert "<!-- expected &gt;= 0.85 (accuracy) -->" in render_svg(spec)  # matplotlib names each text in the SVG
+
+    confusion = {"kind": "heatmap", "title": "confusion matrix", "colorbar": "examples",
+                 "data": {"matrix": [[380, 45], [41, 406]], "rows": ["neg", "pos"], "cols": ["neg", "pos"]}}
+    fig = _drawn(confusion, monkeypatch)
+    counts = [t for t in fig.axes[0].texts if t.get_text() in ("380", "45", "41", "406")]
+    assert len(counts) == 4 and all(t.get_fontsize() >= 8.25 for t in counts)
+
+    loss = {"kind": "line", "title": "attack loss per iteration",
+            "data": {"series": [{"name": "restart 0", "x": [0, 1, 2], "y": [1.0, 0.4, 0.1]}]}}
+    ticks = [t.get_text() for t in _drawn(loss, monkeypatch).axes[0].get_xticklabels() if t.get_text()]
+    assert ticks and all(re.fullmatch(r"−?\d+", t) for t in ticks), ticks  # iterations: no 0.5

@@ -79,9 +79,18 @@ def test_report_renders_offline_without_running_planted_scripts(tmp_path, monkey
         assert fetched == []  # nothing fetched: CSS and figures are inline
         assert driver.execute_script("return window.__pwned === undefined")  # the planted script never ran
         assert "<script>window.__pwned = 1</script>" in driver.find_element("tag name", "body").text  # shown as text
+        # the verdict first: a banner above every table, saying the decision
+        banner = driver.find_element("css selector", ".banner")
+        first_table = driver.find_element("tag name", "table")
+        assert "Decision" in banner.text and banner.location["y"] < first_table.location["y"]
+        # figures at their own size, so 8.5 pt text (ticks, counts, legends) is at least 11 px on screen
+        scales = driver.execute_script(
+            "return Array.from(document.querySelectorAll('figure svg')).map(s => "
+            "s.getBoundingClientRect().width / (parseFloat(s.getAttribute('width')) * 4 / 3))")
+        assert scales and min(scales) >= 0.97, scales
         height = driver.execute_script("return document.body.scrollHeight")
         driver.set_window_size(1200, min(max(height, 900), 12000))
-        shot = tmp_path / "report.png"
+        shot = Path(__import__("os").environ.get("BERTPROBE_SCREENSHOT_DIR", tmp_path)) / "report.png"
         driver.save_screenshot(str(shot))
         assert shot.stat().st_size > 10_000
         if (REPO / "docs").is_dir() and __import__("os").environ.get("BERTPROBE_UPDATE_SCREENSHOT"):

@@ -113,7 +113,7 @@ class AccuracyProbe(Probe):
         result.details["labels"] = names
         per_class = [n for n in names if f"accuracy_{n}" in result.metrics]
         result.details["figures"] = [
-            {"kind": "bars", "title": "accuracy per gold class",
+            {"kind": "bars", "title": "accuracy per gold class", "metrics": ["accuracy", "accuracy_*"],
              "data": {"labels": per_class, "series": [{"name": "accuracy",
                                                        "values": [result.value(f"accuracy_{n}") for n in per_class]}]},
              "axes": {"y": "accuracy"}},

@@ -219,6 +219,7 @@ class SlicesProbe(Probe):
         shown = rows[:25]
         result.details["figures"] = [{
             "kind": "bars", "title": f"{metric} per slice (95% Wilson interval; flagged first, then by drop)",
+            "metrics": ["worst_slice_accuracy"],
             "data": {"labels": [("* " if r["flagged"] else "") + r["name"] for r in shown],
                      "series": [{"name": metric, "values": [r["accuracy"] for r in shown],
                                  "errors": [r["interval"] for r in shown]}],

@@ -495,6 +495,7 @@ def trigger_figures(result: ProbeResult, history: list[dict[str, Any]], label: s
         {"kind": "line", "title": "attack loss per iteration (lower is a stronger trigger)",
          "data": {"series": series}, "axes": {"x": "iteration", "y": "batch loss"}},
         {"kind": "bars", "title": f"held-out '{label}' accuracy before and after the trigger (95% bootstrap CIs)",
+         "metrics": ["accuracy_after", "baseline_trigger_accuracy_after", "transfer_accuracy_after"],
          "data": {"labels": [n.replace("_", " ") for n in names],
                   "series": [{"name": "accuracy", "values": [result.value(n) for n in names],
                               "errors": [list(result.metrics[n].ci) if result.metrics[n].ci else None for n in names]}]},

@@ -19,6 +19,7 @@ from tabulate import tabulate
 from bertprobe.figures import (  # matplotlib itself loads on the first figure
     figure_specs,
     render_svg,
+    with_thresholds,
 )
 from bertprobe.hookspecs import hookimpl
 from bertprobe.reporters.summary import (
@@ -185,7 +186,7 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
         if result.metrics or result.expectations:
             parts.append(tabulate(metric_rows(result), headers=METRIC_HEADERS, tablefmt="html"))
         for spec in figure_specs(result.details):
-            parts.append(_figure(spec, cache))
+            parts.append(_figure(with_thresholds(spec, result.expectations), cache))
         if result.findings:
             parts.append(f"<h3>Findings ({len(result.findings)})</h3>")
             parts.append(_collapsible(_findings_table(result), len(result.findings)))

@@ -132,8 +132,11 @@ def speed_text(report: RunReport, model: str) -> str:
     for r in report.results_for(model):
         metric = r.metrics.get("examples_per_s")
         if metric is not None and metric.value is not None:
-            spread = f" ({metric.ci[0]:,.0f}-{metric.ci[1]:,.0f})" if metric.ci else ""
-            return f"{metric.value:,.0f}{spread}" if metric.value >= 10 else f"{metric.value:.2g}{spread}"
+            def rate(value: float) -> str:
+                return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+            spread = f" ({rate(metric.ci[0])}-{rate(metric.ci[1])})" if metric.ci else ""
+            return rate(metric.value) + spread
     return fmt(None)
 
 

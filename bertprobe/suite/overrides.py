@@ -104,12 +104,13 @@ def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
         if spec.data and options.limit:
             spec = replace(spec, data=replace(spec.data, limit=options.limit))
         probes.append(spec)
-    if options.only:
+    only = tuple(name.strip() for value in options.only for name in value.split(",") if name.strip())
+    if only:
         known = {p.id for p in probes} | {p.probe for p in probes}
-        for name in options.only:
+        for name in only:
             if name not in known:
                 raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
-        probes = [p for p in probes if p.id in options.only or p.probe in options.only]
+        probes = [p for p in probes if p.id in only or p.probe in only]
     if data and options.label_map:
         data = replace(data, label_map={**data.label_map, **parse_label_map(options.label_map)})
     gate = suite.gate

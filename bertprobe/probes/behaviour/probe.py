@@ -363,6 +363,7 @@ class BehaviourProbe(Probe):
     @staticmethod
     def _figure(tests: list[dict[str, Any]]) -> dict[str, Any]:
         return {"kind": "bars", "title": "failure rate per test (95% Wilson interval), grouped by capability",
+                "metrics": ["failure_rate", "failure_rate.*"],
                 "data": {"labels": [f"{t['capability']}: {t['test']}" for t in tests],
                          "series": [{"name": "failure rate", "values": [t["failure_rate"] for t in tests],
                                      "errors": [t["interval"] for t in tests]}]},

@@ -210,7 +210,7 @@ class ClozeProbe(Probe):
                 result.add_metric(f"{name}_{cat}", value, True)
         result.details["categories"] = table
         result.details["figures"] = [{
-            "kind": "bars", "title": "top-1 accuracy per category",
+            "kind": "bars", "title": "top-1 accuracy per category", "metrics": ["top1_accuracy*"],
             "data": {"labels": list(table), "series": [{"name": "top-1 accuracy",
                                                         "values": [v.get("top1_accuracy") for v in table.values()]}]},
             "axes": {"y": "top-1 accuracy"}}]

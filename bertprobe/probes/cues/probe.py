@@ -338,6 +338,7 @@ def cue_figures(result: ProbeResult) -> list[dict[str, Any]]:
                          "accuracy_cues_only", "accuracy_cues_masked", "accuracy_adversarial") if n in result.metrics]
     if names:
         figures.append({"kind": "bars", "title": "accuracy on full, partial and adversarial inputs",
+                        "metrics": ["accuracy_*"],
                         "data": {"labels": [n.replace("accuracy_", "") for n in names],
                                  "series": [{"name": "accuracy", "values": [result.value(n) for n in names]}],
                                  "reference": {"value": chance, "label": "chance"} if chance else None},
