@@ -88,7 +88,7 @@ def _integer_axis(axis: Any, values: list[Any]) -> None:
     from matplotlib.ticker import MaxNLocator
 
     finite = _finite(values)
-    if finite and all(float(v).is_integer() for v in finite):
+    if finite and max(abs(v) for v in finite) >= 2 and all(float(v).is_integer() for v in finite):  # 0/1 may be shares
         axis.set_major_locator(MaxNLocator(integer=True))
 
 

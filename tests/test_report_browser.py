@@ -52,7 +52,7 @@ def test_report_renders_offline_without_running_planted_scripts(tmp_path, monkey
     data.write_text("sentence\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in sentiment_examples(40, 2)) + "\n")
     suite = tmp_path / "s.yaml"
     suite.write_text(f"suite: web\nmodel: {{path: '{model}', device: cpu}}\ndata: {{path: '{data}'}}\n"
-                     f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: accuracy\n    expect: {{accuracy: {{min: 0}}}}\n"
+                     f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: accuracy\n    expect: {{accuracy: {{min: 0.5}}}}\n"
                      "  - probe: head-pruning\n    params: {bootstrap: 0, step: 0.5}\n  - probe: planted\n")
     result = CliRunner().invoke(main, ["run", str(suite), "--allow-skips"])
     assert result.exit_code == 0, result.output
