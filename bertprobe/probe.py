@@ -118,7 +118,7 @@ class Throughput:
 
     def describe(self) -> str:
         return (f"prediction throughput, warm-up excluded: median of {self.repeats} timed pass(es) over "
-                f"{self.examples} examples spread over the data's lengths, after the full pass "
+                f"{self.examples} examples (whole batches of the full pass, spread over its lengths), after it "
                 "(interval: slowest and fastest pass; tokenisation excluded)")
 
 
@@ -133,21 +133,28 @@ def measure_throughput(target: Target, encoded: Any, batch_size: int | None = No
     The first pass over a model pays one-off costs (``torch.compile``, kernel selection, allocator
     growth): on a compiled int8 build it took minutes where a warm pass takes a second, so the first
     pass's rate is never reported as the model's speed."""
+    import math
     import time
 
     order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__)
-    step = max(1, len(order) // THROUGHPUT_ROWS)
-    sample = encoded.subset(order[::step][:THROUGHPUT_ROWS])
+    plans = target.plan_batches(encoded, order, batch_size)
+    # whole batches of the real pass, evenly spread over the lengths: the same padding as the pass itself
+    # (rows picked one by one would share batches with rows of other lengths and pad more)
+    wanted = max(1, min(len(plans), math.ceil(THROUGHPUT_ROWS / max(1, len(plans[0])))))
+    picked = sorted({round((k + 0.5) * len(plans) / wanted - 0.5) for k in range(wanted)})
+    batches = [encoded.subset(plans[i]) for i in picked]
+    rows = sum(len(b) for b in batches)
     rates: list[float] = []
     spent = 0.0
     while len(rates) < repeats and (not rates or spent < THROUGHPUT_SECONDS):
         start = time.perf_counter()
-        target.logits(sample, batch_size)
+        for batch in batches:
+            target.logits(batch, batch_size or len(batch))
         took = time.perf_counter() - start
         spent += took
-        rates.append(len(sample) / max(took, 1e-9))
+        rates.append(rows / max(took, 1e-9))
     rates.sort()
-    return Throughput(rates[len(rates) // 2], rates[0], rates[-1], len(rates), len(sample))
+    return Throughput(rates[len(rates) // 2], rates[0], rates[-1], len(rates), rows)
 
 
 def predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:

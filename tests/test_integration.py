@@ -113,7 +113,8 @@ def test_cloze_suite_runs_with_a_local_masked_lm(tmp_path, monkeypatch):
 @needs_sst2
 def test_compression_suite_variants_on_fixture(tmp_path, monkeypatch):
     """fp32, torchao int8 and 30% pruned from one checkpoint: sizes, accuracies and the gate's verdict."""
-    result = run_shipped("compression", tmp_path, monkeypatch, "--only", "accuracy", **SST2_ENV)
+    # 300 examples: on a CPU without AVX-512 dynamic int8 predicts about 7 examples/s (see slow_int8_note)
+    result = run_shipped("compression", tmp_path, monkeypatch, "--only", "accuracy", "--limit", "300", **SST2_ENV)
     assert result.exit_code == 0, result.output
     run_dir, report = only_run(tmp_path, "compression")
     models = {m["name"]: m for m in report["models"]}
@@ -123,7 +124,7 @@ def test_compression_suite_variants_on_fixture(tmp_path, monkeypatch):
     assert models["pruned30"]["parameters"] < models["fp32"]["parameters"]
     assert "22 of 72 heads pruned" in " ".join(models["pruned30"]["notes"])
     acc = {p["model"]: p["metrics"]["accuracy"] for p in report["probes"]}
-    assert acc["fp32"] == pytest.approx(0.892, abs=0.005)
+    assert 0.85 <= acc["fp32"] <= 0.94  # 0.892 on all 872
     assert acc["int8"] == pytest.approx(acc["fp32"], abs=0.02) and acc["pruned30"] == pytest.approx(acc["fp32"], abs=0.02)
     assert report["regressions"] == [] and report["gate"]["baseline"] == "fp32"
     assert (run_dir / "report.junit.xml").is_file()
@@ -186,9 +187,9 @@ def test_behaviour_of_the_int8_build_is_paired_case_by_case_with_fp32(tmp_path, 
     suite.write_text(
         f"suite: b8\nmodels:\n  - {{name: fp32, path: '{SST2_MODEL}', device: cpu, dtype: float32}}\n"
         f"  - {{name: int8, path: '{SST2_MODEL}', device: cpu, quantize: int8-dynamic}}\n"
-        f"data: {{path: '{SST2_DEV}', limit: 120}}\nseed: 13\ncompare: {{baseline: fp32, significance: 0.05}}\n"
+        f"data: {{path: '{SST2_DEV}', limit: 80}}\nseed: 13\ncompare: {{baseline: fp32, significance: 0.05}}\n"
         f"report: {{dir: '{tmp_path / 'r'}'}}\nprobes:\n  - probe: behaviour\n"
-        "    params: {perturbations: [typo, add_positive, add_negative], max_examples: 120, bootstrap: 0}\n")
+        "    params: {perturbations: [typo, add_positive, add_negative], max_examples: 80, bootstrap: 0}\n")
     result = CliRunner().invoke(main, ["run", str(suite), "--allow-skips"])
     assert result.exit_code in (0, 1), result.output
     run_dir, report = only_run(tmp_path / "r", "b8")
@@ -198,20 +199,20 @@ def test_behaviour_of_the_int8_build_is_paired_case_by_case_with_fp32(tmp_path, 
     paired = [d for d in deltas if d["metric"].startswith("failure_rate.test.")]
     assert {d["metric"] for d in paired} == {"failure_rate.test.typo", "failure_rate.test.add_positive",
                                              "failure_rate.test.add_negative"}
-    assert all(d["test"].startswith("McNemar exact") and d["paired"] == 120 and d["p_value"] is not None for d in paired)
+    assert all(d["test"].startswith("McNemar exact") and d["paired"] == 80 and d["p_value"] is not None for d in paired)
 
 
 @needs_sst2
 def test_calibration_of_the_int8_build_is_paired_with_fp32(tmp_path, monkeypatch):
     """The compression suite's gate pairs ECE, Brier and NLL of each variant with fp32 example by example."""
-    result = run_shipped("compression", tmp_path, monkeypatch, "--only", "calibration", "--limit", "300", **SST2_ENV)
+    result = run_shipped("compression", tmp_path, monkeypatch, "--only", "calibration", "--limit", "150", **SST2_ENV)
     assert result.exit_code in (0, 1), result.output
     run_dir, report = only_run(tmp_path, "compression")
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     (deltas,) = [e["deltas"] for e in events if e["event"] == "gate"]
     int8 = {d["metric"]: d for d in deltas if d["model"] == "int8"}
     for metric in ("ece", "brier", "nll"):
-        assert int8[metric]["test"] == "paired bootstrap, 300 paired" and int8[metric]["ci"] is not None
+        assert int8[metric]["test"] == "paired bootstrap, 150 paired" and int8[metric]["ci"] is not None
         assert int8[metric]["higher_is_better"] is False
     ece = {p["model"]: p["metrics"]["ece"] for p in report["probes"]}
     assert int8["ece"]["delta"] == pytest.approx(ece["int8"] - ece["fp32"])

@@ -176,6 +176,9 @@ def test_throughput_excludes_the_warm_up_pass_and_reports_its_spread():
         def encode(self, examples):
             return Encoded([{"input_ids": [1, 2]} for _ in examples], [2 + i % 5 for i in range(len(examples))])
 
+        def plan_batches(self, encoded, order, batch_size=None):
+            return [order[start : start + 32] for start in range(0, len(order), 32)]
+
         def logits(self, encoded, batch_size=None, progress=None):
             self.calls += 1
             _time.sleep(0.4 if self.calls == 1 else 0.002)
