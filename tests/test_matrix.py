@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -322,6 +323,9 @@ def test_trigger_of_the_baseline_is_measured_on_the_variant(tmp_path, trained_di
     assert int8["details"]["baseline_trigger"]["trigger_text"] == fp32["details"]["trigger_text"]
     # the same trigger on nearly the same model: held-out accuracy close to the fp32 model's own
     assert int8["metrics"]["baseline_trigger_accuracy_after"] == pytest.approx(fp32["metrics"]["accuracy_after"], abs=0.1)
+    # the terminal's note answers the compression question: what the baseline's attack does to this build
+    assert f"fp32's trigger {fp32['details']['trigger_text']!r} leaves" in int8["details"]["key_finding"]
+    assert re.search(r"int8 +universal-trigger +MEASURED .*fp32's trigger", result.output)
 
 
 def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(trained_dir):

@@ -465,6 +465,9 @@ class UniversalTriggerProbe(Probe):
                           f"held-out accuracy with the trigger found on {baseline.model}",
                           outcome="correct_under_baseline_trigger")
         result.details["baseline_trigger"] = {"model": baseline.model, "trigger_text": baseline.details.get("trigger_text")}
+        if result.details.get("key_finding"):  # the compression suite's question, in the terminal's note
+            result.details["key_finding"] += (f"; {baseline.model}'s trigger {baseline.details.get('trigger_text')!r} "
+                                              f"leaves {correct.float().mean():.2f}")
 
     def _transfer(self, result: ProbeResult, ctx: ProbeContext, target: Target, params: TriggerParams,
                   held: list[Example], text: str, label: int) -> None:
