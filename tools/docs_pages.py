@@ -1,0 +1,143 @@
+"""Generate the documentation site's probe pages from the code, so that they cannot drift from it.
+
+    python tools/docs_pages.py            # rewrite docs/probes/<probe>.md for every built-in probe
+    python tools/docs_pages.py --check    # exit 1 naming the stale pages (tests/test_docs.py runs this)
+
+Each page holds the probe's one-line description, its requirements, the suites that use it, its module
+docstring (paper, method, deviations), a table of its params (type, default, meaning: from the
+``Params`` dataclass) and of its metrics (direction, meaning: from ``Probe.metrics``), then the
+hand-written notes in ``docs/probes/notes/<probe>.md`` when there are any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fnmatch
+import inspect
+import re
+import sys
+import typing
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def docstring_markdown(doc: str) -> str:
+    """A probe module's docstring (plain text with RST literals) as Markdown."""
+    out: list[str] = []
+    bullet = re.compile(r"^\s*(?:[*-]|\d+\.)\s")
+    for line in doc.replace("``", "`").splitlines():
+        stripped = line.strip()
+        if re.fullmatch(r"[A-Z][\w ,()'-]*:", stripped):  # "Papers:", "Where we deviate:"
+            out += ["", f"**{stripped[:-1]}**", ""]
+            continue
+        if bullet.match(line) and out and out[-1].strip() and not bullet.match(out[-1]) and not out[-1].startswith("    "):
+            out.append("")
+        if stripped.startswith(">"):
+            line = line.replace(">", "\\>", 1)
+        # docstring bullets sit at 2 spaces with continuations at 4: Markdown wants items at 0 and 4
+        if re.match(r"^  (?:[*-]|\d+\.)\s", line):
+            line = line[2:]
+        out.append(line.rstrip())
+    text = "\n".join(out)
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def _default(field: dataclasses.Field) -> str:
+    if field.default is not dataclasses.MISSING:
+        return repr(field.default)
+    if field.default_factory is not dataclasses.MISSING:
+        return repr(field.default_factory())
+    return "(required)"
+
+
+def _suites_using(name: str, suites_dir: Path) -> list[str]:
+    import yaml
+
+    using = []
+    for path in sorted(suites_dir.glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text()) or {}
+        if any(isinstance(p, dict) and p.get("probe") == name for p in raw.get("probes") or []):
+            using.append(path.name)
+    return using
+
+
+def probe_page(cls: type, notes_dir: Path, suites_dir: Path) -> str:
+    """The Markdown page of one probe class."""
+    from bertprobe.params import param_docs, type_name
+
+    module = sys.modules[cls.__module__]
+    lines = [f"# {cls.name}", "", f"{cls.description}", ""]
+    requires = ", ".join(f"`{r}`" for r in sorted(cls.requires)) or "nothing"
+    suites = ", ".join(f"`suites/{s}`" for s in _suites_using(cls.name, suites_dir)) or "none shipped"
+    lines += [f"**Requires:** {requires}. **Shipped suites:** {suites}. "
+              f"**Source:** `{cls.__module__}`. In the terminal: `bertprobe describe {cls.name}`.", ""]
+    doc = inspect.getdoc(module) or ""
+    if doc:
+        lines += ["## Paper, method and deviations", "", docstring_markdown(doc)]
+    hints = typing.get_type_hints(cls.Params)
+    meanings = param_docs(cls.Params)
+    fields = dataclasses.fields(cls.Params)
+    lines += ["## Params", ""]
+    if fields:
+        lines += ["Set under the probe's `params:` in a suite, or with "
+                  f"`--set probes.{cls.name}.params.NAME=VALUE`.", "",
+                  "| param | type | default | meaning |", "|---|---|---|---|"]
+        for f in fields:
+            lines.append(f"| `{f.name}` | {_cell(type_name(hints.get(f.name, f.type)))} | `{_cell(_default(f))}` "
+                         f"| {_cell(meanings.get(f.name, ''))} |")
+    else:
+        lines.append("None.")
+    lines += ["", "## Metrics", "", "What `expect:` may name (`*` stands for any suffix); every report also "
+              "carries each metric's meaning.", "", "| metric | direction | meaning |", "|---|---|---|"]
+    described = cls.metrics if isinstance(cls.metrics, dict) else {m: "" for m in cls.metrics}
+    for metric, meaning in described.items():
+        direction = "no direction"
+        for pattern, higher in cls.metric_directions.items():
+            if fnmatch.fnmatchcase(metric, pattern):
+                direction = {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
+                break
+        lines.append(f"| `{metric}` | {direction} | {_cell(meaning)} |")
+    note = notes_dir / f"{cls.name}.md"
+    if note.exists():
+        lines += ["", "## Notes", "", note.read_text().strip()]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def builtin_probes() -> list[type]:
+    """The probes bertprobe itself ships (not those of installed third-party plugins)."""
+    from bertprobe.plugins import build_plugins
+
+    plugins = build_plugins(entry_points=False)
+    return [plugins.probes.get(n) for n in plugins.probes.names()]
+
+
+def pages(root: Path = ROOT) -> dict[Path, str]:
+    docs = root / "docs" / "probes"
+    return {docs / f"{cls.name}.md": probe_page(cls, docs / "notes", root / "suites") for cls in builtin_probes()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report stale pages instead of writing them")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in pages().items():
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path.relative_to(ROOT))
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"stale: {', '.join(map(str, stale))}; run python tools/docs_pages.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

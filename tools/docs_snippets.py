@@ -1,0 +1,138 @@
+"""Run the commands the documentation shows and store what they printed in ``docs/snippets/``.
+
+    python tools/docs_snippets.py             # every snippet (about 3 minutes on 2 CPU cores)
+    python tools/docs_snippets.py quickstart  # only those named
+
+The docs include these files (``--8<-- "quickstart.txt"``), so every command output on the site comes
+from a real run on the fixtures in ``../shared``, never typed by hand. A snippet is the command line, as
+a user types it, then its output (stdout and stderr as a terminal shows them) and its exit code. The
+commands run in a scratch folder beside ``../shared`` that holds ``suites/`` (a link to this checkout's)
+and ``reviews.csv``: 300 SST-2 dev sentences under the columns ``review,sentiment`` with ``pos``/``neg``
+labels, the shape of a user's own export.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+OUT = ROOT / "docs" / "snippets"
+MODEL = "../shared/models/minilm-l6-sst2"
+BACKDOOR = "../shared/models/minilm-l6-sst2-backdoor-bb"
+SST2 = "../shared/data/sst2/dev.tsv"
+
+# name -> the command line (run with bash in the scratch folder)
+SNIPPETS: dict[str, str] = {
+    "quickstart": f"bertprobe run suites/sst2.yaml --model {MODEL} --data {SST2}",
+    "offline": "bertprobe run suites/sst2.yaml",
+    "list": "bertprobe list",
+    "describe": "bertprobe describe calibration",
+    "validate": "bertprobe validate suites/sst2.yaml",
+    "own-data-no-label": f"bertprobe validate suites/sst2.yaml --model {MODEL} --data reviews.csv --text review",
+    "own-data-unknown-label": f"bertprobe run suites/sst2.yaml --model {MODEL} --data reviews.csv --text review "
+                              "--label sentiment",
+    "own-data": f"bertprobe run suites/sst2.yaml --model {MODEL} --data reviews.csv --text review --label sentiment "
+                "--label-map pos=positive,neg=negative",
+    "matrix": f"bertprobe run suites/sst2.yaml --model deployed={MODEL} --model candidate={BACKDOOR} --data {SST2} "
+              "--baseline deployed --only accuracy,universal-trigger,calibration",
+}
+
+
+def _reviews(path: Path) -> None:
+    with open(SHARED / "data" / "sst2" / "dev.tsv", encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:301]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["review", "sentiment"])
+        writer.writerows([text, "pos" if label == "1" else "neg"] for text, label in rows)
+
+
+def _clean(text: str, scratch: Path) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+    text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.splitlines())  # progress bars redraw with \r
+    for folder in (scratch.resolve(), scratch, ROOT):  # paths as the user's own folder shows them
+        text = text.replace(f"{folder}/", "")
+    return text
+
+
+def run_snippets(names: list[str]) -> None:
+    if not SHARED.is_dir():
+        sys.exit(f"error: the fixtures are missing: {SHARED}")
+    base = Path(tempfile.mkdtemp(prefix="bertprobe-docs-"))
+    try:
+        (base / "shared").symlink_to(SHARED.resolve())
+        scratch = base / "work"
+        scratch.mkdir()
+        (scratch / "suites").symlink_to(ROOT / "suites")
+        _reviews(scratch / "reviews.csv")
+        env = {**os.environ, "COLUMNS": "100"}
+        OUT.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            command = SNIPPETS[name]
+            print(f"[{name}] {command}", file=sys.stderr)
+            done = subprocess.run(["bash", "-c", command], cwd=scratch, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+            output = _clean(done.stdout, scratch).rstrip()
+            (OUT / f"{name}.txt").write_text(f"$ {command}\n{output}\n$ echo $?\n{done.returncode}\n")
+            if name == "quickstart":
+                report = re.search(r"^report: (.+)$", done.stdout, re.M)
+                if report:
+                    folder = (scratch / report.group(1).strip()).resolve()
+                    # its headings two levels down, to sit under the page's own
+                    text = re.sub(r"^(#+) ", r"\1## ", folder.read_text(), flags=re.M)
+                    (OUT / "quickstart-report.md").write_text(text)
+                    screenshot(folder.parent / "report.html", ROOT / "docs" / "report.png")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    fill_readme()
+
+
+def screenshot(page: Path, png: Path, width: int = 1200, height: int = 1700) -> None:
+    """The top of a report.html as headless Chromium shows it (skipped without chromium and selenium)."""
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        chromium = None
+    if not (chromium and driver_path):
+        print("screenshot skipped: chromium, chromedriver or selenium is missing", file=sys.stderr)
+        return
+    options = Options()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},{height}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get(page.resolve().as_uri())
+        driver.save_screenshot(str(png))
+    finally:
+        driver.quit()
+
+
+def fill_readme(readme: Path = ROOT / "README.md") -> None:
+    """Copy snippets into the README's ``<!-- snippet: NAME -->...<!-- /snippet -->`` regions."""
+    def filled(match: re.Match[str]) -> str:
+        snippet = OUT / f"{match.group(1)}.txt"
+        body = snippet.read_text() if snippet.exists() else ""
+        return f"<!-- snippet: {match.group(1)} -->\n```text\n{body}```\n<!-- /snippet -->"
+
+    text = readme.read_text()
+    readme.write_text(re.sub(r"<!-- snippet: ([\w-]+) -->.*?<!-- /snippet -->", filled, text, flags=re.S))
+
+
+if __name__ == "__main__":
+    wanted = sys.argv[1:] or list(SNIPPETS)
+    unknown = [n for n in wanted if n not in SNIPPETS]
+    if unknown:
+        sys.exit(f"error: unknown snippet {', '.join(unknown)}; known: {', '.join(SNIPPETS)}")
+    run_snippets(wanted)
