@@ -11,13 +11,14 @@ Only the CLI imports this module.
 from __future__ import annotations
 
 import traceback
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bertprobe.data.prepare import fingerprint
+from bertprobe.data.dataset import Dataset
+from bertprobe.data.prepare import fingerprint, read_data
 from bertprobe.environment import default_threads, versions
 from bertprobe.errors import BertprobeError, InternalError, SuiteError
 from bertprobe.exitcodes import Terminated
@@ -55,6 +56,7 @@ class ResolvedRun:
     executor: Any
     previous: PreviousRun | None
     parts: dict[str, str]  # a hash per part of the suite (suite_fingerprint), kept for --resume
+    preread: dict[str, Dataset] = field(default_factory=dict)  # local data read and checked before the run folder
 
 
 def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> ResolvedRun:
@@ -64,11 +66,26 @@ def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> Resolved
     full = apply_overrides(suite, replace(options, only=()))
     params_by_probe = validate_suite(full, plugins, {p.id for p in selected.probes} if options.only else None)
     check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
+    preread = _preread_local_data(selected, plugins)
     parts = suite_fingerprint(selected)
     previous = read_previous_run(Path(options.resume), parts, selected.variables) if options.resume else None
     executor = make_executor(selected, plugins)
     executor.cancel = options.cancel
-    return ResolvedRun(selected, params_by_probe, executor, previous, parts)
+    return ResolvedRun(selected, params_by_probe, executor, previous, parts, preread)
+
+
+def _preread_local_data(suite: Suite, plugins: Plugins) -> dict[str, Dataset]:
+    """Read the suite's local data file and check it against the probes' needs (columns, labels) before
+    a run folder exists: a file that cannot serve the run leaves no partial report behind. The session
+    reuses what was read."""
+    spec = suite.data
+    if spec is None or spec.loader is not None or not spec.path or not Path(spec.path).expanduser().is_file():
+        return {}
+    if not any(plugins.probes.get(p.probe).needs_data and p.data is None for p in suite.probes):
+        return {}
+    data = read_data(spec, None, suite.seed)
+    check_data_needs(suite, plugins, data)
+    return {repr(spec): data}
 
 
 def plan_models(suite: Suite) -> list[ModelSpec]:
@@ -162,6 +179,7 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     with open(run_dir / "events.jsonl", "a" if previous else "w", encoding="utf-8") as events:
         session = Session(suite, plugins, run_dir, report, events_file(events), log=options.log, executor=executor,
                           threads=threads)
+        session.raw_datasets.update(resolved.preread)
         plan = plan_models(suite)
         session.baseline = plan[0].label if len(plan) > 1 else ""
         _open(session, resolved, options, plan)
