@@ -68,16 +68,16 @@ NEEDS_NETWORK = {
 
 @dataclass(frozen=True)
 class TextAttackParams:
-    recipe: str = "deepwordbug"
-    num_examples: int = 50
-    query_budget: int | None = 2000
-    seed: int | None = None
-    batch_size: int = 64
-    max_candidates: int = 30
-    min_cos_sim: float = 0.5
-    mlm_model: str | None = None
-    mlm_max_length: int = 64
-    findings: int = 10
+    recipe: str = "deepwordbug"  # deepwordbug, pruthi, input-reduction (offline TextAttack recipes), another TextAttack recipe, or embedding-swap / mlm-swap
+    num_examples: int = 50  # labelled examples sampled (seeded); those already misclassified are skipped
+    query_budget: int | None = 2000  # model queries allowed per example (None: unlimited)
+    seed: int | None = None  # seed of the sample and the attack (default: the suite's)
+    batch_size: int = 64  # texts per forward pass of the model wrapper
+    max_candidates: int = 30  # replacement words tried per position (embedding-swap, mlm-swap)
+    min_cos_sim: float = 0.5  # least cosine similarity of a swapped word's embedding (embedding-swap)
+    mlm_model: str | None = None  # the masked LM proposing replacements (mlm-swap): a path or a model name of the run
+    mlm_max_length: int = 64  # tokens of context the masked LM sees (mlm-swap)
+    findings: int = 10  # successful attacks shown in the report
 
     def __post_init__(self) -> None:
         if self.num_examples < 1:
@@ -210,8 +210,15 @@ class TextAttackProbe(Probe):
     name = "textattack"
     description = "TextAttack attack recipes (DeepWordBug, Pruthi, input reduction; offline TextFooler/BAE-like swaps)"
     requires = frozenset({"classifier"})
-    metrics = ("attack_success_rate", "accuracy_under_attack", "original_accuracy", "avg_perturbed_word_pct",
-               "avg_queries", "seconds_per_example", "examples_attacked")
+    metrics = {
+        "attack_success_rate": "successful attacks / attacked examples (attacked: not skipped as already wrong)",
+        "accuracy_under_attack": "examples still predicted right after the attack / all sampled",
+        "original_accuracy": "accuracy over the sample before the attack",
+        "avg_perturbed_word_pct": "mean percentage of words changed, over successful attacks",
+        "avg_queries": "mean model queries, over attacked examples",
+        "seconds_per_example": "wall time per attacked example",
+        "examples_attacked": "examples the attack ran on",
+    }
     metric_directions = {"attack_success_rate": False, "accuracy_under_attack": True, "original_accuracy": True,
                          "avg_perturbed_word_pct": True, "avg_queries": True, "seconds_per_example": False,
                          "examples_attacked": None}
