@@ -35,13 +35,15 @@ def _root_message(exc: BaseException) -> str:
     return (useful[-1] if useful else messages[0] if messages else type(exc).__name__)
 
 
-def _load_file(path: Path, builder: str, **kwargs: Any) -> Any:
-    """Load one local file with a datasets builder; every failure becomes a one-line DataError."""
+def _load_file(path: Path, builder: str, checked: bool = False, **kwargs: Any) -> Any:
+    """Load one local file with a datasets builder; every failure becomes a one-line DataError.
+    ``checked``: the caller already ran ``check_text_file`` on it."""
     import logging
 
     import datasets
 
-    check_text_file(path)
+    if not checked:
+        check_text_file(path)
     datasets.disable_progress_bars()
     logger = logging.getLogger("datasets")
     level = logger.level
@@ -70,8 +72,8 @@ def _read_local(path: Path) -> Any:
         return read_delimited(path, "\t", quoted=False)
     if fmt == "csv":
         return read_delimited(path, ",", quoted=True)
-    check_json_lines(path)
-    return _load_file(path, "json")
+    check_json_lines(path)  # checks it as text first
+    return _load_file(path, "json", checked=True)
 
 
 def check_json_lines(path: Path) -> None:
