@@ -186,9 +186,8 @@ def build_attack(key: str, wrapper: Any, target: Target, params: TextAttackParam
     else:
         if not params.mlm_model:
             raise ProbeError("recipe mlm-swap needs mlm_model: a local masked LM (path or model name of the run)")
-        from transformers import AutoModelForMaskedLM, AutoTokenizer
-
         from textattack.transformations import WordSwapMaskedLM
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
 
         path = ctx.resolve_model(params.mlm_model, target.spec).path
         mlm = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32)
