@@ -420,19 +420,14 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     from bertprobe.plugins import build_plugins
     from bertprobe.suite.load import load_suite
     from bertprobe.suite.overrides import RunOptions, apply_overrides
-    from bertprobe.suite.validate import validate_suite
+    from bertprobe.suite.validate import read_local_data, validate_suite
 
     options = RunOptions(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
                          label_map=label_map, baseline=baseline)
     suite = apply_overrides(load_suite(suite_file, sets=sets), options)
     plugins = build_plugins()
     validate_suite(suite, plugins)
-    spec = suite.data
-    if spec is not None and spec.loader is None and spec.path and Path(spec.path).expanduser().is_file():
-        from bertprobe.data.prepare import read_data
-        from bertprobe.suite.validate import check_data_needs
-
-        check_data_needs(suite, plugins, read_data(spec, None, suite.seed))  # as run does, before any model
+    read_local_data(suite, plugins)  # columns and labels, as run checks them before any model loads
     count = len(suite.probes)
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 

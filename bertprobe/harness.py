@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.data.prepare import fingerprint, read_data
+from bertprobe.data.prepare import fingerprint
 from bertprobe.environment import default_threads, versions
 from bertprobe.errors import BertprobeError, InternalError, SuiteError
 from bertprobe.exitcodes import Terminated
@@ -36,7 +36,7 @@ from bertprobe.run.resume import (
 from bertprobe.run.session import Session, events_file, new_run_dir
 from bertprobe.suite.overrides import RunOptions, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
-from bertprobe.suite.validate import check_data_needs, check_hub_sources, validate_suite
+from bertprobe.suite.validate import check_data_needs, check_hub_sources, read_local_data, validate_suite
 from bertprobe.target.spec import ModelSpec
 
 
@@ -66,26 +66,13 @@ def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> Resolved
     full = apply_overrides(suite, replace(options, only=()))
     params_by_probe = validate_suite(full, plugins, {p.id for p in selected.probes} if options.only else None)
     check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
-    preread = _preread_local_data(selected, plugins)
+    data = read_local_data(selected, plugins)  # a file that cannot serve the run leaves no run folder behind
+    preread = {repr(selected.data): data} if data is not None else {}
     parts = suite_fingerprint(selected)
     previous = read_previous_run(Path(options.resume), parts, selected.variables) if options.resume else None
     executor = make_executor(selected, plugins)
     executor.cancel = options.cancel
     return ResolvedRun(selected, params_by_probe, executor, previous, parts, preread)
-
-
-def _preread_local_data(suite: Suite, plugins: Plugins) -> dict[str, Dataset]:
-    """Read the suite's local data file and check it against the probes' needs (columns, labels) before
-    a run folder exists: a file that cannot serve the run leaves no partial report behind. The session
-    reuses what was read."""
-    spec = suite.data
-    if spec is None or spec.loader is not None or not spec.path or not Path(spec.path).expanduser().is_file():
-        return {}
-    if not any(plugins.probes.get(p.probe).needs_data and p.data is None for p in suite.probes):
-        return {}
-    data = read_data(spec, None, suite.seed)
-    check_data_needs(suite, plugins, data)
-    return {repr(spec): data}
 
 
 def plan_models(suite: Suite) -> list[ModelSpec]:

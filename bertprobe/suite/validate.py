@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
+from bertprobe.data.prepare import read_data
 from bertprobe.errors import DataError, SuiteError
 from bertprobe.params import parse_params
 from bertprobe.registry import Registry, did_you_mean
@@ -152,6 +153,7 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
     if spec is None:
         return
     features = data.features
+    headless = all(_bare_encoder(m) for m in suite.models)  # config.json read once, not once per probe
     for probe in suite.probes:
         if probe.data is not None or probe.probe not in plugins.probes:
             continue
@@ -159,7 +161,7 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
         if not cls.needs_data:
             continue
         lacking = cls.missing_data(features)
-        if "data:labels" in lacking and all(_bare_encoder(m) for m in suite.models):
+        if "data:labels" in lacking and headless:
             continue  # the probe will be skipped for want of a task head; its data need not be labelled
         if "data:labels" in lacking:
             others = sorted({k for ex in data.examples[:1] for k in ex.meta})
@@ -174,6 +176,21 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
         if lacking:
             raise DataError(f"probe {probe.id}: data '{spec.describe()}' lacks {', '.join(lacking)}; give it data that "
                             "has them (words and dependency layers come from a .conllu treebank)")
+
+
+def read_local_data(suite: Suite, plugins: Any) -> Dataset | None:
+    """The suite's local data file, read and checked against the probes' needs (``check_data_needs``)
+    before any model loads; None when there is no such file or no probe reads it. What ``run`` does before
+    its run folder exists, and ``validate`` too."""
+    spec = suite.data
+    if spec is None or spec.loader is not None or not spec.path or not Path(spec.path).expanduser().is_file():
+        return None
+    if not any(p.probe in plugins.probes and plugins.probes.get(p.probe).needs_data and p.data is None
+               for p in suite.probes):
+        return None
+    data = read_data(spec, None, suite.seed)
+    check_data_needs(suite, plugins, data)
+    return data
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
@@ -241,12 +258,12 @@ def check_hub_sources(suite: Suite) -> None:
 
     models = list(suite.models) + [p.model for p in suite.probes if p.model is not None]
     datas = [d for d in [suite.data, *(p.data for p in suite.probes)] if d is not None]
-    hub_models = list(dict.fromkeys(m.path for m in models if not looks_local(m.path)))
+    hub_models = {m.path: m for m in reversed(models) if not looks_local(m.path)}  # the first spec of each path
     hub_data = list(dict.fromkeys(d.path for d in datas if d.loader is None and d.path and not is_local(d.path)))
     if offline_mode() or not (hub_models or hub_data) or hub_reachable():
         return
-    missing = [f"model '{path}' (pass --model PATH)" for path in hub_models
-               if not _cached_model(next(m for m in models if m.path == path))]
+    missing = [f"model '{path}' (pass --model PATH)" for path, spec in reversed(hub_models.items())
+               if not _cached_model(spec)]
     missing += [f"dataset '{path}' (pass --data PATH)" for path in hub_data]
     if missing:
         raise SuiteError(f"the Hugging Face Hub is unreachable and this run needs {len(missing)} source(s) from it: "
