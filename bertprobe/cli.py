@@ -499,11 +499,10 @@ def clean(runs: tuple[str, ...], aborted: bool, reports_dir: str) -> None:
 @_guard
 def describe(probe: str) -> None:
     """A probe's paper and deviations, its params (type, default) and its metrics."""
-    import dataclasses
     import inspect
     import sys as _sys
 
-    from bertprobe.params import param_docs, plain_text, type_name
+    from bertprobe.params import param_rows, plain_text
     from bertprobe.plugins import build_plugins
 
     plugins = build_plugins()
@@ -514,32 +513,13 @@ def describe(probe: str) -> None:
     doc = inspect.getdoc(module) if module is not None else None
     if doc:
         click.echo("\n" + plain_text(doc))
-    try:
-        hints = __import__("typing").get_type_hints(cls.Params)
-    except Exception:
-        hints = {}
-    meanings = param_docs(cls.Params)
-    rows = []
-    for f in dataclasses.fields(cls.Params):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
-        rows.append([f.name, type_name(hints.get(f.name, f.type)), repr(default), meanings.get(f.name, "")])
+    rows = param_rows(cls.Params)
     click.echo("\nParams")
     click.echo(tabulate(rows, headers=["param", "type", "default", "meaning"], tablefmt="simple",
                         maxcolwidths=[22, 18, 16, 42]) if rows else "(none)")
     click.echo("\nMetrics (expect: may name these; * stands for any suffix)")
-    import fnmatch
-
-    def direction(name: str) -> str:
-        for pattern, higher in cls.metric_directions.items():
-            if fnmatch.fnmatchcase(name, pattern):
-                return {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
-        return "no direction"
-
-    meanings = cls.metrics if isinstance(cls.metrics, dict) else {}
-    click.echo(tabulate([[m, direction(m), meanings.get(m, "")] for m in cls.metrics],
-                        headers=["metric", "direction", "meaning"], tablefmt="simple", maxcolwidths=[28, 17, 52])
-               if cls.metrics else "(any)")
+    click.echo(tabulate(cls.metric_rows(), headers=["metric", "direction", "meaning"], tablefmt="simple",
+                        maxcolwidths=[28, 17, 52]) if cls.metrics else "(any)")
 
 
 def entry_point(argv: list[str] | None = None) -> None:

@@ -140,3 +140,24 @@ def param_docs(params_cls: type) -> dict[str, str]:
         if m.group(1) in names:
             out.setdefault(m.group(1), m.group(2).strip().rstrip(".;"))
     return out
+
+
+def param_rows(params_cls: type) -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, meaning)`` of each field of a Params dataclass, as ``bertprobe describe``
+    and the docs' probe pages show them (the default as its repr, or ``(required)``)."""
+    try:
+        hints = get_type_hints(params_cls)
+    except Exception:  # a plugin's hint that does not resolve: show the annotation as written
+        hints = {}
+    meanings = param_docs(params_cls)
+    rows = []
+    for f in dataclasses.fields(params_cls):
+        if f.default is not dataclasses.MISSING:
+            default = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(f.default_factory())
+        else:
+            default = "(required)"
+        rows.append((f.name, type_name(hints.get(f.name, f.type)), default, meanings.get(f.name, "")))
+    return rows
+

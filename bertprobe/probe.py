@@ -250,6 +250,18 @@ class Probe(abc.ABC):
     Params: ClassVar[type] = NoParams
 
     @classmethod
+    def metric_rows(cls) -> list[tuple[str, str, str]]:
+        """``(metric, direction, meaning)`` of each declared metric, as ``bertprobe describe`` and the docs'
+        probe pages show them; the direction comes from the first ``metric_directions`` pattern that matches."""
+        meanings = cls.metrics if isinstance(cls.metrics, Mapping) else {}
+        rows = []
+        for metric in cls.metrics:
+            higher = next((h for pattern, h in cls.metric_directions.items() if fnmatch.fnmatchcase(metric, pattern)), None)
+            direction = {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
+            rows.append((metric, direction, meanings.get(metric, "")))
+        return rows
+
+    @classmethod
     def knows_metric(cls, name: str) -> bool:
         """Whether ``expect:`` may name this metric (always true when the probe declares none)."""
         return not cls.metrics or any(fnmatch.fnmatchcase(name, pat) for pat in cls.metrics)

@@ -12,12 +12,9 @@ hand-written notes in ``docs/probes/notes/<probe>.md`` when there are any.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import fnmatch
 import inspect
 import re
 import sys
-import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,14 +45,6 @@ def docstring_markdown(doc: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-def _default(field: dataclasses.Field) -> str:
-    if field.default is not dataclasses.MISSING:
-        return repr(field.default)
-    if field.default_factory is not dataclasses.MISSING:
-        return repr(field.default_factory())
-    return "(required)"
-
-
 def _suites_using(name: str, suites_dir: Path) -> list[str]:
     import yaml
 
@@ -69,7 +58,7 @@ def _suites_using(name: str, suites_dir: Path) -> list[str]:
 
 def probe_page(cls: type, notes_dir: Path, suites_dir: Path) -> str:
     """The Markdown page of one probe class."""
-    from bertprobe.params import param_docs, type_name
+    from bertprobe.params import param_rows
 
     module = sys.modules[cls.__module__]
     lines = [f"# {cls.name}", "", f"{cls.description}", ""]
@@ -80,29 +69,19 @@ def probe_page(cls: type, notes_dir: Path, suites_dir: Path) -> str:
     doc = inspect.getdoc(module) or ""
     if doc:
         lines += ["## Paper, method and deviations", "", docstring_markdown(doc)]
-    hints = typing.get_type_hints(cls.Params)
-    meanings = param_docs(cls.Params)
-    fields = dataclasses.fields(cls.Params)
+    rows = param_rows(cls.Params)
     lines += ["## Params", ""]
-    if fields:
+    if rows:
         lines += ["Set under the probe's `params:` in a suite, or with "
                   f"`--set probes.{cls.name}.params.NAME=VALUE`.", "",
                   "| param | type | default | meaning |", "|---|---|---|---|"]
-        for f in fields:
-            lines.append(f"| `{f.name}` | {_cell(type_name(hints.get(f.name, f.type)))} | `{_cell(_default(f))}` "
-                         f"| {_cell(meanings.get(f.name, ''))} |")
+        lines += [f"| `{name}` | {_cell(kind)} | `{_cell(default)}` | {_cell(meaning)} |"
+                  for name, kind, default, meaning in rows]
     else:
         lines.append("None.")
     lines += ["", "## Metrics", "", "What `expect:` may name (`*` stands for any suffix); every report also "
               "carries each metric's meaning.", "", "| metric | direction | meaning |", "|---|---|---|"]
-    described = cls.metrics if isinstance(cls.metrics, dict) else {m: "" for m in cls.metrics}
-    for metric, meaning in described.items():
-        direction = "no direction"
-        for pattern, higher in cls.metric_directions.items():
-            if fnmatch.fnmatchcase(metric, pattern):
-                direction = {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
-                break
-        lines.append(f"| `{metric}` | {direction} | {_cell(meaning)} |")
+    lines += [f"| `{metric}` | {direction} | {_cell(meaning)} |" for metric, direction, meaning in cls.metric_rows()]
     note = notes_dir / f"{cls.name}.md"
     if note.exists():
         lines += ["", "## Notes", "", note.read_text().strip()]
