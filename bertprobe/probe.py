@@ -97,12 +97,10 @@ def map_in_process(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], d
 
 @dataclass(frozen=True)
 class Predictions:
-    """A model's logits on a dataset (float32, CPU, in the data's order), the seconds the pass took, and
-    the throughput measured after it (see ``measure_throughput``)."""
+    """A model's logits on a dataset (float32, CPU, in the data's order) and the seconds the pass took."""
 
     logits: Any
     seconds: float
-    throughput: Throughput | None = None
 
 
 @dataclass(frozen=True)
@@ -127,7 +125,7 @@ THROUGHPUT_SECONDS = 3.0  # timing stops after this much, once at least one pass
 
 
 def measure_throughput(target: Target, encoded: Any, batch_size: int | None = None, repeats: int = 3) -> Throughput:
-    """Time batched prediction again after a warm-up (the full pass that came before): up to ``repeats``
+    """Time batched prediction after a warm-up (a full pass over ``encoded`` that came before): up to ``repeats``
     passes over at most ``THROUGHPUT_ROWS`` rows, stopping early after ``THROUGHPUT_SECONDS``.
 
     The first pass over a model pays one-off costs (``torch.compile``, kernel selection, allocator
@@ -158,15 +156,13 @@ def measure_throughput(target: Target, encoded: Any, batch_size: int | None = No
 
 
 def predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:
-    """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness), then its
-    throughput measured warm."""
+    """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness)."""
     import time
 
     encoded = target.encode(data.examples)
     start = time.perf_counter()
     logits = target.logits(encoded, batch_size, progress)
-    seconds = time.perf_counter() - start
-    return Predictions(logits, seconds, measure_throughput(target, encoded, batch_size) if len(encoded) else None)
+    return Predictions(logits, time.perf_counter() - start)
 
 
 def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:

@@ -10,7 +10,7 @@ import torch
 from bertprobe.data.dataset import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes, example_ids
-from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probe import Probe, ProbeContext, measure_throughput
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import wilson_interval
 from bertprobe.target.target import Target
@@ -77,8 +77,9 @@ class AccuracyProbe(Probe):
         ci = wilson_interval(hits, len(correct), params.confidence) if params.bootstrap else None
         result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci,
                           outcome="correct")
-        speed = predicted.throughput
-        if speed is not None:  # warm: the full pass above was the warm-up
+        # timed warm, only here: the shared pass above (calibration and slices read it too) was the warm-up
+        speed = measure_throughput(target, target.encode(data.examples), params.batch_size) if len(gold) else None
+        if speed is not None:
             result.add_metric("examples_per_s", speed.median, True, speed.describe(), (speed.slowest, speed.fastest),
                               kind="cost")
         else:
