@@ -189,8 +189,9 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
         suite_file, recorded, variables = recorded_run(Path(resume))
         suite_files = (suite_file,)
         sets = tuple(recorded.get("sets", ())) or sets
-        env = {**os.environ, **{k: v for k, v in variables.items() if v is not None}}
-        suite_env = {k: v for k, v in env.items() if variables.get(k, "") is not None}  # unset then, unset now
+        # the run's ${VAR}s as they were (one unset then is unset now), the rest of this shell as it is
+        suite_env = {k: v for k, v in os.environ.items() if k not in variables}
+        suite_env.update({k: v for k, v in variables.items() if v is not None})
     else:
         suite_env = None
     if resume and len(suite_files) > 1:

@@ -138,7 +138,7 @@ def _heatmap(ax: Any, fig: Any, spec: dict[str, Any]) -> None:
     bar = fig.colorbar(image, ax=ax)
     bar.set_label(spec.get("colorbar", ""), fontsize=LABEL_PT)
     bar.ax.tick_params(labelsize=SMALL_PT)
-    _integer_axis(bar.ax.yaxis, [v for v in matrix.flatten().tolist()])
+    _integer_axis(bar.ax.yaxis, matrix.flatten().tolist())
 
 
 def _line(ax: Any, spec: dict[str, Any]) -> None:
