@@ -111,11 +111,22 @@ _INPUT_OPTIONS = [
     click.option("--baseline", metavar="NAME",
                  help="Gate the matrix: judge every other model against NAME (a --model NAME=PATH or a model of "
                       "the suite) and state which may replace it; replaces compare.baseline."),
+    click.option("--device", metavar="D", help="auto | cpu | cuda | cuda:N | mps (default: the suite's, else auto)."),
+    click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]),
+                 help="Compute dtype. auto: float32 on a CPU (even for a float16 checkpoint); the checkpoint's stored "
+                      "dtype on a GPU."),
+    click.option("--only", multiple=True, metavar="PROBE",
+                 help="Run only this probe (id or name); repeatable, or comma-separated: --only accuracy,calibration. "
+                      "Only these probes are checked."),
+    click.option("--allow-pickle", is_flag=True, help="Allow pickle (.bin) weights. Only for models you trust."),
+    click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
+                 help="Change the suite without editing it; VALUE is YAML. Repeatable. E.g. "
+                      "--set probes.universal-trigger.params.length=2 --set data.limit=200."),
 ]
 
 
 def _input_options(fn: Any) -> Any:
-    """The options that choose the models and the data: the same for ``run`` and ``validate``."""
+    """The options that choose the models, the data and the probes: the same for ``run`` and ``validate``."""
     for option in reversed(_INPUT_OPTIONS):
         fn = option(fn)
     return fn
@@ -128,16 +139,8 @@ def _input_options(fn: Any) -> Any:
                    "continue from their last finished unit, when the suite, data and weights are unchanged. "
                    "Without SUITE, the run's own suite file and options are used.")
 @_input_options
-@click.option("--device", metavar="D", help="auto | cpu | cuda | cuda:N | mps (default: the suite's, else auto).")
-@click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]), help="Compute dtype. auto: float32 on a CPU (even for a float16 checkpoint); the checkpoint's stored dtype "
-                   "on a GPU.")
 @click.option("--out", metavar="DIR", help="Folder for run folders (default: the suite's report.dir, else reports/).")
-@click.option("--only", multiple=True, metavar="PROBE", help="Run only this probe (id or name); repeatable, or comma-separated: --only accuracy,calibration.")
-@click.option("--allow-pickle", is_flag=True, help="Allow pickle (.bin) weights. Only for models you trust.")
 @click.option("--seed", type=int, help="Replaces the suite's seed (sampling, trigger restarts, bootstraps).")
-@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE",
-              help="Change the suite without editing it; VALUE is YAML. Repeatable. E.g. "
-                   "--set probes.universal-trigger.params.length=2 --set data.limit=200.")
 @click.option("--threads", type=click.IntRange(min=1), metavar="N",
               help="CPU threads for torch (default: the suite's threads:, else torch's default capped at the "
                    "cores this process may use). On a shared machine, 1 or 2 avoids oversubscription.")
@@ -341,16 +344,20 @@ def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: boo
               help="Largest change in the bad direction that is not a regression (default 0.01).")
 @click.option("--tolerance-for", "tolerance_for", multiple=True, metavar="METRIC=X",
               help="Tolerance of one metric; repeatable.")
-@click.option("--significance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
-              metavar="ALPHA", help="Only regressions significant at ALPHA gate (paired tests on per-example outcomes).")
+@click.option("--significance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True, metavar="ALPHA",
+              help="A change past the tolerance gates only when its paired test (McNemar, paired bootstrap on "
+                   "per-example outcomes), Holm-corrected across the metrics, is significant at ALPHA.")
+@click.option("--delta-only", is_flag=True,
+              help="Judge on the delta alone: every change past the tolerance is a regression, significant or not.")
 @click.option("--baseline-model", metavar="NAME", help="Model of RUN_A to compare with (when the runs name models differently).")
 @click.option("--allow-different-data", is_flag=True,
               help="Compare runs made on different data: the deltas are shown, nothing pairs and nothing gates.")
 @click.option("--out", metavar="DIR", help="Folder for compare.json/.md/.html (default: RUN_B).")
 @_debug_option
 @_guard
-def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tuple[str, ...], significance: float | None,
-            baseline_model: str | None, allow_different_data: bool, out: str | None) -> None:
+def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tuple[str, ...], significance: float,
+            delta_only: bool, baseline_model: str | None, allow_different_data: bool, out: str | None) -> None:
     """Compare two runs made apart: RUN_A is the baseline, RUN_B the candidate.
 
     Models pair by name (or, when each run has one model, with each other), probes by id, metrics by
@@ -359,7 +366,7 @@ def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tupl
 
     \b
     Example:
-      bertprobe compare reports/sst2-20261101T000000Z reports/sst2-20261123T000000Z --significance 0.05
+      bertprobe compare reports/sst2-20261101T000000Z reports/sst2-20261123T000000Z --tolerance 0.005
     """
     from bertprobe.reporters.compare import compare_runs, write_comparison
     from bertprobe.suite.schema import DEFAULT_TOLERANCE
@@ -374,8 +381,8 @@ def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tupl
         if not sep or not name:
             raise BertprobeError(f"--tolerance-for {item}: expected METRIC=NUMBER, e.g. accuracy=0.005")
     default = DEFAULT_TOLERANCE if tolerance is None else tolerance
-    comparison = compare_runs(Path(run_a), Path(run_b), lambda m: per_metric.get(m, default), significance,
-                              baseline_model, allow_different_data)
+    comparison = compare_runs(Path(run_a), Path(run_b), lambda m: per_metric.get(m, default),
+                              None if delta_only else significance, baseline_model, allow_different_data)
     paths = write_comparison(comparison, Path(out) if out else Path(run_b))
     click.echo(comparison.text())
     click.echo(f"\nwritten: {', '.join(str(p) for p in paths)}")
@@ -404,31 +411,31 @@ def report(run_dir: str, formats: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("suite_file", metavar="SUITE")
-@click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="As for 'run'.")
 @_input_options
 @_debug_option
 @_guard
 def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], data: str | None, limit: int | None,
              text: str | None, text_pair: str | None, label: str | None, label_map: str | None,
-             baseline: str | None) -> None:
-    """Check a suite without loading any model, and report every problem at once.
+             baseline: str | None, device: str | None, dtype: str | None, only: tuple[str, ...],
+             allow_pickle: bool) -> None:
+    """Make every check 'run' makes before it loads weights, and report every problem at once.
 
-    Checks keys, probe names, params and expected metrics, reporters, that data files and local model
-    folders exist, that named data loaders are installed, and class names given as params (such as
-    target_label) against each local model's config.json. A local data file is read: its columns, and
-    labels wherever a probe needs them.
+    Takes run's model, data and probe options. Checks keys, probe names, params and expected metrics,
+    reporters, that data files and local model folders exist, that named data loaders are installed and
+    hub sources reachable, class names given as params (such as target_label) against each local model's
+    config.json, and a local data file: its columns, and its labels against what the probes need and
+    against each local model's classes (the task from its architecture). Exit 0 when run would start,
+    2 with the same message run would give.
     """
+    from bertprobe.harness import preflight
     from bertprobe.plugins import build_plugins
     from bertprobe.suite.load import load_suite
-    from bertprobe.suite.overrides import RunOptions, apply_overrides
-    from bertprobe.suite.validate import read_local_data, validate_suite
+    from bertprobe.suite.overrides import RunOptions
 
     options = RunOptions(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
-                         label_map=label_map, baseline=baseline)
-    suite = apply_overrides(load_suite(suite_file, sets=sets), options)
-    plugins = build_plugins()
-    validate_suite(suite, plugins)
-    read_local_data(suite, plugins)  # columns and labels, as run checks them before any model loads
+                         label_map=label_map, baseline=baseline, device=device, dtype=dtype, only=only,
+                         allow_pickle=allow_pickle, sets=sets)
+    suite = preflight(load_suite(suite_file, sets=sets), build_plugins(), options).suite
     count = len(suite.probes)
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 

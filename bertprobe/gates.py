@@ -1,23 +1,31 @@
 """Regression gates: is a candidate model at least as good as the baseline, metric by metric?
 
 One comparison serves the suite's ``compare:`` gate (models of one run) and ``bertprobe compare``
-(two runs made apart). Only quality metrics with a direction (``Metric.gated``) are judged; timings
-and counts are listed but never gate. Where both sides published the per-example outcome vector a
-metric summarises, the examples are paired by id: McNemar's exact test for binary outcomes, and a
-paired bootstrap CI of the difference for every kind.
+(two runs made apart). Only quality metrics with a direction (``Metric.gated``) are judged; timings,
+counts and extremes over groups (``kind: extreme``, e.g. MCE, the worst slice) are listed but never gate.
+Where both sides published the per-example outcome vector a metric summarises, the examples are paired
+by id: McNemar's exact test for binary outcomes, a paired bootstrap (its standard error) for scores, and
+a paired bootstrap CI of the difference for every kind.
+
+A metric regresses when its change in the bad direction is past the tolerance **and** significant: its
+p-value, Holm-corrected across the candidate's tested metrics, is below the level (``significance``, 0.05
+by default). A change past the tolerance that is not significant, or that has no per-example outcomes to
+test, is listed and never gates; ``significance: null`` judges on the delta alone.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 
 import numpy as np
 
 from bertprobe.outcomes import Outcomes
 from bertprobe.results import MetricDelta, ProbeResult, RunReport
-from bertprobe.stats import mcnemar_exact, paired_bootstrap_diff
+from bertprobe.stats import holm, mcnemar_exact, paired_bootstrap_diff, paired_bootstrap_p
 
 EPS = 1e-12
+DEFAULT_SIGNIFICANCE = 0.05
 
 
 def _paired(a: Outcomes, b: Outcomes) -> tuple[np.ndarray, np.ndarray]:
@@ -31,7 +39,8 @@ def compare_metric(
     name: str, base: ProbeResult, cand: ProbeResult, base_outcomes: dict[str, Outcomes],
     cand_outcomes: dict[str, Outcomes], tolerance: float, significance: float | None, seed: int = 0,
 ) -> MetricDelta | None:
-    """The delta of metric ``name`` (None when either side lacks it)."""
+    """The delta of metric ``name`` (None when either side lacks it), with its paired test; whether it is a
+    regression is decided over all of a candidate's deltas at once (``judge_deltas``)."""
     mb, mc = base.metrics.get(name), cand.metrics.get(name)
     if mb is None or mc is None:
         return None
@@ -52,22 +61,35 @@ def compare_metric(
                 out.p_value = mcnemar_exact(better_base, better_cand)
                 out.test = f"McNemar exact, {better_base} vs {better_cand} discordant of {a.size} paired"
             else:
+                out.p_value = paired_bootstrap_p(a, b, 2000, seed)
                 out.test = f"paired bootstrap, {a.size} paired"
-    if not gated or delta is None or hib is None:
-        return out
-    worse = -delta if hib else delta
-    if worse <= tolerance + EPS:
-        return out
-    if significance is None:
-        out.regression = True
-    elif out.p_value is not None:
-        out.regression = out.p_value < significance
-    elif out.ci is not None:  # score outcomes: the CI of the difference must exclude 0 in the bad direction
-        out.regression = out.ci[1] < 0 if hib else out.ci[0] > 0
-    else:  # nothing to test with: a deployment gate errs on the side of flagging
-        out.regression = True
-        out.test = "no per-example outcomes to test; judged on the delta alone"
+    if gated and delta is not None and hib is not None:
+        out.past_tolerance = (-delta if hib else delta) > tolerance + EPS
     return out
+
+
+def judge_deltas(deltas: list[MetricDelta], significance: float | None) -> list[MetricDelta]:
+    """Decide which deltas are regressions, per candidate model: Holm-correct the p-values of its gated
+    metrics, then flag those past the tolerance whose adjusted p is below ``significance`` (with
+    ``significance`` None: every one past the tolerance). Returns ``deltas``."""
+    by_model: dict[str, list[MetricDelta]] = defaultdict(list)
+    for d in deltas:
+        d.regression = False
+        if d.gated and d.p_value is not None:
+            by_model[d.model].append(d)
+    for family in by_model.values():
+        for d, adjusted in zip(family, holm([d.p_value for d in family])):  # type: ignore[misc]
+            d.p_adjusted = adjusted
+    for d in deltas:
+        if not d.past_tolerance:
+            continue
+        if significance is None:
+            d.regression = True
+        elif d.p_adjusted is None:
+            d.test = d.test or "no per-example outcomes: untested, so it does not gate"
+        else:
+            d.regression = d.p_adjusted < significance
+    return deltas
 
 
 def compare_results(
@@ -80,7 +102,7 @@ def compare_results(
         delta = compare_metric(name, base, cand, base_outcomes, cand_outcomes, tolerance_for(name), significance, seed)
         if delta is not None:
             out.append(delta)
-    return out
+    return out  # not judged yet: judge_deltas decides over all of a candidate's deltas
 
 
 def comparable(result: ProbeResult | None) -> bool:
@@ -104,4 +126,4 @@ def gate_models(
             assert base is not None
             deltas += compare_results(base, cand, outcomes.get((baseline, pid), {}), outcomes.get((model, pid), {}),
                                       tolerance_for, significance, seed)
-    return deltas
+    return judge_deltas(deltas, significance)

@@ -11,7 +11,7 @@ Only the CLI imports this module.
 from __future__ import annotations
 
 import traceback
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +59,31 @@ class ResolvedRun:
     preread: dict[str, Dataset] = field(default_factory=dict)  # local data read and checked before the run folder
 
 
-def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> ResolvedRun:
-    """Apply the command line to the suite, validate all of it (every probe's params, even under --only),
-    build the executor and, with --resume, read what the interrupted run finished."""
+@dataclass
+class Preflight:
+    """What every check before a model loads found: the suite as it will run, its params, its local data."""
+
+    suite: Suite
+    params_by_probe: dict[str, Any]
+    data: Dataset | None
+
+
+def preflight(suite: Suite, plugins: Plugins, options: RunOptions) -> Preflight:
+    """Every check ``run`` makes before any weights load, and all that ``validate`` makes: the command line
+    applied, the probes that will run (``--only``) validated, hub sources reachable, the local data read
+    and checked against the probes and against each local model's classes. Raises at the first failing
+    step, each listing all of its problems."""
     selected = apply_overrides(suite, options)  # raises for an unknown --only name
-    full = apply_overrides(suite, replace(options, only=()))
-    params_by_probe = validate_suite(full, plugins, {p.id for p in selected.probes} if options.only else None)
+    params_by_probe = validate_suite(selected, plugins)
     check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
     data = read_local_data(selected, plugins)  # a file that cannot serve the run leaves no run folder behind
+    return Preflight(selected, params_by_probe, data)
+
+
+def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> ResolvedRun:
+    """The preflight checks, then the executor and, with --resume, what the interrupted run finished."""
+    checked = preflight(suite, plugins, options)
+    selected, params_by_probe, data = checked.suite, checked.params_by_probe, checked.data
     preread = {repr(selected.data): data} if data is not None else {}
     parts = suite_fingerprint(selected)
     previous = read_previous_run(Path(options.resume), parts, selected.variables) if options.resume else None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from bertprobe.params import NoParams
-from bertprobe.results import ProbeResult
+from bertprobe.results import DefaultExpectation, ProbeResult
 
 if TYPE_CHECKING:
     from bertprobe.data.dataset import Dataset, DataSpec
@@ -243,6 +243,12 @@ class Probe(abc.ABC):
     # metric names (fnmatch patterns) that ``expect:`` may name; a mapping gives each its meaning, which
     # `bertprobe describe` and the docs show
     metrics: ClassVar[tuple[str, ...] | Mapping[str, str]] = ()
+    # the gating policy: the bounds every metric matching a pattern must meet when the suite sets none of its
+    # own (``expect: {METRIC: off}`` turns one off); each says why its threshold is what it is
+    defaults: ClassVar[tuple[DefaultExpectation, ...]] = ()
+    # the metrics (patterns) a reader looks at first: the report lists those that nothing gates as
+    # "measured, not gated" (default: the patterns of ``defaults``)
+    key_metrics: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type] = NoParams
 
     @classmethod
@@ -256,6 +262,11 @@ class Probe(abc.ABC):
             direction = {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
             rows.append((metric, direction, meanings.get(metric, "")))
         return rows
+
+    @classmethod
+    def key_metric_patterns(cls) -> tuple[str, ...]:
+        """``key_metrics``, else the patterns the gating policy covers."""
+        return cls.key_metrics or tuple(dict.fromkeys(d.metric for d in cls.defaults))
 
     @classmethod
     def knows_metric(cls, name: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 SCHEMA_VERSION = 2  # 2: models (a matrix), metric kind/outcome, regressions; version 1 is still read
 
 Status = Literal["passed", "failed", "measured", "skipped", "error", "interrupted"]
-MetricKind = Literal["quality", "cost", "count"]
+MetricKind = Literal["quality", "extreme", "cost", "count"]
 RunStatus = Literal["running", "completed", "interrupted", "aborted"]
 
 
@@ -41,7 +41,7 @@ class Metric:
     higher_is_better: bool | None = None
     description: str = ""
     ci: tuple[float, float] | None = None
-    kind: MetricKind = "quality"  # gates and compare judge quality metrics only
+    kind: MetricKind = "quality"  # gates and compare judge quality metrics only; extreme: a max/min over groups
     outcome: str | None = None  # the per-example Outcomes vector this metric summarises
 
     @property
@@ -95,9 +95,12 @@ class MetricDelta:
     ci: tuple[float, float] | None = None
     test: str = ""
     regression: bool = False
+    p_adjusted: float | None = None  # Holm-corrected across the candidate's tested metrics
+    past_tolerance: bool = False  # a gated metric worse by more than the tolerance (a regression when significant)
 
     def describe(self) -> str:
-        sig = f", p={self.p_value:.3g} ({self.test})" if self.p_value is not None else ""
+        adjusted = f", Holm-adjusted {self.p_adjusted:.3g}" if self.p_adjusted is not None else ""
+        sig = f", p={self.p_value:.3g}{adjusted} ({self.test})" if self.p_value is not None else ""
         return (f"{self.probe_id}.{self.metric} on {self.model}: {_num(self.value)} vs {_num(self.baseline_value)} "
                 f"on {self.baseline} (delta {_num(self.delta, signed=True)}, tolerance {self.tolerance:g}{sig})")
 
@@ -115,21 +118,33 @@ def _num(value: float | None, signed: bool = False) -> str:
 
 @dataclass
 class Expectation:
-    """A suite's threshold on a metric and whether the measured value meets it."""
+    """A threshold on a metric and whether the measured value meets it.
+
+    ``source``: ``suite`` (the suite's ``expect:``) or ``default`` (the probe's policy, ``Probe.defaults``),
+    with ``why`` saying where the default's threshold comes from. With ``interval``, the metric's 95%
+    interval decides: the expectation fails only when the whole interval lies past the bound, so a gap
+    measured on few cases fails only when it is surely past it (the value alone decides where there is no
+    interval).
+    """
 
     metric: str
     min: float | None = None
     max: float | None = None
     value: float | None = None
     passed: bool | None = None
+    interval: bool = False
+    source: str = "suite"
+    why: str = ""
 
-    def check(self, value: float | None) -> bool:
-        """Record ``value`` and return whether it lies within [min, max]."""
+    def check(self, value: float | None, ci: tuple[float, float] | None = None) -> bool:
+        """Record ``value`` and return whether it lies within [min, max] (with ``interval``: whether ``ci``
+        reaches into it)."""
         self.value = value
         ok = value is not None and not (isinstance(value, float) and math.isnan(value))
-        if ok and self.min is not None and value < self.min:  # type: ignore[operator]
+        low, high = (ci if self.interval and ci is not None else (value, value))
+        if ok and self.min is not None and high < self.min:  # type: ignore[operator]
             ok = False
-        if ok and self.max is not None and value > self.max:  # type: ignore[operator]
+        if ok and self.max is not None and low > self.max:  # type: ignore[operator]
             ok = False
         self.passed = ok
         return ok
@@ -139,13 +154,44 @@ class Expectation:
         value = "missing" if self.value is None else f"{self.value:.4g}"
         return f"{self.metric} {value} (expected {self.describe()})"
 
+    def margin(self) -> float | None:
+        """How far the value lies inside its bound (negative: past it); None without a value or a bound."""
+        if self.value is None:
+            return None
+        gaps = ([self.value - self.min] if self.min is not None else []) + ([self.max - self.value] if self.max is not None else [])
+        return min(gaps) if gaps else None
+
     def describe(self) -> str:
         parts = []
         if self.min is not None:
             parts.append(f">= {self.min:g}")
         if self.max is not None:
             parts.append(f"<= {self.max:g}")
-        return " and ".join(parts) or "any"
+        text = " and ".join(parts) or "any"
+        return text + (" (95% interval)" if self.interval else "") + (" by default" if self.source == "default" else "")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Expectation:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class DefaultExpectation:
+    """One entry of a probe's gating policy (``Probe.defaults``): a bound on every metric matching ``metric``
+    (an fnmatch pattern) that the suite does not set itself, with ``why`` the bound is what it is.
+
+    A suite's ``expect:`` replaces it per metric, and ``expect: {METRIC: off}`` turns it off (the report
+    then lists the metric as measured, not gated)."""
+
+    metric: str
+    min: float | None = None
+    max: float | None = None
+    why: str = ""
+    interval: bool = False
+
+    def describe(self) -> str:
+        return Expectation(self.metric, self.min, self.max, interval=self.interval).describe()
 
 
 @dataclass
@@ -191,7 +237,8 @@ class ProbeResult:
     ) -> Metric:
         """Add (or replace) a metric and return it.
 
-        ``kind``: quality (judged by gates), cost (timings, passes) or count. ``outcome`` names the
+        ``kind``: quality (judged by gates), extreme (a maximum or minimum over bins, slices, groups or heads:
+        noisy, so listed but not gated by default), cost (timings, passes) or count. ``outcome`` names the
         per-example vector in ``outcomes`` that this metric is the mean of, for paired tests.
         """
         metric = Metric(name, None if value is None else float(value), higher_is_better, description, ci, kind, outcome)
@@ -247,7 +294,7 @@ class ProbeResult:
             metrics=metrics,
             findings=[Finding(**f) for f in data.get("findings", [])],
             details=data.get("details", {}),
-            expectations=[Expectation(**e) for e in data.get("expectations", [])],
+            expectations=[Expectation.from_dict(e) for e in data.get("expectations", [])],
             params=data.get("params", {}),
             message=data.get("message", ""),
             model=data.get("model", ""),
@@ -296,6 +343,7 @@ class RunReport:
     models: list[ModelInfo] = field(default_factory=list)
     gate: dict[str, Any] = field(default_factory=dict)
     regressions: list[MetricDelta] = field(default_factory=list)
+    unconfirmed: list[MetricDelta] = field(default_factory=list)  # past the tolerance, not significant: never gate
     probes: list[ProbeResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
@@ -381,6 +429,8 @@ class RunReport:
             self.status, self.message, self.finished_at = "running", "", ""
         elif kind == "gate":
             self.regressions = [MetricDelta.from_dict(r) for r in event.get("regressions") or []]
+            self.unconfirmed = [MetricDelta.from_dict(d) for d in event.get("deltas") or []
+                                if d.get("past_tolerance") and not d.get("regression")]
         elif kind == "run_finish":
             self.status = event.get("status", self.status)
             self.message = event.get("message", "")
@@ -408,22 +458,25 @@ class RunReport:
 
     # ---- (de)serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("probes", "models", "regressions")}
+        head = {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("probes", "models", "regressions", "unconfirmed")}
         head["score"] = self.score()
         head["counts"] = self.counts()
         head["models"] = [asdict(m) for m in self.models]
         head["regressions"] = [asdict(r) for r in self.regressions]
+        head["unconfirmed"] = [asdict(r) for r in self.unconfirmed]
         head["probes"] = [p.to_dict() for p in self.probes]
         return jsonable(head)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
         """Read a report of this schema or of schema 1 (one model, results keyed by path)."""
-        names = {f.name for f in fields(cls)} - {"probes", "models", "regressions", "schema_version"}
+        names = {f.name for f in fields(cls)} - {"probes", "models", "regressions", "unconfirmed", "schema_version"}
         report = cls(**{k: v for k, v in data.items() if k in names})
         report.probes = [ProbeResult.from_dict(p) for p in data.get("probes", [])]
         report.models = [ModelInfo.from_dict(m) for m in data.get("models", [])]
         report.regressions = [MetricDelta.from_dict(r) for r in data.get("regressions", [])]
+        report.unconfirmed = [MetricDelta.from_dict(r) for r in data.get("unconfirmed", [])]
         if not report.models and report.model:  # schema 1: one model, named by its path
             report.models = [ModelInfo(name=report.model, path=report.model, dtype=report.dtype, device=report.device)]
         return report

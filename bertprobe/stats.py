@@ -56,6 +56,39 @@ def paired_bootstrap_diff(
     return bootstrap_ci(diff, resamples, confidence, seed)
 
 
+def paired_bootstrap_p(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, resamples: int = 2000, seed: int = 0,
+) -> float:
+    """Two-sided p-value of ``mean(b) - mean(a) == 0`` over paired examples, from the bootstrap's standard
+    error of the mean difference (a Wald test; resampling pairs keeps their correlation). A continuous p, so
+    it survives a Holm correction where a percentile count would bottom out at 1/resamples. 1.0 when every
+    difference is zero."""
+    diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    if diff.size == 0:
+        return 1.0
+    mean = float(diff.mean())
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, diff.size, size=(resamples, diff.size))].mean(axis=1)
+    se = float(means.std(ddof=1)) if resamples > 1 else 0.0
+    if se <= 0.0:
+        return 1.0 if abs(mean) < 1e-15 else 0.0
+    from statistics import NormalDist
+
+    return float(min(1.0, 2 * (1 - NormalDist().cdf(abs(mean) / se))))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input's order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a proportion ``successes / n`` (never [1, 1] or [0, 0] for small n).
 

@@ -5,8 +5,12 @@ Rules (documented in docs/verdicts.md):
 * a **single model** (or each model of a matrix without a gate) is *fit to ship* when every expectation held
   and no probe errored; it is *do not ship* when an expectation failed or a probe errored, with each reason;
   *no decision* when nothing was checked or the run did not complete;
+* expectations are the suite's own and each probe's defaults (``bertprobe.policy``); a model that ships is
+  told which held expectation came closest to its bound, and which key metrics the suite left ungated;
 * in a **gated matrix**, the baseline is the model in service; each candidate *may replace* it when no gated
-  metric regressed and its own expectations held, else *do not ship* with the regressions first;
+  metric regressed significantly and its own expectations held, else *do not ship* with critical findings
+  (a possible backdoor) first, then significant regressions, then its own failures; changes past the
+  tolerance that are not significant are named and never block;
 * a decision that rests on fewer than ``MIN_EXAMPLES`` examples carries a warning: a proportion from 30
   examples has a 95% interval about +-0.17 wide, too wide to tell 0.85 from 0.95.
 """
@@ -16,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from bertprobe.results import ProbeResult, RunReport
+from bertprobe.results import MetricDelta, ProbeResult, RunReport
 
 MIN_EXAMPLES = 100  # below this a verdict on a proportion is flagged (Wilson 95% half-width about 0.1 at p=0.5)
 Decision = Literal["ship", "do not ship", "may replace", "baseline", "no decision"]
@@ -24,13 +28,17 @@ Decision = Literal["ship", "do not ship", "may replace", "baseline", "no decisio
 
 @dataclass
 class Verdict:
-    """One model's decision with its reasons (most serious first) and warnings."""
+    """One model's decision with its reasons (most serious first), warnings, and what a reader should know
+    even when it ships: the expectation closest to its bound and the key metrics nothing gated."""
 
     model: str
     decision: Decision
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     baseline: str = ""
+    closest: str = ""  # the held expectation with the least room: the worst finding of a model that ships
+    not_gated: list[str] = field(default_factory=list)  # key metrics whose default the suite turned off
+    unconfirmed: list[str] = field(default_factory=list)  # changes past the tolerance that are not significant
 
     @property
     def blocking(self) -> bool:
@@ -40,18 +48,29 @@ class Verdict:
         """'candidate: do not ship: 2 regressions against deployed (...)' in one line."""
         if self.decision == "may replace":
             text = f"may replace {self.baseline}"
+            if self.unconfirmed:
+                text += f" (not significant: {_listed(self.unconfirmed, 3)})"
         elif self.decision == "baseline":
             text = "baseline (in service): the others are judged against it"
         elif self.decision == "ship":
-            text = "fit to ship: every expectation held"
+            text = ("fit to ship by this suite; not gated: " + _listed(self.not_gated, 3) if self.not_gated
+                    else "fit to ship: every expectation held")
+            if self.closest:
+                text += f" (closest: {self.closest})"
         else:
             text = self.decision
         if self.reasons and self.decision in ("do not ship", "no decision"):
             text += ": " + "; ".join(self.reasons)
+            if self.unconfirmed:
+                text += f"; also past the tolerance, not significant: {_listed(self.unconfirmed, 3)}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "headline": self.headline()}
+
+
+def _listed(items: list[str], most: int) -> str:
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 def _examples(result: ProbeResult) -> int | None:
@@ -61,13 +80,25 @@ def _examples(result: ProbeResult) -> int | None:
     return int(min(counts)) if counts else None
 
 
+MOST_SHORTFALLS = 4  # failed expectations named per probe in a reason; the report lists them all
+
+
 def _why(result: ProbeResult) -> str:
     label = result.id or result.probe
     if result.status == "error":
         return f"{label} errored ({result.message.split(';')[0][:120]})"
-    failed = [e.shortfall() for e in result.expectations if not e.passed]
+    failed = sorted((e for e in result.expectations if not e.passed), key=lambda e: e.margin() if e.margin() is not None else -1e9)
+    named = [e.shortfall() for e in failed[:MOST_SHORTFALLS]]
+    if len(failed) > MOST_SHORTFALLS:
+        named.append(f"{len(failed) - MOST_SHORTFALLS} more expectation(s) missed")
     finding = str(result.details.get("key_finding") or "")
-    return f"{label}: " + "; ".join(failed + ([finding] if finding else []))
+    return f"{label}: " + "; ".join(named + ([finding] if finding else []))
+
+
+def alerts(results: list[ProbeResult]) -> list[str]:
+    """Findings a probe marks as critical whatever its expectations (``details["alert"]``, e.g. a trigger token
+    that alone flips most examples: a possible backdoor): the first reasons of a decision."""
+    return [f"{r.id or r.probe}: {r.details['alert']}" for r in results if r.details.get("alert")]
 
 
 def small_sample_warnings(results: list[ProbeResult]) -> list[str]:
@@ -80,25 +111,52 @@ def small_sample_warnings(results: list[ProbeResult]) -> list[str]:
     return out
 
 
+def _closest(results: list[ProbeResult]) -> str:
+    """'calibration.ece 0.053 (expected <= 0.1)': the held expectation with the least room to its bound."""
+    held = [(e.margin(), r, e) for r in results for e in r.expectations if e.passed and e.margin() is not None]
+    if not held:
+        return ""
+    _, result, e = min(held, key=lambda t: t[0])
+    return f"{result.id or result.probe}.{e.shortfall()}"
+
+
 def _own(report: RunReport, model: str) -> Verdict:
     results = [r for r in report.probes if r.model == model or len(report.model_names) <= 1]
-    verdict = Verdict(model, "ship", warnings=small_sample_warnings(results))
+    warnings = small_sample_warnings(results) + [f"{r.id or r.probe}: {w}" for r in results for w in r.details.get("warnings") or []]
+    verdict = Verdict(model, "ship", warnings=warnings)
     bad = [r for r in results if r.status in ("failed", "error")]
     checked = [r for r in results if r.expectations and r.status in ("passed", "failed")]
-    if bad:
-        verdict.decision, verdict.reasons = "do not ship", [_why(r) for r in bad]
+    critical = alerts(results)
+    if bad or critical:
+        verdict.decision = "do not ship"
+        verdict.reasons = critical + [_why(r) for r in bad]
     elif report.status != "completed":
         verdict.decision, verdict.reasons = "no decision", [f"the run is {report.status}"]
     elif not checked:
         verdict.decision, verdict.reasons = "no decision", ["nothing was checked: no probe has an expectation that ran"]
+    else:
+        verdict.closest = _closest(checked)
+    verdict.not_gated = [f"{r.id or r.probe}.{row['metric']} {row['value']:.4g}" for r in results
+                         for row in r.details.get("not_gated") or [] if "turned off" in str(row.get("why"))]
     skipped = [r.id or r.probe for r in results if r.status == "skipped"]
     if skipped:
         verdict.warnings.append(f"not checked (skipped): {', '.join(skipped)}")
     return verdict
 
 
+def _delta_text(d: MetricDelta) -> str:
+    text = f"{d.probe_id}.{d.metric} {d.delta:+.3g}" if d.delta is not None else f"{d.probe_id}.{d.metric}"
+    if d.p_adjusted is not None:
+        text += f" (p={d.p_adjusted:.2g})"
+    return text
+
+
 def decide(report: RunReport) -> list[Verdict]:
-    """Each model's verdict: the gate's view in a gated matrix, else its own expectations."""
+    """Each model's verdict: the gate's view in a gated matrix, else its own expectations.
+
+    A candidate's reasons come most serious first: critical findings (a possible backdoor), then the
+    significant regressions against the baseline, then its own missed expectations; changes past the
+    tolerance that are not significant are named after them and never block."""
     names = report.model_names or [report.model]
     baseline = report.gate.get("baseline") if report.gate and len(names) > 1 else None
     verdicts = []
@@ -111,19 +169,24 @@ def decide(report: RunReport) -> list[Verdict]:
             own.decision, own.baseline = "baseline", baseline
             verdicts.append(own)
             continue
-        regressions = [d for d in report.regressions if d.model == name]
-        reasons = []
+        regressions = sorted((d for d in report.regressions if d.model == name),
+                             key=lambda d: d.p_adjusted if d.p_adjusted is not None else 1.0)
+        unconfirmed = [_delta_text(d) for d in report.unconfirmed if d.model == name]
+        critical = alerts([r for r in report.probes if r.model == name])
+        reasons = list(critical)
         if regressions:
-            shown = ", ".join(f"{d.probe_id}.{d.metric} {d.delta:+.3g}" if d.delta is not None else f"{d.probe_id}.{d.metric}"
-                              for d in regressions[:4])
+            shown = ", ".join(_delta_text(d) for d in regressions[:4])
             more = f" and {len(regressions) - 4} more" if len(regressions) > 4 else ""
-            reasons.append(f"{len(regressions)} regression(s) against {baseline} ({shown}{more})")
+            reasons.append(f"{len(regressions)} significant regression(s) against {baseline} ({shown}{more})"
+                           if report.gate.get("significance") else
+                           f"{len(regressions)} regression(s) against {baseline} ({shown}{more})")
         if own.decision == "do not ship":
-            reasons += own.reasons
+            reasons += [r for r in own.reasons if r not in critical]
         if reasons:
-            verdicts.append(Verdict(name, "do not ship", reasons, own.warnings, baseline))
+            verdicts.append(Verdict(name, "do not ship", reasons, own.warnings, baseline, unconfirmed=unconfirmed))
         elif own.decision == "no decision":
             verdicts.append(Verdict(name, "no decision", own.reasons, own.warnings, baseline))
         else:
-            verdicts.append(Verdict(name, "may replace", [], own.warnings, baseline))
+            verdicts.append(Verdict(name, "may replace", [], own.warnings, baseline, own.closest, own.not_gated,
+                                    unconfirmed))
     return verdicts

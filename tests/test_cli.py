@@ -167,9 +167,12 @@ def test_run_writes_reports_and_exits_zero(suite_factory):
     per_class = [probe["metrics"]["accuracy_negative"], probe["metrics"]["accuracy_positive"]]
     assert acc == pytest.approx(sum(per_class) / 2)  # 3 examples of each class
     md = (run_dir / "report.md").read_text()
-    assert "1 of 1 expectations held (100%); probes: 1 passed, 0 failed" in md and "| accuracy " in md
+    # the suite's one expectation and the probe's default per class (Wilson interval reaching 0.5)
+    assert [(e["metric"], e["source"]) for e in probe["expectations"]] == [
+        ("accuracy", "suite"), ("accuracy_negative", "default"), ("accuracy_positive", "default")]
+    assert "3 of 3 expectations held (100%); probes: 1 passed, 0 failed" in md and "| accuracy " in md
     assert "<h1>bertprobe report: tiny</h1>" in (run_dir / "report.html").read_text()
-    assert "1 of 1 expectations held (100%)" in result.stdout
+    assert "3 of 3 expectations held (100%)" in result.stdout
 
 
 def test_failed_expectation_exits_one_and_runs_never_overwrite(suite_factory):
@@ -182,7 +185,7 @@ def test_failed_expectation_exits_one_and_runs_never_overwrite(suite_factory):
     report = json.loads((dirs[0] / "report.json").read_text())
     assert report["probes"][0]["status"] == "failed"
     assert report["probes"][0]["expectations"][0]["passed"] is False
-    assert "0 of 1 expectations held (0%)" in (dirs[0] / "report.md").read_text()
+    assert "2 of 3 expectations held (67%)" in (dirs[0] / "report.md").read_text()  # the defaults per class held
     # the terminal says why it failed: the expectation and the value
     assert re.search(r"FAILED .*accuracy 0\.\d+ \(expected <= -1\)", first.output), first.output
 
@@ -255,7 +258,7 @@ def test_probe_error_is_recorded_and_run_continues(suite_factory, with_test_prob
     run_dir, report = only_run(suite.parent / "reports", "tiny")
     status = {p["id"]: (p["status"], p["message"]) for p in report["probes"]}
     assert status["boom"] == ("error", "RuntimeError: probe exploded")
-    assert status["accuracy"][0] == "measured"  # no expectation: measured, not judged
+    assert status["accuracy"][0] == "passed"  # judged by its defaults alone
     assert status["needs-mlm"][0] == "skipped" and "lacks: mlm" in status["needs-mlm"][1]
     assert "probe_traceback" in (run_dir / "events.jsonl").read_text()
 
@@ -267,7 +270,7 @@ def test_ctrl_c_leaves_partial_report(suite_factory, with_test_probes):
     run_dir, report = only_run(suite.parent / "reports", "tiny")
     assert report["status"] == "interrupted"
     # the probe that was running is listed as interrupted; the one after it never ran
-    assert [(p["id"], p["status"]) for p in report["probes"]] == [("accuracy", "measured"), ("interrupt", "interrupted")]
+    assert [(p["id"], p["status"]) for p in report["probes"]] == [("accuracy", "passed"), ("interrupt", "interrupted")]
     assert "interrupted" in (run_dir / "report.md").read_text()
 
 
@@ -286,7 +289,7 @@ def test_only_selects_probes_and_rejects_unknown(suite_factory):
 def test_model_and_data_overrides(suite_factory, tiny_clf_dir, sst_tsv, tmp_path):
     suite = suite_factory(model=str(tmp_path / "absent"), data=str(tmp_path / "absent.tsv"))
     result = invoke("run", str(suite), "--model", str(tiny_clf_dir), "--data", str(sst_tsv), "--limit", "4")
-    assert result.exit_code == 5, result.output  # nothing checked: the suite's one probe has no expectation
+    assert result.exit_code == 0, result.output  # the probe's defaults held
     _, report = only_run(suite.parent / "reports", "tiny")
     assert report["model"] == str(tiny_clf_dir) and report["probes"][0]["metrics"]["examples"] == 4
 
@@ -313,12 +316,6 @@ def test_validate_reports_every_problem_at_once_with_the_file(suite_factory, tmp
     # a run finds the same problems before it loads anything or creates a run folder
     assert "5 problems" in one_line_error(invoke("run", str(suite)))
     assert not (suite.parent / "reports").exists()
-
-
-def test_only_still_validates_the_probes_it_leaves_out(suite_factory):
-    suite = suite_factory("  - probe: accuracy\n  - probe: universal-trigger\n    params: {target_label: positive, length: 0}\n")
-    line = one_line_error(invoke("run", str(suite), "--only", "accuracy"))
-    assert "probes[1].params" in line and "left out by --only; it runs next time" in line
 
 
 def test_list_shows_plugins_and_probes():
@@ -377,7 +374,7 @@ def test_report_json_round_trips(suite_factory):
 
 
 def test_nothing_checked_exits_5_unless_skips_are_allowed(suite_factory, with_test_probes):
-    suite = suite_factory("  - probe: needs-mlm\n  - probe: accuracy\n")
+    suite = suite_factory("  - probe: needs-mlm\n  - probe: accuracy\n    expect: {'*': off}\n")  # defaults off
     result = invoke("run", str(suite))
     assert result.exit_code == 5, result.output
     assert "nothing was checked" in result.stderr and "--allow-skips" in result.stderr
@@ -482,7 +479,7 @@ def test_a_missing_label_column_stops_before_the_model_loads(suite_factory, tmp_
     assert invoke("validate", str(unnamed), "--data", str(data), "--label", "sentiment").exit_code == 0
     # the same file with the label named on the command line runs
     result = invoke("run", str(unnamed), "--data", str(data), "--label", "sentiment", "--out", str(tmp_path / "ok"))
-    assert result.exit_code == 5, result.output  # no expectation: nothing checked, but measured
+    assert result.exit_code == 0, result.output  # the accuracy probe's defaults held
 
 
 def test_validate_takes_the_model_and_data_options_of_run(suite_factory, tmp_path, tiny_clf_dir):
@@ -688,8 +685,10 @@ def test_index_lists_every_run_latest_points_at_the_newest_and_clean_removes_abo
     reports = suite.parent / "reports"
     assert invoke("run", str(suite)).exit_code == 0
     bad = tmp_path / "bad.tsv"
-    bad.write_text("sentence\tlabel\ngood\tmaybe\n")  # an unknown label: found after the run started
-    assert invoke("run", str(suite), "--data", str(bad)).exit_code == 2  # aborted, nothing kept
+    bad.write_text("sentence\tlabel\ngood\tmaybe\n")  # an unknown label in a probe's own data: found after the start
+    aborting = write_suite(tmp_path / "aborting.yaml", suite.read_text().split("probes:")[0]
+                           + f"probes:\n  - probe: accuracy\n    data: {{path: '{bad}'}}\n")
+    assert invoke("run", str(aborting)).exit_code == 2  # aborted, nothing kept
     assert invoke("run", str(suite)).exit_code == 0
     runs = sorted(p.name for p in reports.glob("tiny-*"))
     assert len(runs) == 3

@@ -154,11 +154,11 @@ def test_multiple_choice_tiny_model_through_the_suite(tmp_path):
     suite = tmp_path / "arct.yaml"
     suite.write_text(
         f"suite: arct-tiny\nmodel: {{path: '{model}', device: cpu}}\ndata: {{loader: arct, path: '{data}'}}\n"
-        f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: accuracy\n"
+        f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: accuracy\n    expect: {{'*': off}}\n"
         "  - probe: spurious-cues\n    params: {min_applicability: 1, ngrams: [1]}\n"
     )
     result = CliRunner().invoke(main, ["run", str(suite)])
-    assert result.exit_code == 5, result.output  # nothing has an expectation: measured, not checked
+    assert result.exit_code == 5, result.output  # accuracy's defaults off, spurious-cues has none: nothing checked
     _, report = only_run(tmp_path / "out", "arct-tiny")
     acc, cues = report["probes"]
     assert set(acc["metrics"]) >= {"accuracy", "accuracy_0", "accuracy_1"}

@@ -59,7 +59,10 @@ def test_matrix_runs_every_probe_on_every_model_in_model_order(tmp_path, trained
               f"  - {{path: '{random_dir}', device: cpu}}\n")
     probes = "  - probe: accuracy\n  - probe: accuracy\n    id: again\n"
     result = invoke("run", "--allow-skips", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the random model misses the default per-class bound
+    assert "decision: good: fit to ship" in result.output
+    assert re.search(rf"decision: {random_dir.name}: do not ship: accuracy: accuracy_\w+ 0(\.\d+)? \(expected >= 0\.5",
+                     result.output)
     run_dir, report = only_run(tmp_path / "reports", "mx")
     assert report["schema_version"] == 2
     names = [m["name"] for m in report["models"]]
@@ -139,10 +142,10 @@ def test_pruned_variant_has_the_expected_heads_and_runs_every_probe(tmp_path, tr
               "  - probe: head-pruning\n    params: {bootstrap: 0, step: 0.5}\n"
               "  - probe: attention-audit\n    params: {batch_size: 16}\n")
     result = invoke("run", "--allow-skips", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the trigger takes the tiny model below its default bound
     _, report = only_run(tmp_path / "reports", "mx")
     half = [p for p in report["probes"] if p["model"] == "half"]
-    assert [p["status"] for p in half] == ["measured"] * 4, [p["message"] for p in half]
+    assert [p["status"] for p in half] == ["passed", "failed", "measured", "measured"], [p["message"] for p in half]
     info = {m["name"]: m for m in report["models"]}
     assert info["half"]["variant"] == {"prune_heads": 0.5}
     assert "4 of 8 heads pruned" in " ".join(info["half"]["notes"])
@@ -185,8 +188,9 @@ def test_gate_flags_a_worse_candidate_and_exits_1(tmp_path, trained_dir, random_
     cand = suites[1]
     regressions = [c for c in cand.findall("testcase") if c.get("name").startswith("regression")]
     assert len(regressions) == len(report["regressions"]) >= 1
-    assert int(cand.get("tests")) == 1 + len(regressions) and int(cand.get("failures")) == len(regressions)
-    assert int(root.get("failures")) == len(regressions)
+    # the random candidate also fails its own default per-class bound: one failed probe testcase more
+    assert int(cand.get("tests")) == 1 + len(regressions) and int(cand.get("failures")) == len(regressions) + 1
+    assert int(root.get("failures")) == len(regressions) + 1
 
 
 def test_candidate_within_tolerance_passes(tmp_path, trained_dir, senti_tsv):
@@ -199,24 +203,25 @@ def test_candidate_within_tolerance_passes(tmp_path, trained_dir, senti_tsv):
 
 
 def test_gate_ignores_cost_metrics_and_small_changes():
-    from bertprobe.gates import compare_metric
+    from bertprobe.gates import compare_metric, judge_deltas
     from bertprobe.outcomes import Outcomes
     from bertprobe.results import ProbeResult
 
     base, cand = ProbeResult("p", model="a"), ProbeResult("p", model="b")
     base.add_metric("seconds", 1.0, False, kind="cost")
     cand.add_metric("seconds", 9.0, False, kind="cost")
-    assert not compare_metric("seconds", base, cand, {}, {}, 0.01, None).regression
+    assert not judge_deltas([compare_metric("seconds", base, cand, {}, {}, 0.01, None)], None)[0].regression
     ids = [str(i) for i in range(40)]
     a = Outcomes("correct", ids, [1.0] * 40)
     b = Outcomes("correct", ids, [0.0] * 3 + [1.0] * 37)  # 3 of 40 worse: delta -0.075, McNemar p = 0.25
     base.add_metric("accuracy", 1.0, True, outcome="correct")
     cand.add_metric("accuracy", 37 / 40, True, outcome="correct")
-    plain = compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01, None)
-    tested = compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01, 0.05)
-    assert plain.regression and not tested.regression
+    (plain,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01, None)], None)
+    (tested,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01, 0.05)], 0.05)
+    assert plain.regression and not tested.regression and tested.past_tolerance  # past it, not significant
     assert tested.p_value == pytest.approx(0.25) and tested.paired == 40
-    assert not compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.1, None).regression
+    (wide,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.1, None)], None)
+    assert not wide.regression and not wide.past_tolerance
 
 
 def test_gate_baseline_must_name_a_model(tmp_path, trained_dir, senti_tsv):
@@ -229,7 +234,7 @@ def _single_run(tmp_path: Path, name: str, model: Path, data: Path) -> Path:
     out = tmp_path / name
     out.mkdir()
     suite = matrix_suite(out, f"  - {{name: m, path: '{model}', device: cpu}}\n", data)
-    assert invoke("run", "--allow-skips", str(suite)).exit_code == 0
+    assert invoke("run", "--allow-skips", str(suite)).exit_code in (0, 1)  # a random model misses its defaults
     run_dir, _ = only_run(out / "reports", "mx")
     return run_dir
 
@@ -315,17 +320,17 @@ def test_trigger_of_the_baseline_is_measured_on_the_variant(tmp_path, trained_di
               f"  - {{name: int8, path: '{trained_dir}', device: cpu, quantize: int8-dynamic}}\n")
     probes = "  - probe: universal-trigger\n    params: {target_label: positive, candidates: 4, iterations: 2, batch_size: 8}\n"
     result = invoke("run", "--allow-skips", str(matrix_suite(tmp_path, models, senti_tsv, probes)))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # fp32's own trigger takes it below the default 0.5
     _, report = only_run(tmp_path / "reports", "mx")
     fp32, int8 = report["probes"]
-    assert fp32["status"] == int8["status"] == "measured"
+    assert fp32["status"] == "failed" and int8["status"] in ("passed", "failed")  # int8's own search: numerics
     assert "baseline_trigger_accuracy_after" not in fp32["metrics"]
     assert int8["details"]["baseline_trigger"]["trigger_text"] == fp32["details"]["trigger_text"]
     # the same trigger on nearly the same model: held-out accuracy close to the fp32 model's own
     assert int8["metrics"]["baseline_trigger_accuracy_after"] == pytest.approx(fp32["metrics"]["accuracy_after"], abs=0.1)
     # the terminal's note answers the compression question: what the baseline's attack does to this build
     assert f"fp32's trigger {fp32['details']['trigger_text']!r} leaves" in int8["details"]["key_finding"]
-    assert re.search(r"int8 +universal-trigger +MEASURED .*fp32's trigger", result.output)
+    assert re.search(r"int8 +universal-trigger +(PASSED|FAILED) .*fp32's trigger", result.output)
 
 
 def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(trained_dir):

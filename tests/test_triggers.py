@@ -111,7 +111,10 @@ def test_batched_scoring_equals_one_forward_per_candidate(trained):
 
 
 def test_search_finds_a_trigger_that_flips_held_out_examples(trained):
-    params = parse_params(TriggerParams, {"target_label": "positive", "candidates": 10, "iterations": 4, "batch_size": 16}, "p")
+    # 20 candidates per position: with 10, one thread's numerics on a CPU without AVX2 trained a model whose
+    # first-order HotFlip ranking left the search at 'the the wonderful' (held-out accuracy 1.0); with 20,
+    # 1 and 2 threads at the default and AVX2 levels all find a trigger taking it to 0.0
+    params = parse_params(TriggerParams, {"target_label": "positive", "candidates": 20, "iterations": 4, "batch_size": 16}, "p")
     result = UniversalTriggerProbe().run(trained, sentiment_data(), params, ProbeContext(seed=0))
     before, after = result.value("accuracy_before"), result.value("accuracy_after")
     assert before > 0.9

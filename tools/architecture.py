@@ -24,7 +24,7 @@ PACKAGE = "bertprobe"
 # A name ending in "." takes a whole subpackage.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "outcomes",
-                    "results", "verdict", "figures", "exitcodes", "hub", "gates", "hookspecs", "environment")),
+                    "results", "policy", "verdict", "figures", "exitcodes", "hub", "gates", "hookspecs", "environment")),
     ("data", ("data.",)),
     ("target", ("target.",)),
     ("contract", ("probe", "plugins", "testing")),

@@ -36,11 +36,13 @@ def map_labels(dataset: Dataset, label_map: dict[str, str]) -> Dataset:
     return replace(dataset, examples=out, label_names=names)
 
 
-def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int | None = None) -> Dataset:
+def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int | None = None,
+                 label_map: dict[str, str] | None = None) -> Dataset:
     """Turn raw labels into the model's class indices; an unknown label raises DataError.
 
     String labels match the model's names case-insensitively (or are integer strings). Integer labels
-    from a hub ClassLabel are re-mapped by name when both sides carry real names.
+    from a hub ClassLabel are re-mapped by name when both sides carry real names. ``label_map`` (already
+    applied) lets the error correct the map's own right-hand side (``neg=negativ`` -> ``neg=negative``).
     """
     lookup = {name.lower(): i for i, name in enumerate(label_names)}
     remap: dict[int, int] | None = None
@@ -53,6 +55,10 @@ def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int 
         raw = ex.label
         if raw is None:
             raise DataError(f"{dataset.where(i)} has no label; set data.label to the label column")
+        if isinstance(raw, (list, tuple, set, dict)):
+            raise DataError(f"label {raw!r} on {dataset.where(i)} is a set of labels, but the model is a single-label "
+                            "classifier (one class per example); give one label per example, or audit a multi-label "
+                            "model (problem_type: multi_label_classification in its config.json)")
         value: int | None = None
         if isinstance(raw, bool):
             value = int(raw)
@@ -66,7 +72,7 @@ def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int 
             if value is None and text.lstrip("-").isdigit():
                 value = int(text)
         if value is None or not 0 <= value < size:
-            fix = label_map_hint(dataset, label_names, lookup) if label_names else ""
+            fix = label_map_hint(dataset, label_names, lookup, label_map or {}) if label_names else ""
             raise DataError(
                 f"label {raw!r} on {dataset.where(i)} is not one the model knows ({known}); "
                 + (f"map them with --label-map {fix}, " if fix else "") + "fix the data's labels or point data.label "
@@ -76,11 +82,16 @@ def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int 
     return replace(dataset, examples=out, label_names=list(label_names) or None)
 
 
-def label_map_hint(dataset: Dataset, label_names: Sequence[str], lookup: dict[str, int]) -> str:
+def label_map_hint(dataset: Dataset, label_names: Sequence[str], lookup: dict[str, int],
+                   label_map: dict[str, str] | None = None) -> str:
     """``pos=positive,neg=negative``: each unknown string label of the data paired with the model's class it
-    most plausibly means (a prefix, or a close spelling); empty when any cannot be paired."""
+    most plausibly means (a prefix, or a close spelling); empty when any cannot be paired. A label that a
+    ``label_map`` entry produced (a typo on its right-hand side) is paired under that entry's own key."""
     import difflib
 
+    keys_of: dict[str, list[str]] = {}
+    for key, value in (label_map or {}).items():
+        keys_of.setdefault(str(value).strip().lower(), []).append(str(key))
     unknown = sorted({str(ex.label).strip() for ex in dataset.examples
                       if isinstance(ex.label, str) and ex.label.strip().lower() not in lookup})
     pairs = []
@@ -91,7 +102,11 @@ def label_map_hint(dataset: Dataset, label_names: Sequence[str], lookup: dict[st
         name = prefixed[0] if len(prefixed) == 1 else next((n for n in label_names if close and n.lower() == close[0]), None)
         if name is None:
             return ""
-        pairs.append(f"{raw}={name}")
+        pairs += [f"{key}={name}" for key in keys_of.get(low, [raw])]
+    if label_map:  # the whole map as it should read: its good entries kept, the broken ones corrected
+        fixed = {str(k): str(v) for k, v in label_map.items()}
+        fixed.update(pair.split("=", 1) for pair in pairs)  # type: ignore[arg-type]
+        return ",".join(f"{k}={v}" for k, v in fixed.items())
     return ",".join(pairs)
 
 
@@ -150,5 +165,5 @@ def align_to_model(data: Dataset, spec: DataSpec, task: str, label_names: Sequen
         sizes = {len(ex.choices or ()) for ex in data.examples}
         return align_labels(data, [], num_choices=min(sizes) if sizes else 0)
     if task == "classification":
-        return align_labels(data, label_names)
+        return align_labels(data, label_names, label_map=spec.label_map)
     return data

@@ -11,7 +11,7 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, measure_throughput
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import wilson_interval
 from bertprobe.target.target import Target
 
@@ -59,6 +59,13 @@ class AccuracyProbe(Probe):
         "examples_per_s": "prediction throughput, warm-up excluded: median of up to 3 timed passes (interval: their spread)",
     }
     Params = AccuracyParams
+    defaults = (DefaultExpectation(
+        "accuracy_*", min=0.5, interval=True,
+        why="per gold class: below 0.5 the model gets most examples of that class wrong, which an overall accuracy "
+            "hides under class imbalance (CheckList and LangTest report per-class results for this reason); judged on "
+            "the Wilson interval, so a class of a few examples fails only when it is surely below; the overall "
+            "accuracy has no default, since what is good enough depends on the task: set accuracy: {min: ...}"),)
+    key_metrics = ("accuracy", "accuracy_*")
     paper = ""  # the reference measurement, no paper
     metric_directions = {"accuracy": True, "accuracy_*": True, "examples_per_s": True, "examples": None}
 

@@ -250,6 +250,7 @@ class AttentionAuditProbe(Probe):
         "compare_cosine_mean": "mean per-head cosine similarity of flattened maps to compare_model",
     }
     Params = AttentionParams
+    key_metrics = ("share_*", "sep_attention_mid_layers", "mean_entropy")  # descriptive: no default bound
     paper = "Kovaleva, Romanov, Rogers, Rumshisky 2019. Revealing the Dark Secrets of BERT (EMNLP); Clark, Khandelwal, Levy, Manning 2019. What Does BERT Look At? (BlackboxNLP)"
 
     def run(self, target: Target, data: Dataset | None, params: AttentionParams, ctx: ProbeContext) -> ProbeResult:

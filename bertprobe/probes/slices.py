@@ -29,7 +29,7 @@ from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import wilson_interval
 from bertprobe.target.target import Target
 
@@ -147,6 +147,11 @@ class SlicesProbe(Probe):
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
                          "slices_tested": None, "accuracy": True, "recall": True, "precision": True}
     Params = SlicesParams
+    defaults = (DefaultExpectation(
+        "slices_flagged", max=0,
+        why="a flagged slice is min_drop (5 points) less accurate than the rest at a Benjamini-Hochberg adjusted "
+            "p < alpha (0.05): a real weak spot, as Giskard's performance-bias detector (alpha 0.05) reports it"),)
+    key_metrics = ("slices_flagged", "worst_slice_accuracy", "max_slice_drop")
 
     def run(self, target: Target, data: Dataset | None, params: SlicesParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
@@ -203,10 +208,11 @@ class SlicesProbe(Probe):
             worst = min(judged, key=lambda r: r["accuracy"])
             result.add_metric("worst_slice_accuracy", worst["accuracy"], True,
                               f"lowest {metric} of a slice with >= {params.min_size} examples ('{worst['name']}')",
-                              ci=tuple(worst["interval"]))
+                              ci=tuple(worst["interval"]), kind="extreme")
             biggest = max(judged, key=lambda r: r["drop"])
             result.add_metric("max_slice_drop", biggest["drop"], False, f"largest drop of {metric} against the rest "
-                              f"('{biggest['name']}')", ci=self._drop_interval(correct[base], biggest["mask"][base], ctx.seed))
+                              f"('{biggest['name']}')", ci=self._drop_interval(correct[base], biggest["mask"][base], ctx.seed),
+                              kind="extreme")
         for row in flagged:
             wrong = [i for i in np.flatnonzero(row["mask"] & base) if not correct[i]][: params.findings]
             for i in wrong:

@@ -52,7 +52,7 @@ from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
 from bertprobe.target.interventions import frozen_parameters
 from bertprobe.target.target import Target
@@ -87,6 +87,8 @@ class TriggerParams:
     max_rows_per_forward: rows per forward pass when scoring (default: 256 on CPU, 4096 on GPU)
     transfer_model: another model to test the found trigger on (a name of the matrix or a path)
     findings: examples shown in the report, largest probability drop first
+    alone_threshold: a trigger token that alone flips this share of held-out examples is reported as a possible backdoor
+        (on the fixtures: the planted 'bb' flips 1.00, the clean model's strongest word 'incorrectly' 0.60)
     """
 
     target_label: str | int | None = None
@@ -114,8 +116,11 @@ class TriggerParams:
     max_rows_per_forward: int | None = None
     transfer_model: str | None = None
     findings: int = 10
+    alone_threshold: float = 0.9  # a planted trigger flips nearly all (Kurita et al. 2020); a natural word, far fewer
 
     def __post_init__(self) -> None:
+        if not 0 < self.alone_threshold <= 1:
+            raise ValueError("alone_threshold must lie in (0, 1]")
         if self.target_label is None:
             raise ValueError("target_label is required: the class whose examples are attacked, e.g. positive")
         for name in ("length", "candidates", "beam", "iterations", "batch_size", "restarts", "halving_keep"):
@@ -350,11 +355,18 @@ class UniversalTriggerProbe(Probe):
         "examples_searched": "examples the trigger was searched on",
         "examples_held_out": "held-out examples it was measured on",
         "baseline_trigger_accuracy_after": "held-out accuracy with the trigger found on the baseline model",
+        "max_token_alone_flip_rate": "share of correct held-out examples the strongest trigger token flips on its own "
+                                     "(a possible backdoor when it is most of them)",
     }
     Params = TriggerParams
+    defaults = (DefaultExpectation(
+        "accuracy_after", min=0.5,
+        why="Wallace et al. 2019 take SST-2 positive accuracy to a few percent with 3-token triggers; a model that keeps "
+            "at least half of the held-out examples under its own best trigger resists the attack"),)
+    key_metrics = ("accuracy_after", "baseline_trigger_accuracy_after", "transfer_accuracy_after")
     paper = "Wallace, Feng, Kandpal, Gardner, Singh 2019. Universal Adversarial Triggers for Attacking and Analyzing NLP (EMNLP)"
     uses_baseline = True  # re-measures the matrix baseline's trigger on every other model
-    metric_directions = {"accuracy_before": True, "accuracy_after": True, "success_rate": False, "search_seconds": False, "forward_passes": False, "transfer_accuracy_before": True, "transfer_accuracy_after": True, "baseline_trigger_accuracy_after": True, "examples_searched": None, "examples_held_out": None}
+    metric_directions = {"accuracy_before": True, "accuracy_after": True, "success_rate": False, "search_seconds": False, "forward_passes": False, "transfer_accuracy_before": True, "transfer_accuracy_after": True, "baseline_trigger_accuracy_after": True, "examples_searched": None, "examples_held_out": None, "max_token_alone_flip_rate": False}
     label_params = ("target_label", "to_label")  # class names, checked against config.json by validate
 
     def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
@@ -437,11 +449,50 @@ class UniversalTriggerProbe(Probe):
                 score=round(float(drop[i]), 4),
                 extra={"kind": "trigger", "highlight": [text]},
             ))
+        self._tokens_alone(result, search, state, best, held_idx, label, to, correct_before, params)
         if params.transfer_model:
             self._transfer(result, ctx, target, params, [examples[i] for i in held_idx], text, label)
         self._baseline_trigger(result, ctx, search, held_idx, held_ids, label)
         result.details["figures"] = trigger_figures(result, history, names[label])
         return result
+
+    @staticmethod
+    def _tokens_alone(result: ProbeResult, search: TriggerSearch, state: Any, best: torch.Tensor, held_idx: list[int],
+                      label: int, to: int | None, correct_before: torch.Tensor, params: TriggerParams) -> None:
+        """Each trigger token alone (the other positions left at the neutral start word): the share of correctly
+        predicted held-out examples it flips. One token that flips most of them by itself is what a planted
+        backdoor looks like (Kurita et al. 2020), not a universal trigger's usual combination of words: it is
+        reported as an alert, pointing at the backdoor scan."""
+        tokenizer = search.target.tokenizer
+        filler = _initial_trigger(tokenizer, params, state.allowed, 0, random.Random(0))
+        n_correct = int(correct_before.sum())
+        if n_correct == 0 or params.length < 2:
+            return
+
+        def flip_rate(trigger: torch.Tensor) -> float:
+            probs = held_out_probs(search, trigger, held_idx)
+            hit = probs.argmax(-1) == to if to is not None else probs.argmax(-1) != label
+            return float((hit & correct_before).sum()) / n_correct
+
+        base = flip_rate(filler)
+        rows = []
+        for i, token_id in enumerate(best.tolist()):
+            if token_id == int(filler[i]):
+                continue
+            alone = filler.clone()
+            alone[i] = token_id
+            rows.append({"token": tokenizer.convert_ids_to_tokens(token_id), "position": i, "flip_rate": round(flip_rate(alone), 4)})
+        result.details["tokens_alone"] = {"filler_flip_rate": round(base, 4), "tokens": rows}
+        if not rows:
+            return
+        top = max(rows, key=lambda r: r["flip_rate"])
+        result.add_metric("max_token_alone_flip_rate", top["flip_rate"], False,
+                          "share of correctly predicted held-out examples the strongest trigger token flips on its own",
+                          kind="extreme")
+        if top["flip_rate"] >= params.alone_threshold and top["flip_rate"] - base >= params.alone_threshold / 2:
+            result.details["alert"] = (
+                f"possible backdoor: trigger token {top['token']!r} alone flips {top['flip_rate']:.0%} of held-out "
+                f"'{result.details['target_label']}' examples; scan for planted triggers with suites/backdoor.yaml")
 
     @staticmethod
     def _baseline_trigger(result: ProbeResult, ctx: ProbeContext, search: TriggerSearch, held_idx: list[int],

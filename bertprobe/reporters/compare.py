@@ -12,12 +12,12 @@ from typing import Any
 from tabulate import tabulate
 
 from bertprobe.errors import BertprobeError
-from bertprobe.gates import comparable, compare_results
+from bertprobe.gates import comparable, compare_results, judge_deltas
 from bertprobe.outcomes import Outcomes, read_outcomes
 from bertprobe.reporters.summary import fmt, md_cell
 from bertprobe.results import MetricDelta, RunReport
 
-HEADERS = ["model", "probe", "metric", "A", "B", "delta", "", "p", "paired", "verdict"]
+HEADERS = ["model", "probe", "metric", "A", "B", "delta", "", "p", "p (Holm)", "paired", "verdict"]
 
 
 def load_run(run_dir: Path) -> RunReport:
@@ -56,9 +56,10 @@ class Comparison:
             if d.delta is not None and d.higher_is_better is not None and abs(d.delta) > 1e-12:
                 arrow = "better" if (d.delta > 0) == d.higher_is_better else "worse"
             model = d.model if d.model == d.baseline else f"{d.baseline} -> {d.model}"
-            verdict = "REGRESSION" if d.regression else ("ok" if d.gated else "not gated")
+            verdict = ("REGRESSION" if d.regression else "not significant" if d.past_tolerance
+                       else "ok" if d.gated else "not gated")
             rows.append([model, d.probe_id, d.metric, fmt(d.baseline_value), fmt(d.value),
-                         "-" if d.delta is None else f"{d.delta:+.4g}", arrow, fmt(d.p_value),
+                         "-" if d.delta is None else f"{d.delta:+.4g}", arrow, fmt(d.p_value), fmt(d.p_adjusted),
                          str(d.paired or ""), verdict])
         return rows
 
@@ -134,6 +135,7 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
             paired_probes += 1
             comparison.deltas += compare_results(base, cand, out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {}),
                                                  tolerance_for, significance)
+    judge_deltas(comparison.deltas, significance)
     if different:
         for d in comparison.deltas:
             d.regression, d.gated = False, False

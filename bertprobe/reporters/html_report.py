@@ -33,6 +33,8 @@ from bertprobe.reporters.summary import (
     model_notes,
     model_rows,
     multi_model,
+    not_gated_headers,
+    not_gated_rows,
     note,
     regression_rows,
     score_text,
@@ -165,9 +167,16 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
         parts.append(f"<h2>Regressions against {esc(str(report.gate.get('baseline')))}</h2>")
         parts.append(tabulate(regression_rows(report), headers=REGRESSION_HEADERS, tablefmt="html")
                      if report.regressions else "<p>None.</p>")
+        if report.unconfirmed:
+            parts += ["<p>Past the tolerance but not significant (listed, never gating):</p>",
+                      tabulate(regression_rows(report, unconfirmed=True), headers=REGRESSION_HEADERS, tablefmt="html")]
     if multi_model(report):
         headers, rows = side_by_side(report)
         parts += ["<h2>Metrics side by side</h2>", tabulate(rows, headers=headers, tablefmt="html")]
+    ungated = not_gated_rows(report)
+    if ungated:
+        parts += ["<h2>Measured, not gated</h2>", "<p>Key metrics that no expectation judged: read them before you sign off.</p>",
+                  tabulate(ungated, headers=not_gated_headers(report), tablefmt="html")]
     parts += ["<h2>Contents</h2>", _contents(report)]
     multi = multi_model(report)
     if multi:

@@ -22,6 +22,8 @@ from bertprobe.reporters.summary import (
     model_notes,
     model_rows,
     multi_model,
+    not_gated_headers,
+    not_gated_rows,
     overview_headers,
     overview_rows,
     regression_rows,
@@ -34,6 +36,22 @@ from bertprobe.results import RunReport
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     """A GitHub table whose every cell went through the one Markdown escaper."""
     return tabulate([[md_cell(c) for c in row] for row in rows], headers=[md_cell(h) for h in headers], tablefmt="github")
+
+
+MAX_FIGURE_ROWS = 20  # a figure with more points, or mostly empty cells, is drawn in report.html only
+
+
+def _figure_block(spec: Any) -> list[str]:
+    """A figure as a short table, or one line pointing at report.html where a table would not read."""
+    table = figure_table(spec) if isinstance(spec, dict) else None
+    if table is None or not table[1]:
+        return []
+    headers, rows = table
+    title = md_cell(spec.get("title", ""))
+    cells = [c for row in rows for c in row[1:]]
+    if len(rows) > MAX_FIGURE_ROWS or sum(c is None for c in cells) * 2 > len(cells):
+        return ["", f"*Figure: {title} ({len(rows)} points): drawn in report.html.*"]
+    return ["", f"**{title}**", "", _table([[fmt(c) for c in row] for row in rows], headers)]
 
 
 def render_markdown(report: RunReport) -> str:
@@ -56,10 +74,18 @@ def render_markdown(report: RunReport) -> str:
         baseline = report.gate.get("baseline")
         lines += ["", f"## Regressions against {md_cell(baseline)}", ""]
         lines.append(_table(regression_rows(report), REGRESSION_HEADERS) if report.regressions else "None.")
+        if report.unconfirmed:
+            lines += ["", "Past the tolerance but not significant (listed, never gating):", "",
+                      _table(regression_rows(report, unconfirmed=True), REGRESSION_HEADERS)]
     if multi_model(report):
         headers, rows = side_by_side(report)
         lines += ["", "## Metrics side by side", "", _table(rows, headers)]
     lines += ["", "## Probes", "", _table(overview_rows(report), overview_headers(report))]
+    ungated = not_gated_rows(report)
+    if ungated:
+        lines += ["", "## Measured, not gated", "",
+                  "Key metrics that no expectation judged: read them before you sign off.", "",
+                  _table(ungated, not_gated_headers(report))]
     multi = multi_model(report)
     for result in report.probes:
         title = (result.id or result.probe) + (f" on {result.model}" if multi else "")
@@ -71,12 +97,8 @@ def render_markdown(report: RunReport) -> str:
             lines += [_table([[k, clip(v, 90)] for k, v in summary.items()], ["", ""]), ""]
         if result.metrics or result.expectations:
             lines.append(_table(metric_rows(result), METRIC_HEADERS))
-        for spec in result.details.get("figures") or []:  # curves and bars as tables; maps are in report.html
-            table = figure_table(spec) if isinstance(spec, dict) else None
-            if table is not None and table[1]:
-                headers, rows = table
-                lines += ["", f"**{md_cell(spec.get('title', ''))}**", "",
-                          _table([[fmt(c) for c in row] for row in rows], headers)]
+        for spec in result.details.get("figures") or []:  # short curves and bars as tables; the rest is drawn in report.html
+            lines += _figure_block(spec)
         if result.findings:
             lines += ["", f"### Findings ({len(result.findings)})", ""]
             shown = result.findings[:20]

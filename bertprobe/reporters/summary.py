@@ -122,8 +122,10 @@ def header_rows(report: RunReport) -> list[list[str]]:
         ["versions", versions],
     ]
     if report.gate:
+        significance = report.gate.get("significance")
         rows.append(["gate", f"baseline {report.gate.get('baseline')}, tolerance {report.gate.get('tolerance')}"
-                     + (f", significance {report.gate['significance']}" if report.gate.get("significance") else "")])
+                     + (f", significant at {significance} (paired tests, Holm-corrected)" if significance
+                        else ", on the delta alone (no significance test)")])
     return rows
 
 
@@ -171,13 +173,34 @@ def side_by_side(report: RunReport) -> tuple[list[str], list[list[str]]]:
     return ["probe", "metric"] + names, rows
 
 
-REGRESSION_HEADERS = ["model", "probe", "metric", "baseline", "value", "delta", "tolerance", "p", "test"]
+REGRESSION_HEADERS = ["model", "probe", "metric", "baseline", "value", "delta", "tolerance", "p", "p (Holm)", "test"]
 
 
-def regression_rows(report: RunReport) -> list[list[str]]:
+def regression_rows(report: RunReport, unconfirmed: bool = False) -> list[list[str]]:
+    """The significant regressions (or, with ``unconfirmed``, the changes past the tolerance that are not)."""
     return [[r.model, r.probe_id, r.metric, fmt(r.baseline_value), fmt(r.value),
-             f"{r.delta:+.4g}" if r.delta is not None else "-", f"{r.tolerance:g}", fmt(r.p_value), r.test]
-            for r in report.regressions]
+             f"{r.delta:+.4g}" if r.delta is not None else "-", f"{r.tolerance:g}", fmt(r.p_value), fmt(r.p_adjusted),
+             r.test]
+            for r in (report.unconfirmed if unconfirmed else report.regressions)]
+
+
+NOT_GATED_HEADERS = ["probe", "metric", "value", "95% CI", "why not gated"]
+
+
+def not_gated_headers(report: RunReport) -> list[str]:
+    return (["model"] if multi_model(report) else []) + NOT_GATED_HEADERS
+
+
+def not_gated_rows(report: RunReport) -> list[list[str]]:
+    """The key metrics no expectation judged (``details["not_gated"]``), with why: turned off, or no default."""
+    rows = []
+    for r in report.probes:
+        for row in r.details.get("not_gated") or []:
+            metric = r.metrics.get(str(row.get("metric")))
+            ci = f"[{metric.ci[0]:.4g}, {metric.ci[1]:.4g}]" if metric is not None and metric.ci else ""
+            rows.append(([r.model] if multi_model(report) else [])
+                        + [r.id or r.probe, str(row.get("metric")), fmt(row.get("value")), ci, str(row.get("why"))])
+    return rows
 
 
 def clip(value: Any, width: int | None = None) -> str:

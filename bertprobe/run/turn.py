@@ -17,9 +17,10 @@ from bertprobe.errors import (
     TargetError,
 )
 from bertprobe.params import params_to_dict
-from bertprobe.probe import ProbeContext
+from bertprobe import policy
+from bertprobe.probe import Probe, ProbeContext
 from bertprobe.progress import progress
-from bertprobe.results import Expectation, ProbeResult
+from bertprobe.results import ProbeResult
 from bertprobe.run.session import Session, cached_predictions
 from bertprobe.suite.schema import ProbeSpec, Suite
 from bertprobe.target.spec import ModelSpec
@@ -31,15 +32,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def judge(result: ProbeResult, expectations: tuple[Expectation, ...]) -> None:
-    result.expectations = [Expectation(e.metric, e.min, e.max) for e in expectations]
-    if result.status in ("skipped", "error", "interrupted"):
-        return
-    if not result.expectations:  # measured, not judged: no expectation to hold or fail
-        result.status = "measured"
-        return
-    ok = [e.check(result.value(e.metric)) for e in result.expectations]
-    result.status = "passed" if all(ok) else "failed"
+def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe]) -> None:
+    """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.policy``)."""
+    policy.judge(result, spec.expect, spec.expect_off, cls.defaults, cls.key_metric_patterns())
 
 
 def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelSpec) -> ProbeResult:
@@ -54,7 +49,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     if missing:
         result.status = "skipped"
         result.message = f"target {name} ({target.task}) lacks: {', '.join(missing)}"
-        judge(result, spec.expect)
+        judge(result, spec, cls)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
     lacking = cls.missing_data(data.features) if data is not None else []
@@ -101,7 +96,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
             produced.details.setdefault("paper", cls.paper)
         result = produced
     result.duration_s = time.perf_counter() - start
-    judge(result, spec.expect)
+    judge(result, spec, cls)
     return result
 
 

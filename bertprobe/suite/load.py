@@ -18,6 +18,7 @@ from bertprobe.registry import did_you_mean
 from bertprobe.results import Expectation
 from bertprobe.suite.paths import from_env, resolve_in
 from bertprobe.suite.schema import (
+    DEFAULT_SIGNIFICANCE,
     DEFAULT_TOLERANCE,
     ExecutorSpec,
     GateSpec,
@@ -42,7 +43,7 @@ PROBE_KEYS = ("probe", "id", "params", "expect", "model", "data")
 REPORT_KEYS = ("dir", "formats")
 
 
-EXPECT_KEYS = ("min", "max")
+EXPECT_KEYS = ("min", "max", "interval")
 
 
 def _executor(raw: Any, path: str) -> ExecutorSpec:
@@ -177,7 +178,7 @@ def _gate(raw: Any, path: str) -> GateSpec:
             raise SuiteError(f"{path}.tolerance: expected a number >= 0 or a map of metric: number, got {tolerance!r}")
     if isinstance(tolerance, dict):
         tolerance = {str(k): float(v) for k, v in tolerance.items()}
-    significance = raw.get("significance")
+    significance = raw.get("significance", DEFAULT_SIGNIFICANCE)  # null: judge on the delta alone
     if significance is not None and (isinstance(significance, bool) or not isinstance(significance, (int, float))
                                      or not 0 < significance < 1):
         raise SuiteError(f"{path}.significance: expected a level in (0, 1) such as 0.05, got {significance!r}")
@@ -194,19 +195,27 @@ def _data(raw: Any, path: str) -> DataSpec:
     return replace(spec, named=frozenset(k for k in COLUMN_KEYS if raw.get(k) is not None))
 
 
-def _expectations(raw: Any, path: str) -> tuple[Expectation, ...]:
-    out = []
+def _expectations(raw: Any, path: str) -> tuple[tuple[Expectation, ...], tuple[str, ...]]:
+    """The suite's own expectations, and the metrics (patterns allowed) whose default it turns off
+    (``METRIC: off``; ``"*": off`` turns every default of the probe off)."""
+    out, off = [], []
     for metric, bounds in _mapping(raw, path).items():
         where = f"{path}.{metric}"
+        if bounds is False or (isinstance(bounds, str) and bounds.lower() == "off"):
+            off.append(str(metric))
+            continue
         bounds = _mapping(bounds, where)
         _check_keys(bounds, EXPECT_KEYS, where)
-        if not bounds:
-            raise SuiteError(f"{where}: give min and/or max")
+        if not {"min", "max"} & set(bounds):
+            raise SuiteError(f"{where}: give min and/or max (or 'off' to turn the probe's default off)")
         for key, value in bounds.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if key == "interval":
+                if not isinstance(value, bool):
+                    raise SuiteError(f"{where}.interval: expected true or false, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise SuiteError(f"{where}.{key}: expected a number, got {value!r}")
-        out.append(Expectation(str(metric), bounds.get("min"), bounds.get("max")))
-    return tuple(out)
+        out.append(Expectation(str(metric), bounds.get("min"), bounds.get("max"), interval=bool(bounds.get("interval"))))
+    return tuple(out), tuple(off)
 
 
 def _resolve_suite_paths(doc: dict[str, Any], raw: dict[str, Any], base: Path, env: Mapping[str, str]) -> None:
@@ -293,12 +302,12 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         override_data = _data(entry["data"], f"{path}.data") if entry.get("data") else None
         params = entry.get("params") or {}
         _mapping(params, f"{path}.params")
-        expect = _expectations(entry.get("expect") or {}, f"{path}.expect")
+        expect, expect_off = _expectations(entry.get("expect") or {}, f"{path}.expect")
         raw_entry = raw["probes"][i] if isinstance(raw.get("probes"), list) and isinstance(raw["probes"][i], dict) else {}
         raw_params = raw_entry.get("params") if isinstance(raw_entry.get("params"), dict) else {}
         env_params = frozenset(k for k, v in raw_params.items() if from_env(v, env))
         probes.append(ProbeSpec(probe, pid, params, expect, override_model, override_data, path,
-                                None if base_dir is None else str(base_dir), env_params))
+                                None if base_dir is None else str(base_dir), env_params, expect_off))
     return Suite(
         name=name,
         model=model,

@@ -10,6 +10,7 @@ from bertprobe.results import Expectation
 from bertprobe.target.spec import ModelSpec
 
 DEFAULT_TOLERANCE = 0.01
+DEFAULT_SIGNIFICANCE = 0.05  # a change past the tolerance gates only when its Holm-corrected paired p is below this
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,22 @@ class ProbeSpec:
     path: str = ""
     base_dir: str | None = None  # the suite file's folder: path params resolve against it
     env_params: frozenset[str] = frozenset()  # params whose value came from an environment variable
+    expect_off: tuple[str, ...] = ()  # metrics (patterns) whose default expectation the suite turns off
 
 
 @dataclass(frozen=True)
 class GateSpec:
     """``compare:``: every other model is judged against ``baseline`` (a model name of the matrix).
 
-    ``tolerance`` is one number or a map per metric name (``default`` for the rest); a change in the
-    bad direction larger than it is a regression. With ``significance``, only regressions whose paired
-    test (McNemar's exact test on binary outcomes, else a paired bootstrap CI) is significant gate.
+    ``tolerance`` is one number or a map per metric name (``default`` for the rest). A change in the bad
+    direction larger than it is a regression when it is also significant: its paired test (McNemar's exact
+    test on binary outcomes, else a paired bootstrap), Holm-corrected across the candidate's metrics, has
+    p below ``significance`` (0.05). ``significance: null`` judges on the delta alone.
     """
 
     baseline: str
     tolerance: float | dict[str, float] = DEFAULT_TOLERANCE
-    significance: float | None = None
+    significance: float | None = DEFAULT_SIGNIFICANCE
 
     def tolerance_for(self, metric: str) -> float:
         if isinstance(self.tolerance, dict):

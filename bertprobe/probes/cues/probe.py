@@ -98,6 +98,7 @@ class SpuriousCuesProbe(Probe):
         "cue_coverage_top_literal": "the top cue's coverage, literal tokens only",
     }
     Params = CueParams
+    key_metrics = ("accuracy_full", "accuracy_adversarial", "accuracy_cues_masked", "cue_flip_rate")  # descriptive
     paper = "Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL)"
     metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False}
     path_params = ("statistics_path", "adversarial_path")

@@ -334,6 +334,7 @@ class HeadPruningProbe(Probe):
         "importance_cost_passes": "importance wall time in units of one plain evaluation pass",
     }
     Params = HeadParams
+    key_metrics = ("max_single_head_drop", "layer_max_drop", "prunable_fraction")  # descriptive: no default bound
     paper = "Michel, Levy, Neubig 2019. Are Sixteen Heads Really Better than One? (NeurIPS); Kovaleva, Romanov, Rogers, Rumshisky 2019. Revealing the Dark Secrets of BERT (EMNLP)"
     metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True, "speedup_latency": True}
 
@@ -382,7 +383,7 @@ class HeadPruningProbe(Probe):
             worst_layer = max(rows, key=lambda r: r["drop"])
             result.add_metric("layer_max_drop", worst_layer["drop"], False,
                               "largest accuracy drop from removing one layer's heads (CI: paired bootstrap of that "
-                              "layer's drop)", ci=worst_layer["ci"])
+                              "layer's drop)", ci=worst_layer["ci"], kind="extreme")
         if params.pruning:
             curve = pruning_curve(ev, ranking, params, base, ctx, sweep)
             result.details["pruning_curve"] = [{k: v for k, v in p.items() if k not in ("pruned", "correct")}
@@ -433,7 +434,7 @@ class HeadPruningProbe(Probe):
         drop_ci = (-worst["ci"][1], -worst["ci"][0]) if worst and worst["ci"] else None
         result.add_metric("max_single_head_drop", float(-deltas.min()) + 0.0, False,
                           "largest accuracy drop from removing one head (CI: paired bootstrap of that head's drop)",
-                          ci=drop_ci)
+                          ci=drop_ci, kind="extreme")
         result.add_metric("heads_improving_when_removed", float((deltas > 0).sum()), None,
                           "heads whose removal raises accuracy", kind="count")
         hurt = [r for r in sorted(table, key=lambda r: r["delta"]) if r["delta"] < 0][: params.findings]

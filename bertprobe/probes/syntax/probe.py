@@ -261,6 +261,7 @@ class SyntaxHeadsProbe(Probe):
                          "uas_right_branching": None, "share_*": None, "sentences": None, "sentences_skipped": None,
                          "compare_uas": None, "compare_relations_above_baseline": None, "analysis_seconds": False}
     Params = SyntaxParams
+    key_metrics = ("uas", "relations_above_baseline")  # descriptive: no default bound
     path_params = ("eval_data",)
     paper = ("Clark, Khandelwal, Levy, Manning 2019. What Does BERT Look At? (BlackboxNLP); Voita, Talbot, "
              "Moiseev, Sennrich, Titov 2019. Specialized Heads Do the Heavy Lifting, the Rest Can Be Pruned (ACL)")

@@ -1,0 +1,86 @@
+"""The gating policy: which bounds a result is judged against, and what stays measured but not gated.
+
+A probe declares default expectations for its key metrics (``Probe.defaults``); a suite's own ``expect:``
+replaces a default metric by metric, and ``expect: {METRIC: off}`` turns one off. Patterns (fnmatch) expand
+over the metrics the result holds, so ``failure_rate.capability.*`` gates every capability the run measured.
+Whatever key metric ends up without a bound is listed as *measured, not gated*, with the reason, so no
+finding goes silently ungated.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+
+from bertprobe.results import DefaultExpectation, Expectation, ProbeResult
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _is_pattern(metric: str) -> bool:
+    return any(c in metric for c in "*?[")
+
+
+def resolve_expectations(result: ProbeResult, own: Iterable[Expectation], off: Iterable[str],
+                         defaults: Iterable[DefaultExpectation]) -> list[Expectation]:
+    """The expectations ``result`` is judged against: the suite's own (a pattern expanded over the result's
+    metrics; one that matches none stays, to fail as missing), then each default for a metric the suite
+    neither set nor turned off."""
+    names = list(result.metrics)
+    off = tuple(off)
+    out: list[Expectation] = []
+    covered: set[str] = set()
+    for e in own:
+        matched = [n for n in names if fnmatch.fnmatchcase(n, e.metric)] if _is_pattern(e.metric) else [e.metric]
+        for name in matched or [e.metric]:
+            if name not in covered:
+                out.append(Expectation(name, e.min, e.max, interval=e.interval))
+                covered.add(name)
+    for d in defaults:
+        for name in names:
+            if name in covered or _matches(name, off) or not fnmatch.fnmatchcase(name, d.metric):
+                continue
+            if result.metrics[name].value is None:
+                continue
+            out.append(Expectation(name, d.min, d.max, interval=d.interval, source="default", why=d.why))
+            covered.add(name)
+    return out
+
+
+def not_gated(result: ProbeResult, key_patterns: Iterable[str], off: Iterable[str]) -> list[dict[str, object]]:
+    """Key metrics of ``result`` that no expectation judges: ``{metric, value, why}`` each."""
+    judged = {e.metric for e in result.expectations}
+    off = tuple(off)
+    rows = []
+    for name, metric in result.metrics.items():
+        if name in judged or metric.value is None or not _matches(name, key_patterns):
+            continue
+        why = "its default was turned off by the suite" if _matches(name, off) else "no default bound (descriptive)"
+        rows.append({"metric": name, "value": metric.value, "why": why})
+    return rows
+
+
+def judge(result: ProbeResult, own: Iterable[Expectation], off: Iterable[str] = (),
+          defaults: Iterable[DefaultExpectation] = (), key_patterns: Iterable[str] = ()) -> None:
+    """Set ``result.expectations`` and its status: passed or failed when anything judged it, measured when
+    nothing did; skipped, errored and interrupted results keep their status (and the suite's own
+    expectations, which count as failing for an error). Key metrics left unjudged go to
+    ``details["not_gated"]``."""
+    if result.status in ("skipped", "error", "interrupted"):
+        result.expectations = [Expectation(e.metric, e.min, e.max, interval=e.interval) for e in own]
+        return
+    result.expectations = resolve_expectations(result, own, off, defaults)
+    unjudged = not_gated(result, key_patterns, off)
+    if unjudged:
+        result.details["not_gated"] = unjudged
+    if not result.expectations:  # measured, not judged: no expectation to hold or fail
+        result.status = "measured"
+        return
+    ok = [e.check(result.value(e.metric), result.metrics[e.metric].ci if e.metric in result.metrics else None)
+          for e in result.expectations]
+    result.status = "passed" if all(ok) else "failed"
+
+
+__all__ = ["judge", "not_gated", "resolve_expectations"]

@@ -1,0 +1,156 @@
+"""The gating policy (probe defaults, suite overrides, 'measured, not gated'), interval expectations, the
+significance-aware gate (Holm across metrics) and the decision line built on them."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+import pytest
+
+from bertprobe.gates import compare_metric, judge_deltas
+from bertprobe.outcomes import Outcomes
+from bertprobe.plugins import build_plugins
+from bertprobe.policy import judge, resolve_expectations
+from bertprobe.results import DefaultExpectation, Expectation, MetricDelta, ModelInfo, ProbeResult, RunReport
+from bertprobe.stats import holm, paired_bootstrap_p
+from bertprobe.verdict import decide
+
+DEFAULTS = (DefaultExpectation("failure_rate.capability.*", max=0.35, why="LangTest"),
+            DefaultExpectation("fairness_gap.*", max=0.1, interval=True, why="AIF360"))
+
+
+def behaviour_like() -> ProbeResult:
+    r = ProbeResult("behaviour", id="behaviour")
+    r.add_metric("failure_rate", 0.3, False)
+    r.add_metric("failure_rate.capability.negation", 1.0, False)
+    r.add_metric("failure_rate.capability.vocabulary", 0.1, False)
+    r.add_metric("fairness_gap.race", 0.75, False, ci=(0.6, 0.9))
+    r.add_metric("fairness_gap.religion", 0.2, False, ci=(0.05, 0.35))  # past 0.1, but not surely
+    return r
+
+
+def test_defaults_expand_over_the_metrics_a_result_holds():
+    r = behaviour_like()
+    judge(r, (), (), DEFAULTS, ("failure_rate", "failure_rate.capability.*", "fairness_gap.*"))
+    by = {e.metric: e for e in r.expectations}
+    assert set(by) == {"failure_rate.capability.negation", "failure_rate.capability.vocabulary",
+                       "fairness_gap.race", "fairness_gap.religion"}
+    assert all(e.source == "default" and e.why for e in by.values())
+    assert not by["failure_rate.capability.negation"].passed and by["failure_rate.capability.vocabulary"].passed
+    # judged on the interval: race's whole interval lies above 0.1, religion's reaches below it
+    assert not by["fairness_gap.race"].passed and by["fairness_gap.religion"].passed
+    assert r.status == "failed"
+    # the overall failure rate is a key metric that nothing gates here: listed, with the reason
+    assert r.details["not_gated"] == [{"metric": "failure_rate", "value": 0.3, "why": "no default bound (descriptive)"}]
+
+
+def test_the_suite_overrides_a_default_per_metric_and_can_turn_it_off():
+    r = behaviour_like()
+    own = (Expectation("failure_rate.capability.negation", max=1.0), Expectation("failure_rate", max=0.5))
+    judge(r, own, ("fairness_gap.*",), DEFAULTS, ("failure_rate", "failure_rate.capability.*", "fairness_gap.*"))
+    by = {e.metric: e for e in r.expectations}
+    assert by["failure_rate.capability.negation"].source == "suite" and by["failure_rate.capability.negation"].passed
+    assert by["failure_rate.capability.vocabulary"].source == "default"
+    assert not any(m.startswith("fairness_gap") for m in by)
+    assert r.status == "passed"
+    off = {row["metric"]: row["why"] for row in r.details["not_gated"]}
+    assert set(off) == {"fairness_gap.race", "fairness_gap.religion"} and all("turned off" in w for w in off.values())
+    # a verdict that ships says so: by this suite, and what it left ungated
+    report = RunReport(suite="s", status="completed", probes=[r], models=[ModelInfo("m", "m")])
+    r.model = "m"
+    (verdict,) = decide(report)
+    assert verdict.decision == "ship"
+    assert verdict.headline().startswith("fit to ship by this suite; not gated: behaviour.fairness_gap.race 0.75")
+    assert "closest: " in verdict.headline()
+
+
+def test_a_suite_pattern_that_matches_nothing_fails_as_missing():
+    r = behaviour_like()
+    (e,) = resolve_expectations(r, (Expectation("failure_rate.test.*", max=0.2),), (), ())
+    assert e.metric == "failure_rate.test.*" and not e.check(r.value(e.metric))
+
+
+def test_interval_expectations_use_the_whole_interval_and_fall_back_to_the_value():
+    e = Expectation("gap", max=0.1, interval=True)
+    assert e.check(0.3, (0.05, 0.5)) and not e.check(0.3, (0.2, 0.5)) and not e.check(0.3, None)
+    low = Expectation("acc", min=0.5, interval=True)
+    assert low.check(0.2, (0.1, 0.6)) and not low.check(0.2, (0.1, 0.4))
+
+
+def test_every_builtin_default_names_a_declared_metric_and_says_why():
+    probes = build_plugins().probes
+    for name in probes.names():
+        cls = probes.get(name)
+        for d in cls.defaults:
+            assert d.why and (d.min is not None or d.max is not None), (name, d)
+            assert any(fnmatch.fnmatchcase(d.metric, m) or d.metric == m for m in cls.metrics), (name, d.metric)
+        for pattern in cls.key_metric_patterns():
+            assert cls.knows_metric(pattern) or any(fnmatch.fnmatchcase(m, pattern) for m in cls.metrics), (name, pattern)
+    gated = {n for n in probes.names() if probes.get(n).defaults}
+    assert {"accuracy", "calibration", "slices", "universal-trigger", "backdoor-scan", "behaviour"} <= gated
+
+
+def test_holm_matches_a_hand_computation():
+    # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005, 3*0.01, max(2*0.03, .), max(1*0.04, 0.06)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_paired_bootstrap_p_is_one_for_no_change_and_small_for_a_clear_shift():
+    rng = np.random.default_rng(0)
+    a = rng.random(300)
+    assert paired_bootstrap_p(a, a) == 1.0
+    assert paired_bootstrap_p(a, a + 0.05 + 0.01 * rng.standard_normal(300)) < 1e-6
+    assert paired_bootstrap_p(a, a + 0.01 * rng.standard_normal(300)) > 0.01
+
+
+def _pair(name: str, base: list[float], cand: list[float], kind: str = "binary") -> tuple[ProbeResult, ProbeResult, dict, dict]:
+    ids = [str(i) for i in range(len(base))]
+    a, b = ProbeResult("p", id="p", model="base"), ProbeResult("p", id="p", model="cand")
+    a.add_metric(name, float(np.mean(base)), True, outcome=name)
+    b.add_metric(name, float(np.mean(cand)), True, outcome=name)
+    return a, b, {name: Outcomes(name, ids, base, kind)}, {name: Outcomes(name, ids, cand, kind)}
+
+
+def test_a_gate_fails_only_changes_past_the_tolerance_that_stay_significant_after_holm():
+    n = 200
+    clear = _pair("accuracy", [1.0] * n, [1.0] * 150 + [0.0] * 50)  # 50 discordant one way: p ~ 1e-15
+    noise = _pair("accuracy_x", [1.0] * n, [1.0] * 194 + [0.0] * 6)  # -0.03 past a 0.01 tolerance, p = 0.031
+    same = _pair("accuracy_y", [1.0] * n, [1.0] * n)  # no change: p = 1, still one of the family
+    deltas = [compare_metric(m, *pair, 0.01, 0.05)
+              for m, pair in (("accuracy", clear), ("accuracy_x", noise), ("accuracy_y", same))]
+    judge_deltas(deltas, 0.05)
+    strong, weak, _ = deltas
+    assert strong.regression and strong.p_adjusted < 1e-10
+    # Holm's second step multiplies by m - 1 = 2: 0.03125 -> 0.0625
+    assert weak.past_tolerance and weak.p_value == pytest.approx(0.03125) and weak.p_adjusted == pytest.approx(0.0625)
+    assert not weak.regression  # significant alone, not after Holm across the three metrics
+    judge_deltas(deltas, None)  # significance: null judges on the delta alone
+    assert strong.regression and weak.regression
+
+
+def test_extremes_and_costs_never_gate_and_untested_deltas_do_not_either():
+    a, b = ProbeResult("c", id="c", model="base"), ProbeResult("c", id="c", model="cand")
+    a.add_metric("mce", 0.1, False, kind="extreme")
+    b.add_metric("mce", 0.4, False, kind="extreme")
+    a.add_metric("ece", 0.02, False)
+    b.add_metric("ece", 0.2, False)  # no outcomes: nothing to test it with
+    mce, ece = judge_deltas([compare_metric(m, a, b, {}, {}, 0.01, 0.05) for m in ("mce", "ece")], 0.05)
+    assert not mce.gated and not mce.regression
+    assert ece.past_tolerance and not ece.regression and "untested" in ece.test
+
+
+def test_a_candidate_with_only_unconfirmed_changes_may_replace_and_they_are_named():
+    report = RunReport(suite="s", status="completed", gate={"baseline": "base", "significance": 0.05},
+                       models=[ModelInfo("base", "b"), ModelInfo("cand", "c")])
+    for model in ("base", "cand"):
+        r = ProbeResult("accuracy", id="accuracy", model=model, status="passed")
+        r.add_metric("accuracy", 0.9, True)
+        r.expectations = [Expectation("accuracy", min=0.5, value=0.9, passed=True)]
+        report.probes.append(r)
+    report.unconfirmed = [MetricDelta("cand", "base", "calibration", "ece", 0.05, 0.07, 0.02, False, True, 0.01,
+                                      200, 0.2, None, "paired bootstrap", False, 0.4, True)]
+    _, cand = decide(report)
+    assert cand.decision == "may replace"
+    assert cand.headline() == "may replace base (not significant: calibration.ece +0.02 (p=0.4))"

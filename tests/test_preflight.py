@@ -1,0 +1,93 @@
+"""``validate`` makes every check ``run`` makes before weights load, and both say the same thing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bertprobe.cli import main
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    return errors[0]
+
+
+def suite_file(tmp: Path, model: Path, data: Path, probes: str = "  - probe: accuracy\n") -> Path:
+    path = tmp / "s.yaml"
+    path.write_text(f"suite: pre\nmodel: {{path: '{model}', device: cpu}}\ndata: {{path: '{data}'}}\n"
+                    f"report: {{dir: '{tmp / 'reports'}'}}\nprobes:\n{probes}", encoding="utf-8")
+    return path
+
+
+def same_refusal(suite: Path, *extra: str) -> str:
+    """validate and run refuse alike, and run leaves no run folder (nothing loaded, nothing written)."""
+    checked = error_line(invoke("validate", str(suite), *extra))
+    ran = error_line(invoke("run", str(suite), *extra))
+    assert checked == ran
+    assert not list((suite.parent / "reports").glob("pre-*")), "run wrote a run folder before refusing"
+    return ran
+
+
+@pytest.fixture
+def csv_pos_neg(tmp_path: Path) -> Path:
+    path = tmp_path / "reviews.csv"
+    path.write_text("text,label\nthe movie was good,pos\nboring and dull,neg\n", encoding="utf-8")
+    return path
+
+
+def test_labels_the_model_does_not_know_are_refused_by_both_with_the_map_to_use(tmp_path, tiny_clf_dir, csv_pos_neg):
+    line = same_refusal(suite_file(tmp_path, tiny_clf_dir, csv_pos_neg))
+    assert "label 'pos' on line 2 of" in line and "not one the model knows (negative, positive)" in line
+    assert "--label-map neg=negative,pos=positive" in line
+
+
+def test_a_typo_in_the_label_map_is_corrected_on_its_right_hand_side(tmp_path, tiny_clf_dir, csv_pos_neg):
+    line = same_refusal(suite_file(tmp_path, tiny_clf_dir, csv_pos_neg), "--label-map", "neg=negativ,pos=positive")
+    assert "label 'negativ' on line 3" in line
+    assert "--label-map neg=negative,pos=positive" in line and "negativ=" not in line
+    assert invoke("validate", str(tmp_path / "s.yaml"), "--label-map", "neg=negative,pos=positive").exit_code == 0
+
+
+def test_a_list_of_labels_for_a_single_label_model_is_refused_by_both(tmp_path, tiny_clf_dir):
+    data = tmp_path / "tagged.jsonl"
+    data.write_text(json.dumps({"text": "good", "label": ["positive"]}) + "\n", encoding="utf-8")
+    line = same_refusal(suite_file(tmp_path, tiny_clf_dir, data))
+    assert "label ['positive'] on line 1 of" in line and "single-label classifier" in line
+
+
+def test_a_task_the_architecture_does_not_tell_is_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):
+    model = tmp_path / "tagger"
+    shutil.copytree(tiny_clf_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["architectures"] = ["BertForTokenClassification"]
+    (model / "config.json").write_text(json.dumps(config))
+    line = same_refusal(suite_file(tmp_path, model, sst_tsv))
+    assert "cannot tell the task from the config" in line and "BertForTokenClassification" in line
+
+
+def test_a_class_param_the_model_lacks_is_refused_by_both_with_the_set_to_fix_it(tmp_path, tiny_clf_dir, sst_tsv):
+    probes = "  - probe: accuracy\n  - probe: universal-trigger\n    params: {target_label: postive}\n"
+    line = same_refusal(suite_file(tmp_path, tiny_clf_dir, sst_tsv, probes))
+    assert "'postive' is not a class of" in line and "did you mean 'positive'" in line
+    assert "--set probes.universal-trigger.params.target_label=CLASS" in line
+
+
+def test_only_checks_the_probes_it_runs_in_validate_and_in_run(tmp_path, tiny_clf_dir, sst_tsv):
+    probes = "  - probe: accuracy\n  - probe: universal-trigger\n    params: {target_label: postive}\n"
+    suite = suite_file(tmp_path, tiny_clf_dir, sst_tsv, probes)
+    checked = invoke("validate", str(suite), "--only", "accuracy")
+    assert checked.exit_code == 0 and "ok (1 probe: accuracy)" in checked.output, checked.output
+    ran = invoke("run", str(suite), "--only", "accuracy")
+    assert ran.exit_code == 0, ran.output  # the left-out trigger's bad class is not this run's problem
+    assert "postive" in error_line(invoke("validate", str(suite), "--only", "accuracy,universal-trigger"))
