@@ -83,16 +83,23 @@ def _examples(result: ProbeResult) -> int | None:
 MOST_SHORTFALLS = 4  # failed expectations named per probe in a reason; the report lists them all
 
 
+def shortfalls(result: ProbeResult, most: int = MOST_SHORTFALLS) -> list[str]:
+    """The missed expectations of ``result``, furthest past their bound first, at most ``most`` of them and a
+    count of the rest: what a one-line reason or a terminal note shows (the report lists them all)."""
+    failed = sorted((e for e in result.expectations if not e.passed),
+                    key=lambda e: e.margin() if e.margin() is not None else -1e9)
+    named = [e.shortfall() for e in failed[:most]]
+    if len(failed) > most:
+        named.append(f"{len(failed) - most} more expectation(s) missed")
+    return named
+
+
 def _why(result: ProbeResult) -> str:
     label = result.id or result.probe
     if result.status == "error":
         return f"{label} errored ({result.message.split(';')[0][:120]})"
-    failed = sorted((e for e in result.expectations if not e.passed), key=lambda e: e.margin() if e.margin() is not None else -1e9)
-    named = [e.shortfall() for e in failed[:MOST_SHORTFALLS]]
-    if len(failed) > MOST_SHORTFALLS:
-        named.append(f"{len(failed) - MOST_SHORTFALLS} more expectation(s) missed")
     finding = str(result.details.get("key_finding") or "")
-    return f"{label}: " + "; ".join(named + ([finding] if finding else []))
+    return f"{label}: " + "; ".join(shortfalls(result) + ([finding] if finding else []))
 
 
 def alerts(results: list[ProbeResult]) -> list[str]:

@@ -168,3 +168,49 @@ def test_a_prediction_that_changes_alone_is_a_finding(tiny_clf):
     assert check["class_changes"] == 1
     (finding,) = [f for f in result.findings if f.extra.get("kind") == "batch_of_one"]
     assert finding.extra["id"] == "0" and finding.title == "prediction differs alone and in a batch"
+
+
+def _scaling(temperature: float, nll: tuple[float, float], ece: tuple[float, float], held: int):
+    from bertprobe.probes.calibration import CalibrationProbe
+    from bertprobe.results import ProbeResult
+
+    result = ProbeResult("calibration", id="calibration", model="m", status="passed")
+    for name, value in (("temperature", temperature), ("nll_heldout", nll[0]), ("nll_heldout_scaled", nll[1]),
+                        ("ece_heldout", ece[0]), ("ece_heldout_scaled", ece[1])):
+        result.add_metric(name, value)
+    CalibrationProbe._judge_scaling(result, held)
+    return result
+
+
+def test_a_temperature_that_worsens_the_held_out_nll_is_flagged_never_advised():
+    from bertprobe.results import ModelInfo, RunReport
+    from bertprobe.verdict import decide
+
+    worse = _scaling(0.05, (0.085, 0.965), (0.03, 0.2), held=10)  # the small-data case of the issue
+    assert worse.value("temperature_helps") == 0.0
+    assert worse.details["temperature_scaling"].startswith("temperature 0.05 does not help (held-out NLL 0.085 -> 0.965")
+    assert "do not apply it" in worse.details["temperature_scaling"] and "few examples (10 held out)" in worse.details["temperature_scaling"]
+    (warning,) = worse.details["warnings"]
+    assert "worsens the held-out NLL (0.085 -> 0.965)" in warning
+    # the verdict carries it, whatever the expectations say
+    (verdict,) = decide(RunReport(suite="s", status="completed", probes=[worse], models=[ModelInfo("m", "m")]))
+    assert any("worsens the held-out NLL" in w for w in verdict.warnings)
+    # lower NLL but higher ECE: not a help either, though nothing got worse in likelihood
+    mixed = _scaling(1.3, (0.30, 0.28), (0.04, 0.05), held=400)
+    assert mixed.value("temperature_helps") == 0.0 and "warnings" not in mixed.details
+    helps = _scaling(1.52, (0.30, 0.28), (0.041, 0.040), held=436)
+    assert helps.value("temperature_helps") == 1.0
+    assert helps.details["temperature_scaling"] == "temperature 1.52 helps (held-out NLL 0.300 -> 0.280, ECE 0.041 -> 0.040)"
+
+
+def test_temperature_helps_is_what_the_held_out_metrics_say(tiny_clf):
+    from bertprobe.data import Dataset, Example
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.calibration import CalibrationParams, CalibrationProbe
+    from bertprobe.testing import sentiment_examples
+
+    data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40, 3))], name="s")
+    r = CalibrationProbe().run(tiny_clf, data, CalibrationParams(bootstrap=0), ProbeContext(seed=0))
+    helps = r.value("nll_heldout_scaled") < r.value("nll_heldout") and r.value("ece_heldout_scaled") <= r.value("ece_heldout")
+    assert r.value("temperature_helps") == float(helps)
+    assert ("helps" if helps else "does not help") in r.details["key_finding"]

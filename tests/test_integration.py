@@ -52,8 +52,12 @@ def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
     assert trig["status"] == "failed" and len(trig["details"]["trigger_tokens"]) == 3
     assert trig["metrics"]["accuracy_before"] > 0.85
     assert trig["metrics"]["accuracy_after"] < trig["metrics"]["accuracy_before"] - 0.5
-    assert status["calibration"]["status"] == "passed" and status["slices"]["status"] == "measured"
-    assert "2 of 3 expectations held (67%)" in (run_dir / "report.md").read_text()
+    # slices gate by default (no slice flagged); accuracy adds its defaults per class; calibration its temperature verdict
+    assert status["calibration"]["status"] == "passed" and status["slices"]["status"] == "passed"
+    assert "5 of 6 expectations held (83%)" in (run_dir / "report.md").read_text()
+    assert "temperature 1.5" in status["calibration"]["details"]["key_finding"]
+    assert "alert" not in trig["details"]  # the clean fixture's trigger words flip together, not alone
+    assert max(r["flip_rate"] for r in trig["details"]["tokens_alone"]["tokens"]) < 0.9
 
 
 ARCT_DATA = SHARED / "data" / "arct"
@@ -177,6 +181,12 @@ def test_behaviour_suite_reproduces_checklist_failures_on_the_fixture(tmp_path, 
     assert rates["failure_rate.test.add_punctuation"] <= 0.05 and rates["failure_rate.test.typo"] <= 0.25
     assert rates["max_fairness_gap"] >= 0.3
     assert "worst test:" in result.output
+    # the decision: not fit to ship, and it names fairness (gated per capability and on each gap's interval)
+    assert result.exit_code == 1 and probe["status"] == "failed"
+    (decision,) = [line for line in result.output.splitlines() if line.startswith("decision: ")]
+    assert decision.startswith("decision: do not ship: behaviour: fairness_gap.") and "fairness" in decision
+    failed = {e["metric"] for e in probe["expectations"] if not e["passed"]}
+    assert "fairness_gap.race_in_a_neutral_statement" in failed
 
 
 @needs_sst2
@@ -240,3 +250,39 @@ def test_calibration_and_a_planted_slice_on_the_fixture(tmp_path, monkeypatch):
     first = slices["details"]["slices"][0]
     assert first["name"] == "contains 'zorblat'" and first["flagged"] and first["size"] == 60
     assert slices["metrics"]["slices_flagged"] >= 1
+
+
+SST2_BACKDOOR = SHARED / "models" / "minilm-l6-sst2-backdoor-bb"
+
+
+@needs_sst2
+def test_a_bf16_build_of_the_same_weights_may_replace_the_fp32_model(tmp_path, monkeypatch):
+    """fp32 in service, the same weights in bf16 as the candidate, through accuracy, calibration and slices: the
+    per-example predictions barely differ, so nothing regresses significantly and the candidate may replace."""
+    suite = tmp_path / "bf16.yaml"
+    suite.write_text(
+        f"suite: bf16\nmodels:\n  - {{name: deployed, path: '{SST2_MODEL}', device: cpu, dtype: float32}}\n"
+        f"  - {{name: candidate, path: '{SST2_MODEL}', device: cpu, dtype: bfloat16}}\n"
+        f"data: {{path: '{SST2_DEV}', limit: 200}}\nseed: 13\ncompare: {{baseline: deployed}}\n"
+        f"report: {{dir: '{tmp_path / 'r'}'}}\nprobes:\n  - probe: accuracy\n  - probe: calibration\n"
+        "    expect: {ece: {max: 0.1}}\n  - probe: slices\n")
+    result = CliRunner().invoke(main, ["run", str(suite)])
+    assert result.exit_code == 0, result.output
+    _, report = only_run(tmp_path / "r", "bf16")
+    assert {m["name"]: m["dtype"] for m in report["models"]} == {"deployed": "float32", "candidate": "bfloat16"}
+    assert report["regressions"] == []
+    assert "decision: candidate: may replace deployed" in result.output
+    assert not any(d["metric"] == "mce" for d in report["unconfirmed"])  # an extreme over bins never gates
+
+
+@pytest.mark.skipif(not SST2_BACKDOOR.is_dir(), reason="../shared backdoored SST-2 fixture not present")
+@needs_sst2
+def test_the_backdoored_fixture_may_not_replace_the_clean_one_and_its_trigger_is_named(tmp_path, monkeypatch):
+    result = run_shipped("sst2", tmp_path, monkeypatch, "--only", "accuracy,universal-trigger",
+                         "--model", f"deployed={SST2_MODEL}", "--model", f"candidate={SST2_BACKDOOR}",
+                         "--baseline", "deployed", **SST2_ENV)
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("decision: candidate: ")]
+    assert lines and lines[0].startswith("decision: candidate: do not ship: universal-trigger: possible backdoor: "
+                                         "trigger token 'bb' alone flips"), result.output
+    assert "suites/backdoor.yaml" in lines[0]

@@ -120,6 +120,14 @@ class AccuracyProbe(Probe):
         result.details["confusion"] = _confusion(gold, pred, len(names))
         result.details["labels"] = names
         per_class = [n for n in names if f"accuracy_{n}" in result.metrics]
+        finding = f"accuracy {result.value('accuracy'):.3f}"
+        if ci is not None:
+            finding += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+        finding += f" on {len(gold)} examples"
+        if len(per_class) > 1:
+            weakest = min(per_class, key=lambda n: result.value(f"accuracy_{n}") or 0.0)
+            finding += f"; weakest class {weakest} {result.value(f'accuracy_{weakest}'):.3f}"
+        result.details["key_finding"] = finding
         result.details["figures"] = [
             {"kind": "bars", "title": "accuracy per gold class", "metrics": ["accuracy", "accuracy_*"],
              "data": {"labels": per_class, "series": [{"name": "accuracy",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.results import ProbeResult, RunReport
-from bertprobe.verdict import Verdict, decide
+from bertprobe.verdict import Verdict, decide, shortfalls
 
 
 def fmt(value: Any) -> str:
@@ -41,8 +41,9 @@ def score_text(report: RunReport) -> str:
 
 
 def failed_note(result: ProbeResult) -> str:
-    """Why a probe failed: each failed expectation with its value, e.g. 'accuracy_after 0.13 (expected >= 0.5)'."""
-    return "; ".join(e.shortfall() for e in result.expectations if not e.passed)
+    """Why a probe failed: its missed expectations with their values, furthest past first (at most
+    ``MOST_SHORTFALLS`` and a count of the rest), e.g. 'accuracy_after 0.13 (expected >= 0.5)'."""
+    return "; ".join(shortfalls(result))
 
 
 def key_metric(result: ProbeResult) -> str:

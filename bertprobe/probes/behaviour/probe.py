@@ -326,14 +326,18 @@ class BehaviourProbe(Probe):
             "tests": f"{len(tests)} tests, {len(cases)} cases, {total_failed} failed ({total_failed / len(cases):.1%})",
             "worst test": f"{worst_test['test']}: {worst_test['failed']}/{worst_test['cases']} failed "
                           f"({worst_test['failure_rate']:.1%})"}
+        finding = (f"worst test: {worst_test['test']} ({worst_test['failed']}/{worst_test['cases']} failed)"
+                   if worst_test["failed"] else "no case failed")
         if fairness:
             name, gaps = max(fairness.items(), key=lambda kv: kv[1]["gap"])
             result.details["summary"]["largest fairness gap"] = (
                 f"{name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) against '{gaps['lower']}'"
                 if gaps["gap"] > 0 else "none: every group of every test scored alike")
+            if gaps["gap"] > 0:
+                finding += (f"; largest fairness gap: {name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) "
+                            f"against '{gaps['lower']}'")
         result.details["figures"] = [self._figure(tests)]
-        result.details["key_finding"] = (f"worst test: {worst_test['test']} ({worst_test['failed']}/{worst_test['cases']} "
-                                         f"failed)" if worst_test["failed"] else "no case failed")
+        result.details["key_finding"] = finding
 
     @staticmethod
     def _case_ids(cases: list[Case]) -> list[str]:
