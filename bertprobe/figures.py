@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import math
 import textwrap
+import warnings
 from typing import Any
 
 KINDS = ("heatmap", "line", "bars", "scatter")
@@ -227,7 +228,9 @@ def render_svg(spec: dict[str, Any], width: float = 6.4, height: float | None = 
             ax.set_xlabel(str(axes["x"]), fontsize=LABEL_PT)
         if axes.get("y"):
             ax.set_ylabel(str(axes["y"]), fontsize=LABEL_PT)
-        fig.tight_layout()
+        with warnings.catch_warnings():  # "Tight layout not applied" (a long legend): savefig's tight box still fits it
+            warnings.simplefilter("ignore", UserWarning)
+            fig.tight_layout()
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", bbox_inches="tight")  # the legend beside the axes included
     finally:

@@ -255,3 +255,12 @@ def test_text_pairs_a_perturbation_edits_the_field_it_names_and_jsonl_takes_pair
                                  ProbeContext(seed=0))
     assert pairs.metrics["failure_rate.test.pair"].value == float(flipped)
     assert result.metrics["failure_rate.test.uppercase"].value == float(flipped) == float(bool(finding_or_none))
+
+
+def test_a_slot_followed_by_s_takes_the_words_plural():
+    from bertprobe.probes.behaviour.templates import fill
+
+    text = "I don't think, given my history with {noun}s, that this {noun2} is good."
+    assert fill(text, {"noun": "story", "noun2": "film"}) == "I don't think, given my history with stories, that this film is good."
+    assert fill("{noun}s and {noun2}s", {"noun": "actress", "noun2": "day"}) == "Actresses and days"
+    assert fill("{noun}s", {"noun": "film"}) == "Films" and fill("{noun} is", {"noun": "story"}) == "Story is"

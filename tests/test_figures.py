@@ -234,3 +234,17 @@ def test_figures_are_readable_fit_and_draw_the_expectation(monkeypatch):
             "data": {"series": [{"name": "restart 0", "x": [0, 1, 2], "y": [1.0, 0.4, 0.1]}]}}
     ticks = [t.get_text() for t in _drawn(loss, monkeypatch).axes[0].get_xticklabels() if t.get_text()]
     assert ticks and all(re.fullmatch(r"−?\d+", t) for t in ticks), ticks  # iterations: no 0.5
+
+
+def test_a_figure_too_wide_for_tight_layout_draws_without_a_warning_reaching_the_terminal():
+    import warnings
+
+    from bertprobe.figures import render_svg
+
+    names = [("a very long series name number %d that goes on" % i) * 3 for i in range(14)]
+    spec = {"kind": "line", "title": "t", "axes": {"x": "x", "y": "y"},
+            "data": {"series": [{"name": n, "x": [0, 1], "y": [0, 1]} for n in names]}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svg = render_svg(spec)
+    assert svg.startswith("<svg") and not [w for w in caught if "Tight layout" in str(w.message)]

@@ -39,9 +39,25 @@ def _articles(text: str) -> str:
     return ARTICLE.sub(fix, text)
 
 
+PLURAL_SLOT = re.compile(r"\{([a-z_]+?)(\d*)\}s\b")
+
+
+def plural(word: str) -> str:
+    """English plural of a lexicon word: story -> stories, actress -> actresses, film -> films (the regular
+    rules; a lexicon of irregular nouns should list its plurals)."""
+    low = word.lower()
+    if len(low) > 1 and low.endswith("y") and low[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    if low.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    return word + "s"
+
+
 def fill(template: str, words: dict[str, str]) -> str:
-    """The template with each slot replaced, articles agreeing, the first letter capital."""
-    text = SLOT.sub(lambda m: words[m.group(1) + m.group(2)], template)
+    """The template with each slot replaced (``{noun}s`` as the word's plural), articles agreeing, the first
+    letter capital."""
+    text = PLURAL_SLOT.sub(lambda m: plural(words[m.group(1) + m.group(2)]), template)
+    text = SLOT.sub(lambda m: words[m.group(1) + m.group(2)], text)
     text = _articles(text)
     return text[:1].upper() + text[1:]
 
