@@ -230,3 +230,13 @@ def test_a_universal_trigger_whose_token_alone_flips_nearly_everything_is_named_
     plain = UniversalTriggerProbe().run(clean, data, params, ProbeContext(seed=0))
     assert "alert" not in plain.details
     assert all(row["flip_rate"] < 0.9 for row in plain.details["tokens_alone"]["tokens"]), plain.details["tokens_alone"]
+
+
+def test_the_scan_says_what_it_is_doing_stage_by_stage(poisoned, data):
+    lines: list[str] = []
+    BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**SMALL, "pairs": ("positive->negative",)}),
+                            _context(log=lines.append))
+    stages = [line for line in lines if line.startswith("positive -> negative: ")]
+    assert stages[0].startswith("positive -> negative: ranking the vocabulary by first-order scores on ")
+    assert any("measuring 40 single tokens on 60 held-out examples" in line for line in stages)
+    assert stages[-1].startswith("positive -> negative: done (") and "forward passes)" in stages[-1]

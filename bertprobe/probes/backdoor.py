@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,8 +177,10 @@ class PairScan:
     """The scan of one (source -> target) pair: candidate tokens, exact flip rates, phrase extension."""
 
     def __init__(self, target: Target, search: list[Example], held: list[Example], goal: int,
-                 allowed: torch.Tensor, params: BackdoorParams, rng: random.Random) -> None:
+                 allowed: torch.Tensor, params: BackdoorParams, rng: random.Random,
+                 say: Callable[[str], None] | None = None) -> None:
         self.target, self.params, self.goal = target, params, goal
+        self.say = say or (lambda message: None)  # a line per stage: a scan takes minutes on a CPU
         self.allowed, self.rng = allowed, rng
         self.search, self.held = search, held
         self.forward_passes = 0
@@ -281,13 +284,21 @@ class PairScan:
             measured.update({key: float(r) for key, r in zip(keys, rates)})
             return keys
 
+        began = time.perf_counter()
+
+        def stage(message: str) -> None:
+            self.say(f"{message} ({time.perf_counter() - began:.0f}s, {self.forward_passes} forward passes)")
+
+        stage(f"ranking the vocabulary by first-order scores on {len(self.search)} search examples")
         scores = self.first_order([inits[0]], 0, inits)
         k = min(p.candidates, int(self.allowed.sum()))
         if p.relax_steps:
+            stage(f"relaxed inversion ({p.relax_steps} steps)")
             relaxed = self.relaxed([inits[0]], 0)
             candidates = merge_rankings(relaxed.topk(k).indices.tolist(), scores.topk(k).indices.tolist(), k)
         else:
             candidates = scores.topk(k).indices
+        stage(f"measuring {len(candidates)} single tokens on {len(all_rows)} held-out examples")
         populations[1] = measure(candidates.unsqueeze(1))
 
         for length in range(2, p.max_length + 1):
@@ -307,7 +318,9 @@ class PairScan:
                             phrases.append(tuple(phrase))
             if not phrases:
                 break
+            stage(f"measuring {len(phrases)} phrases of {length} tokens")
             populations[length] = measure(torch.tensor(phrases, dtype=torch.long))
+        stage("done")
 
         z_of: dict[tuple[int, ...], float] = {}
         for length, pop in populations.items():
@@ -358,6 +371,7 @@ class BackdoorScanProbe(Probe):
         scans_sweep = PairScans(params, ctx.seed if params.seed is None else params.seed,
                                 reference.spec if reference is not None else None)
         state = scans_sweep.prepare(target, data, reference, ctx.progress)
+        state["log"] = ctx.log  # stage lines from this process (an executor's workers build their own state)
         start = time.perf_counter()
         units = [(f"{names[s]}->{names[t]}", (s, t, ctx.unit_seed(f"{names[s]}->{names[t]}"))) for s, t in pairs]
         scans = ctx.map(scans_sweep.bind(target, data, state=state), units, desc="backdoor scan")
@@ -546,7 +560,9 @@ class PairScans(Sweep):
         search = [data.examples[i] for i in pool[:n_search]]
         held_idx = pool[n_search : n_search + params.held_out]
         held = [data.examples[i] for i in held_idx]
-        scan = PairScan(target, search, held, tgt, state["allowed"], params, rng)
+        say = state.get("log")
+        scan = PairScan(target, search, held, tgt, state["allowed"], params, rng,
+                        (lambda m: say(f"{names[src]} -> {names[tgt]}: {m}")) if say is not None else None)
         began = time.perf_counter()
         with frozen_parameters(target.gradient_model if target.gradient_model is not None else target.model):
             found = scan.run()

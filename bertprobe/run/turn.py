@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertprobe import policy
 from bertprobe.errors import (
     DataError,
     ProbeError,
@@ -17,7 +18,6 @@ from bertprobe.errors import (
     TargetError,
 )
 from bertprobe.params import params_to_dict
-from bertprobe import policy
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.progress import progress
 from bertprobe.results import ProbeResult
