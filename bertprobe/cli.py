@@ -440,6 +440,23 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 
 
+def _fit(rows: list[list[Any]], headers: list[str], prose: int, wrap_also: int | None = None) -> str:
+    """A table as wide as the terminal: names are never cut; the ``prose`` column (and ``wrap_also``) wraps at
+    words into what the other columns leave."""
+    import shutil
+
+    width = shutil.get_terminal_size((100, 24)).columns
+    widest = [max([len(str(h)) + 2] + [len(str(r[i])) for r in rows]) for i, h in enumerate(headers)]  # tabulate pads headers by 2
+    wrapped = {prose} | ({wrap_also} if wrap_also is not None else set())
+    room = width - sum(w for i, w in enumerate(widest) if i not in wrapped) - 2 * (len(headers) - 1)
+    limits: list[int | None] = [None] * len(headers)
+    if wrap_also is not None:  # the second wrapped column takes up to a third, the prose the rest
+        limits[wrap_also] = min(widest[wrap_also], max(16, room // 3))
+        room -= limits[wrap_also]  # type: ignore[operator]
+    limits[prose] = max(24, room) if widest[prose] > room else None
+    return tabulate(rows, headers=headers, tablefmt="simple", maxcolwidths=limits)
+
+
 @main.command(name="list")
 @_debug_option
 @_guard
@@ -449,28 +466,23 @@ def list_(**_: Any) -> None:
 
     plugins = build_plugins()
     click.echo("Plugins")
-    click.echo(tabulate([[r["name"], r["version"], r["source"]] for r in plugins.describe()],
-                        headers=["name", "version", "source"], tablefmt="simple", maxcolwidths=[30, 10, 54]))
+    click.echo(_fit([[r["name"], r["version"], r["source"]] for r in plugins.describe()], ["name", "version", "source"], 2))
     rows = []
     for name in plugins.probes.names():
         cls = plugins.probes.get(name)
         rows.append([name, ", ".join(sorted(cls.requires)) or "-", cls.description, plugins.probes.origin(name)])
     click.echo("\nProbes")
-    click.echo(tabulate(rows, headers=["probe", "requires", "description", "plugin"], tablefmt="simple",
-                        maxcolwidths=[20, 24, 36, 12]))
+    click.echo(_fit(rows, ["probe", "requires", "description", "plugin"], 2, wrap_also=1))
     click.echo("\nReporters (name them in report.formats)")
-    click.echo(tabulate([[n, getattr(plugins.reporters.get(n), "filename", ""), plugins.reporters.origin(n)]
-                         for n in plugins.reporters.names()], headers=["format", "writes", "plugin"], tablefmt="simple",
-                        maxcolwidths=[12, 20, 60]))
+    click.echo(_fit([[n, getattr(plugins.reporters.get(n), "filename", ""), plugins.reporters.origin(n)]
+                     for n in plugins.reporters.names()], ["format", "writes", "plugin"], 1))
     if len(plugins.datasets):
         click.echo("\nData loaders (data: {loader: NAME, path: ...})")
-        click.echo(tabulate([[n, plugins.datasets.get(n).description, plugins.datasets.origin(n)]
-                             for n in plugins.datasets.names()],
-                            headers=["loader", "description", "plugin"], tablefmt="simple", maxcolwidths=[16, 60, 18]))
+        click.echo(_fit([[n, plugins.datasets.get(n).description, plugins.datasets.origin(n)]
+                         for n in plugins.datasets.names()], ["loader", "description", "plugin"], 1))
     click.echo("\nExecutors (executor: NAME, or --executor NAME)")
-    click.echo(tabulate([[n, first_line(plugins.executors.get(n).__doc__), plugins.executors.origin(n)]
-                         for n in plugins.executors.names()], headers=["executor", "description", "plugin"],
-                        tablefmt="simple", maxcolwidths=[12, 64, 18]))
+    click.echo(_fit([[n, first_line(plugins.executors.get(n).__doc__), plugins.executors.origin(n)]
+                     for n in plugins.executors.names()], ["executor", "description", "plugin"], 1))
     click.echo("\n'bertprobe describe PROBE' shows a probe's paper, params and metrics.")
 
 

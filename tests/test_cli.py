@@ -325,6 +325,19 @@ def test_list_shows_plugins_and_probes():
     assert "accuracy" in result.output and "predictions" in result.output
 
 
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_list_never_cuts_a_plugin_or_probe_name(monkeypatch, columns):
+    from bertprobe.plugins import build_plugins
+
+    monkeypatch.setenv("COLUMNS", columns)
+    output = invoke("list").output
+    plugins = build_plugins()
+    words = {w for line in output.splitlines() for w in line.split()}
+    assert {r["name"] for r in plugins.describe()} <= words
+    assert set(plugins.probes.names()) <= words
+    assert max(len(line) for line in output.splitlines()) <= max(int(columns), 100)
+
+
 def test_debug_shows_traceback():
     result = CliRunner().invoke(main, ["--debug", "run", "nope.yaml"])
     assert result.exit_code == 2 and "Traceback" in result.stderr
