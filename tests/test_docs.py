@@ -56,12 +56,16 @@ def test_every_nav_page_snippet_and_link_exists():
     pages = [p for p in DOCS.rglob("*.md") if "notes" not in p.parts and "snippets" not in p.parts]
     assert {str(p.relative_to(DOCS)) for p in pages} <= set(nav), "a page is missing from mkdocs.yml's nav"
     used = set()
-    for page in pages:
-        for name in re.findall(r'--8<-- "([^"]+)"', page.read_text()):
-            assert (DOCS / "snippets" / name).is_file(), f"{page.name} includes a missing snippet {name}"
-            used.add(Path(name).stem)
+    for page in docs_snippets.snippet_pages():
+        text = page.read_text()
+        assert "--8<--" not in text, f"{page.name}: an include shows as a literal line on GitHub; use a snippet region"
+        for name in re.findall(r"<!-- snippet: ([\w.-]+) -->", text):
+            file = name if name.endswith((".md", ".txt")) else f"{name}.txt"
+            assert (DOCS / "snippets" / file).is_file(), f"{page.name} shows a missing snippet {name}"
+            used.add(Path(file).stem)
+        # the text in the page is the snippet's (as GitHub shows it): python tools/docs_snippets.py refills them
+        assert docs_snippets.filled_text(text) == text, f"{page.name}: stale snippet regions"
     readme = (ROOT / "README.md").read_text()
-    used |= set(re.findall(r"<!-- snippet: ([\w-]+) -->", readme))
     assert set(docs_snippets.SNIPPETS) <= used | {"list", "validate"} , "a snippet nobody shows"
     for target in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / target).is_file(), f"README links to a missing {target}"

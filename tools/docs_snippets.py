@@ -3,8 +3,9 @@
     python tools/docs_snippets.py             # every snippet (about 3 minutes on 2 CPU cores)
     python tools/docs_snippets.py quickstart  # only those named
 
-The docs include these files (``--8<-- "quickstart.txt"``), so every command output on the site comes
-from a real run on the fixtures in ``../shared``, never typed by hand. A snippet is the command line, as
+The README and the docs pages hold them in ``<!-- snippet: NAME -->`` regions that this script fills (the
+text sits in the page itself, so GitHub shows it as the site does), so every command output comes from a
+real run on the fixtures in ``../shared``, never typed by hand. A snippet is the command line, as
 a user types it, then its output (stdout and stderr as a terminal shows them) and its exit code. The
 commands run in a scratch folder beside ``../shared`` that holds ``suites/`` (a link to this checkout's)
 and ``reviews.csv``: 300 SST-2 dev sentences under the columns ``review,sentiment`` with ``pos``/``neg``
@@ -119,15 +120,34 @@ def screenshot(page: Path, png: Path, width: int = 1200, height: int = 1700) -> 
         driver.quit()
 
 
-def fill_readme(readme: Path = ROOT / "README.md") -> None:
-    """Copy snippets into the README's ``<!-- snippet: NAME -->...<!-- /snippet -->`` regions."""
-    def filled(match: re.Match[str]) -> str:
-        snippet = OUT / f"{match.group(1)}.txt"
-        body = snippet.read_text() if snippet.exists() else ""
-        return f"<!-- snippet: {match.group(1)} -->\n```text\n{body}```\n<!-- /snippet -->"
+SNIPPET_REGION = re.compile(r"<!-- snippet: ([\w.-]+) -->.*?<!-- /snippet -->", re.S)
 
-    text = readme.read_text()
-    readme.write_text(re.sub(r"<!-- snippet: ([\w-]+) -->.*?<!-- /snippet -->", filled, text, flags=re.S))
+
+def filled_text(text: str) -> str:
+    """``text`` with every ``<!-- snippet: NAME -->...<!-- /snippet -->`` region holding snippet NAME: a command's
+    output (``NAME`` or ``NAME.txt``) as a text block, a Markdown snippet (``NAME.md``) as it is."""
+    def filled(match: re.Match[str]) -> str:
+        name = match.group(1)
+        markdown = name.endswith(".md")
+        snippet = OUT / (name if markdown or name.endswith(".txt") else f"{name}.txt")
+        body = snippet.read_text() if snippet.exists() else ""
+        inner = body if markdown else f"```text\n{body}```\n"
+        return f"<!-- snippet: {name} -->\n{inner}<!-- /snippet -->"
+
+    return SNIPPET_REGION.sub(filled, text)
+
+
+def snippet_pages() -> list[Path]:
+    """The README and every docs page: the text is in the page itself, so GitHub shows it as the site does."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def fill_readme() -> None:
+    """Copy the snippets into every page's snippet regions (the README's and the docs')."""
+    for page in snippet_pages():
+        text = page.read_text()
+        if SNIPPET_REGION.search(text):
+            page.write_text(filled_text(text))
 
 
 if __name__ == "__main__":
