@@ -92,3 +92,15 @@ def test_mkdocs_build_strict(tmp_path):
     assert 'id="bertprobe-run"' in cli and "--label-map" in cli  # mkdocs-click rendered the commands
     api = (tmp_path / "site" / "api" / "index.html").read_text()
     assert "ProbeResult" in api and "add_metric" in api  # mkdocstrings rendered the docstrings
+
+
+def test_the_verdicts_page_lists_every_default_bound_of_the_builtin_probes():
+    from bertprobe.plugins import build_plugins
+
+    page = (DOCS / "verdicts.md").read_text()
+    probes = build_plugins().probes
+    for name in probes.names():
+        for d in probes.get(name).defaults:
+            bound = d.min if d.min is not None else d.max
+            row = next((line for line in page.splitlines() if line.startswith(f"| {name} |")), "")
+            assert f"`{d.metric}`" in row and f"{bound:g}" in row, (name, d.metric, bound)

@@ -79,6 +79,16 @@ def probe_page(cls: type, notes_dir: Path, suites_dir: Path) -> str:
                   for name, kind, default, meaning in rows]
     else:
         lines.append("None.")
+    lines += ["", "## Gated by default", ""]
+    if cls.defaults:
+        lines += ["Without an `expect:` of its own for these metrics, a suite judges this probe by these bounds "
+                  "(`expect: {METRIC: off}` turns one off; the report then lists it as measured, not gated):", "",
+                  "| metric | bound | why |", "|---|---|---|"]
+        lines += [f"| `{d.metric}` | {_cell(d.describe())} | {_cell(d.why)} |" for d in cls.defaults]
+    else:
+        keys = ", ".join(f"`{k}`" for k in cls.key_metric_patterns()) or "none"
+        lines.append(f"Nothing: this probe describes, it does not judge. Its key metrics ({keys}) are listed in the "
+                     "report as measured, not gated, until your suite sets `expect:` on them.")
     lines += ["", "## Metrics", "", "What `expect:` may name (`*` stands for any suffix); every report also "
               "carries each metric's meaning.", "", "| metric | direction | meaning |", "|---|---|---|"]
     lines += [f"| `{metric}` | {direction} | {_cell(meaning)} |" for metric, direction, meaning in cls.metric_rows()]
