@@ -74,6 +74,8 @@ def test_metrics_agree_with_a_direct_numpy_computation(sample):
     assert result.value("accuracy") == pytest.approx(correct.mean())
     ece_vector = [o for o in result.outcomes if o.name == "ece_contribution"][0]
     assert np.mean(ece_vector.values) == pytest.approx(result.value("ece"), abs=1e-6)  # its mean is the ECE
+    # but it is no outcome to pair: within a bin every example carries the same gap, so gates do not test ECE
+    assert result.metrics["ece"].outcome is None and result.metrics["brier"].outcome == "brier"
     order = np.argsort(-conf, kind="stable")
     risks = np.cumsum(1 - correct[order]) / np.arange(1, 401)
     assert result.value("aurc") == pytest.approx(risks.mean(), abs=1e-9)
