@@ -32,7 +32,7 @@ from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe, pe
 from bertprobe.probes.behaviour.scoring import judge_case
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.suite import load_suite
-from bertprobe.target import ModelSpec, load_target
+from bertprobe.model import ModelSpec, load_target
 
 MODEL = SHARED / "models" / "minilm-l6-sst2"
 DEV = SHARED / "data" / "sst2" / "dev.tsv"

@@ -31,7 +31,7 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
 
 
 def sst2_target(device: str = "cpu", max_length: int = 128, dtype: str = "auto") -> Any:
-    from bertprobe.target import ModelSpec, load_target
+    from bertprobe.model import ModelSpec, load_target
 
     return load_target(ModelSpec(path=str(SST2_MODEL), device=device, max_length=max_length, dtype=dtype))
 

@@ -61,7 +61,7 @@ def main() -> None:
 
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.cues.probe import CueParams, SpuriousCuesProbe
-    from bertprobe.target import ModelSpec, load_target
+    from bertprobe.model import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(ARCT_MODEL), device=args.device, max_length=128))
     test = ArctLoader().load(DataSpec(path=str(ARCT / "original" / "test-full.txt")))

@@ -18,7 +18,7 @@ import torch
 from bertprobe.data.treebank import read_conllu
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.syntax.probe import SyntaxHeadsProbe, SyntaxParams
-from bertprobe.target import ModelSpec, load_target
+from bertprobe.model import ModelSpec, load_target
 
 
 def main() -> None:

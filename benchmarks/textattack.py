@@ -22,7 +22,7 @@ import torch
 
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import ProbeContext
-from bertprobe.target import ModelSpec, load_target
+from bertprobe.model import ModelSpec, load_target
 
 
 def main() -> None:

@@ -7,5 +7,16 @@ from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, Metric, ProbeResult, RunReport
 from bertprobe.version import __version__
 
-__all__ = ["BertprobeError", "DataError", "Finding", "Metric", "Outcomes", "Probe", "ProbeContext", "ProbeError",
-           "ProbeResult", "RunReport", "SuiteError", "Sweep", "TargetError", "__version__", "hookimpl"]
+__all__ = ["BertprobeError", "DataError", "Finding", "Metric", "ModelSpec", "Outcomes", "Probe", "ProbeContext",
+           "ProbeError", "ProbeResult", "RunReport", "SuiteError", "Sweep", "Target", "TargetError", "__version__",
+           "hookimpl", "load_target"]
+
+_FROM_MODEL = ("ModelSpec", "Target", "load_target")  # the model wing, imported when first asked for
+
+
+def __getattr__(name: str) -> object:
+    if name in _FROM_MODEL:
+        from bertprobe import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'bertprobe' has no attribute {name!r}")

@@ -37,7 +37,7 @@ from bertprobe.run.session import Session, events_file, new_run_dir
 from bertprobe.suite.overrides import RunOptions, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
 from bertprobe.suite.validate import check_data_needs, check_hub_sources, read_local_data, validate_suite
-from bertprobe.target.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec
 
 
 def make_executor(suite: Suite, plugins: Plugins) -> Any:

@@ -13,8 +13,8 @@ import pluggy
 if TYPE_CHECKING:
     from bertprobe.registry import Registry
     from bertprobe.results import ProbeResult, RunReport
-    from bertprobe.target.spec import ModelSpec
-    from bertprobe.target.target import Target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.model.target import Target
 
 PROJECT = "bertprobe"
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -19,7 +19,7 @@ DISABLE_ENV = "BERTPROBE_DISABLE_PLUGINS"
 
 # Built-in plugins register through the same hooks as third-party ones (cf. datasette, pytest).
 DEFAULT_PLUGINS = (
-    "bertprobe.target.builtin",
+    "bertprobe.model.builtin",
     "bertprobe.data.builtin",
     "bertprobe.executors.builtin",
     "bertprobe.run.reports",

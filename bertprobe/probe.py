@@ -14,8 +14,8 @@ from bertprobe.results import DefaultExpectation, ProbeResult
 
 if TYPE_CHECKING:
     from bertprobe.data.dataset import Dataset, DataSpec
-    from bertprobe.target.spec import ModelSpec
-    from bertprobe.target.target import Target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.model.target import Target
 
 T = TypeVar("T")
 
@@ -166,7 +166,7 @@ def predict_directly(target: Target, data: Dataset, batch_size: int | None = Non
 
 
 def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
-    from bertprobe.target.spec import ModelSpec
+    from bertprobe.model.spec import ModelSpec
 
     if like is None:
         return ModelSpec(path=name_or_path)

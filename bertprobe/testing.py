@@ -12,9 +12,9 @@ from typing import Any, Literal
 import torch
 
 from bertprobe.hookspecs import hookimpl
-from bertprobe.target.loading import load_target
-from bertprobe.target.spec import ModelSpec
-from bertprobe.target.target import Target
+from bertprobe.model.loading import load_target
+from bertprobe.model.spec import ModelSpec
+from bertprobe.model.target import Target
 
 Arch = Literal["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]
 Task = Literal["classification", "multiple-choice", "masked-lm", "encoder"]
@@ -76,7 +76,7 @@ def gpt2_tokenizer(words: tuple[str, ...] | list[str] = WORDS, eos: bool = True)
 
 
 def _transformers() -> Any:
-    from bertprobe.target.quantize import preload_quietly
+    from bertprobe.model.quantize import preload_quietly
 
     preload_quietly()  # transformers imports torchao when installed; keep its load warnings quiet
     import transformers

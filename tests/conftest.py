@@ -70,7 +70,7 @@ def tiny_clf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_clf(tiny_clf_dir: Path):
-    from bertprobe.target import ModelSpec, load_target
+    from bertprobe.model import ModelSpec, load_target
 
     return load_target(ModelSpec(path=str(tiny_clf_dir), device="cpu"))
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import bertprobe as bertprobe_package
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import architecture  # noqa: E402
 
@@ -69,32 +71,33 @@ def test_no_top_level_module_serves_a_single_probe_family():
 def test_the_checker_finds_circles_upward_and_private_imports(tmp_path):
     """The rules above could fail: a planted circle, upward import and private import are all found."""
     pkg = tmp_path / "bertprobe"
-    for folder in ("data", "target"):
+    for folder in ("data", "model"):
         (pkg / folder).mkdir(parents=True)
         (pkg / folder / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "errors.py").write_text("from bertprobe.stats import _helper\n")
     (pkg / "stats.py").write_text("def f():\n    import bertprobe.errors\n")
-    (pkg / "data" / "dataset.py").write_text("from bertprobe.target.spec import ModelSpec\n")
-    (pkg / "target" / "spec.py").write_text(
+    (pkg / "data" / "dataset.py").write_text("from bertprobe.model.spec import ModelSpec\n")
+    (pkg / "model" / "spec.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertprobe.cli import main\n")
     graph = architecture.build(tmp_path)
     assert graph.circles() == [["bertprobe.errors", "bertprobe.stats"]]
-    assert graph.upward() == [("bertprobe.data.dataset", "bertprobe.target.spec")]  # TYPE_CHECKING is left out
+    assert graph.upward() == [("bertprobe.data.dataset", "bertprobe.model.spec")]  # TYPE_CHECKING is left out
     assert graph.private == [("bertprobe.errors", "bertprobe.stats", "_helper")]
 
 
 @pytest.mark.parametrize("module, names", [
     ("bertprobe", ["Probe", "ProbeResult", "ProbeContext", "Sweep", "Finding", "Metric", "Outcomes", "RunReport",
-                   "hookimpl", "BertprobeError", "DataError", "ProbeError", "SuiteError", "TargetError", "__version__"]),
+                   "hookimpl", "BertprobeError", "DataError", "ProbeError", "SuiteError", "TargetError", "__version__",
+                   "Target", "ModelSpec", "load_target"]),
     ("bertprobe.outcomes", ["Outcomes", "example_ids"]),
     ("bertprobe.probe", ["unit_seed", "Probe", "ProbeContext", "Sweep"]),
-    ("bertprobe.interventions", ["head_intervention", "evaluate_units", "frozen_parameters"]),
+    ("bertprobe.model", ["head_intervention", "evaluate_units", "frozen_parameters"]),
     ("bertprobe.testing", ["tiny_target", "save_tiny_model", "sentiment_examples", "train_tiny_classifier"]),
     ("bertprobe.hookspecs", ["hookimpl", "bertprobe_register_probes", "bertprobe_session_finish"]),
     ("bertprobe.capabilities", ["unknown"]),
     ("bertprobe.data", ["Dataset", "Example", "DataSpec"]),
-    ("bertprobe.target", ["Target", "ModelSpec", "load_target"]),
+    ("bertprobe.model", ["Target", "ModelSpec", "load_target"]),
     ("bertprobe.errors", ["ProbeError"]),
     ("bertprobe.results", ["Finding", "Metric", "ProbeResult"]),
     ("bertprobe.executors", ["ExecutorSpec", "Executor"]),
@@ -107,10 +110,22 @@ def test_documented_imports_keep_working(module, names):
 
 
 def test_a_moved_name_is_the_same_object_as_in_its_new_home():
-    from bertprobe.interventions import head_intervention
-    from bertprobe.target.interventions import head_intervention as moved
+    import bertprobe
+    from bertprobe.model import head_intervention
+    from bertprobe.model.interventions import head_intervention as moved
+    from bertprobe.model.target import Target
 
-    assert head_intervention is moved
+    assert head_intervention is moved and bertprobe.Target is Target
+
+
+def test_the_model_wing_is_named_for_what_it_holds_and_the_old_path_warns():
+    package = Path(bertprobe_package.__file__).parent
+    assert not (package / "target").exists() and not (package / "interventions.py").exists()
+    with pytest.warns(DeprecationWarning, match="bertprobe.model"):
+        old = importlib.reload(importlib.import_module("bertprobe.target"))
+    from bertprobe.model import Target
+
+    assert old.Target is Target
 
 
 def test_mermaid_diagram_names_every_wing():

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import BertConfig, DistilBertConfig
 
-from bertprobe.target import budgets
-from bertprobe.target.interventions import stack_size
+from bertprobe.model import budgets
+from bertprobe.model.interventions import stack_size
 
 CUDA = torch.device("cuda")
 CPU = torch.device("cpu")

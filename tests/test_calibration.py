@@ -123,7 +123,7 @@ def test_accuracy_and_calibration_share_one_prediction_pass(suite_factory, monke
     from bertprobe.harness import run_suite
     from bertprobe.plugins import build_plugins
     from bertprobe.suite import load_suite
-    from bertprobe.target.target import Target
+    from bertprobe.model.target import Target
 
     calls = []
     real = Target.logits

@@ -11,9 +11,9 @@ from bertprobe.data import Dataset, Example
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.heads.probe import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
-from bertprobe.target import ModelSpec, load_target
-from bertprobe.target.interventions import head_intervention
-from bertprobe.target.pruning import prune_heads
+from bertprobe.model import ModelSpec, load_target
+from bertprobe.model.interventions import head_intervention
+from bertprobe.model.pruning import prune_heads
 from bertprobe.testing import sentiment_examples, tiny_target
 
 
@@ -147,7 +147,7 @@ def test_declared_metric_directions_match_what_the_probes_report(trained_model):
     from bertprobe.probes.accuracy import AccuracyProbe
     from bertprobe.probes.heads.probe import HeadPruningProbe
     from bertprobe.probes.triggers import UniversalTriggerProbe
-    from bertprobe.target import ModelSpec, load_target
+    from bertprobe.model import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
@@ -166,7 +166,7 @@ def test_stacked_head_sweep_equals_one_head_per_pass(trained_model):
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.heads.probe import HeadPruningProbe
-    from bertprobe.target import ModelSpec, load_target
+    from bertprobe.model import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
@@ -260,7 +260,7 @@ def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
 def test_compare_speed_interleaves_repeats_and_stays_within_its_budget():
     import time as _time
 
-    from bertprobe.target.pruning import compare_speed
+    from bertprobe.model.pruning import compare_speed
 
     class Sleeper(torch.nn.Module):
         def __init__(self, seconds: float) -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bertprobe.data import Example
-from bertprobe.target.interventions import head_intervention
+from bertprobe.model.interventions import head_intervention
 from bertprobe.testing import tiny_target
 
 TEXTS = [Example("the movie was good"), Example("bad"), Example("a very boring dull story")]
@@ -120,7 +120,7 @@ def test_mask_gradient_is_available_for_importance(tmp_path):
 
 
 def test_frozen_parameters_restores_each_flag_even_after_an_error():
-    from bertprobe.target.interventions import frozen_parameters
+    from bertprobe.model.interventions import frozen_parameters
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
     model[1].bias.requires_grad_(False)
@@ -136,7 +136,7 @@ def test_frozen_parameters_restores_each_flag_even_after_an_error():
 def test_stacked_units_equal_one_unit_per_pass(tmp_path, task, mode):
     """evaluate_units stacks several interventions along the batch: the same predictions (and logits within
     float tolerance) as one intervention per forward pass, for classification and multiple choice."""
-    from bertprobe.target.interventions import evaluate_units, stack_size
+    from bertprobe.model.interventions import evaluate_units, stack_size
 
     target = tiny_target(tmp_path / task, task=task, layers=2, heads=4, initializer_range=0.5)
     sites = target.attention_sites()
@@ -159,7 +159,7 @@ def test_stacked_units_equal_one_unit_per_pass(tmp_path, task, mode):
     batch = batches[0][1]
     with torch.no_grad():
         ones = [_one_pass(target, sites, batch, u, mode) for u in units[:2]]
-        from bertprobe.target.interventions import _repeat_rows
+        from bertprobe.model.interventions import _repeat_rows
 
         per_row = torch.stack(units[:2]).repeat_interleave(batch["input_ids"].shape[0], dim=0)
         key = "mask" if mode == "mask" else "uniform"
@@ -189,7 +189,7 @@ def _one_pass(target, sites, batch, unit, mode):
 def test_units_run_from_their_lowest_layer_give_the_same_results(tmp_path, arch, task, mode):
     """With cached layer inputs, a unit skips the layers below its lowest intervention: predictions equal,
     logits within float tolerance, and the skipped layers really are not run."""
-    from bertprobe.target.interventions import LayerCache, encoder_layers, evaluate_units, lowest_layer
+    from bertprobe.model.interventions import LayerCache, encoder_layers, evaluate_units, lowest_layer
 
     target = tiny_target(tmp_path / arch, arch=arch, task=task, layers=4, heads=2, initializer_range=0.5)
     sites = target.attention_sites()
@@ -237,7 +237,7 @@ def test_units_run_from_their_lowest_layer_give_the_same_results(tmp_path, arch,
 def test_shared_layers_get_no_cache_and_a_small_budget_turns_it_off(tmp_path):
     from bertprobe.data import Dataset
     from bertprobe.probes.heads.probe import Evaluator
-    from bertprobe.target.interventions import encoder_layers
+    from bertprobe.model.interventions import encoder_layers
 
     albert = tiny_target(tmp_path / "albert", arch="albert", layers=2, heads=4)
     assert encoder_layers(albert.model, albert.attention_sites()) is None

@@ -102,7 +102,7 @@ def test_one_model_suite_keeps_its_shape(suite_factory, tiny_clf_dir):
 
 def test_encoded_data_are_shared_by_targets_with_one_tokenizer(trained_dir, random_dir):
     from bertprobe.data import Example
-    from bertprobe.target import ModelSpec, load_target
+    from bertprobe.model import ModelSpec, load_target
 
     cache: dict = {}
     a = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
@@ -116,8 +116,8 @@ def test_encoded_data_are_shared_by_targets_with_one_tokenizer(trained_dir, rand
 
 def test_int8_variant_logits_stay_close_to_fp32(trained_dir, senti_tsv):
     from bertprobe.data import DataSpec, load_table
-    from bertprobe.target import ModelSpec, load_target
-    from bertprobe.target.variants import derive_variant
+    from bertprobe.model import ModelSpec, load_target
+    from bertprobe.model.variants import derive_variant
 
     spec = ModelSpec(path=str(trained_dir), device="cpu")
     base = load_target(spec)
@@ -129,7 +129,7 @@ def test_int8_variant_logits_stay_close_to_fp32(trained_dir, senti_tsv):
     ref, q = base.logits(examples), int8.logits(examples)
     assert (ref - q).abs().max() < 0.1 * ref.abs().max()
     assert (ref.argmax(-1) == q.argmax(-1)).float().mean() > 0.95
-    from bertprobe.target.modelinfo import model_bytes
+    from bertprobe.model.modelinfo import model_bytes
 
     assert model_bytes(int8.model) < model_bytes(base.model)
 
@@ -158,9 +158,9 @@ def test_pruned_variant_has_the_expected_heads_and_runs_every_probe(tmp_path, tr
 
 
 def test_pruned_model_head_count_read_from_module_shapes(trained_dir):
-    from bertprobe.target import ModelSpec, load_target
-    from bertprobe.target.architectures import attention_sites, heads_per_layer
-    from bertprobe.target.pruning import prune_heads
+    from bertprobe.model import ModelSpec, load_target
+    from bertprobe.model.architectures import attention_sites, heads_per_layer
+    from bertprobe.model.pruning import prune_heads
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
     pruned, _ = prune_heads(target.model, [(0, 1), (0, 3), (1, 0)])
@@ -343,8 +343,8 @@ def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(t
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.attention import AttentionAuditProbe
     from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
-    from bertprobe.target import ModelSpec, load_target
-    from bertprobe.target.pruning import prune_heads
+    from bertprobe.model import ModelSpec, load_target
+    from bertprobe.model.pruning import prune_heads
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
     model, _ = prune_heads(target.model, [(0, 0), (0, 1), (0, 2)])

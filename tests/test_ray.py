@@ -203,7 +203,7 @@ def test_sweep_shards_run_on_two_workers(cluster, models, data):
     from bertprobe.executors.worker import WorkerContext
     from bertprobe.probe import Sweep
     from bertprobe.suite import Suite
-    from bertprobe.target import ModelSpec
+    from bertprobe.model import ModelSpec
 
     class Pid(Sweep):
         def run(self, state: Any, units: list[Any]) -> list[Any]:

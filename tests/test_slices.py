@@ -32,7 +32,7 @@ class Canned:
         self.pred = pred
 
     def encode(self, examples):
-        from bertprobe.target.target import Encoded
+        from bertprobe.model.target import Encoded
 
         return Encoded([{} for _ in examples], [len(ex.text.split()) + 2 for ex in examples])
 

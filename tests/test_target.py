@@ -8,7 +8,7 @@ import torch
 
 from bertprobe.data import Example
 from bertprobe.errors import TargetError
-from bertprobe.target import ModelSpec, load_target, resolve_device, resolve_dtype
+from bertprobe.model import ModelSpec, load_target, resolve_device, resolve_dtype
 from bertprobe.testing import save_tiny_model, tiny_target
 
 
@@ -168,7 +168,7 @@ def test_throughput_excludes_the_warm_up_pass_and_reports_its_spread():
 
     from bertprobe.data.dataset import Dataset, Example
     from bertprobe.probe import measure_throughput, predict_directly
-    from bertprobe.target.target import Encoded
+    from bertprobe.model.target import Encoded
 
     class FirstPassSlow:  # a compiled model: the first pass pays minutes, later passes are warm
         calls = 0
@@ -196,7 +196,7 @@ def test_throughput_excludes_the_warm_up_pass_and_reports_its_spread():
 def test_dynamic_int8_on_a_cpu_without_avx512_is_flagged(monkeypatch):
     import torch
 
-    from bertprobe.target.variants import slow_int8_note
+    from bertprobe.model.variants import slow_int8_note
 
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert "no AVX-512" in slow_int8_note("int8-dynamic", "cpu")

@@ -26,7 +26,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "outcomes",
                     "results", "policy", "verdict", "figures", "exitcodes", "hub", "gates", "hookspecs", "environment")),
     ("data", ("data.",)),
-    ("target", ("target.",)),
+    ("model", ("model.",)),
     ("contract", ("probe", "plugins", "testing")),
     ("probes", ("probes.",)),
     ("reporters", ("reporters.",)),
@@ -38,7 +38,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # The public face: the package itself and names kept where the README once documented them. They
 # import from any floor and nothing inside the package imports them.
-FACADES = (PACKAGE, f"{PACKAGE}.interventions")
+FACADES = (PACKAGE, f"{PACKAGE}.target")  # target: the deprecated name of the model wing, re-exported
 SHARED_PROBE_MACHINERY = "attacks"  # probes/attacks: what several probe families share
 
 

@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from bertprobe.data.dataset import DataSpec
     from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
-    from bertprobe.target.spec import ModelSpec
+    from bertprobe.model.spec import ModelSpec
 
 
 class Executor(Protocol):

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from bertprobe.data import DataSpec
     from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
-    from bertprobe.target import ModelSpec
+    from bertprobe.model import ModelSpec
 
 
 class LocalExecutor:

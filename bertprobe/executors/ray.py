@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from bertprobe.executors.worker import ModelJob, WorkerContext
     from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
-    from bertprobe.target.spec import ModelSpec
+    from bertprobe.model.spec import ModelSpec
 
 POLL_SECONDS = 0.05
 

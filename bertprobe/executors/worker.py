@@ -23,7 +23,7 @@ from bertprobe.run.resume import PreviousRun
 from bertprobe.run.session import Session, Sink
 from bertprobe.run.turn import run_model
 from bertprobe.suite.schema import ExecutorSpec, Suite
-from bertprobe.target.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec
 
 
 @dataclass

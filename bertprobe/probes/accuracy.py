@@ -13,7 +13,7 @@ from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, measure_throughput
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import wilson_interval
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from bertprobe.figures import layer_head_heatmap
 from bertprobe.hookspecs import hookimpl
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 TYPES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
 

@@ -79,9 +79,9 @@ from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
-from bertprobe.target.interventions import frozen_parameters
-from bertprobe.target.spec import ModelSpec
-from bertprobe.target.target import Target
+from bertprobe.model.interventions import frozen_parameters
+from bertprobe.model.spec import ModelSpec
+from bertprobe.model.target import Target
 
 POSITIONS = ("start", "middle", "end")
 
@@ -533,12 +533,12 @@ class PairScans(Sweep):
         assert data is not None
         reference = None
         if self.reference is not None:  # loaded as the harness loads it: the stored weights, then the variant
-            from bertprobe.target.loading import load_target
+            from bertprobe.model.loading import load_target
 
             spec = self.reference
             reference = load_target(spec.base)
             if spec.variant.keys() - {"dtype"}:
-                from bertprobe.target.variants import derive_variant
+                from bertprobe.model.variants import derive_variant
 
                 reference, _ = derive_variant(reference, spec, data if spec.prune_heads else None)
         return self.prepare(target, data, reference)

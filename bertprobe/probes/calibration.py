@@ -29,7 +29,7 @@ from bertprobe.hookspecs import hookimpl
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, ProbeResult
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,8 @@ from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
-from bertprobe.target.interventions import frozen_parameters
-from bertprobe.target.target import Target
+from bertprobe.model.interventions import frozen_parameters
+from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

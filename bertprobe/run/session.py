@@ -20,8 +20,8 @@ from bertprobe.probe import Predictions, Sweep, predict_directly, run_chunks
 from bertprobe.progress import progress
 from bertprobe.results import ProbeResult, RunReport, jsonable
 from bertprobe.suite.schema import Suite
-from bertprobe.target.spec import ModelSpec
-from bertprobe.target.target import Target
+from bertprobe.model.spec import ModelSpec
+from bertprobe.model.target import Target
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -163,7 +163,7 @@ class Session:
         if spec in self.targets:
             return self.targets[spec]
         if spec.variant.keys() - {"dtype"}:
-            from bertprobe.target.variants import derive_variant
+            from bertprobe.model.variants import derive_variant
 
             stored = self._load_stored(spec)
             data = None
@@ -178,7 +178,7 @@ class Session:
                 target = replace(target, spec=spec)
         self.targets[spec] = target
         if spec.path not in self.hashes:
-            from bertprobe.target.modelinfo import sha256_of, weight_files
+            from bertprobe.model.modelinfo import sha256_of, weight_files
 
             self.hashes[spec.path] = sha256_of(weight_files(spec.path))
         if self.previous is not None:
@@ -186,7 +186,7 @@ class Session:
             if before and self.hashes[spec.path] and before != self.hashes[spec.path]:
                 raise SuiteError(f"cannot resume: the weights of model '{spec.label}' changed since the run "
                                  f"(sha256 {before[:12]} -> {self.hashes[spec.path][:12]}); start a new run")
-        from bertprobe.target.modelinfo import describe_model
+        from bertprobe.model.modelinfo import describe_model
 
         info = describe_model(target, self.hashes[spec.path], notes)
         self.emit("model_loaded", model=info.name, info=asdict(info))

@@ -23,7 +23,7 @@ from bertprobe.progress import progress
 from bertprobe.results import ProbeResult
 from bertprobe.run.session import Session, cached_predictions
 from bertprobe.suite.schema import ProbeSpec, Suite
-from bertprobe.target.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec
 
 
 def seed_everything(seed: int) -> None:

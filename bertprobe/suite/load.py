@@ -25,7 +25,7 @@ from bertprobe.suite.schema import (
     ProbeSpec,
     Suite,
 )
-from bertprobe.target.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
 

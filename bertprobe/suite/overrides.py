@@ -11,7 +11,7 @@ from bertprobe.errors import (
 )
 from bertprobe.registry import did_you_mean
 from bertprobe.suite.schema import ExecutorSpec, GateSpec, Suite, unique_names
-from bertprobe.target.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 from bertprobe.data.dataset import DataSpec
 from bertprobe.results import Expectation
-from bertprobe.target.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec
 
 DEFAULT_TOLERANCE = 0.01
 DEFAULT_SIGNIFICANCE = 0.05  # a change past the tolerance gates only when its Holm-corrected paired p is below this

@@ -20,8 +20,8 @@ from bertprobe.params import parse_params
 from bertprobe.registry import Registry, did_you_mean
 from bertprobe.suite.paths import resolve_path_value
 from bertprobe.suite.schema import Suite
-from bertprobe.target.loading import looks_local
-from bertprobe.target.spec import ModelSpec
+from bertprobe.model.loading import looks_local
+from bertprobe.model.spec import ModelSpec
 
 
 def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -> None:
@@ -205,7 +205,7 @@ def check_labels_against_models(suite: Suite, data: Dataset) -> None:
     from types import SimpleNamespace
 
     from bertprobe.data.prepare import align_to_model
-    from bertprobe.target.loading import detect_task
+    from bertprobe.model.loading import detect_task
 
     if suite.data is None or not any(ex.label is not None for ex in data.examples):
         return

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.probes.attacks.splice import SplicedRows
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 
 class TriggerScorer:

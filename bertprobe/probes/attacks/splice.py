@@ -15,7 +15,7 @@ import torch
 
 from bertprobe.data.dataset import Example
 from bertprobe.errors import ProbeError
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 Position = Literal["prepend", "append", "start", "middle", "end", "random"]
 

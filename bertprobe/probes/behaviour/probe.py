@@ -36,7 +36,7 @@ from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import wilson_interval
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 PERTURBATION_KEYS = ("name", "variants", "class", "direction", "tolerance", "field")
 

@@ -39,7 +39,7 @@ from bertprobe.probes.cues.stats import (
     words,
 )
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Papers:
 
 Implementation and deviations:
   * transformers 5 has no ``head_mask``; masks and uniform attention are forward hooks
-    (``bertprobe.interventions``), valid for eager and SDPA attention.
+    (``bertprobe.model``), valid for eager and SDPA attention.
   * Importance uses a per-example mask (``B x L x H``), so |dL(x)/d xi_h| is taken per example as the
     paper's equation says; Michel's code takes the absolute value of batch-summed gradients.
   * Layer-wise normalisation of importance (``normalize``, Michel's default) divides each layer's
@@ -49,22 +49,22 @@ from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci, gini
-from bertprobe.target.architectures import head_grid, heads_per_layer
-from bertprobe.target.budgets import ACTIVATION_SHARE, free_memory
-from bertprobe.target.interventions import (
+from bertprobe.model.architectures import head_grid, heads_per_layer
+from bertprobe.model.budgets import ACTIVATION_SHARE, free_memory
+from bertprobe.model.interventions import (
     LayerCache,
     encoder_layers,
     evaluate_units,
     head_intervention,
     hidden_size,
 )
-from bertprobe.target.pruning import (
+from bertprobe.model.pruning import (
     compare_speed,
     head_importance,
     least_important,
     normalize_by_layer,
 )
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)
@@ -449,7 +449,7 @@ class HeadPruningProbe(Probe):
 
     def _physical(self, result: ProbeResult, target: Target, ev: Evaluator, curve: list[dict[str, Any]],
                   params: HeadParams, ranking: torch.Tensor) -> None:
-        from bertprobe.target.pruning import count_parameters, prune_heads
+        from bertprobe.model.pruning import count_parameters, prune_heads
 
         started = time.perf_counter()
         layers, heads = ev.shape

@@ -59,7 +59,7 @@ from bertprobe.probes.syntax.relations import (
 )
 from bertprobe.probes.syntax.wordlevel import word_attention
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.target.target import Target
+from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertprobe import Probe, ProbeResult, hookimpl
+from bertprobe import Probe, ProbeResult, Target, hookimpl
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import ProbeContext
 from bertprobe.results import Finding
-from bertprobe.target import Target
 
 OFFLINE = {
     "deepwordbug": "DeepWordBugGao2018",

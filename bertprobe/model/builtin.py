@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bertprobe.hookspecs import hookimpl
-from bertprobe.target.loading import load_target
-from bertprobe.target.spec import ModelSpec
-from bertprobe.target.target import Target
+from bertprobe.model.loading import load_target
+from bertprobe.model.spec import ModelSpec
+from bertprobe.model.target import Target
 
 
 @hookimpl(trylast=True)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError
-from bertprobe.target.spec import ModelSpec, Task
+from bertprobe.model.spec import ModelSpec, Task
 
 
 def word_index_of(offsets: list[tuple[int, int]], special: list[int], spans: tuple[tuple[int, int], ...]) -> list[int] | None:
@@ -110,7 +110,7 @@ class Target:
         return frozenset(caps)
 
     def attention_sites(self) -> Any:
-        from bertprobe.target.architectures import attention_sites
+        from bertprobe.model.architectures import attention_sites
 
         if self._sites is None:
             self._sites = attention_sites(self.model)
@@ -247,7 +247,7 @@ class Target:
         bigger batch only adds memory traffic."""
         if self.spec.token_budget is not None:
             return self.spec.token_budget
-        from bertprobe.target.budgets import token_budget
+        from bertprobe.model.budgets import token_budget
 
         return token_budget(self.model.config, self.device, self.dtype.itemsize)
 

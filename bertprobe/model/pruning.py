@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertprobe.target.architectures import attention_sites, head_grid
-from bertprobe.target.interventions import frozen_parameters, head_intervention
+from bertprobe.model.architectures import attention_sites, head_grid
+from bertprobe.model.interventions import frozen_parameters, head_intervention
 
 PRUNABLE = {"bert", "roberta", "xlm-roberta", "electra", "distilbert", "camembert"}
 

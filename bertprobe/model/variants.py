@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError
-from bertprobe.target.architectures import heads_per_layer
-from bertprobe.target.target import Target
+from bertprobe.model.architectures import heads_per_layer
+from bertprobe.model.target import Target
 
 
 def slow_int8_note(mode: str, device: Any) -> str:
@@ -47,7 +47,7 @@ def derive_variant(base: Target, spec: Any, data: Any = None, log: Any = None) -
     gradient_model = None
     quantized = False
     if spec.quantize != "none":
-        from bertprobe.target.quantize import quantize_model
+        from bertprobe.model.quantize import quantize_model
 
         say(f"quantizing {spec.label} ({spec.quantize}, torchao)")
         gradient_model = model  # the float weights, kept for input gradients (trigger search)
@@ -68,7 +68,7 @@ def derive_variant(base: Target, spec: Any, data: Any = None, log: Any = None) -
 
 
 def _pruned(base: Target, share: float, data: Any, notes: list[str], say: Any) -> Any:
-    from bertprobe.target.pruning import (
+    from bertprobe.model.pruning import (
         head_importance,
         least_important,
         normalize_by_layer,

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError, first_line
-from bertprobe.target.spec import ModelSpec, Task
-from bertprobe.target.target import Target
+from bertprobe.model.spec import ModelSpec, Task
+from bertprobe.model.target import Target
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -118,7 +118,7 @@ def _auto_class(task: Task) -> Any:
 
 def load_target(spec: ModelSpec) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed."""
-    from bertprobe.target.quantize import preload_quietly
+    from bertprobe.model.quantize import preload_quietly
 
     preload_quietly()
     import transformers

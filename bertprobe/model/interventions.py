@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertprobe.target.architectures import AttentionSite
-from bertprobe.target.budgets import hidden_width, stack_budget
+from bertprobe.model.architectures import AttentionSite
+from bertprobe.model.budgets import hidden_width, stack_budget
 
 
 @contextlib.contextmanager
