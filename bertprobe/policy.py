@@ -57,8 +57,9 @@ def not_gated(result: ProbeResult, key_patterns: Iterable[str], off: Iterable[st
     for name, metric in result.metrics.items():
         if name in judged or metric.value is None or not _matches(name, key_patterns):
             continue
-        why = "its default was turned off by the suite" if _matches(name, off) else "no default bound (descriptive)"
-        rows.append({"metric": name, "value": metric.value, "why": why})
+        turned_off = _matches(name, off)
+        why = "its default was turned off by the suite" if turned_off else "no default bound (descriptive)"
+        rows.append({"metric": name, "value": metric.value, "why": why, "off": turned_off})
     return rows
 
 

@@ -144,7 +144,7 @@ def _own(report: RunReport, model: str) -> Verdict:
     else:
         verdict.closest = _closest(checked)
     verdict.not_gated = [f"{r.id or r.probe}.{row['metric']} {row['value']:.4g}" for r in results
-                         for row in r.details.get("not_gated") or [] if "turned off" in str(row.get("why"))]
+                         for row in r.details.get("not_gated") or [] if row.get("off")]
     skipped = [r.id or r.probe for r in results if r.status == "skipped"]
     if skipped:
         verdict.warnings.append(f"not checked (skipped): {', '.join(skipped)}")

@@ -42,7 +42,8 @@ def test_defaults_expand_over_the_metrics_a_result_holds():
     assert not by["fairness_gap.race"].passed and by["fairness_gap.religion"].passed
     assert r.status == "failed"
     # the overall failure rate is a key metric that nothing gates here: listed, with the reason
-    assert r.details["not_gated"] == [{"metric": "failure_rate", "value": 0.3, "why": "no default bound (descriptive)"}]
+    assert r.details["not_gated"] == [{"metric": "failure_rate", "value": 0.3, "why": "no default bound (descriptive)",
+                                       "off": False}]
 
 
 def test_the_suite_overrides_a_default_per_metric_and_can_turn_it_off():

@@ -141,12 +141,8 @@ def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:
 
 def _bare_encoder(spec: ModelSpec) -> bool:
     """True when a local model's config.json names only architectures without a task head (BertModel)."""
-    config = Path(spec.path).expanduser() / "config.json"
-    try:
-        names = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
-    except (OSError, ValueError, AttributeError):
-        return False
-    return bool(names) and all("For" not in str(n) for n in names)
+    names = (_config(spec) or {}).get("architectures") or []
+    return isinstance(names, list) and bool(names) and all("For" not in str(n) for n in names)
 
 
 def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
