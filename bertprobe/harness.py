@@ -23,6 +23,7 @@ from bertprobe.environment import default_threads, versions
 from bertprobe.errors import BertprobeError, InternalError, SuiteError
 from bertprobe.exitcodes import Terminated
 from bertprobe.gates import gate_models
+from bertprobe.model.spec import ModelSpec
 from bertprobe.outcomes import read_outcomes
 from bertprobe.plugins import Plugins
 from bertprobe.results import ProbeResult, RunReport
@@ -37,7 +38,6 @@ from bertprobe.run.session import Session, events_file, new_run_dir
 from bertprobe.suite.overrides import RunOptions, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
 from bertprobe.suite.validate import check_data_needs, check_hub_sources, read_local_data, validate_suite
-from bertprobe.model.spec import ModelSpec
 
 
 def make_executor(suite: Suite, plugins: Plugins) -> Any:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from bertprobe.registry import Registry
-    from bertprobe.results import ProbeResult, RunReport
     from bertprobe.model.spec import ModelSpec
     from bertprobe.model.target import Target
+    from bertprobe.registry import Registry
+    from bertprobe.results import ProbeResult, RunReport
 
 PROJECT = "bertprobe"
 hookspec = pluggy.HookspecMarker(PROJECT)

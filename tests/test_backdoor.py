@@ -11,10 +11,10 @@ from conftest import SHARED, SST2_DEV
 
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
+from bertprobe.model import ModelSpec, load_target
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.backdoor import BackdoorParams, BackdoorScanProbe, crowd_z, parse_pairs
-from bertprobe.model import ModelSpec, load_target
 from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target
 
 SMALL = dict(candidates=40, finalists=20, inits=4, held_out=60, screen_examples=20, extend=2, extend_candidates=5)
@@ -136,8 +136,8 @@ def test_pair_scans_rebuilt_in_a_worker_give_the_same_scan(poisoned, data):
     assert there == mine
     assert any(t.get("reference_flip_rate") is not None for t in there["triggers"])  # the worker loaded the reference
     # a reference that is a variant (a matrix model with pruned heads) is derived in the worker as the harness does
-    from bertprobe.probes.backdoor import PairScans
     from bertprobe.model.pruning import count_parameters
+    from bertprobe.probes.backdoor import PairScans
 
     pruned_ref = ModelSpec(path=poisoned.spec.path, device="cpu", prune_heads=0.5)
     state = PairScans(params, 1, pruned_ref).setup(worker_model, data)

@@ -121,9 +121,9 @@ def test_risk_coverage_of_a_perfect_ranking_is_zero_until_the_errors():
 
 def test_accuracy_and_calibration_share_one_prediction_pass(suite_factory, monkeypatch, tmp_path):
     from bertprobe.harness import run_suite
+    from bertprobe.model.target import Target
     from bertprobe.plugins import build_plugins
     from bertprobe.suite import load_suite
-    from bertprobe.model.target import Target
 
     calls = []
     real = Target.logits

@@ -8,12 +8,12 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.data import Dataset, Example
-from bertprobe.params import parse_params
-from bertprobe.probe import ProbeContext
-from bertprobe.probes.heads.probe import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.model.interventions import head_intervention
 from bertprobe.model.pruning import prune_heads
+from bertprobe.params import parse_params
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.heads.probe import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
 from bertprobe.testing import sentiment_examples, tiny_target
 
 
@@ -142,12 +142,12 @@ def test_declared_metric_directions_match_what_the_probes_report(trained_model):
     import fnmatch
 
     from bertprobe.data import Dataset, Example
+    from bertprobe.model import ModelSpec, load_target
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.accuracy import AccuracyProbe
     from bertprobe.probes.heads.probe import HeadPruningProbe
     from bertprobe.probes.triggers import UniversalTriggerProbe
-    from bertprobe.model import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
@@ -163,10 +163,10 @@ def test_declared_metric_directions_match_what_the_probes_report(trained_model):
 
 def test_stacked_head_sweep_equals_one_head_per_pass(trained_model):
     from bertprobe.data import Dataset, Example
+    from bertprobe.model import ModelSpec, load_target
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.heads.probe import HeadPruningProbe
-    from bertprobe.model import ModelSpec, load_target
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])

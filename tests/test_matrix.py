@@ -340,11 +340,11 @@ def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(t
     from dataclasses import replace
 
     from bertprobe.data import Dataset, Example
+    from bertprobe.model import ModelSpec, load_target
+    from bertprobe.model.pruning import prune_heads
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.attention import AttentionAuditProbe
     from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
-    from bertprobe.model import ModelSpec, load_target
-    from bertprobe.model.pruning import prune_heads
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
     model, _ = prune_heads(target.model, [(0, 0), (0, 1), (0, 2)])

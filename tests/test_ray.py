@@ -201,9 +201,9 @@ def test_sweep_shards_run_on_two_workers(cluster, models, data):
     from bertprobe.executors import ExecutorSpec
     from bertprobe.executors.ray import RayExecutor
     from bertprobe.executors.worker import WorkerContext
+    from bertprobe.model import ModelSpec
     from bertprobe.probe import Sweep
     from bertprobe.suite import Suite
-    from bertprobe.model import ModelSpec
 
     class Pid(Sweep):
         def run(self, state: Any, units: list[Any]) -> list[Any]:

@@ -13,13 +13,13 @@ from conftest import SHARED
 from bertprobe.cli import main
 from bertprobe.data.treebank import read_conllu
 from bertprobe.errors import DataError
+from bertprobe.model import ModelSpec, load_target
+from bertprobe.model.target import word_index_of
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.syntax.parser import AttentionParser, right_branching
 from bertprobe.probes.syntax.probe import SyntaxHeadsProbe, SyntaxParams
 from bertprobe.probes.syntax.relations import HeadStatistics, RoleParams, head_roles, offset_baselines
 from bertprobe.probes.syntax.wordlevel import word_attention
-from bertprobe.model import ModelSpec, load_target
-from bertprobe.model.target import word_index_of
 from bertprobe.testing import WORDS, save_tiny_model, tiny_target
 
 # "the dog gave a bone to the cat ." / "i have two cats" with a multiword token and an empty node

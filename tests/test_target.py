@@ -167,8 +167,8 @@ def test_throughput_excludes_the_warm_up_pass_and_reports_its_spread():
     import torch
 
     from bertprobe.data.dataset import Dataset, Example
-    from bertprobe.probe import measure_throughput, predict_directly
     from bertprobe.model.target import Encoded
+    from bertprobe.probe import measure_throughput, predict_directly
 
     class FirstPassSlow:  # a compiled model: the first pass pays minutes, later passes are warm
         calls = 0

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 if TYPE_CHECKING:
     from bertprobe.data.dataset import DataSpec
+    from bertprobe.model.spec import ModelSpec
     from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
-    from bertprobe.model.spec import ModelSpec
 
 
 class Executor(Protocol):

@@ -10,9 +10,9 @@ from bertprobe.suite.schema import ExecutorSpec
 
 if TYPE_CHECKING:
     from bertprobe.data import DataSpec
+    from bertprobe.model import ModelSpec
     from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
-    from bertprobe.model import ModelSpec
 
 
 class LocalExecutor:

@@ -39,9 +39,9 @@ from bertprobe.suite.schema import ExecutorSpec
 if TYPE_CHECKING:
     from bertprobe.data.dataset import DataSpec
     from bertprobe.executors.worker import ModelJob, WorkerContext
+    from bertprobe.model.spec import ModelSpec
     from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
-    from bertprobe.model.spec import ModelSpec
 
 POLL_SECONDS = 0.05
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
+from bertprobe.model.spec import ModelSpec
 from bertprobe.plugins import build_plugins
 from bertprobe.results import ProbeResult, RunReport
 from bertprobe.run.resume import PreviousRun
 from bertprobe.run.session import Session, Sink
 from bertprobe.run.turn import run_model
 from bertprobe.suite.schema import ExecutorSpec, Suite
-from bertprobe.model.spec import ModelSpec
 
 
 @dataclass

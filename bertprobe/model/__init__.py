@@ -7,6 +7,16 @@ The names a plugin author needs are re-exported here (``from bertprobe.model imp
 head_intervention``) and the commonest from the package itself (``from bertprobe import Target, ModelSpec``).
 """
 
+from bertprobe.model.interventions import (
+    LayerCache,
+    encoder_layers,
+    evaluate_units,
+    frozen_parameters,
+    head_intervention,
+    hidden_size,
+    lowest_layer,
+    stack_size,
+)
 from bertprobe.model.loading import (
     DTYPES,
     TOKENIZER_FILES,
@@ -18,16 +28,6 @@ from bertprobe.model.loading import (
     looks_local,
     resolve_device,
     resolve_dtype,
-)
-from bertprobe.model.interventions import (
-    LayerCache,
-    encoder_layers,
-    evaluate_units,
-    frozen_parameters,
-    head_intervention,
-    hidden_size,
-    lowest_layer,
-    stack_size,
 )
 from bertprobe.model.spec import QUANTIZE_MODES, ModelSpec, Task
 from bertprobe.model.target import Encoded, Target, word_index_of

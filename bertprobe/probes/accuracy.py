@@ -9,11 +9,11 @@ import torch
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.target import Target
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, measure_throughput
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import wilson_interval
-from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

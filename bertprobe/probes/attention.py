@@ -34,9 +34,9 @@ import torch
 from bertprobe.data.dataset import Dataset
 from bertprobe.figures import layer_head_heatmap
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.model.target import Target
 
 TYPES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
 

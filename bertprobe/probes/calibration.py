@@ -26,10 +26,10 @@ import numpy as np
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.target import Target
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, ProbeResult
-from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ import torch
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.interventions import frozen_parameters
+from bertprobe.model.target import Target
 from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
 from bertprobe.probes.attacks.hotflip import TriggerScorer
@@ -54,8 +56,6 @@ from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
-from bertprobe.model.interventions import frozen_parameters
-from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

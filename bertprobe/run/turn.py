@@ -17,13 +17,13 @@ from bertprobe.errors import (
     SuiteError,
     TargetError,
 )
+from bertprobe.model.spec import ModelSpec
 from bertprobe.params import params_to_dict
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.progress import progress
 from bertprobe.results import ProbeResult
 from bertprobe.run.session import Session, cached_predictions
 from bertprobe.suite.schema import ProbeSpec, Suite
-from bertprobe.model.spec import ModelSpec
 
 
 def seed_everything(seed: int) -> None:

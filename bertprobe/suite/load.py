@@ -13,6 +13,7 @@ import yaml
 
 from bertprobe.data.dataset import COLUMN_KEYS, DataSpec
 from bertprobe.errors import SuiteError
+from bertprobe.model.spec import ModelSpec
 from bertprobe.params import parse_params
 from bertprobe.registry import did_you_mean
 from bertprobe.results import Expectation
@@ -25,7 +26,6 @@ from bertprobe.suite.schema import (
     ProbeSpec,
     Suite,
 )
-from bertprobe.model.spec import ModelSpec
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
 

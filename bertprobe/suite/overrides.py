@@ -9,9 +9,9 @@ from bertprobe.data.dataset import DataSpec
 from bertprobe.errors import (
     SuiteError,
 )
+from bertprobe.model.spec import ModelSpec
 from bertprobe.registry import did_you_mean
 from bertprobe.suite.schema import ExecutorSpec, GateSpec, Suite, unique_names
-from bertprobe.model.spec import ModelSpec
 
 
 @dataclass

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bertprobe.data.dataset import DataSpec
-from bertprobe.results import Expectation
 from bertprobe.model.spec import ModelSpec
+from bertprobe.results import Expectation
 
 DEFAULT_TOLERANCE = 0.01
 DEFAULT_SIGNIFICANCE = 0.05  # a change past the tolerance gates only when its Holm-corrected paired p is below this

@@ -16,12 +16,12 @@ from typing import Any
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
 from bertprobe.data.prepare import read_data
 from bertprobe.errors import DataError, SuiteError
+from bertprobe.model.loading import looks_local
+from bertprobe.model.spec import ModelSpec
 from bertprobe.params import parse_params
 from bertprobe.registry import Registry, did_you_mean
 from bertprobe.suite.paths import resolve_path_value
 from bertprobe.suite.schema import Suite
-from bertprobe.model.loading import looks_local
-from bertprobe.model.spec import ModelSpec
 
 
 def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.model.target import Target
+from bertprobe.probes.attacks.splice import SplicedRows
 
 
 class TriggerScorer:

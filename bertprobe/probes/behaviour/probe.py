@@ -26,6 +26,7 @@ import numpy as np
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.target import Target
 from bertprobe.outcomes import Outcomes
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.behaviour.cases import Case, DirExpectation, Text, read_cases
@@ -36,7 +37,6 @@ from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import wilson_interval
-from bertprobe.model.target import Target
 
 PERTURBATION_KEYS = ("name", "variants", "class", "direction", "tolerance", "field")
 

@@ -31,12 +31,12 @@ import torch
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.probes.cloze.items import ClozeItem, category_key
 from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores
 from bertprobe.probes.cloze.sets import resolve_sets
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.model.target import Target
 
 METRICS = ("top1_accuracy", "top5_accuracy", "mrr", "pair_accuracy", "negation_sensitivity")
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.cues.stats import (
     Cue,
@@ -39,7 +40,6 @@ from bertprobe.probes.cues.stats import (
     words,
 )
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

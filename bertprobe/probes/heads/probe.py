@@ -45,10 +45,6 @@ import torch
 from bertprobe.data.dataset import Dataset
 from bertprobe.figures import layer_head_heatmap
 from bertprobe.hookspecs import hookimpl
-from bertprobe.outcomes import Outcomes, example_ids
-from bertprobe.probe import Probe, ProbeContext, Sweep
-from bertprobe.results import Finding, ProbeResult
-from bertprobe.stats import bootstrap_ci, gini
 from bertprobe.model.architectures import head_grid, heads_per_layer
 from bertprobe.model.budgets import ACTIVATION_SHARE, free_memory
 from bertprobe.model.interventions import (
@@ -65,6 +61,10 @@ from bertprobe.model.pruning import (
     normalize_by_layer,
 )
 from bertprobe.model.target import Target
+from bertprobe.outcomes import Outcomes, example_ids
+from bertprobe.probe import Probe, ProbeContext, Sweep
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.stats import bootstrap_ci, gini
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.treebank import read_conllu
 from bertprobe.errors import ProbeError
 from bertprobe.hookspecs import hookimpl
+from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.syntax.parser import AttentionParser, pad_batch, right_branching
 from bertprobe.probes.syntax.relations import (
@@ -59,7 +60,6 @@ from bertprobe.probes.syntax.relations import (
 )
 from bertprobe.probes.syntax.wordlevel import word_attention
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.model.target import Target
 
 
 @dataclass(frozen=True)

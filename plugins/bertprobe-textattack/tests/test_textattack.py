@@ -14,10 +14,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bertprobe_textattack.probe import TextAttackParams, TextAttackProbe, as_model_wrapper, check_recipe  # noqa: E402
 
+from bertprobe import ModelSpec, load_target  # noqa: E402
 from bertprobe.data import Dataset, Example  # noqa: E402
 from bertprobe.errors import ProbeError  # noqa: E402
 from bertprobe.probe import ProbeContext  # noqa: E402
-from bertprobe import ModelSpec, load_target  # noqa: E402
 from bertprobe.testing import tiny_target  # noqa: E402
 
 SHARED = Path(os.environ.get("BERTPROBE_SHARED", Path(__file__).resolve().parents[4] / "shared"))
