@@ -37,7 +37,7 @@ def _paired(a: Outcomes, b: Outcomes) -> tuple[np.ndarray, np.ndarray]:
 
 def compare_metric(
     name: str, base: ProbeResult, cand: ProbeResult, base_outcomes: dict[str, Outcomes],
-    cand_outcomes: dict[str, Outcomes], tolerance: float, significance: float | None, seed: int = 0,
+    cand_outcomes: dict[str, Outcomes], tolerance: float, seed: int = 0,
 ) -> MetricDelta | None:
     """The delta of metric ``name`` (None when either side lacks it), with its paired test; whether it is a
     regression is decided over all of a candidate's deltas at once (``judge_deltas``)."""
@@ -94,12 +94,12 @@ def judge_deltas(deltas: list[MetricDelta], significance: float | None) -> list[
 
 def compare_results(
     base: ProbeResult, cand: ProbeResult, base_outcomes: dict[str, Outcomes], cand_outcomes: dict[str, Outcomes],
-    tolerance_for: Callable[[str], float], significance: float | None, seed: int = 0,
+    tolerance_for: Callable[[str], float], seed: int = 0,
 ) -> list[MetricDelta]:
     """Every metric the two results share, in the candidate's order."""
     out = []
     for name in cand.metrics:
-        delta = compare_metric(name, base, cand, base_outcomes, cand_outcomes, tolerance_for(name), significance, seed)
+        delta = compare_metric(name, base, cand, base_outcomes, cand_outcomes, tolerance_for(name), seed)
         if delta is not None:
             out.append(delta)
     return out  # not judged yet: judge_deltas decides over all of a candidate's deltas
@@ -125,5 +125,5 @@ def gate_models(
                 continue
             assert base is not None
             deltas += compare_results(base, cand, outcomes.get((baseline, pid), {}), outcomes.get((model, pid), {}),
-                                      tolerance_for, significance, seed)
+                                      tolerance_for, seed)
     return judge_deltas(deltas, significance)

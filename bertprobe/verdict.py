@@ -182,11 +182,10 @@ def decide(report: RunReport) -> list[Verdict]:
         critical = alerts([r for r in report.probes if r.model == name])
         reasons = list(critical)
         if regressions:
-            shown = ", ".join(_delta_text(d) for d in regressions[:4])
-            more = f" and {len(regressions) - 4} more" if len(regressions) > 4 else ""
-            reasons.append(f"{len(regressions)} significant regression(s) against {baseline} ({shown}{more})"
+            shown = _listed([_delta_text(d) for d in regressions], 4)
+            reasons.append(f"{len(regressions)} significant regression(s) against {baseline} ({shown})"
                            if report.gate.get("significance") else
-                           f"{len(regressions)} regression(s) against {baseline} ({shown}{more})")
+                           f"{len(regressions)} regression(s) against {baseline} ({shown})")
         if own.decision == "do not ship":
             reasons += [r for r in own.reasons if r not in critical]
         if reasons:

@@ -212,17 +212,17 @@ def test_gate_ignores_cost_metrics_and_small_changes():
     base, cand = ProbeResult("p", model="a"), ProbeResult("p", model="b")
     base.add_metric("seconds", 1.0, False, kind="cost")
     cand.add_metric("seconds", 9.0, False, kind="cost")
-    assert not judge_deltas([compare_metric("seconds", base, cand, {}, {}, 0.01, None)], None)[0].regression
+    assert not judge_deltas([compare_metric("seconds", base, cand, {}, {}, 0.01)], None)[0].regression
     ids = [str(i) for i in range(40)]
     a = Outcomes("correct", ids, [1.0] * 40)
     b = Outcomes("correct", ids, [0.0] * 3 + [1.0] * 37)  # 3 of 40 worse: delta -0.075, McNemar p = 0.25
     base.add_metric("accuracy", 1.0, True, outcome="correct")
     cand.add_metric("accuracy", 37 / 40, True, outcome="correct")
-    (plain,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01, None)], None)
-    (tested,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01, 0.05)], 0.05)
+    (plain,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01)], None)
+    (tested,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.01)], 0.05)
     assert plain.regression and not tested.regression and tested.past_tolerance  # past it, not significant
     assert tested.p_value == pytest.approx(0.25) and tested.paired == 40
-    (wide,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.1, None)], None)
+    (wide,) = judge_deltas([compare_metric("accuracy", base, cand, {"correct": a}, {"correct": b}, 0.1)], None)
     assert not wide.regression and not wide.past_tolerance
 
 

@@ -119,7 +119,7 @@ def test_a_gate_fails_only_changes_past_the_tolerance_that_stay_significant_afte
     clear = _pair("accuracy", [1.0] * n, [1.0] * 150 + [0.0] * 50)  # 50 discordant one way: p ~ 1e-15
     noise = _pair("accuracy_x", [1.0] * n, [1.0] * 194 + [0.0] * 6)  # -0.03 past a 0.01 tolerance, p = 0.031
     same = _pair("accuracy_y", [1.0] * n, [1.0] * n)  # no change: p = 1, still one of the family
-    deltas = [compare_metric(m, *pair, 0.01, 0.05)
+    deltas = [compare_metric(m, *pair, 0.01)
               for m, pair in (("accuracy", clear), ("accuracy_x", noise), ("accuracy_y", same))]
     judge_deltas(deltas, 0.05)
     strong, weak, _ = deltas
@@ -137,7 +137,7 @@ def test_extremes_and_costs_never_gate_and_untested_deltas_do_not_either():
     b.add_metric("mce", 0.4, False, kind="extreme")
     a.add_metric("ece", 0.02, False)
     b.add_metric("ece", 0.2, False)  # no outcomes: nothing to test it with
-    mce, ece = judge_deltas([compare_metric(m, a, b, {}, {}, 0.01, 0.05) for m in ("mce", "ece")], 0.05)
+    mce, ece = judge_deltas([compare_metric(m, a, b, {}, {}, 0.01) for m in ("mce", "ece")], 0.05)
     assert not mce.gated and not mce.regression
     assert ece.past_tolerance and not ece.regression and "untested" in ece.test
 

@@ -466,7 +466,7 @@ class UniversalTriggerProbe(Probe):
         tokenizer = search.target.tokenizer
         filler = _initial_trigger(tokenizer, params, state.allowed, 0, random.Random(0))
         n_correct = int(correct_before.sum())
-        if n_correct == 0 or params.length < 2:
+        if n_correct == 0:  # (a 1-token trigger is its own token alone: measured the same way)
             return
 
         def flip_rate(trigger: torch.Tensor) -> float:

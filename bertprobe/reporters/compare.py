@@ -134,7 +134,7 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
                 continue
             paired_probes += 1
             comparison.deltas += compare_results(base, cand, out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {}),
-                                                 tolerance_for, significance)
+                                                 tolerance_for)
     judge_deltas(comparison.deltas, significance)
     if different:
         for d in comparison.deltas:
