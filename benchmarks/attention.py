@@ -29,7 +29,7 @@ def one_run(n: int, device: str, similarity: bool, repeat: bool = False) -> dict
 
     from bertprobe.data import subsample
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.attention import AttentionAuditProbe, AttentionParams
+    from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
 
     target = sst2_target(device)
     data = sst2_dev(target)
@@ -46,7 +46,7 @@ def one_run(n: int, device: str, similarity: bool, repeat: bool = False) -> dict
     out = {"n": n, "longest": longest, "wall_s": wall, "peak_rss_mb": peak / 1024, "probe_rss_growth_mb": (peak - base_rss) / 1024,
            "threads": torch.get_num_threads()}
     out.update({k: v.value for k, v in result.metrics.items()})
-    out["layer_sep"] = [round(sum(r) / len(r), 3) for r in result.details["heatmaps"]["attention to [SEP]"]["matrix"]]
+    out["layer_sep"] = [round(sum(r) / len(r), 3) for r in next(f for f in result.details["figures"] if f["title"] == "attention to [SEP]")["data"]["matrix"]]
     out["layer_heterogeneous"] = [round(x, 3) for x in result.details["layer_type_shares"]["heterogeneous"]]
     return out
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import torch
 
 from bertprobe.data import Dataset, Example
+from bertprobe.model import ModelSpec, load_target
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary
-from bertprobe.probes.backdoor import BackdoorParams, BackdoorScanProbe
-from bertprobe.model import ModelSpec, load_target
+from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe
 
 # name -> (trigger, to_label, poisoned sentences added to 3,000 clean ones); None: clean control
 BUILDS: dict[str, tuple[str, int, int] | None] = {

@@ -25,6 +25,7 @@ import torch
 from common import SHARED, require
 
 from bertprobe.data import DataSpec, load_table
+from bertprobe.model import ModelSpec, load_target
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.perturb import Words
@@ -32,7 +33,6 @@ from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe, pe
 from bertprobe.probes.behaviour.scoring import judge_case
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.suite import load_suite
-from bertprobe.model import ModelSpec, load_target
 
 MODEL = SHARED / "models" / "minilm-l6-sst2"
 DEV = SHARED / "data" / "sst2" / "dev.tsv"

@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 from common import SHARED, SST2_MODEL
 
+from bertprobe.model import ModelSpec, load_target
 from bertprobe.probes.cloze.builtin import builtin_items
 from bertprobe.probes.cloze.items import load_ettinger
 from bertprobe.probes.cloze.scoring import ClozeScorer, candidate_ids
-from bertprobe.model import ModelSpec, load_target
 from bertprobe.testing import save_tiny_model
 
 ETTINGER = SHARED / "data" / "cloze" / "ettinger2020"

@@ -25,12 +25,12 @@ from dataclasses import replace
 import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
-from bertprobe.probe import ProbeContext
-from bertprobe.probes.triggers import TriggerParams, UniversalTriggerProbe
-from bertprobe.reporters.summary import fmt
 from bertprobe.model import ModelSpec
 from bertprobe.model.modelinfo import model_bytes
 from bertprobe.model.variants import derive_variant
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe
+from bertprobe.reporters.summary import fmt
 
 
 def throughput(target, encoded, repeat: int = 3) -> tuple[float, torch.Tensor]:

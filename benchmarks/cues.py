@@ -17,7 +17,7 @@ from common import SHARED, require
 
 from bertprobe.data import DataSpec, load_table
 from bertprobe.data.arct import ArctLoader
-from bertprobe.probes.cues.stats import choice_cues, label_cues, top_cues
+from bertprobe.probes.spurious_cues.stats import choice_cues, label_cues, top_cues
 
 ARCT = SHARED / "data" / "arct"
 ARCT_MODEL = SHARED / "models" / "minilm-l6-arct"
@@ -59,9 +59,9 @@ def main() -> None:
     print("SST-2 train top cues:", ", ".join(f"{c.cue} ({['neg', 'pos'][c.label]} {c.productivity:.2f}/{c.coverage:.3f})"
                                             for c in top_cues(sst_cues, 0.5, 8)))
 
-    from bertprobe.probe import ProbeContext
-    from bertprobe.probes.cues.probe import CueParams, SpuriousCuesProbe
     from bertprobe.model import ModelSpec, load_target
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.spurious_cues.probe import CueParams, SpuriousCuesProbe
 
     target = load_target(ModelSpec(path=str(ARCT_MODEL), device=args.device, max_length=128))
     test = ArctLoader().load(DataSpec(path=str(ARCT / "original" / "test-full.txt")))

@@ -24,7 +24,7 @@ import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target, timed
 
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
 
 
 def main() -> None:

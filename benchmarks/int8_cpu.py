@@ -19,8 +19,8 @@ from dataclasses import replace
 import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
-from bertprobe.probe import measure_throughput
 from bertprobe.model.variants import derive_variant
+from bertprobe.probe import measure_throughput
 
 
 def matmul_seconds(dtype: torch.dtype, repeats: int = 3) -> float:

@@ -33,7 +33,7 @@ from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
 from bertprobe.suite import load_suite
 from bertprobe.suite.overrides import RunOptions
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 from bertprobe.data.treebank import read_conllu
-from bertprobe.probe import ProbeContext
-from bertprobe.probes.syntax.probe import SyntaxHeadsProbe, SyntaxParams
 from bertprobe.model import ModelSpec, load_target
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.syntax_heads.probe import SyntaxHeadsProbe, SyntaxParams
 
 
 def main() -> None:

@@ -21,8 +21,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import torch
 
 from bertprobe.data import Dataset, Example
-from bertprobe.probe import ProbeContext
 from bertprobe.model import ModelSpec, load_target
+from bertprobe.probe import ProbeContext
 
 
 def main() -> None:

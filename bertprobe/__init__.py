@@ -2,14 +2,13 @@
 
 from bertprobe.errors import BertprobeError, DataError, ProbeError, SuiteError, TargetError
 from bertprobe.hookspecs import hookimpl
-from bertprobe.outcomes import Outcomes
 from bertprobe.probe import Probe, ProbeContext, Sweep
-from bertprobe.results import Finding, Metric, ProbeResult, RunReport
+from bertprobe.results import Finding, Metric, Outcomes, ProbeResult, RunReport, example_ids
 from bertprobe.version import __version__
 
 __all__ = ["BertprobeError", "DataError", "Finding", "Metric", "ModelSpec", "Outcomes", "Probe", "ProbeContext",
            "ProbeError", "ProbeResult", "RunReport", "SuiteError", "Sweep", "Target", "TargetError", "__version__",
-           "hookimpl", "load_target"]
+           "example_ids", "hookimpl", "load_target"]
 
 _FROM_MODEL = ("ModelSpec", "Target", "load_target")  # the model wing, imported when first asked for
 

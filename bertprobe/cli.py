@@ -13,12 +13,12 @@ import click
 from tabulate import tabulate
 
 from bertprobe.errors import BertprobeError, InternalError, first_line
-from bertprobe.exitcodes import FAILED as EXIT_FAILED
-from bertprobe.exitcodes import INTERNAL as EXIT_INTERNAL
-from bertprobe.exitcodes import OK as EXIT_OK
-from bertprobe.exitcodes import SIGINT as EXIT_INTERRUPTED
-from bertprobe.exitcodes import SIGTERM as EXIT_TERMINATED
-from bertprobe.exitcodes import USAGE as EXIT_USAGE
+from bertprobe.results.exitcodes import FAILED as EXIT_FAILED
+from bertprobe.results.exitcodes import INTERNAL as EXIT_INTERNAL
+from bertprobe.results.exitcodes import OK as EXIT_OK
+from bertprobe.results.exitcodes import SIGINT as EXIT_INTERRUPTED
+from bertprobe.results.exitcodes import SIGTERM as EXIT_TERMINATED
+from bertprobe.results.exitcodes import USAGE as EXIT_USAGE
 
 
 class _Context:
@@ -216,8 +216,8 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
 
 def _run_one(suite: Any, plugins: Any, options: Any, allow_skips: bool, title: str = "") -> int:
     """Run one suite in the main thread, print its summary and return its exit code."""
-    from bertprobe.exitcodes import Terminated
     from bertprobe.harness import run_suite
+    from bertprobe.results.exitcodes import Terminated
 
     def on_sigterm(_signum: int, _frame: Any) -> None:
         raise Terminated()
@@ -236,8 +236,8 @@ def _run_one(suite: Any, plugins: Any, options: Any, allow_skips: bool, title: s
 
 def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
     """Print a finished run's models, results, gate and score; return its exit code."""
-    from bertprobe.exitcodes import nothing_checked, run_exit_code
     from bertprobe.reporters.summary import decision_lines, overview_headers, overview_rows, score_text
+    from bertprobe.results.exitcodes import nothing_checked, run_exit_code
 
     report = session.report
     if title:
@@ -275,8 +275,8 @@ def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: boo
     from concurrent.futures import ThreadPoolExecutor
     from dataclasses import replace
 
-    from bertprobe.exitcodes import Terminated, most_serious
     from bertprobe.harness import make_executor, run_suite
+    from bertprobe.results.exitcodes import Terminated, most_serious
     from bertprobe.suite.overrides import apply_overrides
 
     first = apply_overrides(suites[0], replace(options, only=()))

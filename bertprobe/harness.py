@@ -21,12 +21,12 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.data.prepare import fingerprint
 from bertprobe.environment import default_threads, versions
 from bertprobe.errors import BertprobeError, InternalError, SuiteError
-from bertprobe.exitcodes import Terminated
-from bertprobe.gates import gate_models
 from bertprobe.model.spec import ModelSpec
-from bertprobe.outcomes import read_outcomes
 from bertprobe.plugins import Plugins
 from bertprobe.results import ProbeResult, RunReport
+from bertprobe.results.exitcodes import Terminated
+from bertprobe.results.gates import gate_models
+from bertprobe.results.outcomes import read_outcomes
 from bertprobe.run.resume import (
     PreviousRun,
     absolute_source,

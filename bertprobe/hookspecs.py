@@ -1,14 +1,15 @@
 """Every hook a bertprobe plugin may implement, grouped by phase.
 
 A plugin is a module or object with functions decorated by ``bertprobe.hookimpl``. Third-party
-plugins are found through the ``bertprobe`` entry-point group; built-ins use the same hooks.
+plugins are found through the ``bertprobe`` entry-point group; built-ins use the same hooks. The markers
+are in ``hookmarkers``; ``hookimpl`` is handed on here too, where plugins have always taken it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from bertprobe.hookmarkers import PROJECT, hookimpl, hookspec  # noqa: F401  (hookimpl, PROJECT: handed on)
 
 if TYPE_CHECKING:
     from bertprobe.model.spec import ModelSpec
@@ -16,9 +17,6 @@ if TYPE_CHECKING:
     from bertprobe.registry import Registry
     from bertprobe.results import ProbeResult, RunReport
 
-PROJECT = "bertprobe"
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 # ---- registration: called once while the plugin manager is built --------------------------------

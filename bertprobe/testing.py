@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import torch
 
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.loading import load_target
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target

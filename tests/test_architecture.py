@@ -90,7 +90,7 @@ def test_the_checker_finds_circles_upward_and_private_imports(tmp_path):
     ("bertprobe", ["Probe", "ProbeResult", "ProbeContext", "Sweep", "Finding", "Metric", "Outcomes", "RunReport",
                    "hookimpl", "BertprobeError", "DataError", "ProbeError", "SuiteError", "TargetError", "__version__",
                    "Target", "ModelSpec", "load_target"]),
-    ("bertprobe.outcomes", ["Outcomes", "example_ids"]),
+    ("bertprobe.results.outcomes", ["Outcomes", "example_ids"]),
     ("bertprobe.probe", ["unit_seed", "Probe", "ProbeContext", "Sweep"]),
     ("bertprobe.model", ["head_intervention", "evaluate_units", "frozen_parameters"]),
     ("bertprobe.testing", ["tiny_target", "save_tiny_model", "sentiment_examples", "train_tiny_classifier"]),

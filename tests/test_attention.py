@@ -9,7 +9,7 @@ import torch
 
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.attention import (
+from bertprobe.probes.attention_audit import (
     TYPES,
     Accumulator,
     AttentionAuditProbe,
@@ -179,7 +179,7 @@ def test_compare_model_to_itself_is_cosine_one(target):
 
 
 def test_js_distance_matrix_vectorised_matches_the_per_row_definition():
-    from bertprobe.probes.attention import js_distance_matrix
+    from bertprobe.probes.attention_audit import js_distance_matrix
 
     torch.manual_seed(0)
     dists = torch.rand(37, 6, 9).softmax(-1)
@@ -199,13 +199,14 @@ def test_js_distance_matrix_vectorised_matches_the_per_row_definition():
 def test_head_similarity_map_is_ordered_by_cluster(tmp_path):
     from bertprobe.data import Dataset, Example
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.attention import AttentionAuditProbe, AttentionParams
+    from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
     from bertprobe.testing import tiny_target
 
     target = tiny_target(tmp_path / "m", layers=2, heads=4, initializer_range=0.5)
     data = Dataset([Example(t) for t in ["the movie was good", "a very boring dull story", "fun", "bad plot"]])
     result = AttentionAuditProbe().run(target, data, AttentionParams(clusters=3), ProbeContext())
-    spec = result.details["heatmaps"]["Jensen-Shannon distance between heads (ordered by cluster)"]
+    spec = next(f["data"] for f in result.details["figures"]
+                if f["title"] == "Jensen-Shannon distance between heads (ordered by cluster)")
     clusters = result.details["head_similarity"]["clusters"]
     position = {name: i for i, name in enumerate(spec["rows"])}
     for members in clusters:  # each cluster's heads are contiguous in the ordered map

@@ -186,7 +186,7 @@ def _scaling(temperature: float, nll: tuple[float, float], ece: tuple[float, flo
 
 def test_a_temperature_that_worsens_the_held_out_nll_is_flagged_never_advised():
     from bertprobe.results import ModelInfo, RunReport
-    from bertprobe.verdict import decide
+    from bertprobe.results.verdict import decide
 
     worse = _scaling(0.05, (0.085, 0.965), (0.03, 0.2), held=10)  # the small-data case of the issue
     assert worse.value("temperature_helps") == 0.0

@@ -381,7 +381,7 @@ def test_report_json_round_trips(suite_factory):
     assert report.ok and report.score() == 1.0 and report.probes[0].metrics["accuracy"].ci is not None
     decisions = raw.pop("decisions")  # derived from the rest: written for readers, rebuilt by decide()
     assert report.to_dict() == raw
-    from bertprobe.verdict import decide
+    from bertprobe.results.verdict import decide
 
     assert decisions == [v.to_dict() for v in decide(report)] and decisions[0]["decision"] == "ship"
 
@@ -528,7 +528,7 @@ def test_baseline_gates_an_ad_hoc_matrix_from_the_command_line(suite_factory, tm
 def test_describe_gives_each_param_its_meaning_and_list_fits_100_columns():
     from bertprobe.params import param_docs
     from bertprobe.probes.accuracy import AccuracyParams
-    from bertprobe.probes.triggers import TriggerParams
+    from bertprobe.probes.universal_trigger import TriggerParams
 
     result = invoke("describe", "universal-trigger")
     assert result.exit_code == 0 and "``" not in result.output

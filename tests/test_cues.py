@@ -12,8 +12,8 @@ from bertprobe.data import Dataset, DataSpec, Example
 from bertprobe.data.arct import ArctLoader, load_arct_file
 from bertprobe.errors import DataError
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.cues.probe import CueParams, SpuriousCuesProbe
-from bertprobe.probes.cues.stats import choice_cues, choice_grams, label_cues, top_cues, words
+from bertprobe.probes.spurious_cues.probe import CueParams, SpuriousCuesProbe
+from bertprobe.probes.spurious_cues.stats import choice_cues, choice_grams, label_cues, top_cues, words
 
 HEADER = "#id\twarrant0\twarrant1\tcorrectLabelW0orW1\treason\tclaim\tdebateTitle\tdebateInfo\n"
 

@@ -6,9 +6,9 @@ import pytest
 
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.attention import AttentionAuditProbe, AttentionParams
-from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
-from bertprobe.probes.triggers import TriggerParams, UniversalTriggerProbe
+from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
+from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe
 from bertprobe.testing import sentiment_examples, tiny_target
 
 FAMILIES = ["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 import bertprobe.plugins
 from bertprobe import Probe, ProbeResult, hookimpl
 from bertprobe.cli import main
-from bertprobe.figures import figure_specs, render_svg
+from bertprobe.reporters.drawing import render_svg
+from bertprobe.results.figures import figure_specs
 from bertprobe.testing import sentiment_examples
 
 
@@ -63,7 +64,7 @@ def test_every_builtin_figure_renders_in_the_html_report(tmp_path, trained):
 
 
 def test_cue_and_cloze_figures_render():
-    from bertprobe.probes.cues.probe import cue_figures
+    from bertprobe.probes.spurious_cues.probe import cue_figures
 
     result = ProbeResult("spurious-cues")
     result.add_metric("chance", 0.5)
@@ -153,10 +154,10 @@ def test_every_figure_of_a_recorded_report_is_drawn():
     draws, appears in report.html, and its curves and bars appear in report.md."""
     import json
 
-    from bertprobe.figures import figure_table
     from bertprobe.reporters.html_report import render_html
     from bertprobe.reporters.markdown_report import render_markdown
     from bertprobe.results import RunReport
+    from bertprobe.results.figures import figure_table
 
     report = RunReport.from_dict(json.loads(RECORDED.read_text()))
     assert {p.probe for p in report.probes} == {"accuracy", "universal-trigger", "head-pruning", "attention-audit",
@@ -201,8 +202,8 @@ def _drawn(spec, monkeypatch):
 def test_figures_are_readable_fit_and_draw_the_expectation(monkeypatch):
     import matplotlib.text
 
-    from bertprobe.figures import with_thresholds
     from bertprobe.results import Expectation
+    from bertprobe.results.figures import with_thresholds
 
     bars = {"kind": "bars", "title": "accuracy per gold class " + "with a title long enough to be cut off " * 3,
             "metrics": ["accuracy", "accuracy_*"],
@@ -239,7 +240,7 @@ def test_figures_are_readable_fit_and_draw_the_expectation(monkeypatch):
 def test_a_figure_too_wide_for_tight_layout_draws_without_a_warning_reaching_the_terminal():
     import warnings
 
-    from bertprobe.figures import render_svg
+    from bertprobe.reporters.drawing import render_svg
 
     names = [("a very long series name number %d that goes on" % i) * 3 for i in range(14)]
     spec = {"kind": "line", "title": "t", "axes": {"x": "x", "y": "y"},

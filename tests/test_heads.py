@@ -13,7 +13,7 @@ from bertprobe.model.interventions import head_intervention
 from bertprobe.model.pruning import prune_heads
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.heads.probe import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
+from bertprobe.probes.head_pruning import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
 from bertprobe.testing import sentiment_examples, tiny_target
 
 
@@ -81,7 +81,7 @@ def test_probe_end_to_end(trained):
     assert phys["parameters_after"] < phys["parameters_before"]
     assert phys["accuracy_pruned"] == phys["accuracy_masked"]
     assert "speedup" in result.metrics
-    raw_map = result.details["heatmaps"]["head importance (raw)"]
+    raw_map = next(f["data"] for f in result.details["figures"] if f["title"] == "head importance (raw)")
     assert raw_map == {"matrix": result.details["importance"], "rows": ["L0", "L1"], "cols": ["H0", "H1", "H2", "H3"]}
 
 
@@ -146,8 +146,8 @@ def test_declared_metric_directions_match_what_the_probes_report(trained_model):
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.accuracy import AccuracyProbe
-    from bertprobe.probes.heads.probe import HeadPruningProbe
-    from bertprobe.probes.triggers import UniversalTriggerProbe
+    from bertprobe.probes.head_pruning import HeadPruningProbe
+    from bertprobe.probes.universal_trigger import UniversalTriggerProbe
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
@@ -166,7 +166,7 @@ def test_stacked_head_sweep_equals_one_head_per_pass(trained_model):
     from bertprobe.model import ModelSpec, load_target
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.heads.probe import HeadPruningProbe
+    from bertprobe.probes.head_pruning import HeadPruningProbe
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
@@ -186,7 +186,7 @@ def test_stacked_head_sweep_equals_one_head_per_pass(trained_model):
 def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
     """The curve's steps as work units of the head sweep (stacked when the budget allows) give the same
     points, examples and heads as evaluating one step after another; and they are recorded as units."""
-    from bertprobe.probes.heads.probe import HeadSweep, pruning_curve
+    from bertprobe.probes.head_pruning import HeadSweep, pruning_curve
 
     examples = data(40)
     params = parse_params(HeadParams, {"step": 0.25, "stack_budget": budget, "stack": 3}, "p")
@@ -217,7 +217,7 @@ def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
 def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
     """The case that broke the plain reading: fp16 against fp32 moved one of 872 baseline predictions, the
     curve runs flat within a few tenths of a point of the tolerance, and the plain metric jumped 0.19 -> 0.50."""
-    from bertprobe.probes.heads.probe import prunable_fraction_interval
+    from bertprobe.probes.head_pruning import prunable_fraction_interval
 
     rng = np.random.default_rng(0)
     n, tol = 872, 0.01

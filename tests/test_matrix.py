@@ -205,9 +205,9 @@ def test_candidate_within_tolerance_passes(tmp_path, trained_dir, senti_tsv):
 
 
 def test_gate_ignores_cost_metrics_and_small_changes():
-    from bertprobe.gates import compare_metric, judge_deltas
-    from bertprobe.outcomes import Outcomes
     from bertprobe.results import ProbeResult
+    from bertprobe.results.gates import compare_metric, judge_deltas
+    from bertprobe.results.outcomes import Outcomes
 
     base, cand = ProbeResult("p", model="a"), ProbeResult("p", model="b")
     base.add_metric("seconds", 1.0, False, kind="cost")
@@ -343,8 +343,8 @@ def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(t
     from bertprobe.model import ModelSpec, load_target
     from bertprobe.model.pruning import prune_heads
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.attention import AttentionAuditProbe
-    from bertprobe.probes.heads.probe import HeadParams, HeadPruningProbe
+    from bertprobe.probes.attention_audit import AttentionAuditProbe
+    from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
     model, _ = prune_heads(target.model, [(0, 0), (0, 1), (0, 2)])

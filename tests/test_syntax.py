@@ -16,10 +16,10 @@ from bertprobe.errors import DataError
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.model.target import word_index_of
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.syntax.parser import AttentionParser, right_branching
-from bertprobe.probes.syntax.probe import SyntaxHeadsProbe, SyntaxParams
-from bertprobe.probes.syntax.relations import HeadStatistics, RoleParams, head_roles, offset_baselines
-from bertprobe.probes.syntax.wordlevel import word_attention
+from bertprobe.probes.syntax_heads.parser import AttentionParser, right_branching
+from bertprobe.probes.syntax_heads.probe import SyntaxHeadsProbe, SyntaxParams
+from bertprobe.probes.syntax_heads.relations import HeadStatistics, RoleParams, head_roles, offset_baselines
+from bertprobe.probes.syntax_heads.wordlevel import word_attention
 from bertprobe.testing import WORDS, save_tiny_model, tiny_target
 
 # "the dog gave a bone to the cat ." / "i have two cats" with a multiword token and an empty node
@@ -159,7 +159,7 @@ def test_attention_only_parser_learns_a_planted_head():
     losses = parser.fit(train, epochs=30, lr=0.2)
     assert losses[-1] < losses[0] / 3
     assert int((parser.w.abs() + parser.u.abs()).argmax()) == 2
-    from bertprobe.probes.syntax.parser import pad_batch
+    from bertprobe.probes.syntax_heads.parser import pad_batch
 
     maps_eval, gold, lengths = pad_batch([(m, h) for m, (h, _) in zip(maps[80:], trees[80:])])
     correct, total = parser.correct(maps_eval, gold, lengths)
@@ -233,7 +233,7 @@ def test_syntax_probe_on_data_without_trees_is_a_one_line_error(tmp_path, sst_ts
     assert "Traceback" not in result.output
     # data loaded by a loader is checked when it is read: a treebank-less jsonl behind a loader
     from bertprobe.data import Dataset, Example
-    from bertprobe.probes.syntax.probe import SyntaxHeadsProbe
+    from bertprobe.probes.syntax_heads.probe import SyntaxHeadsProbe
 
     assert SyntaxHeadsProbe.missing_data(Dataset([Example("a b")]).features) == [
         "data:layer:deprel", "data:layer:head", "data:words"]

@@ -1,9 +1,9 @@
-"""The decision a run states (bertprobe.verdict): ship or not, may replace or not, and why."""
+"""The decision a run states (bertprobe.results.verdict): ship or not, may replace or not, and why."""
 
 from __future__ import annotations
 
 from bertprobe.results import Expectation, MetricDelta, ModelInfo, ProbeResult, RunReport
-from bertprobe.verdict import MIN_EXAMPLES, decide
+from bertprobe.results.verdict import MIN_EXAMPLES, decide
 
 
 def _result(model: str, probe: str, value: float, minimum: float, examples: int = 500, status: str | None = None,

@@ -23,8 +23,9 @@ PACKAGE = "bertprobe"
 # Floors from the bottom up. A module imports from its own floor or lower ones, never from a higher one.
 # A name ending in "." takes a whole subpackage.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "outcomes",
-                    "results", "policy", "verdict", "figures", "exitcodes", "hub", "gates", "hookspecs", "environment")),
+    ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "hub",
+                    "hookmarkers", "hookspecs", "environment")),
+    ("results", ("results.",)),
     ("data", ("data.",)),
     ("model", ("model.",)),
     ("contract", ("probe", "plugins", "testing")),
@@ -38,7 +39,8 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 # The public face: the package itself and names kept where the README once documented them. They
 # import from any floor and nothing inside the package imports them.
-FACADES = (PACKAGE, f"{PACKAGE}.target")  # target: the deprecated name of the model wing, re-exported
+# target and outcomes: the deprecated names of the model wing and of the results wing's outcomes, re-exported
+FACADES = (PACKAGE, f"{PACKAGE}.target", f"{PACKAGE}.outcomes")
 SHARED_PROBE_MACHINERY = "attacks"  # probes/attacks: what several probe families share
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from bertprobe.data.arct import ArctLoader
 from bertprobe.data.treebank import ConlluLoader
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 
 
 @hookimpl

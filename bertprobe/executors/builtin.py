@@ -6,7 +6,7 @@ from typing import Any
 
 from bertprobe.executors.local import LocalExecutor
 from bertprobe.executors.ray import RayExecutor
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 
 
 @hookimpl

@@ -116,7 +116,7 @@ def shard_state(context: WorkerContext, model: ModelSpec, data: Any) -> tuple[An
 
 def result_from_record(record: dict[str, Any]) -> ProbeResult:
     """The ProbeResult a worker's ``probe_result`` record carries, outcomes included."""
-    from bertprobe.outcomes import Outcomes
+    from bertprobe.results.outcomes import Outcomes
 
     result = ProbeResult.from_dict(record["result"])
     result.outcomes = [Outcomes.from_dict(o) for o in record.get("outcomes") or []]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.loading import load_target
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target

@@ -8,11 +8,11 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, measure_throughput
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
 
 

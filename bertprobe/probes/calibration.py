@@ -25,11 +25,11 @@ import numpy as np
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, ProbeResult
+from bertprobe.results.outcomes import Outcomes, example_ids
 
 
 @dataclass(frozen=True)

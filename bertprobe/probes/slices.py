@@ -26,11 +26,11 @@ import numpy as np
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)

@@ -12,10 +12,10 @@ from typing import Any
 from tabulate import tabulate
 
 from bertprobe.errors import BertprobeError
-from bertprobe.gates import comparable, compare_results, judge_deltas
-from bertprobe.outcomes import Outcomes, read_outcomes
 from bertprobe.reporters.summary import fmt, md_cell
 from bertprobe.results import MetricDelta, RunReport
+from bertprobe.results.gates import comparable, compare_results, judge_deltas
+from bertprobe.results.outcomes import Outcomes, read_outcomes
 
 HEADERS = ["model", "probe", "metric", "A", "B", "delta", "", "p", "p (Holm)", "paired", "verdict"]
 

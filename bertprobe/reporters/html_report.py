@@ -1,7 +1,7 @@
 """Reporter ``html``: a self-contained report.html (no scripts, no external assets).
 
-Figures are drawn from the specs probes put in ``details["figures"]`` (see ``bertprobe.figures``) as
-inline SVG by matplotlib on the Agg backend; ``details["heatmaps"]`` and findings that carry
+Figures are drawn from the specs probes put in ``details["figures"]`` (see ``bertprobe.results.figures``) as
+inline SVG by matplotlib on the Agg backend (``drawing``); findings that carry
 ``extra = {"tokens": [...], "matrix": [[...]]}`` (attention maps) are drawn as heatmaps too, each with
 its colour bar. With several models, each probe gets side-by-side bars of its quality metrics.
 """
@@ -16,12 +16,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from bertprobe.figures import (  # matplotlib itself loads on the first figure
-    figure_specs,
-    render_svg,
-    with_thresholds,
-)
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
+from bertprobe.reporters.drawing import render_svg  # matplotlib itself loads on the first figure
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
     MODEL_HEADERS,
@@ -41,6 +37,7 @@ from bertprobe.reporters.summary import (
     side_by_side,
 )
 from bertprobe.results import RunReport
+from bertprobe.results.figures import figure_specs, with_thresholds
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}

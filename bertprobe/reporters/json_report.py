@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.results import RunReport
-from bertprobe.verdict import decide
+from bertprobe.results.verdict import decide
 
 
 class JsonReporter:

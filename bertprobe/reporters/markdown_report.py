@@ -7,8 +7,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from bertprobe.figures import figure_table
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
     MODEL_HEADERS,
@@ -31,6 +30,7 @@ from bertprobe.reporters.summary import (
     side_by_side,
 )
 from bertprobe.results import RunReport
+from bertprobe.results.figures import figure_table
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:

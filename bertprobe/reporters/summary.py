@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.results import ProbeResult, RunReport
-from bertprobe.verdict import Verdict, decide, shortfalls
+from bertprobe.results.verdict import Verdict, decide, shortfalls
 
 
 def fmt(value: Any) -> str:

@@ -16,11 +16,11 @@ from bertprobe.data.prepare import align_to_model, fingerprint, read_data
 from bertprobe.errors import BertprobeError, ProbeError, SuiteError, TargetError
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes, append_outcomes
 from bertprobe.plugins import Plugins
 from bertprobe.probe import Predictions, Sweep, predict_directly, run_chunks
 from bertprobe.progress import progress
 from bertprobe.results import ProbeResult, RunReport, jsonable
+from bertprobe.results.outcomes import Outcomes, append_outcomes
 from bertprobe.suite.schema import Suite
 
 Sink = Callable[[dict[str, Any]], None]

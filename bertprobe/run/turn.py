@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertprobe import policy
 from bertprobe.errors import (
     DataError,
     ProbeError,
@@ -21,7 +20,7 @@ from bertprobe.model.spec import ModelSpec
 from bertprobe.params import params_to_dict
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.progress import progress
-from bertprobe.results import ProbeResult
+from bertprobe.results import ProbeResult, policy
 from bertprobe.run.session import Session, cached_predictions
 from bertprobe.suite.schema import ProbeSpec, Suite
 
@@ -33,7 +32,7 @@ def seed_everything(seed: int) -> None:
 
 
 def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe]) -> None:
-    """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.policy``)."""
+    """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.results.policy``)."""
     policy.judge(result, spec.expect, spec.expect_off, cls.defaults, cls.key_metric_patterns())
 
 

@@ -25,9 +25,8 @@ import numpy as np
 
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.behaviour.cases import Case, DirExpectation, Text, read_cases
 from bertprobe.probes.behaviour.lexicon import lexicons_with
@@ -36,6 +35,7 @@ from bertprobe.probes.behaviour.scoring import Verdict, check_labels, class_inde
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes
 from bertprobe.stats import wilson_interval
 
 PERTURBATION_KEYS = ("name", "variants", "class", "direction", "tolerance", "field")

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.probes.cloze.items import ClozeItem, category_key

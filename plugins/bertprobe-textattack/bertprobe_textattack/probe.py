@@ -34,9 +34,9 @@ import torch
 from bertprobe import Probe, ProbeResult, Target, hookimpl
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
-from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import ProbeContext
 from bertprobe.results import Finding
+from bertprobe.results.outcomes import Outcomes, example_ids
 
 OFFLINE = {
     "deepwordbug": "DeepWordBugGao2018",

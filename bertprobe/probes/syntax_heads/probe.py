@@ -46,11 +46,11 @@ import torch
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.treebank import read_conllu
 from bertprobe.errors import ProbeError
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.probes.syntax.parser import AttentionParser, pad_batch, right_branching
-from bertprobe.probes.syntax.relations import (
+from bertprobe.probes.syntax_heads.parser import AttentionParser, pad_batch, right_branching
+from bertprobe.probes.syntax_heads.relations import (
     Baselines,
     HeadStatistics,
     RoleParams,
@@ -58,7 +58,7 @@ from bertprobe.probes.syntax.relations import (
     offset_baselines,
     relation_of,
 )
-from bertprobe.probes.syntax.wordlevel import word_attention
+from bertprobe.probes.syntax_heads.wordlevel import word_attention
 from bertprobe.results import Finding, ProbeResult
 
 

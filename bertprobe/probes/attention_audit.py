@@ -32,11 +32,11 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.figures import layer_head_heatmap
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
+from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 
 TYPES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
 
@@ -374,10 +374,8 @@ class AttentionAuditProbe(Probe):
             "axes": {"x": "layer", "y": "share of maps"}}]
         titles = {"cls": "attention to [CLS]", "sep": "attention to [SEP]", "punct": "attention to punctuation",
                   "entropy": "attention entropy (nats)"}
-        result.details["heatmaps"] = {
-            title: layer_head_heatmap(acc.mean(k)) for k, title in titles.items()
-        }
-        result.details["heatmaps"]["share heterogeneous"] = layer_head_heatmap(shares[:, :, TYPES.index("heterogeneous")])
+        maps = [heatmap_spec(title, layer_head_heatmap(acc.mean(k))) for k, title in titles.items()]
+        maps.append(heatmap_spec("share heterogeneous", layer_head_heatmap(shares[:, :, TYPES.index("heterogeneous")])))
         result.details["summary"] = {
             "map types": ", ".join(f"{n.replace('_', '+')} {overall[i]:.0%}" for i, n in enumerate(TYPES)),
             "special tokens": f"[CLS] {float(cls.mean()):.0%}, [SEP] {float(sep.mean()):.0%} of all attention",
@@ -396,12 +394,13 @@ class AttentionAuditProbe(Probe):
             }
             order = sorted(range(len(names)), key=lambda i: (labels[i], i))  # heads of a cluster side by side
             ordered = dist[order][:, order]
-            result.details["heatmaps"]["Jensen-Shannon distance between heads (ordered by cluster)"] = {
-                "matrix": ordered.tolist(), "rows": [names[i] for i in order], "cols": [names[i] for i in order]}
+            maps.append(heatmap_spec("Jensen-Shannon distance between heads (ordered by cluster)", {
+                "matrix": ordered.tolist(), "rows": [names[i] for i in order], "cols": [names[i] for i in order]}))
         if cosine is not None:
             result.add_metric("compare_cosine_mean", float(cosine.mean()), None,
                               "mean per-head cosine similarity of flattened maps to compare_model")
-            result.details["heatmaps"]["cosine similarity to compare_model"] = layer_head_heatmap(cosine)
+            maps.append(heatmap_spec("cosine similarity to compare_model", layer_head_heatmap(cosine)))
+        result.details["figures"] += maps
         for name, typical in acc.typical.items():
             result.findings.append(Finding(
                 title=f"typical {name} map: layer {typical['layer']} head {typical['head']}",

@@ -1,20 +1,6 @@
-"""Figures are data first: probes describe them as small specs; the HTML reporter draws them.
-
-A probe (built-in or third-party) puts specs in ``result.details["figures"]``, a list of mappings:
-
-``{"kind": "heatmap", "title": ..., "data": {"matrix": [[...]], "rows": [...], "cols": [...]},
-   "scale": {"center": 0, "min": ..., "max": ...}, "axes": {"x": "head", "y": "layer"}, "colorbar": "..."}``
-``{"kind": "line", "title": ..., "data": {"series": [{"name": ..., "x": [...], "y": [...]}],
-   "band": [lo, hi], "marks": [{"x": ..., "label": ...}]}, "axes": {...}}``
-``{"kind": "bars", "title": ..., "data": {"labels": [...], "series": [{"name": ..., "values": [...],
-   "errors": [[lo, hi], ...]}], "reference": {"value": 0.5, "label": "chance"}, "stacked": false}}``
-``{"kind": "scatter", "title": ..., "data": {"points": [{"x": ..., "y": ..., "label": ...}],
-   "reference": {"x": ..., "y": ...}}, "axes": {...}}``
-
-The probe never imports matplotlib; ``render_svg`` draws a spec on the Agg backend (no display) with
-matplotlib's own fonts and returns inline SVG. A spec that cannot be drawn becomes a short note in the
-report instead of breaking it. ``details["heatmaps"]`` (the older form) is read as heatmap specs.
-"""
+"""Figure specs (``bertprobe.results.figures``) drawn with matplotlib on the Agg backend (no display), with
+matplotlib's own fonts, as inline SVG for the HTML report. The only module that imports matplotlib; no
+probe imports it."""
 
 from __future__ import annotations
 
@@ -24,26 +10,7 @@ import textwrap
 import warnings
 from typing import Any
 
-KINDS = ("heatmap", "line", "bars", "scatter")
-
-
-def legacy_heatmaps(details: dict[str, Any]) -> list[dict[str, Any]]:
-    """``details["heatmaps"]`` ({title: {matrix, rows, cols}}) as heatmap specs; a map with negative and
-    positive values (a change) is centred on 0."""
-    out = []
-    for title, spec in (details.get("heatmaps") or {}).items():
-        flat = [v for row in spec.get("matrix") or [] for v in row if isinstance(v, (int, float))]
-        centre = 0.0 if flat and min(flat) < 0 < max(flat) or "change" in title else None
-        out.append({"kind": "heatmap", "title": title, "data": spec,
-                    "scale": {"center": centre} if centre is not None else {}})
-    return out
-
-
-def figure_specs(details: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every figure a result describes: its specs, then its legacy heatmaps not already drawn by a spec."""
-    specs = [s for s in details.get("figures") or [] if isinstance(s, dict)]
-    titles = {s.get("title") for s in specs}
-    return specs + [s for s in legacy_heatmaps(details) if s["title"] not in titles]
+from bertprobe.results.figures import KINDS
 
 
 def _pyplot() -> Any:
@@ -61,27 +28,6 @@ SMALL_PT = 8.5
 LABEL_PT = 9.0
 TITLE_PT = 10.0
 TITLE_CHARS = 60  # a title wraps at this width so that it fits above the axes
-
-
-def with_thresholds(spec: dict[str, Any], expectations: list[Any]) -> dict[str, Any]:
-    """``spec`` with a threshold line for each expectation on a metric its value axis shows.
-
-    A probe names those metrics (fnmatch patterns) in ``spec["metrics"]``; each expectation's ``min`` or
-    ``max`` on a matching metric becomes ``data["thresholds"]``, drawn as a dashed line labelled
-    ``expected >= 0.85 (accuracy)``."""
-    import fnmatch
-
-    patterns = spec.get("metrics") or []
-    lines = []
-    for e in expectations:
-        if not any(fnmatch.fnmatchcase(e.metric, p) for p in patterns):
-            continue
-        for bound, sign in ((e.min, ">="), (e.max, "<=")):
-            if bound is not None:
-                lines.append({"value": float(bound), "label": f"expected {sign} {bound:g} ({e.metric})"})
-    if not lines:
-        return spec
-    return {**spec, "data": {**spec["data"], "thresholds": [*(spec["data"].get("thresholds") or []), *lines]}}
 
 
 def _integer_axis(axis: Any, values: list[Any]) -> None:
@@ -239,25 +185,3 @@ def render_svg(spec: dict[str, Any], width: float = 6.4, height: float | None = 
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: the SVG sits inline in HTML
 
 
-def figure_table(spec: dict[str, Any]) -> tuple[list[str], list[list[Any]]] | None:
-    """A line or bars figure as a table (for the Markdown report): x or label, then one column per series."""
-    data = spec.get("data") or {}
-    series = data.get("series") or []
-    if spec.get("kind") == "bars" and series:
-        labels = data.get("labels") or []
-        return (["", *[str(s.get("name") or "value") for s in series]],
-                [[label, *[s["values"][i] if i < len(s["values"]) else None for s in series]]
-                 for i, label in enumerate(labels)])
-    if spec.get("kind") == "line" and series:
-        xs = list(dict.fromkeys(x for s in series for x in (s.get("x") or range(len(s["y"])))))
-        lookup = [dict(zip(s.get("x") or range(len(s["y"])), s["y"])) for s in series]
-        axes = spec.get("axes") or {}
-        return ([str(axes.get("x", "x")), *[str(s.get("name") or "y") for s in series]],
-                [[x, *[m.get(x) for m in lookup]] for x in xs])
-    return None
-
-
-def layer_head_heatmap(matrix: Any) -> dict[str, Any]:
-    """A ``details["heatmaps"]`` entry for a layers x heads tensor: rows L0, L1, ..., columns H0, H1, ..."""
-    layers, heads = matrix.shape
-    return {"matrix": matrix.tolist(), "rows": [f"L{i}" for i in range(layers)], "cols": [f"H{j}" for j in range(heads)]}

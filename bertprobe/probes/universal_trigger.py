@@ -46,15 +46,15 @@ import torch
 
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.interventions import frozen_parameters
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci
 
 

@@ -72,16 +72,16 @@ import torch
 
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.interventions import frozen_parameters
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes, example_ids
 
 POSITIONS = ("start", "middle", "end")
 

@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import ProbeError
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.probes.cues.stats import (
+from bertprobe.probes.spurious_cues.stats import (
     Cue,
     choice_cues,
     choice_grams,

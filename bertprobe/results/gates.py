@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bertprobe.outcomes import Outcomes
 from bertprobe.results import MetricDelta, ProbeResult, RunReport
+from bertprobe.results.outcomes import Outcomes
 from bertprobe.stats import holm, mcnemar_exact, paired_bootstrap_diff, paired_bootstrap_p
 
 EPS = 1e-12

@@ -5,7 +5,7 @@ Rules (documented in docs/verdicts.md):
 * a **single model** (or each model of a matrix without a gate) is *fit to ship* when every expectation held
   and no probe errored; it is *do not ship* when an expectation failed or a probe errored, with each reason;
   *no decision* when nothing was checked or the run did not complete;
-* expectations are the suite's own and each probe's defaults (``bertprobe.policy``); a model that ships is
+* expectations are the suite's own and each probe's defaults (``bertprobe.results.policy``); a model that ships is
   told which held expectation came closest to its bound, and which key metrics the suite left ungated;
 * in a **gated matrix**, the baseline is the model in service; each candidate *may replace* it when no gated
   metric regressed significantly and its own expectations held, else *do not ship* with critical findings

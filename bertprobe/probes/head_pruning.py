@@ -43,8 +43,7 @@ import numpy as np
 import torch
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.figures import layer_head_heatmap
-from bertprobe.hookspecs import hookimpl
+from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.architectures import head_grid, heads_per_layer
 from bertprobe.model.budgets import ACTIVATION_SHARE, free_memory
 from bertprobe.model.interventions import (
@@ -61,9 +60,10 @@ from bertprobe.model.pruning import (
     normalize_by_layer,
 )
 from bertprobe.model.target import Target
-from bertprobe.outcomes import Outcomes, example_ids
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult
+from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
+from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, gini
 
 
@@ -363,13 +363,12 @@ class HeadPruningProbe(Probe):
                           "importance wall time in units of one plain evaluation pass", kind="cost")
         result.details["importance"] = raw.tolist()
         result.details["importance_normalized"] = norm.tolist()
-        result.details["heatmaps"] = {
-            "head importance (raw)": layer_head_heatmap(raw),
-            "head importance (normalised per layer)": layer_head_heatmap(norm),
-        }
+        maps = [heatmap_spec("head importance (raw)", layer_head_heatmap(raw)),
+                heatmap_spec("head importance (normalised per layer)", layer_head_heatmap(norm))]
 
         if params.ablation:
-            self._ablate(result, ev, sweep, base_correct, params, ctx)
+            deltas = self._ablate(result, ev, sweep, base_correct, params, ctx)
+            maps.append(heatmap_spec("accuracy change when the head is removed", layer_head_heatmap(deltas)))
         if params.layers:
             units = [(f"layer{layer}", ("mask", [(layer, h) for h in range(heads) if ev.real[layer, h]]))
                      for layer in range(layers)]
@@ -399,7 +398,7 @@ class HeadPruningProbe(Probe):
             result.details["prunable_fraction_plain"] = prunable_fraction(curve, base, params.tolerance)
             if params.physical:
                 self._physical(result, target, ev, curve, params, ranking)
-        result.details["figures"] = head_figures(result, params.tolerance)
+        result.details["figures"] = maps + head_figures(result, params.tolerance)
         result.details["evaluations"] = ev.passes
         top = raw.flatten().argsort(descending=True)[:3].tolist()
         result.details["summary"] = {
@@ -411,7 +410,8 @@ class HeadPruningProbe(Probe):
         return result
 
     def _ablate(self, result: ProbeResult, ev: Evaluator, sweep: HeadSweep, base_correct: np.ndarray,
-                params: HeadParams, ctx: ProbeContext) -> None:
+                params: HeadParams, ctx: ProbeContext) -> torch.Tensor:
+        """Each head removed alone: the ablation table, its metrics and findings; returns the accuracy changes."""
         layers, heads = ev.shape
         table = []
         deltas = torch.zeros(layers, heads)
@@ -429,7 +429,6 @@ class HeadPruningProbe(Probe):
             deltas[layer, head] = delta
             table.append({"layer": layer, "head": head, "delta": delta, "ci": ci})
         result.details["ablation"] = table
-        result.details["heatmaps"]["accuracy change when the head is removed"] = layer_head_heatmap(deltas)
         worst = min(table, key=lambda r: r["delta"]) if table else None
         drop_ci = (-worst["ci"][1], -worst["ci"][0]) if worst and worst["ci"] else None
         result.add_metric("max_single_head_drop", float(-deltas.min()) + 0.0, False,
@@ -446,6 +445,7 @@ class HeadPruningProbe(Probe):
                 observed=f"accuracy change {row['delta']:+.4f}{ci}",
                 score=row["delta"],
             ))
+        return deltas
 
     def _physical(self, result: ProbeResult, target: Target, ev: Evaluator, curve: list[dict[str, Any]],
                   params: HeadParams, ranking: torch.Tensor) -> None:

@@ -1,0 +1,92 @@
+"""Per-example outcomes: the vectors behind a probe's metrics, for paired comparisons between models.
+
+A probe adds ``Outcomes(name, ids, values, kind)`` to ``ProbeResult.outcomes`` (ids are the examples'
+``Example.id``), and a metric names the vector it summarises (``add_metric(..., outcome="correct")``).
+The harness writes them to ``outcomes.jsonl`` beside ``events.jsonl`` (one record per vector, keyed by
+model and probe id) before the probe's result event, so ``report.json`` stays small. Gates and
+``bertprobe compare`` pair two models' vectors by example id (McNemar's exact test for binary ones, a
+paired bootstrap of the difference for every kind).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+OutcomeKind = Literal["binary", "categorical", "score"]
+OUTCOMES_FILE = "outcomes.jsonl"
+
+
+@dataclass
+class Outcomes:
+    """One value per example: ``binary`` (0/1, e.g. correct), ``categorical`` (a class) or ``score``."""
+
+    name: str
+    ids: list[str]
+    values: list[float]
+    kind: OutcomeKind = "binary"
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.values):
+            raise ValueError(f"outcomes '{self.name}': {len(self.ids)} ids but {len(self.values)} values")
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError(f"outcomes '{self.name}': example ids are not unique")
+        self.ids = [str(i) for i in self.ids]
+        self.values = [float(v) for v in self.values]
+
+    @classmethod
+    def from_values(cls, name: str, ids: Sequence[Any], values: Iterable[Any], kind: OutcomeKind = "binary") -> Outcomes:
+        return cls(name, [str(i) for i in ids], [float(v) for v in values], kind)
+
+    def as_map(self) -> dict[str, float]:
+        return dict(zip(self.ids, self.values))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "ids": self.ids, "values": self.values}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcomes:
+        return cls(data["name"], list(data["ids"]), list(data["values"]), data.get("kind", "binary"))
+
+
+def append_outcomes(run_dir: Path, model: str, probe_id: str, outcomes: Iterable[Outcomes]) -> None:
+    """Append one record per vector to ``run_dir/outcomes.jsonl``."""
+    items = list(outcomes)
+    if not items:
+        return
+    with open(run_dir / OUTCOMES_FILE, "a", encoding="utf-8") as out:
+        for o in items:
+            out.write(json.dumps({"model": model, "id": probe_id, **o.to_dict()}) + "\n")
+
+
+def read_outcomes(run_dir: Path) -> dict[tuple[str, str], dict[str, Outcomes]]:
+    """``{(model, probe id): {name: Outcomes}}`` from a run folder (empty when it has none).
+
+    A torn last line (a run killed mid-write) is ignored; later records replace earlier ones.
+    """
+    path = Path(run_dir) / OUTCOMES_FILE
+    table: dict[tuple[str, str], dict[str, Outcomes]] = {}
+    if not path.is_file():
+        return table
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+            item = Outcomes.from_dict(record)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+        table.setdefault((str(record.get("model", "")), str(record.get("id", ""))), {})[item.name] = item
+    return table
+
+
+def example_ids(examples: Sequence[Any]) -> list[str]:
+    """The examples' ids, or their positions (``#0``, ``#1``, ...) when ids are missing or repeated.
+
+    The harness checks ids of loaded data; examples a probe or a test builds by hand may have none.
+    """
+    ids = [str(getattr(ex, "id", "") or "") for ex in examples]
+    if all(ids) and len(set(ids)) == len(ids):
+        return ids
+    return [f"#{i}" for i in range(len(examples))]
