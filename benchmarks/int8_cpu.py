@@ -1,5 +1,5 @@
 """Benchmark: does dynamic int8 speed up prediction on *this* CPU? Warm examples/s of each build of the
-SST-2 fixture, as the models table of a run measures them (``bertprobe.probe.measure_throughput``: the
+SST-2 fixture, as the models table of a run measures them (``bertprobe.model.timing.measure_throughput``: the
 median of timed passes after a warm-up pass, with the slowest and fastest), and the matmul underneath.
 
 Why: torchao's dynamic int8 runs its matmuls through ``aten::_int_mm``, whose CPU kernel is fast with
@@ -19,8 +19,8 @@ from dataclasses import replace
 import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
+from bertprobe.model.timing import measure_throughput
 from bertprobe.model.variants import derive_variant
-from bertprobe.probe import measure_throughput
 
 
 def matmul_seconds(dtype: torch.dtype, repeats: int = 3) -> float:

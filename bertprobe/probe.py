@@ -103,58 +103,6 @@ class Predictions:
     seconds: float
 
 
-@dataclass(frozen=True)
-class Throughput:
-    """Examples per second of batched prediction, warm-up excluded: the median of ``repeats`` timed
-    passes over ``examples`` rows, and the slowest and fastest of them (their spread)."""
-
-    median: float
-    slowest: float
-    fastest: float
-    repeats: int
-    examples: int
-
-    def describe(self) -> str:
-        return (f"prediction throughput, warm-up excluded: median of {self.repeats} timed pass(es) over "
-                f"{self.examples} examples (whole batches of the full pass, spread over its lengths), after it "
-                "(interval: slowest and fastest pass; tokenisation excluded)")
-
-
-THROUGHPUT_ROWS = 64  # rows timed per pass, picked evenly over the length-sorted data
-THROUGHPUT_SECONDS = 3.0  # timing stops after this much, once at least one pass is done
-
-
-def measure_throughput(target: Target, encoded: Any, batch_size: int | None = None, repeats: int = 3) -> Throughput:
-    """Time batched prediction after a warm-up (a full pass over ``encoded`` that came before): up to ``repeats``
-    passes over at most ``THROUGHPUT_ROWS`` rows, stopping early after ``THROUGHPUT_SECONDS``.
-
-    The first pass over a model pays one-off costs (``torch.compile``, kernel selection, allocator
-    growth): on a compiled int8 build it took minutes where a warm pass takes a second, so the first
-    pass's rate is never reported as the model's speed."""
-    import math
-    import time
-
-    order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__)
-    plans = target.plan_batches(encoded, order, batch_size)
-    # whole batches of the real pass, evenly spread over the lengths: the same padding as the pass itself
-    # (rows picked one by one would share batches with rows of other lengths and pad more)
-    wanted = max(1, min(len(plans), math.ceil(THROUGHPUT_ROWS / max(1, len(plans[0])))))
-    picked = sorted({round((k + 0.5) * len(plans) / wanted - 0.5) for k in range(wanted)})
-    batches = [encoded.subset(plans[i]) for i in picked]
-    rows = sum(len(b) for b in batches)
-    rates: list[float] = []
-    spent = 0.0
-    while len(rates) < repeats and (not rates or spent < THROUGHPUT_SECONDS):
-        start = time.perf_counter()
-        for batch in batches:
-            target.logits(batch, batch_size or len(batch))
-        took = time.perf_counter() - start
-        spent += took
-        rates.append(rows / max(took, 1e-9))
-    rates.sort()
-    return Throughput(rates[len(rates) // 2], rates[0], rates[-1], len(rates), rows)
-
-
 def predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:
     """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness)."""
     import time
@@ -165,12 +113,11 @@ def predict_directly(target: Target, data: Dataset, batch_size: int | None = Non
     return Predictions(logits, time.perf_counter() - start)
 
 
-def _spec_for(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
-    from bertprobe.model.spec import ModelSpec
+def _resolve_model(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
+    """``ctx.resolve_model`` outside a run: the harness's own resolution, with no matrix to name."""
+    from bertprobe.model.spec import resolve_model_param
 
-    if like is None:
-        return ModelSpec(path=name_or_path)
-    return ModelSpec(path=name_or_path, device=like.device, dtype=like.dtype)
+    return resolve_model_param(name_or_path, like)
 
 
 @dataclass
@@ -203,7 +150,7 @@ class ProbeContext:
     log: Callable[[str], None] = lambda message: None
     load_target: Callable[[ModelSpec], Target] | None = None
     load_data: Callable[[DataSpec], Dataset] | None = None
-    resolve_model: Callable[..., ModelSpec] = _spec_for
+    resolve_model: Callable[..., ModelSpec] = _resolve_model
     baseline_result: Callable[[], ProbeResult | None] | None = None
     model_name: str = ""
     probe_id: str = ""

@@ -56,6 +56,23 @@ def paired_bootstrap_diff(
     return bootstrap_ci(diff, resamples, confidence, seed)
 
 
+def unpaired_bootstrap_diff(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, resamples: int = 1000,
+    confidence: float = 0.95, seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of mean(b) - mean(a) for two independent samples (each resampled on its own:
+    ``a`` first, then ``b``, from one generator)."""
+    left, right = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if left.size == 0 or right.size == 0 or resamples <= 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means_a = left[rng.integers(0, left.size, size=(resamples, left.size))].mean(axis=1)
+    means_b = right[rng.integers(0, right.size, size=(resamples, right.size))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    diff = means_b - means_a
+    return (float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha)))
+
+
 def paired_bootstrap_p(
     a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, resamples: int = 2000, seed: int = 0,
 ) -> float:

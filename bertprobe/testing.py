@@ -13,11 +13,10 @@ import torch
 
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.loading import load_target
-from bertprobe.model.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec, Task
 from bertprobe.model.target import Target
 
 Arch = Literal["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]
-Task = Literal["classification", "multiple-choice", "masked-lm", "encoder"]
 
 WORDS = (
     "the a an and or but not no is was are were be very really quite too so this that it its "

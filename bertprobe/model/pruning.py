@@ -7,7 +7,6 @@ transformers 5 dropped ``prune_heads``. Encoders whose attention reshapes with `
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -122,41 +121,3 @@ def least_important(scores: torch.Tensor, share: float, heads_per_layer: list[in
     n = int(round(share * total))
     order = scores.masked_fill(~real, float("inf")).flatten().argsort()[:n].tolist()
     return [divmod(f, width) for f in order]
-
-
-def _timed_pass(model: Any, batches: list[dict[str, torch.Tensor]], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    for batch in batches:
-        model(**batch)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)  # the clock reads when the GPU has finished, not when launches return
-    return time.perf_counter() - start
-
-
-def compare_speed(before: Any, after: Any, batches: list[dict[str, torch.Tensor]], device: torch.device,
-                  budget_s: float = 10.0, repeats: int = 5) -> dict[str, Any]:
-    """Examples/s of two models on the same batches: interleaved repeats, median speed-up and its spread.
-
-    The two models alternate (A B, B A, ...) so drift (a busy neighbour, clocks) hits both alike. The
-    batches are cut to a prefix so that the whole measurement stays within about ``budget_s`` seconds.
-    """
-    with torch.inference_mode():
-        one = _timed_pass(before, batches[:1], device) + _timed_pass(after, batches[:1], device)  # warm-up
-        per_batch = max(one / 2, 1e-6)
-        keep = max(1, min(len(batches), int(budget_s / (2 * repeats * per_batch))))
-        used = batches[:keep]
-        n = sum(int(b["input_ids"].shape[0]) for b in used)
-        pairs = []
-        for r in range(repeats):
-            if r % 2:
-                tb, ta = _timed_pass(after, used, device), _timed_pass(before, used, device)
-            else:
-                ta, tb = _timed_pass(before, used, device), _timed_pass(after, used, device)
-            pairs.append((ta, tb))
-    ratios = sorted(ta / tb - 1 for ta, tb in pairs)
-    ta_med = sorted(t for t, _ in pairs)[len(pairs) // 2]
-    tb_med = sorted(t for _, t in pairs)[len(pairs) // 2]
-    return {"speedup": ratios[len(ratios) // 2], "spread": (ratios[0], ratios[-1]), "batches": keep,
-            "per_s_before": n / ta_med, "per_s_after": n / tb_med, "repeats": repeats}

@@ -73,3 +73,15 @@ class ModelSpec:
     def base(self) -> ModelSpec:
         """The same model as stored: no variant fields, no name (variants share its loaded weights)."""
         return replace(self, name=None, quantize="none", prune_heads=None, compile=False)
+
+
+def resolve_model_param(name_or_path: str, like: ModelSpec | None = None,
+                        models: tuple[ModelSpec, ...] | list[ModelSpec] = ()) -> ModelSpec:
+    """The model a probe param names (``transfer_model``, ``compare_model``): a model of the run's matrix
+    by name first, then a path or hub id loaded as ``like`` is (its device, dtype, length, batch size and
+    loading options, no variant). Runs and the probe test kit both resolve through this one function."""
+    for spec in models:
+        if spec.label == name_or_path:
+            return spec
+    base = like.base if like is not None else ModelSpec(path=name_or_path)
+    return replace(base, path=name_or_path, name=None, task="auto")

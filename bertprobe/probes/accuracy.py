@@ -10,7 +10,8 @@ import torch
 from bertprobe.data.dataset import Dataset
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
-from bertprobe.probe import Probe, ProbeContext, measure_throughput
+from bertprobe.model.timing import measure_throughput
+from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval

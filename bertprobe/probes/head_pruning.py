@@ -54,12 +54,12 @@ from bertprobe.model.interventions import (
     hidden_size,
 )
 from bertprobe.model.pruning import (
-    compare_speed,
     head_importance,
     least_important,
     normalize_by_layer,
 )
 from bertprobe.model.target import Target
+from bertprobe.model.timing import compare_speed
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap

@@ -31,7 +31,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import wilson_interval
+from bertprobe.stats import unpaired_bootstrap_diff, wilson_interval
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"\d")
@@ -254,12 +254,7 @@ class SlicesProbe(Probe):
     @staticmethod
     def _drop_interval(correct: np.ndarray, mask: np.ndarray, seed: int, resamples: int = 1000) -> tuple[float, float]:
         """Bootstrap interval of rest accuracy minus slice accuracy (resampling within each side)."""
-        rng = np.random.default_rng(seed)
-        inside, rest = correct[mask], correct[~mask]
-        a = inside[rng.integers(0, len(inside), size=(resamples, len(inside)))].mean(axis=1)
-        b = rest[rng.integers(0, len(rest), size=(resamples, len(rest)))].mean(axis=1)
-        d = b - a
-        return float(np.quantile(d, 0.025)), float(np.quantile(d, 0.975))
+        return unpaired_bootstrap_diff(correct[mask], correct[~mask], resamples, 0.95, seed)
 
 
 @hookimpl

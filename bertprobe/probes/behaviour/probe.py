@@ -31,12 +31,12 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.behaviour.cases import Case, DirExpectation, Text, read_cases
 from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
-from bertprobe.probes.behaviour.scoring import Verdict, check_labels, class_index, judge_case
+from bertprobe.probes.behaviour.scoring import CaseOutcome, check_labels, class_index, judge_case
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import wilson_interval
+from bertprobe.stats import bootstrap_ci, wilson_interval
 
 PERTURBATION_KEYS = ("name", "variants", "class", "direction", "tolerance", "field")
 
@@ -163,9 +163,7 @@ def fairness_gaps(cases: list[Case], probs: dict[str, np.ndarray], label_names: 
     interval = None
     if resamples > 0 and len(full) > 1:
         diffs = cube[:, hi, k] - cube[:, lo, k]
-        rng = np.random.default_rng(seed)
-        draws = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
-        interval = [float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))]
+        interval = list(bootstrap_ci(diffs, resamples, 0.95, seed))
     return {"cases": len(full), "groups": {g: {label_names[j]: round(float(means[i, j]), 4) for j in range(len(label_names))}
                                            for i, g in enumerate(groups)},
             "gap": round(gap, 4), "class": label_names[k], "higher": groups[hi], "lower": groups[lo], "interval": interval}
@@ -269,7 +267,7 @@ class BehaviourProbe(Probe):
         ctx.log(f"{len(cases)} cases, {len(examples)} distinct texts predicted once each")
         return dict(zip(distinct, matrix))
 
-    def _report(self, result: ProbeResult, cases: list[Case], verdicts: list[Verdict], probs: dict[str, np.ndarray],
+    def _report(self, result: ProbeResult, cases: list[Case], verdicts: list[CaseOutcome], probs: dict[str, np.ndarray],
                 labels: list[str], params: BehaviourParams, ctx: ProbeContext) -> None:
         by_test: dict[str, list[int]] = defaultdict(list)
         for i, case in enumerate(cases):
@@ -352,7 +350,7 @@ class BehaviourProbe(Probe):
         return out
 
     @staticmethod
-    def _finding(case: Case, verdict: Verdict, labels: list[str], probs: dict[str, np.ndarray]) -> Finding:
+    def _finding(case: Case, verdict: CaseOutcome, labels: list[str], probs: dict[str, np.ndarray]) -> Finding:
         cls = labels[verdict.cls]
         original, decisive = case.texts[0], case.texts[verdict.worst]
         before = probs[text_key(original)]

@@ -46,8 +46,8 @@ def check_labels(case: Case, label_names: Sequence[str]) -> None:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """A case's result: passed, and the original's and the worst edited text's probabilities of the class
+class CaseOutcome:
+    """A case's outcome: passed, and the original's and the worst edited text's probabilities of the class
     the test looks at (for findings)."""
 
     passed: bool
@@ -57,7 +57,7 @@ class Verdict:
     worst: int  # index into case.texts of the text that decided the verdict
 
 
-def judge_case(case: Case, probs: Probabilities, label_names: Sequence[str]) -> Verdict:
+def judge_case(case: Case, probs: Probabilities, label_names: Sequence[str]) -> CaseOutcome:
     """Apply the case's test type to the probabilities of its texts."""
     rows = [np.asarray(probs(t), dtype=np.float64) for t in case.texts]
     if case.type == "mft":
@@ -66,14 +66,14 @@ def judge_case(case: Case, probs: Probabilities, label_names: Sequence[str]) -> 
         predicted = [int(np.argmax(r)) for r in rows]
         ok = [(p == cls) if case.label is not None else (p != cls) for p in predicted]
         worst = ok.index(False) if False in ok else 0
-        return Verdict(all(ok), cls, float(rows[0][cls]), float(rows[worst][cls]), worst)
+        return CaseOutcome(all(ok), cls, float(rows[0][cls]), float(rows[worst][cls]), worst)
     original = rows[0]
     base = int(np.argmax(original))
     if case.type == "inv":
         ok = [int(np.argmax(r)) == base or abs(r[base] - original[base]) <= case.tolerance for r in rows[1:]]
         moved = [abs(r[base] - original[base]) for r in rows[1:]]
         worst = 1 + (ok.index(False) if False in ok else int(np.argmax(moved)))
-        return Verdict(all(ok), base, float(original[base]), float(rows[worst][base]), worst)
+        return CaseOutcome(all(ok), base, float(original[base]), float(rows[worst][base]), worst)
     expect = case.expect
     assert expect is not None
     cls = base if expect.cls is None else class_index(expect.cls, label_names, case.test)
@@ -84,4 +84,4 @@ def judge_case(case: Case, probs: Probabilities, label_names: Sequence[str]) -> 
     else:
         ok = [d <= expect.tolerance for d in deltas]
         worst = 1 + int(np.argmax(deltas))
-    return Verdict(all(ok), cls, float(original[cls]), float(rows[worst][cls]), worst)
+    return CaseOutcome(all(ok), cls, float(original[cls]), float(rows[worst][cls]), worst)

@@ -260,7 +260,7 @@ def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
 def test_compare_speed_interleaves_repeats_and_stays_within_its_budget():
     import time as _time
 
-    from bertprobe.model.pruning import compare_speed
+    from bertprobe.model.timing import compare_speed
 
     class Sleeper(torch.nn.Module):
         def __init__(self, seconds: float) -> None:
