@@ -11,7 +11,7 @@ Only the CLI imports this module.
 from __future__ import annotations
 
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,8 @@ from bertprobe.run.resume import (
     recorded_options,
     suite_fingerprint,
 )
-from bertprobe.run.session import Session, events_file, new_run_dir
+from bertprobe.run.session import Session, events_file, new_run_dir, plan_models
+from bertprobe.run.state import RunState
 from bertprobe.suite.overrides import RunOptions, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
 from bertprobe.suite.validate import check_data_needs, check_hub_sources, read_local_data, validate_suite
@@ -56,7 +57,7 @@ class ResolvedRun:
     executor: Any
     previous: PreviousRun | None
     parts: dict[str, str]  # a hash per part of the suite (suite_fingerprint), kept for --resume
-    preread: dict[str, Dataset] = field(default_factory=dict)  # local data read and checked before the run folder
+    preread: Dataset | None = None  # the suite's local data, read and checked before the run folder
 
 
 @dataclass
@@ -84,30 +85,19 @@ def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> Resolved
     """The preflight checks, then the executor and, with --resume, what the interrupted run finished."""
     checked = preflight(suite, plugins, options)
     selected, params_by_probe, data = checked.suite, checked.params_by_probe, checked.data
-    preread = {repr(selected.data): data} if data is not None else {}
     parts = suite_fingerprint(selected)
     previous = read_previous_run(Path(options.resume), parts, selected.variables) if options.resume else None
     executor = make_executor(selected, plugins)
     executor.cancel = options.cancel
-    return ResolvedRun(selected, params_by_probe, executor, previous, parts, preread)
-
-
-def plan_models(suite: Suite) -> list[ModelSpec]:
-    """Models in run order: the gate's baseline first, then the others as the suite lists them."""
-    models = list(suite.models)
-    if suite.gate is not None:
-        models.sort(key=lambda m: m.label != suite.gate.baseline)  # type: ignore[union-attr]
-    return models
+    return ResolvedRun(selected, params_by_probe, executor, previous, parts, data)
 
 
 def _open(session: Session, resolved: ResolvedRun, options: RunOptions, plan: list[ModelSpec]) -> None:
     """The run's first event: ``run_start`` for a new run, ``run_resumed`` for a resumed one."""
     suite, previous = resolved.suite, resolved.previous
     if previous:
-        session.previous = previous
-        session.outcomes = read_outcomes(session.run_dir)
-        session.emit("run_resumed", kept=[list(k) for k in sorted(previous.kept)],
-                     units=sum(len(v) for v in previous.units.values()), threads=session.threads)
+        session.emit("run_resumed", kept=[list(k) for k in sorted(previous.state.kept)],
+                     units=sum(len(v) for v in previous.state.units.values()), threads=session.threads)
         return
     paths = {m.path for m in suite.models}
     session.emit("run_start", suite=suite.name, source=absolute_source(suite.source),
@@ -118,20 +108,21 @@ def _open(session: Session, resolved: ResolvedRun, options: RunOptions, plan: li
                  suite_parts=resolved.parts, options=recorded_options(options), variables=suite.variables)
 
 
-def _record_data(session: Session) -> None:
-    """Read the suite's data once up front (bad data stops the run before any model loads) and record
-    its fingerprint; a resumed run must see the same data."""
-    suite, plugins, previous = session.suite, session.plugins, session.previous
+def _record_data(session: Session, checked: bool) -> None:
+    """Read the suite's data once up front (bad data stops the run before any model loads; ``checked``: the
+    preflight read and checked it already) and record its fingerprint; a resumed run must see the same data."""
+    suite, plugins = session.suite, session.plugins
     if suite.data is None or not any(plugins.probes.get(p.probe).needs_data and p.data is None for p in suite.probes):
         return
-    data = session.raw_data(suite.data)
-    check_data_needs(suite, plugins, data)
+    data = session.caches.raw(suite.data)
+    if not checked:
+        check_data_needs(suite, plugins, data)
     digest = fingerprint(data)
-    before = previous.report.data_fingerprint if previous else ""
+    before = session.report.data_fingerprint  # a resumed run's, from its events
     if before and before != digest:
         raise SuiteError(f"cannot resume {session.run_dir}: the data changed since the run (fingerprint "
                          f"{before[:12]} -> {digest[:12]}); start a new run")
-    if not previous:
+    if not before:
         session.emit("data_loaded", data=suite.data.describe(), examples=len(data), fingerprint=digest)
 
 
@@ -140,7 +131,7 @@ def _gate(session: Session) -> None:
     gate = session.suite.gate
     if gate is None or len(session.suite.models) < 2:
         return
-    deltas = gate_models(session.report, session.outcomes, gate.baseline, gate.tolerance_for, gate.significance,
+    deltas = gate_models(session.report, read_outcomes(session.run_dir), gate.baseline, gate.tolerance_for, gate.significance,
                          session.suite.seed)
     regressions = [d for d in deltas if d.regression]
     session.emit("gate", baseline=gate.baseline, deltas=[asdict(d) for d in deltas],
@@ -152,8 +143,8 @@ def _gate(session: Session) -> None:
 def _interrupted(session: Session, exc: KeyboardInterrupt) -> None:
     """Record every probe that was running as ``interrupted``, keeping its finished units for --resume."""
     how = "SIGTERM" if isinstance(exc, Terminated) else "the user (Ctrl-C)"
-    for model_name, probe_id in list(session.running.items()):
-        done = session.units_done.get((model_name, probe_id), 0)
+    for model_name, probe_id in list(session.state.running.items()):
+        done = len(session.state.units_of(model_name, probe_id))
         kept = f"; {done} work unit(s) it finished are kept for --resume" if done else ""
         session.record(ProbeResult(probe=probe_id, id=probe_id, model=model_name, status="interrupted",
                                    message=f"stopped by {how} while this probe ran{kept}",
@@ -182,14 +173,14 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     torch.set_num_threads(threads)  # restored when the run ends: a library call leaves no global change
     with open(run_dir / "events.jsonl", "a" if previous else "w", encoding="utf-8") as events:
         session = Session(suite, plugins, run_dir, report, events_file(events), log=options.log, executor=executor,
-                          threads=threads)
-        session.raw_datasets.update(resolved.preread)
+                          threads=threads, state=previous.state if previous else RunState())
+        if resolved.preread is not None and suite.data is not None:
+            session.caches.remember(suite.data, resolved.preread)
         plan = plan_models(suite)
-        session.baseline = plan[0].label if len(plan) > 1 else ""
         _open(session, resolved, options, plan)
         plugins.hook.bertprobe_session_start(session=session)
         try:
-            _record_data(session)
+            _record_data(session, checked=resolved.preread is not None)
             executor.run_models(session, plan, resolved.params_by_probe)
             _gate(session)
             report.status = "completed"

@@ -1,10 +1,12 @@
-"""The Executor protocol: what the harness asks of an executor."""
+"""The Executor protocol: everything the harness and the session ask of an executor."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 if TYPE_CHECKING:
+    import threading
+
     from bertprobe.data.dataset import DataSpec
     from bertprobe.model.spec import ModelSpec
     from bertprobe.probe import Sweep
@@ -12,9 +14,14 @@ if TYPE_CHECKING:
 
 
 class Executor(Protocol):
-    """What the harness asks of an executor."""
+    """What the harness (``start``, ``run_models``, ``close``, ``cancel``) and the session (``map_sweep``)
+    ask of an executor. An executor class may also offer ``missing() -> str | None`` (a staticmethod):
+    what it lacks on this machine, which ``validate`` reports."""
 
     name: str
+    # set by the harness before ``start``: when several suites run at once, the event that asks every
+    # executor to stop its jobs as on Ctrl-C (None: only Ctrl-C stops it)
+    cancel: threading.Event | None
 
     def start(self) -> None:
         """Connect or start what it needs (raise ``SuiteError`` with the fix when it cannot)."""

@@ -30,7 +30,7 @@ class LocalExecutor:
     def run_models(self, session: Session, plan: list[ModelSpec], params_by_probe: dict[str, Any]) -> None:
         for position, model_spec in enumerate(plan):
             run_model(session, position, model_spec, params_by_probe)
-            session.release(set(plan[position + 1 :]))
+            session.caches.release(set(plan[position + 1 :]))
 
     def map_sweep(self, session: Session | None, sweep: Sweep | Callable[[Any], Any], chunks: list[list[Any]],
                   where: tuple[ModelSpec, DataSpec | None] | None, grouped: bool) -> Iterator[tuple[int, list[Any]]]:

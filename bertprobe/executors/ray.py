@@ -193,7 +193,6 @@ class RayExecutor:
         from ray.util.queue import Queue
 
         context = self._context(session)
-        previous = session.previous
         queue = Queue(actor_options={"num_cpus": 0})
         remote = ray.remote(_run_job)
         jobs: dict[str, ModelJob] = {}
@@ -204,16 +203,13 @@ class RayExecutor:
         for position, model in enumerate(plan):
             resources = _job_resources(self.spec, model, cpus_each)
             threads = max(1, int(resources.get("num_cpus", 1)))
-            jobs[model.label] = ModelJob(
-                replace(context, threads=threads), position, model, params_by_probe, baseline=session.baseline,
-                kept=set(previous.kept) if previous else set(),
-                units={k: dict(v) for k, v in (previous.units if previous else {}).items()},
-                hashes=dict(previous.hashes) if previous else {})
+            jobs[model.label] = ModelJob(replace(context, threads=threads), position, model, params_by_probe)
         pending: dict[Any, str] = {}
         failures: list[BertprobeError] = []
 
         def submit(label: str) -> None:
             job = jobs[label]
+            job.state = session.state.copy()  # a retry resumes from what the driver recorded of the dead attempt
             options = {**_job_resources(self.spec, job.model, job.context.threads), "max_retries": 0,
                        "retry_exceptions": False}
             pending[remote.options(**options).remote(job, queue)] = label
@@ -221,7 +217,7 @@ class RayExecutor:
         def drain() -> None:
             while not queue.empty():
                 for record in queue.get_nowait_batch(queue.qsize()):
-                    self._on_record(session, jobs, record)
+                    self._on_record(session, record)
 
         first_alone = len(plan) > 1 and any(session.plugins.probes.get(p.probe).uses_baseline for p in session.suite.probes)
         waiting = [m.label for m in plan]
@@ -281,33 +277,21 @@ class RayExecutor:
                     else:
                         self._fail_job(session, job, what)
 
-    def _on_record(self, session: Session, jobs: dict[str, ModelJob], record: dict[str, Any]) -> None:
+    def _on_record(self, session: Session, record: dict[str, Any]) -> None:
+        """A worker's record: a log line or progress for the driver's terminal, else an event of the run,
+        emitted again here (so the driver's report and run state fold it) or, for a result, recorded."""
         from bertprobe.executors.worker import result_from_record
 
         kind = record.get("event")
         if kind == "_log":
             session.say(str(record.get("message", "")))
-            return
-        if kind == "_progress":
+        elif kind == "_progress":
             self.progress_of(session).update(str(record["model"]), str(record["id"]), str(record["desc"]),
                                              int(record["done"]), int(record["total"]))
-            return
-        payload = {k: v for k, v in record.items() if k not in ("event", "time")}
-        if kind == "probe_result":
-            result = result_from_record(record)
-            session.record(result)
-            for job in jobs.values():
-                if result.status not in ("error", "interrupted"):
-                    job.kept.add((result.model, result.id or result.probe))
-            return
-        if kind == "probe_start":
-            session.running[str(record.get("model"))] = str(record.get("id"))
-        elif kind == "unit_result":
-            key = (str(record.get("model")), str(record.get("id")))
-            session.units_done[key] = session.units_done.get(key, 0) + 1
-            for job in jobs.values():
-                job.units.setdefault(key, {})[str(record.get("key"))] = record.get("value")
-        session.emit(str(kind), **payload)
+        elif kind == "probe_result":
+            session.record(result_from_record(record))
+        else:
+            session.emit(str(kind), **{k: v for k, v in record.items() if k not in ("event", "time")})
 
     def _fail_job(self, session: Session, job: ModelJob, what: str) -> None:
         from bertprobe.results import ProbeResult
@@ -315,7 +299,7 @@ class RayExecutor:
 
         tries = job.attempt + 1
         for spec, target_spec in model_probes(session.suite, job.position, job.model):
-            if (target_spec.label, spec.id) in job.kept:
+            if (target_spec.label, spec.id) in session.state.kept:
                 continue
             session.record(ProbeResult(probe=spec.probe, id=spec.id, model=target_spec.label, status="error",
                                        message=f"the model job failed {tries} time(s): {what}"))

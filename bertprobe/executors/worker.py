@@ -13,15 +13,15 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from bertprobe.model.spec import ModelSpec
 from bertprobe.plugins import build_plugins
 from bertprobe.results import ProbeResult, RunReport
-from bertprobe.run.resume import PreviousRun
-from bertprobe.run.session import Session, Sink
+from bertprobe.run.session import Session
+from bertprobe.run.state import RunState
 from bertprobe.run.turn import run_model
 from bertprobe.suite.schema import ExecutorSpec, Suite
 
@@ -46,64 +46,66 @@ class ModelJob:
     position: int
     model: ModelSpec
     params_by_probe: dict[str, Any]
-    baseline: str = ""
     baseline_results: list[dict[str, Any]] = field(default_factory=list)
-    kept: set[tuple[str, str]] = field(default_factory=set)
-    units: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    hashes: dict[str, str | None] = field(default_factory=dict)
+    state: RunState = field(default_factory=RunState)  # the driver's when the job was (re)submitted: what to skip
     attempt: int = 0
 
 
-@dataclass
-class WorkerSession(Session):
-    """A session whose events (and log lines) go to the driver through ``sink``; results carry their
-    outcomes along, and the driver calls the plugins and writes the reports."""
+class DriverSink:
+    """Where a worker's events go: each to the driver through ``send``, and sweep progress as a
+    ``_progress`` record now and then (workers draw no bars, the driver does)."""
 
-    progress_every: float = 2.0  # seconds between progress records sent to the driver (and at the end)
-    _last_progress: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    def __init__(self, send: Callable[[dict[str, Any]], None], every: float = 2.0) -> None:
+        self.send, self.every = send, every
+        self._last: dict[tuple[str, str, str], float] = {}
 
-    def unit_progress(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
-        """A ``_progress`` record to the driver now and then: workers draw no bars, the driver does."""
+    def __call__(self, record: dict[str, Any]) -> None:
+        self.send(record)
+
+    def progress(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
         now = time.monotonic()
         key = (model, probe_id, desc)
-        if done < total and now - self._last_progress.get(key, -float("inf")) < self.progress_every:
+        if done < total and now - self._last.get(key, -float("inf")) < self.every:
             return
-        self._last_progress[key] = now
-        if self.sink is not None:
-            self.sink({"event": "_progress", "model": model, "id": probe_id, "desc": desc, "done": done, "total": total})
+        self._last[key] = now
+        self.send({"event": "_progress", "model": model, "id": probe_id, "desc": desc, "done": done, "total": total})
+
+
+class WorkerSession(Session):
+    """A session whose events go to the driver: results carry their outcomes along, and the driver writes
+    the sidecar, calls the plugins and writes the reports."""
 
     def record(self, result: ProbeResult) -> None:
-        self.finished(result)
         self.emit("probe_result", result=result.to_dict(), outcomes=[o.to_dict() for o in result.outcomes])
 
 
-def worker_session(context: WorkerContext, sink: Sink | None) -> WorkerSession:
+def worker_session(context: WorkerContext, send: Callable[[dict[str, Any]], None] | None,
+                   state: RunState | None = None) -> WorkerSession:
     """A session for a worker process: the driver's plugins, suite and run folder; no events file."""
     torch.set_num_threads(max(1, context.threads))
     if os.path.isdir(context.cwd):  # a shared filesystem mounted at the same place: relative paths work
         os.chdir(context.cwd)
     plugins = build_plugins(extra=list(context.extra_plugins))
     report = RunReport(suite=context.suite.name, run_dir=context.run_dir)
-    log = (lambda message: sink({"event": "_log", "message": message})) if sink is not None else None
-    return WorkerSession(context.suite, plugins, Path(context.run_dir), report, sink=sink, log=log)
+    log = (lambda message: send({"event": "_log", "message": message})) if send is not None else None
+    return WorkerSession(context.suite, plugins, Path(context.run_dir), report, sink=DriverSink(send) if send else None,
+                         log=log, state=state or RunState())
 
 
-def execute_model_job(job: ModelJob, sink: Sink, executor: Any = None) -> None:
-    """Run one model's turn in this process, sending every event to ``sink``.
+def execute_model_job(job: ModelJob, send: Callable[[dict[str, Any]], None], executor: Any = None) -> None:
+    """Run one model's turn in this process, sending every event to ``send``; the probes and work units
+    the job's state holds as finished are not run again.
 
     ``executor`` (the engine's own, connected from inside the worker) shards the probes' sweeps.
     """
-    session = worker_session(job.context, sink)
+    session = worker_session(job.context, send, job.state.copy())
     for result in job.baseline_results:
         session.report.apply({"event": "probe_result", "result": result})
-    session.baseline = job.baseline
-    if job.kept or job.units or job.hashes:
-        session.previous = PreviousRun(session.report, set(job.kept), job.units, job.hashes)
     session.executor = executor
     try:
         run_model(session, job.position, job.model, job.params_by_probe)
     finally:
-        session.release(set())
+        session.caches.release(set())
 
 
 def shard_state(context: WorkerContext, model: ModelSpec, data: Any) -> tuple[Any, Any]:
@@ -116,7 +118,7 @@ def shard_state(context: WorkerContext, model: ModelSpec, data: Any) -> tuple[An
 
 def result_from_record(record: dict[str, Any]) -> ProbeResult:
     """The ProbeResult a worker's ``probe_result`` record carries, outcomes included."""
-    from bertprobe.results.outcomes import Outcomes
+    from bertprobe.results import Outcomes
 
     result = ProbeResult.from_dict(record["result"])
     result.outcomes = [Outcomes.from_dict(o) for o in record.get("outcomes") or []]

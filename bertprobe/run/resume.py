@@ -13,6 +13,7 @@ from bertprobe.errors import (
     SuiteError,
 )
 from bertprobe.results import RunReport, jsonable, read_events
+from bertprobe.run.state import RunState
 from bertprobe.suite.overrides import RunOptions
 from bertprobe.suite.schema import Suite
 
@@ -59,12 +60,11 @@ def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any], dict[str, str | No
 
 @dataclass
 class PreviousRun:
-    """What an interrupted or aborted run folder already holds, for ``--resume``."""
+    """What an interrupted or aborted run folder already holds, for ``--resume``: its report and its state,
+    both folded from its events."""
 
     report: RunReport
-    kept: set[tuple[str, str]]
-    units: dict[tuple[str, str], dict[str, Any]]
-    hashes: dict[str, str | None]
+    state: RunState
 
 
 def _changed_variables(old: dict[str, str | None], new: dict[str, str | None]) -> str:
@@ -88,21 +88,16 @@ def read_previous_run(run_dir: Path, parts: dict[str, str], variables: dict[str,
         raise SuiteError(f"--resume {run_dir}: the run completed; nothing to resume (start a new run)")
     old_parts: dict[str, str] = {}
     old_variables: dict[str, str | None] = {}
-    units: dict[tuple[str, str], dict[str, Any]] = {}
     for event in records:
         if event.get("event") == "run_start":
             old_parts = dict(event.get("suite_parts") or {})
             old_variables = dict(event.get("variables") or {}) if "variables" in event else dict(variables or {})
-        elif event.get("event") == "unit_result":
-            units.setdefault((str(event.get("model")), str(event.get("id"))), {})[str(event.get("key"))] = event.get("value")
     changed = sorted(k for k in set(parts) | set(old_parts) if parts.get(k) != old_parts.get(k))
     if changed:
         raise SuiteError(f"--resume {run_dir}: the suite changed since the run ({', '.join(changed)} differ"
                          f"{_changed_variables(old_variables, variables or {})}); "
                          "give the same suite and options, or start a new run")
-    kept = {(r.model, r.id or r.probe) for r in report.probes if r.status not in ("error", "interrupted")}
-    hashes = {m.name: m.sha256 for m in report.models}
-    return PreviousRun(report, kept, units, hashes)
+    return PreviousRun(report, RunState.fold(records))
 
 
 def rebuild_report(run_dir: Path) -> RunReport:

@@ -1,27 +1,28 @@
-"""One run's state: its event log (every event goes through ``emit``), loaded models and data, work units."""
+"""One run: its event log (every event goes through ``emit``), the state folded from it, what it loaded, work units."""
 
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from bertprobe.data.dataset import Dataset, DataSpec
-from bertprobe.data.prepare import align_to_model, fingerprint, read_data
-from bertprobe.errors import BertprobeError, ProbeError, SuiteError, TargetError
-from bertprobe.model.spec import ModelSpec
+from bertprobe.errors import BertprobeError, ProbeError, SuiteError
+from bertprobe.model.spec import ModelSpec, resolve_model_param
 from bertprobe.model.target import Target
 from bertprobe.plugins import Plugins
-from bertprobe.probe import Predictions, Sweep, predict_directly, run_chunks
+from bertprobe.probe import Sweep, run_chunks
 from bertprobe.progress import progress
 from bertprobe.results import ProbeResult, RunReport, jsonable
-from bertprobe.results.outcomes import Outcomes, append_outcomes
+from bertprobe.results.outcomes import append_outcomes
+from bertprobe.run.caches import RunCaches
+from bertprobe.run.state import RunState
 from bertprobe.suite.schema import Suite
+
+if TYPE_CHECKING:
+    from bertprobe.executors.base import Executor
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -46,12 +47,14 @@ def new_run_dir(base: Path, suite: str) -> Path:
 
 @dataclass
 class Session:
-    """State of one run; plugins receive it in the session hooks.
+    """One run: its event log, its state folded from the log, and what it loaded; plugins receive it in the
+    session hooks.
 
-    Every event goes through ``emit``, which folds it into ``report`` and hands it to ``sink`` (on the
-    driver, a line of events.jsonl: see ``events_file``; in a worker, a message to the driver), so the
-    report in memory and one rebuilt from the events are the same. Reports are written by plugins
-    (``bertprobe.run.reports``) from the hooks that ``record`` and the harness call.
+    Every event goes through ``emit``, which folds it into ``report`` and ``state`` (their one writer) and
+    hands it to ``sink`` (on the driver, a line of events.jsonl: see ``events_file``; in a worker, a message
+    to the driver), so the report and the state in memory are those rebuilt from the events. Loaded models
+    and data live in ``caches``. Reports are written by plugins (``bertprobe.run.reports``) from the hooks
+    that ``record`` and the harness call.
     """
 
     suite: Suite
@@ -59,46 +62,38 @@ class Session:
     run_dir: Path
     report: RunReport
     sink: Sink | None = None
-    log: Any = None
-    targets: dict[ModelSpec, Target] = field(default_factory=dict)
-    datasets: dict[tuple[str, ModelSpec | None], Dataset] = field(default_factory=dict)
-    raw_datasets: dict[str, Dataset] = field(default_factory=dict)
-    encode_cache: dict[Any, Any] = field(default_factory=dict)
-    predictions_cache: dict[tuple[ModelSpec, str], Predictions] = field(default_factory=dict)
-    hashes: dict[str, str | None] = field(default_factory=dict)
-    outcomes: dict[tuple[str, str], dict[str, Outcomes]] = field(default_factory=dict)
-    baseline: str = ""
-    previous: Any = None  # PreviousRun when resuming
-    units_done: dict[tuple[str, str], int] = field(default_factory=dict)
-    running: dict[str, str] = field(default_factory=dict)  # model -> id of the probe running on it
-    executor: Any = None  # runs models and sweeps (bertprobe.executors); None: in this process
+    log: Callable[[str], None] | None = None
+    executor: Executor | None = None  # runs models and sweeps (bertprobe.executors); None: in this process
     threads: int = 0  # torch threads of this run (a parallel executor's jobs use at most as many)
+    state: RunState = field(default_factory=RunState)
+    caches: RunCaches = field(init=False)
 
-    def finished(self, result: ProbeResult) -> tuple[str, str]:
-        """(model, probe id) of a result, no longer running on its model."""
-        key = (result.model, result.id or result.probe)
-        if self.running.get(result.model) == key[1]:
-            del self.running[result.model]
-        return key
+    def __post_init__(self) -> None:
+        self.caches = RunCaches(self.suite, self.plugins, self.say)
+
+    @property
+    def baseline(self) -> str:
+        """The model every other model of a matrix is judged against ("" in a one-model run)."""
+        plan = plan_models(self.suite)
+        return plan[0].label if len(plan) > 1 else ""
 
     def record(self, result: ProbeResult) -> None:
         """Outcomes to the sidecar first, then the result event, then the plugins (a fresh partial report)."""
-        key = self.finished(result)
         if result.outcomes:
-            self.outcomes[key] = {o.name: o for o in result.outcomes}
-            append_outcomes(self.run_dir, *key, result.outcomes)
+            append_outcomes(self.run_dir, result.model, result.id or result.probe, result.outcomes)
         self.emit("probe_result", result=result.to_dict())
         self.plugins.hook.bertprobe_probe_result(session=self, result=result)
 
     def map_units(self, model: str, probe_id: str, fn: Any, units: Any, desc: str = "", group: int = 0,
                   where: tuple[ModelSpec, DataSpec | None] | None = None) -> list[Any]:
-        """``ProbeContext.map`` under the harness: each finished unit is a ``unit_result`` event; units a
-        resumed run already finished are not run again. With ``group``, ``fn`` maps a list of units.
+        """``ProbeContext.map`` under the harness: each finished unit is a ``unit_result`` event; units the
+        events already hold (a resumed run, a retried job) are not run again. With ``group``, ``fn`` maps a
+        list of units.
 
         A ``Sweep`` (``where`` naming the probe's model and data) may be sharded by the executor over
         workers that each load the model once; anything else runs here, chunk after chunk.
         """
-        done = self.previous.units.get((model, probe_id), {}) if self.previous else {}
+        done = dict(self.state.units_of(model, probe_id))
         units = list(units)
         keys = [k for k, _ in units]
         if len(set(keys)) != len(keys):
@@ -119,18 +114,22 @@ class Session:
             for (key, _), value in zip(chunk, results):
                 value = jsonable(value)
                 self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
-                self.units_done[(model, probe_id)] = self.units_done.get((model, probe_id), 0) + 1
                 values[key] = value
             self.unit_progress(model, probe_id, desc or probe_id, len(values), len(keys))
         return [values[k] for k in keys]
 
     def unit_progress(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
-        """A sweep advanced (here a progress bar shows it; a worker's session reports it to the driver)."""
+        """A sweep advanced: here a progress bar shows it; a sink that forwards to a driver (a worker's)
+        takes it as a ``progress`` call too."""
+        forward = getattr(self.sink, "progress", None)
+        if forward is not None:
+            forward(model, probe_id, desc, done, total)
 
     def emit(self, event: str, **payload: Any) -> None:
-        """Fold the event into the report, then hand it to the sink."""
+        """Fold the event into the report and the run state, then hand it to the sink."""
         record = jsonable({"event": event, "time": utc_now(), **payload})
         self.report.apply(record)
+        self.state.apply(record)
         if self.sink is not None:
             self.sink(record)
 
@@ -138,98 +137,39 @@ class Session:
         if self.log:
             self.log(message)
 
-    # ---- models ---------------------------------------------------------------------------------
+    # ---- what the probes load -------------------------------------------------------------------
     def resolve_model(self, name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
-        """A model param: a name of the matrix first, then a path or hub id on ``like``'s device/dtype."""
-        for spec in self.suite.models:
-            if spec.label == name_or_path:
-                return spec
-        base = like.base if like is not None else ModelSpec(path=name_or_path)
-        return replace(base, path=name_or_path, name=None, task="auto")
-
-    def _load_stored(self, spec: ModelSpec) -> Target:
-        base = spec.base
-        if base not in self.targets:
-            self.say(f"loading model {spec.path}")
-            target = self.plugins.hook.bertprobe_load_target(spec=base)
-            if target is None:
-                raise TargetError(f"no plugin could load model '{spec.path}'")
-            target.encode_cache = self.encode_cache
-            self.targets[base] = target
-        return self.targets[base]
+        """A model param: a name of the matrix first, then a path or hub id loaded as ``like`` is."""
+        return resolve_model_param(name_or_path, like, self.suite.models)
 
     def target_for(self, spec: ModelSpec) -> Target:
-        """Load (once) the model ``spec`` names, deriving its variant, and record a ``model_loaded`` event."""
-        if spec in self.targets:
-            return self.targets[spec]
-        if spec.variant.keys() - {"dtype"}:
-            from bertprobe.model.variants import derive_variant
-
-            stored = self._load_stored(spec)
-            data = None
-            if spec.prune_heads and self.suite.data is not None:
-                data = self.data_for(self.suite.data, stored)
-            target, notes = derive_variant(stored, spec, data, self.say)
-            notes = list(stored.notes) + notes
-        else:
-            target = self._load_stored(spec)
-            notes = list(target.notes)
-            if target.spec != spec:  # the stored model under this spec's name
-                target = replace(target, spec=spec)
-        self.targets[spec] = target
-        if spec.path not in self.hashes:
-            from bertprobe.model.modelinfo import sha256_of, weight_files
-
-            self.hashes[spec.path] = sha256_of(weight_files(spec.path))
-        if self.previous is not None:
-            before = self.previous.hashes.get(spec.label)
-            if before and self.hashes[spec.path] and before != self.hashes[spec.path]:
-                raise SuiteError(f"cannot resume: the weights of model '{spec.label}' changed since the run "
-                                 f"(sha256 {before[:12]} -> {self.hashes[spec.path][:12]}); start a new run")
+        """The model ``spec`` names (loaded once, its variant derived); the first time, checked against the
+        weights a resumed run used and recorded as a ``model_loaded`` event."""
+        if self.caches.holds(spec):
+            return self.caches.target(spec)[0]
+        target, notes = self.caches.target(spec)
+        digest = self.caches.weights_hash(spec.path)
+        before = self.state.hashes.get(spec.label)
+        if before and digest and before != digest:
+            raise SuiteError(f"cannot resume: the weights of model '{spec.label}' changed since the run "
+                             f"(sha256 {before[:12]} -> {digest[:12]}); start a new run")
         from bertprobe.model.modelinfo import describe_model
 
-        info = describe_model(target, self.hashes[spec.path], notes)
+        info = describe_model(target, digest, notes)
         self.emit("model_loaded", model=info.name, info=asdict(info))
         return target
 
-    def release(self, keep: set[ModelSpec]) -> None:
-        """Free every loaded model not in ``keep`` (by spec or as the stored weights of one)."""
-        wanted = keep | {k.base for k in keep}
-        for spec in list(self.targets):
-            if spec not in wanted:
-                del self.targets[spec]
-        self.predictions_cache = {k: v for k, v in self.predictions_cache.items() if k[0] in wanted}
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
-    # ---- data -----------------------------------------------------------------------------------
-    def raw_data(self, spec: DataSpec) -> Dataset:
-        """The data ``spec`` names as read (each file once, however many models use it)."""
-        name = repr(spec)  # DataSpec holds a dict: not hashable
-        if name not in self.raw_datasets:
-            loader = self.plugins.datasets.get(spec.loader) if spec.loader else None
-            self.raw_datasets[name] = read_data(spec, loader, self.suite.seed)
-        return self.raw_datasets[name]
-
     def data_for(self, spec: DataSpec, target: Target | None = None) -> Dataset:
-        """The data ``spec`` names, its labels aligned to ``target``'s classes or choices (once per model)."""
-        key = (repr(spec), target.spec.base if target else None)
-        if key not in self.datasets:
-            data = self.raw_data(spec)
-            if target is not None:
-                data = align_to_model(data, spec, target.task, target.label_names, target.name)
-            self.datasets[key] = data
-        return self.datasets[key]
+        """The data ``spec`` names, its labels aligned to ``target``'s classes or choices (read once)."""
+        return self.caches.aligned(spec, target)
 
 
-def cached_predictions(session: Session, target: Target, data: Dataset, batch_size: int | None = None,
-                       progress: Any = None) -> Predictions:
-    """``ctx.predictions`` under the harness: one pass per (model, data fingerprint) in a run."""
-    key = (target.spec, fingerprint(data))
-    if key not in session.predictions_cache:
-        session.predictions_cache[key] = predict_directly(target, data, batch_size, progress)
-    return session.predictions_cache[key]
+def plan_models(suite: Suite) -> list[ModelSpec]:
+    """Models in run order: the gate's baseline first, then the others as the suite lists them."""
+    models = list(suite.models)
+    if suite.gate is not None:
+        models.sort(key=lambda m: m.label != suite.gate.baseline)  # type: ignore[union-attr]
+    return models
 
 
 def events_file(handle: TextIO) -> Sink:

@@ -21,7 +21,7 @@ from bertprobe.params import params_to_dict
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.progress import progress
 from bertprobe.results import ProbeResult, policy
-from bertprobe.run.session import Session, cached_predictions
+from bertprobe.run.session import Session
 from bertprobe.suite.schema import ProbeSpec, Suite
 
 
@@ -72,7 +72,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         baseline_result=baseline_result,
         model_name=name,
         probe_id=spec.id,
-        predictions=lambda t, d, batch_size=None: cached_predictions(session, t, d, batch_size, progress),
+        predictions=lambda t, d, batch_size=None: session.caches.predictions(t, d, batch_size, progress),
         map=lambda fn, units, desc="", group=0: session.map_units(name, spec.id, fn, units, desc, group,
                                                                     (model_spec, data_spec if cls.needs_data else None)),
     )
@@ -111,13 +111,11 @@ def run_model(session: Session, position: int, model_spec: ModelSpec, params_by_
     The same function runs in this process (``local``) and inside a worker (``ray``), where the
     session sends its events to the driver instead of writing them.
     """
-    previous = session.previous
     several = len(session.suite.models) > 1
     for spec, target_spec in model_probes(session.suite, position, model_spec):
-        if previous and (target_spec.label, spec.id) in previous.kept:
+        if (target_spec.label, spec.id) in session.state.kept:
             session.say(f"kept {spec.id}" + (f" on {target_spec.label}" if several else "") + " from the interrupted run")
             continue
-        session.running[target_spec.label] = spec.id
         session.say(f"running {spec.id}" + (f" on {target_spec.label}" if several else ""))
         session.emit("probe_start", id=spec.id, probe=spec.probe, model=target_spec.label)
         session.record(run_probe(session, spec, params_by_probe[spec.id], target_spec))

@@ -1,0 +1,119 @@
+"""What a run loads once and shares between its probes: stored models and their variants, data as read
+and as aligned to each model, encodings, predictions, and the weights' hashes.
+
+The caches emit nothing and judge nothing: the session records a ``model_loaded`` event the first time it
+hands a model out, and checks a resumed run's weights against the events.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from bertprobe.data.dataset import Dataset, DataSpec
+from bertprobe.data.prepare import align_to_model, fingerprint, read_data
+from bertprobe.errors import TargetError
+from bertprobe.model.spec import ModelSpec
+from bertprobe.model.target import Target
+from bertprobe.plugins import Plugins
+from bertprobe.probe import Predictions, predict_directly
+from bertprobe.suite.schema import Suite
+
+
+class RunCaches:
+    """Models, data, encodings and predictions of one run, each loaded or computed once."""
+
+    def __init__(self, suite: Suite, plugins: Plugins, say: Callable[[str], None]) -> None:
+        self.suite, self.plugins, self.say = suite, plugins, say
+        self._targets: dict[ModelSpec, tuple[Target, list[str]]] = {}
+        self._raw: dict[str, Dataset] = {}  # DataSpec holds a dict, so it is keyed by its repr
+        self._aligned: dict[tuple[str, ModelSpec | None], Dataset] = {}
+        self._encodings: dict[Any, Any] = {}
+        self._predictions: dict[tuple[ModelSpec, str], Predictions] = {}
+        self._hashes: dict[str, str | None] = {}
+
+    # ---- models ---------------------------------------------------------------------------------
+    def holds(self, spec: ModelSpec) -> bool:
+        return spec in self._targets
+
+    def _stored(self, spec: ModelSpec) -> Target:
+        base = spec.base
+        if base not in self._targets:
+            self.say(f"loading model {spec.path}")
+            target = self.plugins.hook.bertprobe_load_target(spec=base)
+            if target is None:
+                raise TargetError(f"no plugin could load model '{spec.path}'")
+            target.encode_cache = self._encodings
+            self._targets[base] = (target, list(target.notes))
+        return self._targets[base][0]
+
+    def target(self, spec: ModelSpec) -> tuple[Target, list[str]]:
+        """The model ``spec`` names, its variant derived from the stored weights, and the notes on how."""
+        if spec not in self._targets:
+            if spec.variant.keys() - {"dtype"}:
+                from bertprobe.model.variants import derive_variant
+
+                stored = self._stored(spec)
+                data = self.aligned(self.suite.data, stored) if spec.prune_heads and self.suite.data else None
+                target, notes = derive_variant(stored, spec, data, self.say)
+                self._targets[spec] = (target, list(stored.notes) + notes)
+            else:
+                target = self._stored(spec)
+                notes = list(target.notes)
+                if target.spec != spec:  # the stored model under this spec's name
+                    target = replace(target, spec=spec)
+                self._targets[spec] = (target, notes)
+        return self._targets[spec]
+
+    def weights_hash(self, path: str) -> str | None:
+        """sha256 of the weight files at ``path`` (None for a hub id not on disk), computed once."""
+        if path not in self._hashes:
+            from bertprobe.model.modelinfo import sha256_of, weight_files
+
+            self._hashes[path] = sha256_of(weight_files(path))
+        return self._hashes[path]
+
+    def release(self, keep: set[ModelSpec]) -> None:
+        """Free every loaded model not in ``keep`` (by spec or as the stored weights of one)."""
+        wanted = keep | {k.base for k in keep}
+        self._targets = {k: v for k, v in self._targets.items() if k in wanted}
+        self._predictions = {k: v for k, v in self._predictions.items() if k[0] in wanted}
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # ---- data -----------------------------------------------------------------------------------
+    def remember(self, spec: DataSpec, data: Dataset) -> None:
+        """Data read (and checked) before the run started, so that it is not read again."""
+        self._raw[repr(spec)] = data
+
+    def raw(self, spec: DataSpec) -> Dataset:
+        """The data ``spec`` names as read (each file once, however many models use it)."""
+        name = repr(spec)
+        if name not in self._raw:
+            loader = self.plugins.datasets.get(spec.loader) if spec.loader else None
+            self._raw[name] = read_data(spec, loader, self.suite.seed)
+        return self._raw[name]
+
+    def aligned(self, spec: DataSpec, target: Target | None = None) -> Dataset:
+        """The data ``spec`` names, its labels aligned to ``target``'s classes or choices (once per model)."""
+        key = (repr(spec), target.spec.base if target else None)
+        if key not in self._aligned:
+            data = self.raw(spec)
+            if target is not None:
+                data = align_to_model(data, spec, target.task, target.label_names, target.name)
+            self._aligned[key] = data
+        return self._aligned[key]
+
+    # ---- predictions ----------------------------------------------------------------------------
+    def predictions(self, target: Target, data: Dataset, batch_size: int | None = None,
+                    progress: Any = None) -> Predictions:
+        """``ctx.predictions`` under the harness: one pass per (model, data fingerprint) in a run."""
+        key = (target.spec, fingerprint(data))
+        if key not in self._predictions:
+            self._predictions[key] = predict_directly(target, data, batch_size, progress)
+        return self._predictions[key]
