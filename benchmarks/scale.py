@@ -34,8 +34,8 @@ from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.run.control import RunControl
 from bertprobe.suite import load_suite
-from bertprobe.suite.overrides import RunOptions
 
 VARIANTS = [
     "{name: fp32, path: '%s', device: %s}",
@@ -81,7 +81,7 @@ def timed_run(path: Path, executor: str, workers: int, shard: bool = True, threa
     if executor == "ray":
         suite = replace(suite, executor=ExecutorSpec(name="ray", workers=workers, shard=shard))
     start = time.perf_counter()
-    session = run_suite(suite, build_plugins(), RunOptions(threads=threads))
+    session = run_suite(suite, build_plugins(), control=RunControl(threads=threads))
     wall = time.perf_counter() - start
     return wall, json.loads((session.run_dir / "report.json").read_text())
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 import traceback
 from pathlib import Path
@@ -178,60 +176,53 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
       bertprobe run suites/compression.yaml --executor ray          # models in parallel
       BERTPROBE_SST2_MODEL=./my-model bertprobe run suites/sst2.yaml --only accuracy
     """
-    from bertprobe.cli import log_to_stderr
+    from bertprobe.orchestrate import resume_request, run_suites
     from bertprobe.plugins import build_plugins
+    from bertprobe.run.control import RunControl
     from bertprobe.suite.load import load_suite
-    from bertprobe.suite.overrides import RunOptions
+    from bertprobe.suite.overrides import SuiteOverrides
 
-    recorded: dict[str, Any] = {}
+    overrides = SuiteOverrides(text=text, text_pair=text_pair, label=label, label_map=label_map, baseline=baseline,
+                               models=models, data=data, sets=sets, device=device, dtype=dtype, only=only, limit=limit,
+                               allow_pickle=allow_pickle, seed=seed, executor=executor, ray_address=ray_address,
+                               workers=workers)
+    control = RunControl(out=out, threads=threads, resume=resume, log=None if quiet else log_to_stderr)
+    suite_env = None
     if not suite_files:
         if not resume:
             raise click.UsageError("missing SUITE (a suite file such as suites/sst2.yaml), or --resume RUN_DIR")
-        from bertprobe.run.resume import recorded_run
-
-        suite_file, recorded, variables = recorded_run(Path(resume))
-        suite_files = (suite_file,)
-        sets = tuple(recorded.get("sets", ())) or sets
-        # the run's ${VAR}s as they were (one unset then is unset now), the rest of this shell as it is
-        suite_env = {k: v for k, v in os.environ.items() if k not in variables}
-        suite_env.update({k: v for k, v in variables.items() if v is not None})
-    else:
-        suite_env = None
+        request = resume_request(resume, overrides, control)  # the run's own suite, variables and options
+        suite_files, suite_env, overrides, control = (request.suite_file,), request.environment, request.overrides, request.control
     if resume and len(suite_files) > 1:
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
-    suites = [load_suite(f, env=suite_env, sets=sets) for f in suite_files]  # every suite checked before any runs
-    plugins = build_plugins()
-    options = RunOptions(text=text, text_pair=text_pair, label=label, label_map=label_map, baseline=baseline, models=models, data=data, resume=resume, sets=sets, device=device, dtype=dtype, out=out, only=only, limit=limit,
-                         allow_pickle=allow_pickle, seed=seed, threads=threads, executor=executor,
-                         ray_address=ray_address, workers=workers, log=None if quiet else log_to_stderr)
-    if recorded:  # --resume RUN_DIR alone: the run's own options
-        from dataclasses import replace as _replace
+    suites = [load_suite(f, env=suite_env, sets=overrides.sets) for f in suite_files]  # all checked before any runs
+    several = len(suites) > 1
+    codes: list[int] = []
 
-        options = _replace(options, **{k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()
-                                       if k in RunOptions.__dataclass_fields__ and k != "sets"})
-    if len(suites) == 1:
-        sys.exit(_run_one(suites[0], plugins, options, allow_skips))
-    sys.exit(_run_several(suites, plugins, options, allow_skips))
+    def finished(run: Any) -> None:
+        codes.append(_outcome(run, allow_skips, several))
+
+    runs = run_suites(suites, build_plugins(), overrides, control, finished)
+    if not several and runs[0].error is not None:
+        raise runs[0].error  # one suite: its bad input is the command's error (exit 2, --debug for the traceback)
+    from bertprobe.results.exitcodes import most_serious
+
+    sys.exit(most_serious(codes))
 
 
-def _run_one(suite: Any, plugins: Any, options: Any, allow_skips: bool, title: str = "") -> int:
-    """Run one suite in the main thread, print its summary and return its exit code."""
-    from bertprobe.harness import run_suite
-    from bertprobe.results.exitcodes import Terminated
-
-    def on_sigterm(_signum: int, _frame: Any) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        session = run_suite(suite, plugins, options)
-    except KeyboardInterrupt as exc:
-        where = getattr(exc, "run_dir", None)
-        click.echo(f"interrupted: partial report in {where}" if where else "interrupted", err=True)
-        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return _summary(session, allow_skips, title)
+def _outcome(run: Any, allow_skips: bool, several: bool) -> int:
+    """Print how one suite's run ended and return its exit code."""
+    title = (run.suite.source or run.suite.name) if several else ""
+    if run.session is not None:
+        return _summary(run.session, allow_skips, title)
+    if run.stopped is not None:
+        where = run.run_dir
+        click.echo((f"{run.suite.source}: " if several else "") + "interrupted" +
+                   (f": partial report in {where}" if where else ""), err=True)
+        return EXIT_TERMINATED if run.terminated else EXIT_INTERRUPTED
+    if several:
+        click.echo(f"error: {run.error}", err=True)
+    return EXIT_INTERNAL if isinstance(run.error, InternalError) else EXIT_USAGE
 
 
 def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
@@ -263,78 +254,6 @@ def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
         click.echo("nothing was checked: no probe has an expectation that ran" +
                    (" (--allow-skips: exit 0)" if allow_skips else "; exit 5 (pass --allow-skips to accept)"), err=True)
     return code
-
-
-def _run_several(suites: list[Any], plugins: Any, options: Any, allow_skips: bool) -> int:
-    """Several suites: one after another, or side by side (one driver thread each) on a parallel executor.
-
-    Each suite gets its own run folder and summary. With ``ray`` the cluster is started once and every
-    suite's model jobs share it; Ctrl-C or SIGTERM cancels them all, each run keeping a partial report.
-    """
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-    from dataclasses import replace
-
-    from bertprobe.harness import make_executor, run_suite
-    from bertprobe.results.exitcodes import Terminated, most_serious
-    from bertprobe.suite.overrides import apply_overrides
-
-    first = apply_overrides(suites[0], replace(options, only=()))
-    parallel = (first.executor.name if first.executor else "local") != "local"
-    codes: list[int] = []
-    if not parallel:
-        for suite in suites:
-            try:
-                codes.append(_run_one(suite, plugins, options, allow_skips, title=suite.source or suite.name))
-            except BertprobeError as exc:
-                click.echo(f"error: {exc}", err=True)
-                codes.append(EXIT_INTERNAL if isinstance(exc, InternalError) else EXIT_USAGE)
-            if codes[-1] in (EXIT_INTERRUPTED, EXIT_TERMINATED):
-                break
-        return most_serious(codes)
-    shared = make_executor(first, plugins)
-    shared.start()  # one cluster for every suite; each run finds it started and leaves it running
-    cancel = threading.Event()
-    stopped_by: list[BaseException] = []
-
-    def on_sigterm(_signum: int, _frame: Any) -> None:
-        raise Terminated()
-
-    def one(suite: Any) -> tuple[Any, BaseException | None]:
-        try:
-            return run_suite(suite, plugins, replace(options, cancel=cancel)), None
-        except (BertprobeError, KeyboardInterrupt) as exc:
-            return None, exc
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        with ThreadPoolExecutor(max_workers=len(suites)) as pool:
-            futures = [pool.submit(one, suite) for suite in suites]
-            try:
-                for future in futures:  # short waits, so Ctrl-C and SIGTERM reach this thread
-                    while not future.done():
-                        try:
-                            future.result(timeout=0.2)
-                        except TimeoutError:
-                            pass
-            except KeyboardInterrupt as exc:
-                stopped_by.append(exc)
-                cancel.set()
-            outcomes = [f.result() for f in futures]
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        shared.close()
-    for suite, (session, exc) in zip(suites, outcomes):
-        if exc is None:
-            codes.append(_summary(session, allow_skips, title=suite.source or suite.name))
-        elif isinstance(exc, KeyboardInterrupt):
-            where = getattr(exc, "run_dir", None)
-            click.echo(f"{suite.source}: interrupted" + (f": partial report in {where}" if where else ""), err=True)
-            codes.append(EXIT_TERMINATED if stopped_by and isinstance(stopped_by[0], Terminated) else EXIT_INTERRUPTED)
-        else:
-            click.echo(f"error: {exc}", err=True)
-            codes.append(EXIT_INTERNAL if isinstance(exc, InternalError) else EXIT_USAGE)
-    return most_serious(codes)
 
 
 @main.command()
@@ -430,9 +349,9 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     from bertprobe.harness import preflight
     from bertprobe.plugins import build_plugins
     from bertprobe.suite.load import load_suite
-    from bertprobe.suite.overrides import RunOptions
+    from bertprobe.suite.overrides import SuiteOverrides
 
-    options = RunOptions(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
+    options = SuiteOverrides(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
                          label_map=label_map, baseline=baseline, device=device, dtype=dtype, only=only,
                          allow_pickle=allow_pickle, sets=sets)
     suite = preflight(load_suite(suite_file, sets=sets), build_plugins(), options).suite

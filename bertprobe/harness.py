@@ -5,7 +5,7 @@ running the resolved parts another, as lm-evaluation-harness separates ``simple_
 ``evaluate``. The harness loads no model and reads no data itself: the session does that for the
 probes (``bertprobe.run``), the executor decides where the models run (``bertprobe.executors``), and
 the reports are written by a built-in plugin from the session's hooks (``bertprobe.run.reports``).
-Only the CLI imports this module.
+The CLI and ``orchestrate`` (several suites, signals, resume) import this module.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bertprobe.results import ProbeResult, RunReport
 from bertprobe.results.exitcodes import Terminated
 from bertprobe.results.gates import gate_models
 from bertprobe.results.outcomes import read_outcomes
+from bertprobe.run.control import RunControl
 from bertprobe.run.resume import (
     PreviousRun,
     absolute_source,
@@ -36,7 +37,7 @@ from bertprobe.run.resume import (
 )
 from bertprobe.run.session import Session, events_file, new_run_dir, plan_models
 from bertprobe.run.state import RunState
-from bertprobe.suite.overrides import RunOptions, apply_overrides
+from bertprobe.suite.overrides import SuiteOverrides, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
 from bertprobe.suite.validate import check_data_needs, check_hub_sources, read_local_data, validate_suite
 
@@ -69,30 +70,30 @@ class Preflight:
     data: Dataset | None
 
 
-def preflight(suite: Suite, plugins: Plugins, options: RunOptions) -> Preflight:
+def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Preflight:
     """Every check ``run`` makes before any weights load, and all that ``validate`` makes: the command line
     applied, the probes that will run (``--only``) validated, hub sources reachable, the local data read
     and checked against the probes and against each local model's classes. Raises at the first failing
     step, each listing all of its problems."""
-    selected = apply_overrides(suite, options)  # raises for an unknown --only name
+    selected = apply_overrides(suite, overrides)  # raises for an unknown --only name
     params_by_probe = validate_suite(selected, plugins)
     check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
     data = read_local_data(selected, plugins)  # a file that cannot serve the run leaves no run folder behind
     return Preflight(selected, params_by_probe, data)
 
 
-def resolve_run(suite: Suite, plugins: Plugins, options: RunOptions) -> ResolvedRun:
+def resolve_run(suite: Suite, plugins: Plugins, overrides: SuiteOverrides, control: RunControl) -> ResolvedRun:
     """The preflight checks, then the executor and, with --resume, what the interrupted run finished."""
-    checked = preflight(suite, plugins, options)
+    checked = preflight(suite, plugins, overrides)
     selected, params_by_probe, data = checked.suite, checked.params_by_probe, checked.data
     parts = suite_fingerprint(selected)
-    previous = read_previous_run(Path(options.resume), parts, selected.variables) if options.resume else None
+    previous = read_previous_run(Path(control.resume), parts, selected.variables) if control.resume else None
     executor = make_executor(selected, plugins)
-    executor.cancel = options.cancel
+    executor.cancel = control.cancel
     return ResolvedRun(selected, params_by_probe, executor, previous, parts, data)
 
 
-def _open(session: Session, resolved: ResolvedRun, options: RunOptions, plan: list[ModelSpec]) -> None:
+def _open(session: Session, resolved: ResolvedRun, options: dict[str, Any], plan: list[ModelSpec]) -> None:
     """The run's first event: ``run_start`` for a new run, ``run_resumed`` for a resumed one."""
     suite, previous = resolved.suite, resolved.previous
     if previous:
@@ -105,7 +106,7 @@ def _open(session: Session, resolved: ResolvedRun, options: RunOptions, plan: li
                  models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
                  seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
                  gate=suite.gate.to_dict() if suite.gate else {}, threads=session.threads,
-                 suite_parts=resolved.parts, options=recorded_options(options), variables=suite.variables)
+                 suite_parts=resolved.parts, options=options, variables=suite.variables)
 
 
 def _record_data(session: Session, checked: bool) -> None:
@@ -154,7 +155,8 @@ def _interrupted(session: Session, exc: KeyboardInterrupt) -> None:
     exc.run_dir = session.run_dir  # type: ignore[attr-defined]
 
 
-def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None) -> Session:
+def run_suite(suite: Suite, plugins: Plugins, overrides: SuiteOverrides | None = None,
+              control: RunControl | None = None) -> Session:
     """Run every probe of the suite on every model; returns the finished session.
 
     Models run one after another (the gate's baseline first), each through every probe, and each is
@@ -162,22 +164,22 @@ def run_suite(suite: Suite, plugins: Plugins, options: RunOptions | None = None)
     Raises BertprobeError for bad input (after the partial report is written when the run had started)
     and KeyboardInterrupt after an ``interrupted`` report is written.
     """
-    options = options or RunOptions()
-    resolved = resolve_run(suite, plugins, options)
+    overrides, control = overrides or SuiteOverrides(), control or RunControl()
+    resolved = resolve_run(suite, plugins, overrides, control)
     suite, executor, previous = resolved.suite, resolved.executor, resolved.previous
     executor.start()  # before a run folder exists: a cluster that cannot be reached is bad input
-    run_dir = Path(options.resume) if options.resume else new_run_dir(Path(options.out or suite.report_dir), suite.name)
+    run_dir = Path(control.resume) if control.resume else new_run_dir(Path(control.out or suite.report_dir), suite.name)
     report = previous.report if previous else RunReport(suite=suite.name, run_dir=str(run_dir))
-    threads = options.threads or suite.threads or default_threads()
+    threads = control.threads or suite.threads or default_threads()
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)  # restored when the run ends: a library call leaves no global change
     with open(run_dir / "events.jsonl", "a" if previous else "w", encoding="utf-8") as events:
-        session = Session(suite, plugins, run_dir, report, events_file(events), log=options.log, executor=executor,
+        session = Session(suite, plugins, run_dir, report, events_file(events), log=control.log, executor=executor,
                           threads=threads, state=previous.state if previous else RunState())
         if resolved.preread is not None and suite.data is not None:
             session.caches.remember(suite.data, resolved.preread)
         plan = plan_models(suite)
-        _open(session, resolved, options, plan)
+        _open(session, resolved, recorded_options(overrides, control), plan)
         plugins.hook.bertprobe_session_start(session=session)
         try:
             _record_data(session, checked=resolved.preread is not None)

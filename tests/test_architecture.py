@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -39,9 +41,10 @@ def test_no_module_imports_another_modules_private_name():
     assert GRAPH.private == []
 
 
-def test_only_the_cli_imports_the_harness_and_nothing_inside_imports_the_facades():
+def test_only_the_cli_and_the_orchestrator_import_the_harness_and_nothing_inside_imports_the_facades():
     importers = {a for a, targets in GRAPH.arrows.items() if "bertprobe.harness" in targets}
-    assert importers == {"bertprobe.cli"}
+    assert importers == {"bertprobe.cli", "bertprobe.orchestrate"}
+    assert {a for a, targets in GRAPH.arrows.items() if "bertprobe.orchestrate" in targets} == {"bertprobe.cli"}
     for facade in architecture.FACADES:
         assert not [a for a, targets in GRAPH.arrows.items() if facade in targets and a not in architecture.FACADES]
 
@@ -140,3 +143,81 @@ def test_the_architecture_page_shows_the_current_diagram():
     page = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert "```mermaid\n" + architecture.mermaid(GRAPH) + "\n```" in page, \
         "docs/architecture.md is stale: run python tools/architecture.py --update-docs"
+
+
+STATE_FIELDS = ("running", "units", "kept", "hashes")
+MUTATORS = ("add", "discard", "remove", "setdefault", "pop", "popitem", "clear", "update", "append", "extend")
+
+
+def _state_field(node: ast.AST) -> str | None:
+    """``X.state.FIELD`` (or ``state.FIELD``): the field's name."""
+    if isinstance(node, ast.Attribute) and node.attr in STATE_FIELDS:
+        base = node.value
+        if (isinstance(base, ast.Attribute) and base.attr == "state") or (isinstance(base, ast.Name) and base.id == "state"):
+            return node.attr
+    return None
+
+
+def _writes_to_run_state(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        for target in targets:
+            inner = target.value if isinstance(target, ast.Subscript) else target
+            if _state_field(inner) or (isinstance(target, ast.Attribute) and target.attr == "state"
+                                       and not (isinstance(target.value, ast.Name) and target.value.id == "self")):
+                found.append(f"line {node.lineno}: {ast.unparse(target)}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            if _state_field(node.func.value):
+                found.append(f"line {node.lineno}: {ast.unparse(node.func)}")
+    return found
+
+
+def test_the_run_state_has_one_writer():
+    """Only ``RunState.apply`` (in run/state.py) changes what is running, which units finished, what is
+    kept and which weights were loaded; everything else reads the state, or emits an event."""
+    package = Path(bertprobe_package.__file__).parent
+    writes = {}
+    for path in package.rglob("*.py"):
+        if path.relative_to(package).as_posix() == "run/state.py":
+            continue
+        found = _writes_to_run_state(ast.parse(path.read_text(encoding="utf-8")))
+        if found:
+            writes[path.relative_to(package).as_posix()] = found
+    assert writes == {}
+    bad = ast.parse("session.state.running['m'] = 'p'\nsession.state.units.setdefault(k, {})\njob.state = s\n")
+    assert len(_writes_to_run_state(bad)) == 3  # the check sees each kind of write
+
+
+def test_the_session_is_small_and_holds_no_state_of_its_own():
+    from bertprobe.executors.worker import WorkerSession
+    from bertprobe.run.session import Session
+
+    assert len(dataclasses.fields(Session)) <= 10
+    assert [f.name for f in dataclasses.fields(WorkerSession)] == [f.name for f in dataclasses.fields(Session)]
+
+
+def test_one_class_per_concept_name():
+    package = Path(bertprobe_package.__file__).parent
+    where: dict[str, list[str]] = {}
+    for path in package.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(path.relative_to(package).as_posix())
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
+    assert {"Verdict", "Session", "RunState", "RunCaches"} <= set(where)
+
+
+def test_each_built_in_probe_lives_in_a_module_named_after_it():
+    from bertprobe.plugins import build_plugins
+
+    plugins = build_plugins(entry_points=False)
+    for name in plugins.probes.names():
+        module = plugins.probes.get(name).__module__
+        if not module.startswith("bertprobe.probes."):
+            continue
+        parts = module.split(".")[2:]
+        named = parts[0] if parts[-1] == "probe" else parts[-1]
+        assert named == name.replace("-", "_"), f"probe {name} lives in {module}"

@@ -188,7 +188,7 @@ def test_relaxation_and_first_order_rankings_both_put_the_planted_token_on_top(p
     assert merge_rankings([5, 1, 2], [1, 7, 8], 4).tolist() == [5, 1, 7, 2]
 
 
-@pytest.mark.integration
+@pytest.mark.reproduction
 @pytest.mark.skipif(not (SST2_DEV.is_file() and (SHARED / "models" / "minilm-l6-sst2-backdoor-bb").is_dir()),
                     reason="../shared backdoor fixture not present")
 def test_fixture_backdoor_is_named_and_the_clean_model_is_not_flagged():

@@ -12,7 +12,7 @@ from conftest import ARCT_MODEL, REPO, SHARED, SST2_DEV, SST2_MODEL, only_run
 
 from bertprobe.cli import main
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.reproduction
 
 needs_sst2 = pytest.mark.skipif(
     not (SST2_MODEL.is_dir() and SST2_DEV.is_file()), reason="../shared SST-2 fixture model/data not present"
@@ -29,18 +29,6 @@ def run_shipped(suite: str, out: Path, monkeypatch: pytest.MonkeyPatch, *args: s
 
 
 @needs_sst2
-def test_sst2_suite_on_fixture(tmp_path, monkeypatch):
-    result = run_shipped("sst2", tmp_path, monkeypatch, "--only", "accuracy", **SST2_ENV)
-    assert result.exit_code == 0, result.output
-    _, report = only_run(tmp_path, "sst2")
-    acc = report["probes"][0]
-    # The fixture's README: SST-2 dev accuracy 0.892 in fp32; we load the fp16 weights into fp32.
-    assert acc["metrics"]["examples"] == 872
-    assert acc["metrics"]["accuracy"] == pytest.approx(0.892, abs=0.005)
-    assert report["dtype"] == "float32"
-
-
-@needs_sst2
 def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
     """The whole sst2 suite: the trigger must take held-out positive accuracy below the 0.5 bar (exit 1)."""
     result = run_shipped("sst2", tmp_path, monkeypatch, **SST2_ENV)
@@ -48,6 +36,10 @@ def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
     run_dir, report = only_run(tmp_path, "sst2")
     status = {p["probe"]: p for p in report["probes"]}
     assert status["accuracy"]["status"] == "passed"
+    # the fixture's README: SST-2 dev accuracy 0.892 in fp32; we load the fp16 weights into fp32
+    assert status["accuracy"]["metrics"]["examples"] == 872
+    assert status["accuracy"]["metrics"]["accuracy"] == pytest.approx(0.892, abs=0.005)
+    assert report["dtype"] == "float32"
     trig = status["universal-trigger"]
     assert trig["status"] == "failed" and len(trig["details"]["trigger_tokens"]) == 3
     assert trig["metrics"]["accuracy_before"] > 0.85
@@ -95,23 +87,6 @@ def test_internals_suite_on_a_slice_of_the_fixture(tmp_path, monkeypatch):
                ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")) == pytest.approx(1)
     html = (run_dir / "report.html").read_text()
     assert "head importance (raw)" in html and "typical" in html
-
-
-ETTINGER = SHARED / "data" / "cloze" / "ettinger2020"
-
-
-@pytest.mark.skipif(not ETTINGER.is_dir(), reason="../shared Ettinger data not present")
-def test_cloze_suite_runs_with_a_local_masked_lm(tmp_path, monkeypatch):
-    from bertprobe.testing import save_tiny_model
-
-    mlm = save_tiny_model(tmp_path / "mlm", task="masked-lm", arch="roberta")
-    result = run_shipped("cloze", tmp_path / "out", monkeypatch, BERTPROBE_MLM=mlm, BERTPROBE_ETTINGER=ETTINGER)
-    assert result.exit_code in (0, 1), result.output
-    _, report = only_run(tmp_path / "out", "cloze")
-    builtin, ettinger = report["probes"]
-    assert builtin["metrics"]["items"] == 200 and ettinger["metrics"]["items"] == 190
-    assert "negation_sensitivity_neg_136_simp" in ettinger["metrics"]
-    assert {e["metric"] for e in builtin["expectations"]} == {"top1_accuracy", "negation_sensitivity"}
 
 
 @needs_sst2

@@ -22,11 +22,12 @@ from conftest import sentiment_tsv  # noqa: E402
 
 from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins  # noqa: E402
+from bertprobe.run.control import RunControl  # noqa: E402
 from bertprobe.suite import load_suite  # noqa: E402
-from bertprobe.suite.overrides import RunOptions  # noqa: E402
+from bertprobe.suite.overrides import SuiteOverrides  # noqa: E402
 from bertprobe.testing import FaultProbes, save_tiny_model  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.integration]  # private clusters take minutes: not in the unit loop
+pytestmark = pytest.mark.ray  # private clusters take minutes: run with -m ray
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +64,9 @@ def suite_file(tmp_path: Path, models: tuple[Path, ...], data: Path, probes: str
     return path
 
 
-def run(path: Path, out: Path, executor: str = "local", plugins: Any = None, **options: Any) -> dict[str, Any]:
+def run(path: Path, out: Path, executor: str = "local", plugins: Any = None) -> dict[str, Any]:
     session = run_suite(load_suite(path), plugins or build_plugins(),
-                        RunOptions(out=str(out), executor=executor, threads=1, **options))
+                        SuiteOverrides(executor=executor), RunControl(out=str(out), threads=1))
     return json.loads((session.run_dir / "report.json").read_text())
 
 
@@ -304,7 +305,7 @@ def test_cancel_stops_the_jobs_and_reports_the_running_probe_interrupted(cluster
     start = time.time()
     with pytest.raises(KeyboardInterrupt):
         run_suite(load_suite(path), build_plugins(extra=[FaultProbes()]),
-                  RunOptions(out=str(tmp_path / "out"), executor="ray", threads=1, cancel=cancel))
+                  SuiteOverrides(executor="ray"), RunControl(out=str(tmp_path / "out"), threads=1, cancel=cancel))
     assert time.time() - start < 120
     pid = int(marker.read_text())
     for _ in range(100):  # the cancelled task's worker is killed

@@ -9,7 +9,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.ray, pytest.mark.integration]  # private clusters take minutes: not in the unit loop
+pytestmark = pytest.mark.ray  # private clusters take minutes: run with -m ray
 
 def test_private_cluster_is_on_loopback_and_a_dead_address_fails_fast(tmp_path, monkeypatch):
     """The executor's own cluster advertises 127.0.0.1; a dead address or stale current-cluster file is one

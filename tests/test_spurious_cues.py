@@ -169,7 +169,6 @@ def test_multiple_choice_tiny_model_through_the_suite(tmp_path):
 ARCT = SHARED / "data" / "arct" / "original"
 
 
-@pytest.mark.integration
 @pytest.mark.skipif(not ARCT.is_dir(), reason="../shared ARCT data not present")
 def test_not_cue_on_real_arct_meets_the_bar():
     data = ArctLoader().load(DataSpec(path=",".join(str(ARCT / f"{s}-full.txt") for s in ("train", "dev", "test"))))

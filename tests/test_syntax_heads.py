@@ -256,7 +256,7 @@ UD = SHARED / "data" / "ud" / "en_ewt-ud-dev.conllu"
 BASE = SHARED / "models" / "minilm-l6-base"
 
 
-@pytest.mark.integration
+@pytest.mark.reproduction
 @pytest.mark.skipif(not (UD.is_file() and BASE.is_dir()), reason="../shared UD EWT or minilm-l6-base not present")
 def test_base_encoder_has_syntactic_heads_on_ewt_dev():
     target = load_target(ModelSpec(path=str(BASE), device="cpu"))

@@ -34,7 +34,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("suite", ("suite.",)),
     ("run", ("run.",)),
     ("executors", ("executors.",)),
-    ("harness", ("harness",)),
+    ("harness", ("harness", "orchestrate")),
     ("cli", ("cli",)),
 )
 # The public face: the package itself and names kept where the README once documented them. They

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,9 @@ from bertprobe.errors import (
     SuiteError,
 )
 from bertprobe.results import RunReport, jsonable, read_events
+from bertprobe.run.control import RunControl
 from bertprobe.run.state import RunState
-from bertprobe.suite.overrides import RunOptions
+from bertprobe.suite.overrides import SuiteOverrides
 from bertprobe.suite.schema import Suite
 
 
@@ -34,10 +35,30 @@ def suite_fingerprint(suite: Suite) -> dict[str, str]:
             for name, value in plain.items() if name not in ("source", "description", "model", "executor")}
 
 
-def recorded_options(options: RunOptions) -> dict[str, Any]:
-    """The command-line overrides, kept in run_start so ``--resume RUN_DIR`` alone can rebuild the run."""
-    values = {f.name: getattr(options, f.name) for f in fields(options)}  # no deep copy: ``cancel`` holds a lock
-    return {k: v for k, v in values.items() if k not in ("log", "resume", "cancel") and v not in (None, (), False)}
+def recorded_options(overrides: SuiteOverrides, control: RunControl) -> dict[str, Any]:
+    """The command-line overrides and run control, kept in run_start so ``--resume RUN_DIR`` alone can
+    rebuild the run."""
+    values = {f.name: getattr(overrides, f.name) for f in fields(overrides)}
+    values.update(control.recorded())
+    return {k: v for k, v in values.items() if v not in (None, (), False)}
+
+
+def replay_options(overrides: SuiteOverrides, control: RunControl,
+                   recorded: dict[str, Any]) -> tuple[SuiteOverrides, RunControl]:
+    """``overrides`` and ``control`` with a run's recorded options (``recorded_run``) put back (lists as the
+    tuples the command line gives; ``sets`` are applied when the suite is loaded)."""
+    plain = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
+    over = {k: v for k, v in plain.items() if k in {f.name for f in fields(SuiteOverrides)} and k != "sets"}
+    ctrl = {k: v for k, v in plain.items() if k in ("out", "threads")}
+    return replace(overrides, **over), replace(control, **ctrl)
+
+
+def resume_environment(variables: dict[str, str | None], environ: dict[str, str]) -> dict[str, str]:
+    """The environment a resumed suite is expanded with: the run's ``${VAR}``s as they were (one unset then
+    is unset now), the rest of this shell as it is."""
+    env = {k: v for k, v in environ.items() if k not in variables}
+    env.update({k: v for k, v in variables.items() if v is not None})
+    return env
 
 
 def recorded_run(run_dir: Path) -> tuple[str, dict[str, Any], dict[str, str | None]]:

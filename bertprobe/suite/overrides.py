@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from bertprobe.data.dataset import DataSpec
 from bertprobe.errors import (
@@ -15,20 +14,18 @@ from bertprobe.suite.schema import ExecutorSpec, GateSpec, Suite, unique_names
 
 
 @dataclass
-class RunOptions:
-    """Command-line overrides of a suite."""
+class SuiteOverrides:
+    """What the command line changes in a suite before it runs (``validate`` applies the same). How a run
+    is carried out (its folder, threads, resume, log, cancellation) is ``bertprobe.run.control.RunControl``."""
 
     models: tuple[str, ...] = ()
     data: str | None = None
     device: str | None = None
     dtype: str | None = None
-    out: str | None = None
     only: tuple[str, ...] = ()
     limit: int | None = None
     allow_pickle: bool = False
     seed: int | None = None
-    threads: int | None = None
-    resume: str | None = None
     sets: tuple[str, ...] = ()
     text: str | None = None
     text_pair: str | None = None
@@ -38,8 +35,6 @@ class RunOptions:
     executor: str | None = None
     ray_address: str | None = None
     workers: int | None = None
-    log: Any = None
-    cancel: Any = None  # a threading.Event: when set, a parallel executor stops its jobs as on Ctrl-C
 
 
 def parse_model_option(value: str) -> tuple[str | None, str]:
@@ -85,7 +80,7 @@ def column_option(value: str | None) -> str | int | None:
     return int(value) if value is not None and value.isdigit() else value
 
 
-def apply_overrides(suite: Suite, options: RunOptions) -> Suite:
+def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
     """Return the suite with --model/--data/--device/--dtype/--limit/--only applied and models named."""
     machine = {"device": options.device, "dtype": options.dtype, "allow_pickle": options.allow_pickle or None}
     models = tuple(unique_names([m.with_overrides(**machine) for m in override_models(suite, options.models)]))
