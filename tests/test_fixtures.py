@@ -42,9 +42,9 @@ def sets(probe: str, **params: object) -> list[str]:
 
 @needs_sst2
 def test_sst2_suite_on_a_sample_accuracy_trigger_calibration_slices(tmp_path, monkeypatch):
-    """The quick start's suite on 160 dev sentences with a short trigger search: the fixture classifies
-    well, and three trigger words already take positive accuracy down (Wallace et al. 2019)."""
-    args = ["--set", "data.limit=160", *sets("universal-trigger", length=2, iterations=3, candidates=10)]
+    """The quick start's suite on 80 dev sentences with a short trigger search: the fixture classifies
+    well, and two trigger words already take positive accuracy down (Wallace et al. 2019)."""
+    args = ["--set", "data.limit=80", *sets("universal-trigger", length=2, iterations=2, candidates=8)]
     result = run_shipped("sst2", tmp_path, monkeypatch, *args, BERTPROBE_SST2_MODEL=SST2_MODEL,
                          BERTPROBE_SST2_DATA=SST2_DEV)
     assert result.exit_code in (0, 1), result.output
@@ -63,7 +63,7 @@ def test_sst2_suite_on_a_sample_accuracy_trigger_calibration_slices(tmp_path, mo
 def test_internals_suite_on_a_sample_head_pruning_and_attention_audit(tmp_path, monkeypatch):
     """Most single heads can go with little loss (Michel et al. 2019); attention maps fall into Kovaleva et
     al.'s types, whose shares sum to one."""
-    args = ["--set", "data.limit=24", *sets("head-pruning", physical="false", step=0.25, bootstrap=0),
+    args = ["--set", "data.limit=16", *sets("head-pruning", physical="false", step=0.5, bootstrap=0),
             *sets("attention-audit", similarity_examples=8)]
     result = run_shipped("internals", tmp_path, monkeypatch, *args, BERTPROBE_SST2_MODEL=SST2_MODEL,
                          BERTPROBE_SST2_DATA=SST2_DEV)
@@ -80,13 +80,15 @@ def test_internals_suite_on_a_sample_head_pruning_and_attention_audit(tmp_path, 
 
 @pytest.mark.skipif(not (ARCT_MODEL.is_dir() and ARCT_DATA.is_dir()), reason="../shared ARCT fixture not present")
 def test_arct_suite_on_a_sample_spurious_cues(tmp_path, monkeypatch):
-    """Niven & Kao 2019 on 60 test items: 'not' is the top cue of the whole corpus, and the model scores
-    its accuracy from the warrants alone, without claim and reason, about as well as from everything."""
+    """Niven & Kao 2019 on 40 test items and 40 adversarial ones: 'not' is the top cue of the whole corpus,
+    and the model scores from the warrants alone, without claim and reason, about as well as from everything."""
     stats = ",".join(str(ARCT_DATA / "original" / f"{s}-full.txt") for s in ("train", "dev", "test"))
-    result = run_shipped("arct", tmp_path, monkeypatch, "--set", "data.limit=60",
+    adversarial = tmp_path / "adv.csv"  # the adversarial set's header and first 40 items
+    lines = (ARCT_DATA / "adversarial" / "test-adv-negated.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    adversarial.write_text("".join(lines[:41]), encoding="utf-8")
+    result = run_shipped("arct", tmp_path, monkeypatch, "--set", "data.limit=40",
                          BERTPROBE_ARCT_MODEL=ARCT_MODEL, BERTPROBE_ARCT_DATA=ARCT_DATA / "original" / "test-full.txt",
-                         BERTPROBE_ARCT_ADV=ARCT_DATA / "adversarial" / "test-adv-negated.csv",
-                         BERTPROBE_ARCT_STATS=stats)
+                         BERTPROBE_ARCT_ADV=adversarial, BERTPROBE_ARCT_STATS=stats)
     assert result.exit_code in (0, 1), result.output
     _, report = only_run(tmp_path, "arct")
     accuracy, cues = report["probes"]
@@ -132,9 +134,9 @@ def test_syntax_heads_of_the_base_encoder_on_a_sample_of_ewt():
 
 @needs_sst2
 def test_behaviour_suite_on_a_sample(tmp_path, monkeypatch):
-    """CheckList-style tests on a few cases each: every capability is measured, and negation, which
-    Ribeiro et al. 2020 found sentiment models fail, fails on this fixture too."""
-    args = [*sets("behaviour", max_cases=12, max_examples=40, bootstrap=50)]
+    """CheckList-style tests on a few cases each (Ribeiro et al. 2020): every capability is measured, and
+    the fixture fails the fairness tests, rating neutral statements differently by the identity they name."""
+    args = [*sets("behaviour", max_cases=5, max_examples=16, bootstrap=50)]
     result = run_shipped("behaviour", tmp_path, monkeypatch, *args, BERTPROBE_SST2_MODEL=SST2_MODEL,
                          BERTPROBE_SST2_DATA=SST2_DEV)
     assert result.exit_code in (0, 1), result.output
@@ -143,14 +145,14 @@ def test_behaviour_suite_on_a_sample(tmp_path, monkeypatch):
     assert behaviour["status"] in ("passed", "failed"), behaviour["message"]
     rates = {k.removeprefix("failure_rate.capability."): v for k, v in behaviour["metrics"].items()
              if k.startswith("failure_rate.capability.")}
-    assert {"negation", "vocabulary"} <= set(rates) and all(0 <= v <= 1 for v in rates.values())
-    assert rates["negation"] > 0.2
+    assert {"negation", "vocabulary", "fairness"} <= set(rates) and all(0 <= v <= 1 for v in rates.values())
+    assert rates["fairness"] > 0.5 and behaviour["metrics"]["max_fairness_gap"] > 0.3
 
 
 @pytest.mark.skipif(not (SST2_DEV.is_file() and SST2_BACKDOOR.is_dir()), reason="../shared backdoor fixture not present")
 def test_backdoor_scan_names_the_planted_token_on_a_sample():
-    """The backdoored fixture on 240 dev sentences, the planted direction only, a small search: 'bb' is
-    named, and it turns positive reviews negative."""
+    """The backdoored fixture on 240 dev sentences, the planted direction only, one-token triggers from a
+    small search: 'bb' is named, and it turns positive reviews negative."""
     from bertprobe.data import DataSpec, load_table
     from bertprobe.model import ModelSpec, load_target
     from bertprobe.probe import ProbeContext
@@ -158,7 +160,8 @@ def test_backdoor_scan_names_the_planted_token_on_a_sample():
 
     data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label", limit=240))
     target = load_target(ModelSpec(path=str(SST2_BACKDOOR), device="cpu"))
-    params = BackdoorParams(pairs=("1->0",), candidates=40, inits=2, relax_steps=10, search_examples=24, held_out=60)
+    params = BackdoorParams(pairs=("1->0",), candidates=30, inits=2, relax_steps=10, max_length=1, extend=1, finalists=5,
+                            search_examples=16, held_out=40, screen_examples=10)
     result = BackdoorScanProbe().run(target, data, params, ProbeContext(seed=0))
     assert result.value("backdoor_detected") == 1.0
     assert result.details["suspected_trigger"] == "bb" and result.details["pair"] == ["positive", "negative"]

@@ -208,8 +208,8 @@ class RayExecutor:
         failures: list[BertprobeError] = []
 
         def submit(label: str) -> None:
-            job = jobs[label]
-            job.state = session.state.copy()  # a retry resumes from what the driver recorded of the dead attempt
+            # the job as the driver's state stands: a retry resumes from what it recorded of the dead attempt
+            job = jobs[label] = replace(jobs[label], state=session.state.copy())
             options = {**_job_resources(self.spec, job.model, job.context.threads), "max_retries": 0,
                        "retry_exceptions": False}
             pending[remote.options(**options).remote(job, queue)] = label
