@@ -139,8 +139,9 @@ def test_mermaid_diagram_names_every_wing():
     assert "    harness --> executors" not in text  # the harness gets its executor from the plugin registry
 
 
-def test_the_architecture_page_shows_the_current_diagram():
+def test_the_architecture_page_shows_the_current_diagram_and_wings():
     page = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert architecture.wings_table(GRAPH) in page, "docs/architecture.md is stale: run python tools/architecture.py --update-docs"
     assert "```mermaid\n" + architecture.mermaid(GRAPH) + "\n```" in page, \
         "docs/architecture.md is stale: run python tools/architecture.py --update-docs"
 
@@ -221,3 +222,19 @@ def test_each_built_in_probe_lives_in_a_module_named_after_it():
         parts = module.split(".")[2:]
         named = parts[0] if parts[-1] == "probe" else parts[-1]
         assert named == name.replace("-", "_"), f"probe {name} lives in {module}"
+
+
+PUBLIC_MODULES = {"bertprobe", "bertprobe.data", "bertprobe.model", "bertprobe.results", "bertprobe.errors"}
+
+
+def test_the_plugins_under_plugins_import_only_the_public_api():
+    """Third-party plugins are written against the package's faces, so the wings can move behind them."""
+    root = Path(__file__).resolve().parent.parent / "plugins"
+    used = {}
+    for path in root.rglob("*.py"):
+        if "tests" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bertprobe":
+                used[node.module] = path.relative_to(root).as_posix()
+    assert used and set(used) <= PUBLIC_MODULES, used

@@ -109,7 +109,8 @@ class _ShardWorker:
         if key not in self.states:
             self.states[key] = sweep.setup(*self.loaded)
         sweep.bind(*self.loaded, state=self.states[key])
-        return jsonable(sweep(units) if grouped else [sweep(units[0])])
+        (_, values), = run_chunks(sweep, [units], grouped)  # the one in-process runner, on this piece
+        return jsonable(values)
 
 
 class RayExecutor:

@@ -18,7 +18,7 @@ class ModelSpec:
 
     ``name`` labels the model in a matrix (default: the folder name or the hub id's last part).
     ``quantize``, ``prune_heads`` and ``compile`` derive a variant from the loaded weights (see
-    ``bertprobe.variants``); ``dtype`` is the compute dtype.
+    ``bertprobe.model.variants``); ``dtype`` is the compute dtype.
     """
 
     path: str

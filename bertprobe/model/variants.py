@@ -2,7 +2,7 @@
 
 A model entry of a suite derives a variant from its stored weights: ``prune_heads: 0.3`` physically
 removes that share of heads, least important first by Michel et al.'s importance on the suite's data
-(the head-pruning probe's code, ``bertprobe.pruning``); ``quantize: int8-dynamic | int8-weight-only``
+(the head-pruning probe's code, ``bertprobe.model.pruning``); ``quantize: int8-dynamic | int8-weight-only``
 quantizes every linear layer with torchao; ``compile: true`` runs batched prediction through
 ``torch.compile(dynamic=True)``. Pruning comes first (importance needs a backward pass), then
 quantization, then compilation. The stored model is never modified: each variant is a copy.

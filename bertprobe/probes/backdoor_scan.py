@@ -18,7 +18,7 @@ What we do, per (source -> target) class pair, as one work unit of a ``PairScans
 resumable, and an executor such as ``ray`` may scan the pairs in parallel workers):
 
 1. **Candidates.** Every vocabulary token is scored as a one-token trigger with the
-   HotFlip approximation (shared with ``universal-trigger``, ``bertprobe.attacks``): the gradient of
+   HotFlip approximation (shared with ``universal-trigger``, ``bertprobe.probes.attacks``): the gradient of
    the targeted loss at the trigger slot, averaged over source-class examples and over three
    insertion positions (start, a random inner word start, end), since poisoned tokens sit anywhere.
    The first-order score depends strongly on the token the slot holds when the gradient is taken (on

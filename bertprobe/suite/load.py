@@ -219,7 +219,7 @@ def _expectations(raw: Any, path: str) -> tuple[tuple[Expectation, ...], tuple[s
 
 
 def _resolve_suite_paths(doc: dict[str, Any], raw: dict[str, Any], base: Path, env: Mapping[str, str]) -> None:
-    """Make the suite's own relative paths relative to its folder (see bertprobe.paths)."""
+    """Make the suite's own relative paths relative to its folder (see bertprobe.suite.paths)."""
 
     def model_or_data(parent: dict[str, Any], parent_raw: Any, key: str) -> None:
         value = parent.get(key)

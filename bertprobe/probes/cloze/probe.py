@@ -10,7 +10,7 @@ Items come from ``sets``: ``builtin`` (ten categories written for bertprobe, see
 YAML/JSONL file of items (``text`` with ``{mask}``, ``answers``, optional ``distractors``, ``category``,
 ``id``, ``pair``, ``negated``).
 
-Scoring (``bertprobe.cloze.scoring``): single-token words by one masked pass; multi-token words by the
+Scoring (``bertprobe.probes.cloze.scoring``): single-token words by one masked pass; multi-token words by the
 left-to-right pseudo log-likelihood of their masked span. Ranking is over the candidates (answers +
 distractors) when an item has distractors, else over the whole vocabulary (a multi-token answer's span
 score is compared with every single-token score); ties count against the item. Items with a word the

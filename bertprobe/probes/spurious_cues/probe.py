@@ -5,7 +5,7 @@ BERT's 77% on ARCT came from statistical cues such as "not" in the warrants (pro
 coverage 0.64 in the paper); on an adversarial set with negated claims and swapped labels it fell to
 chance (mean 0.504). The probe has three parts:
 
-1. Cue statistics (``bertprobe.cues``): applicability, productivity, coverage of unigrams and bigrams,
+1. Cue statistics (``bertprobe.probes.spurious_cues.stats``): applicability, productivity, coverage of unigrams and bigrams,
    with the paper's definitions fitted to the label structure (see that module).
 2. Partial inputs: the fine-tuned model scored with fields removed. ARCT: warrants only (W), reason
    and warrants (R, W), claim and warrants (C, W). Single-sentence classification: only the top cue

@@ -31,12 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertprobe import Probe, ProbeResult, Target, hookimpl
+from bertprobe import Finding, Outcomes, Probe, ProbeContext, ProbeError, ProbeResult, Target, example_ids, hookimpl
 from bertprobe.data import Dataset, Example
-from bertprobe.errors import ProbeError
-from bertprobe.probe import ProbeContext
-from bertprobe.results import Finding
-from bertprobe.results.outcomes import Outcomes, example_ids
 
 OFFLINE = {
     "deepwordbug": "DeepWordBugGao2018",
