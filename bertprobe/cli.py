@@ -287,7 +287,7 @@ def compare(run_a: str, run_b: str, tolerance: float | None, tolerance_for: tupl
     Example:
       bertprobe compare reports/sst2-20261101T000000Z reports/sst2-20261123T000000Z --tolerance 0.005
     """
-    from bertprobe.reporters.compare import compare_runs, write_comparison
+    from bertprobe.reporters.two_runs import compare_runs, write_comparison
     from bertprobe.suite.schema import DEFAULT_TOLERANCE
 
     per_metric: dict[str, float] = {}

@@ -32,7 +32,9 @@ def run_shipped(suite: str, out: Path, monkeypatch: pytest.MonkeyPatch, *args: s
     monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
     for name, value in env.items():
         monkeypatch.setenv(name, str(value))
-    return CliRunner().invoke(main, ["run", str(REPO / "suites" / f"{suite}.yaml"), "--out", str(out), *args])
+    # report.json only: drawing the HTML report's figures is tested elsewhere, and takes seconds per suite
+    return CliRunner().invoke(main, ["run", str(REPO / "suites" / f"{suite}.yaml"), "--out", str(out),
+                                     "--set", "report.formats=[json]", *args])
 
 
 def sets(probe: str, **params: object) -> list[str]:
@@ -42,9 +44,9 @@ def sets(probe: str, **params: object) -> list[str]:
 
 @needs_sst2
 def test_sst2_suite_on_a_sample_accuracy_trigger_calibration_slices(tmp_path, monkeypatch):
-    """The quick start's suite on 80 dev sentences with a short trigger search: the fixture classifies
+    """The quick start's suite on 64 dev sentences with a short trigger search: the fixture classifies
     well, and two trigger words already take positive accuracy down (Wallace et al. 2019)."""
-    args = ["--set", "data.limit=80", *sets("universal-trigger", length=2, iterations=2, candidates=8)]
+    args = ["--set", "data.limit=64", *sets("universal-trigger", length=2, iterations=2, candidates=8)]
     result = run_shipped("sst2", tmp_path, monkeypatch, *args, BERTPROBE_SST2_MODEL=SST2_MODEL,
                          BERTPROBE_SST2_DATA=SST2_DEV)
     assert result.exit_code in (0, 1), result.output
@@ -63,7 +65,7 @@ def test_sst2_suite_on_a_sample_accuracy_trigger_calibration_slices(tmp_path, mo
 def test_internals_suite_on_a_sample_head_pruning_and_attention_audit(tmp_path, monkeypatch):
     """Most single heads can go with little loss (Michel et al. 2019); attention maps fall into Kovaleva et
     al.'s types, whose shares sum to one."""
-    args = ["--set", "data.limit=16", *sets("head-pruning", physical="false", step=0.5, bootstrap=0),
+    args = ["--set", "data.limit=16", *sets("head-pruning", physical="false", pruning="false", layers="false", bootstrap=0),
             *sets("attention-audit", similarity_examples=8)]
     result = run_shipped("internals", tmp_path, monkeypatch, *args, BERTPROBE_SST2_MODEL=SST2_MODEL,
                          BERTPROBE_SST2_DATA=SST2_DEV)
@@ -136,7 +138,7 @@ def test_syntax_heads_of_the_base_encoder_on_a_sample_of_ewt():
 def test_behaviour_suite_on_a_sample(tmp_path, monkeypatch):
     """CheckList-style tests on a few cases each (Ribeiro et al. 2020): every capability is measured, and
     the fixture fails the fairness tests, rating neutral statements differently by the identity they name."""
-    args = [*sets("behaviour", max_cases=5, max_examples=16, bootstrap=50)]
+    args = [*sets("behaviour", max_cases=3, max_examples=12, bootstrap=50)]
     result = run_shipped("behaviour", tmp_path, monkeypatch, *args, BERTPROBE_SST2_MODEL=SST2_MODEL,
                          BERTPROBE_SST2_DATA=SST2_DEV)
     assert result.exit_code in (0, 1), result.output
@@ -151,14 +153,14 @@ def test_behaviour_suite_on_a_sample(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not (SST2_DEV.is_file() and SST2_BACKDOOR.is_dir()), reason="../shared backdoor fixture not present")
 def test_backdoor_scan_names_the_planted_token_on_a_sample():
-    """The backdoored fixture on 240 dev sentences, the planted direction only, one-token triggers from a
+    """The backdoored fixture on 200 dev sentences, the planted direction only, one-token triggers from a
     small search: 'bb' is named, and it turns positive reviews negative."""
     from bertprobe.data import DataSpec, load_table
     from bertprobe.model import ModelSpec, load_target
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe
 
-    data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label", limit=240))
+    data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label", limit=200))
     target = load_target(ModelSpec(path=str(SST2_BACKDOOR), device="cpu"))
     params = BackdoorParams(pairs=("1->0",), candidates=30, inits=2, relax_steps=10, max_length=1, extend=1, finalists=5,
                             search_examples=16, held_out=40, screen_examples=10)

@@ -21,11 +21,10 @@ FLAGS = ("adversarial", "swapped")
 
 
 def _header(path: Path) -> list[str]:
+    """The column names of an ARCT file (checked as text once: its parser is told so)."""
     if not path.is_file():
         raise DataError(f"ARCT file '{path}' does not exist; pass --data PATH")
-    check_text_file(Path(path))
-    with open(path, encoding="utf-8") as fh:
-        return fh.readline().rstrip("\n").split("\t")
+    return check_text_file(Path(path)).split("\n", 1)[0].rstrip("\r").split("\t")
 
 
 def load_arct_file(path: str | Path, rows: str = "all") -> Dataset:
@@ -36,7 +35,7 @@ def load_arct_file(path: str | Path, rows: str = "all") -> Dataset:
     if missing:
         raise DataError(f"'{path}' is not an ARCT file: no column {missing[0]!r} (columns: {', '.join(header)})")
     flag = next((f for f in FLAGS if f in header), None)
-    table = read_delimited(path, quoted=flag is not None)
+    table = read_delimited(path, quoted=flag is not None, checked=True)
     examples = []
     for i, row in enumerate(table):
         flagged = flag is not None and str(row[flag]).strip().lower() == "true"

@@ -121,8 +121,9 @@ COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -c"), (b"BZh", "bzip2", "bunzip2 -c"
               (b"PK\x03\x04", "zip", "unzip -p"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc"))
 
 
-def check_text_file(path: Path) -> None:
+def check_text_file(path: Path) -> str:
     """The one check of an external text file: it exists, is a file, is not binary and decodes as UTF-8.
+    Returns the text, so that a reader parses what was checked instead of reading the file again.
 
     Every problem is a DataError naming the file (and the line, for a decoding error).
     """
@@ -145,7 +146,7 @@ def check_text_file(path: Path) -> None:
     if b"\x00" in data[:65536]:
         raise DataError(f"'{path}' looks binary (it holds NUL bytes), not a csv/tsv/jsonl text file")
     try:
-        data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise DataError(f"'{path}' line {line}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None

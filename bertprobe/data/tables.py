@@ -36,8 +36,8 @@ def _root_message(exc: BaseException) -> str:
 
 
 def _load_file(path: Path, builder: str, checked: bool = False, **kwargs: Any) -> Any:
-    """Load one local file with a datasets builder; every failure becomes a one-line DataError.
-    ``checked``: the caller already ran ``check_text_file`` on it."""
+    """Parse one local file with a datasets builder; every failure becomes a one-line DataError.
+    ``checked``: the caller already ran ``check_text_file`` on it (the builder reads the file itself)."""
     import logging
 
     import datasets
@@ -58,31 +58,34 @@ def _load_file(path: Path, builder: str, checked: bool = False, **kwargs: Any) -
         logger.setLevel(level)
 
 
-def read_delimited(path: Path, sep: str = "\t", quoted: bool = False) -> Any:
+def read_delimited(path: Path, sep: str = "\t", quoted: bool = False, checked: bool = False) -> Any:
     """Read a delimited file; ``quoted=False`` treats every '"' as text (GLUE, SemEval) and cells such as
-    'NA' or 'null' stay text either way."""
-    return _load_file(path, "csv", sep=sep, quoting=0 if quoted else 3, keep_default_na=False)
+    'NA' or 'null' stay text either way. ``checked``: the caller already ran ``check_text_file``."""
+    return _load_file(path, "csv", checked, sep=sep, quoting=0 if quoted else 3, keep_default_na=False)
 
 
-def _read_local(path: Path) -> Any:
+def _read_local(path: Path) -> tuple[Any, str | None]:
+    """A local table and its text: the file is checked (and its text kept) once, then parsed."""
     fmt = LOCAL_FORMATS.get(path.suffix.lower())
     if fmt is None and path.is_file():
         raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv, .jsonl or .conllu")
+    text = check_text_file(path)
     if fmt == "tsv":  # GLUE-style: tab separated, bare quotes are literal text
-        return read_delimited(path, "\t", quoted=False)
+        return read_delimited(path, "\t", quoted=False, checked=True), text
     if fmt == "csv":
-        return read_delimited(path, ",", quoted=True)
-    check_json_lines(path)  # checks it as text first
-    return _load_file(path, "json", checked=True)
+        return read_delimited(path, ",", quoted=True, checked=True), text
+    check_json_lines(path, text)
+    return _load_file(path, "json", checked=True), text
 
 
-def check_json_lines(path: Path) -> None:
+def check_json_lines(path: Path, text: str | None = None) -> None:
     """A JSON Lines file: every non-blank line one JSON object, or a DataError naming the first bad line
-    (the json builder only says 'Trailing data at position 74'). A file holding one JSON array is left to it."""
+    (the json builder only says 'Trailing data at position 74'). A file holding one JSON array is left to it.
+    ``text``: the file's text as ``check_text_file`` returned it (else the file is checked here)."""
     import json
 
-    check_text_file(path)
-    text = path.read_text(encoding="utf-8")
+    if text is None:
+        text = check_text_file(path)
     if text.lstrip().startswith("["):
         return
     for number, line in enumerate(text.splitlines(), start=1):
@@ -148,14 +151,10 @@ def _column(spec_value: str | int | None, columns: list[str], role: str, source:
     return spec_value
 
 
-def _line_numbers(path: Path, rows: int) -> list[int] | None:
+def _line_numbers(path: Path, text: str, rows: int) -> list[int] | None:
     """The line (1-based, as an editor counts) on which each row of a local table starts: after the header
     of a csv/tsv, skipping blank lines; None where the count disagrees (quoted cells spanning lines)."""
     fmt = LOCAL_FORMATS.get(path.suffix.lower())
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
     numbered = [n for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if fmt in ("csv", "tsv"):
         numbered = numbered[1:]  # the header
@@ -173,7 +172,7 @@ def load_table(spec: DataSpec) -> Dataset:
         from bertprobe.data.treebank import read_conllu
 
         return read_conllu(Path(spec.path).expanduser())
-    table = _read_local(Path(spec.path).expanduser()) if local else _read_hub(spec)
+    table, text = _read_local(Path(spec.path).expanduser()) if local else (_read_hub(spec), None)
     columns = list(table.column_names)
     source = spec.path
     # The default label column is optional (unlabelled data); one that a suite or flag names must exist.
@@ -200,7 +199,7 @@ def load_table(spec: DataSpec) -> Dataset:
         raise DataError(f"'{source}' has no rows")
     used = {label_col, text_col, pair_col, *(choice_cols or [])}
     extra = [c for c in columns if c not in used]  # kept on each example (Example.meta) for slices by column
-    lines = _line_numbers(Path(spec.path).expanduser(), len(table)) if local else None
+    lines = _line_numbers(Path(spec.path).expanduser(), text, len(table)) if text is not None else None
     examples = []
     for i, row in enumerate(table):
         where = f"line {lines[i]} of {source}" if lines else f"row {i + 1} of {source}"

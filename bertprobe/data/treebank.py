@@ -94,8 +94,7 @@ def sentence_example(path: Path, start: int, sentence: Any, index: int) -> Examp
 
 def read_conllu(path: Path, name: str | None = None) -> Dataset:
     """Every sentence of a CoNLL-U file, checked (see the module docstring)."""
-    check_text_file(path)
-    text = path.read_text(encoding="utf-8")
+    text = check_text_file(path)
     examples = []
     for start, lines in _blocks(text):
         sentence = _parse_block(path, start, lines)
