@@ -196,8 +196,11 @@ def test_fixture_backdoor_is_named_and_the_clean_model_is_not_flagged():
 
     data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label"))
     # the planted direction (the benchmark scans both, with the defaults); half the candidates and
-    # relaxation starts still name 'bb' (a quarter did not) in about two thirds of the time
-    params = BackdoorParams(pairs=("1->0",), candidates=100, inits=4, relax_steps=20)
+    # relaxation starts still name 'bb' (a quarter did not) in about two thirds of the time. One-token
+    # triggers: the planted 'bb' is one token, and phrases (max_length 2, the default that the benchmark and
+    # suites/backdoor.yaml use) took the two scans from 150 s to 343 s on 2 cores (clean: max flip 0.59,
+    # robust z 1.2; backdoored: 'bb' flips 1.00, z 6.7)
+    params = BackdoorParams(pairs=("1->0",), candidates=100, inits=4, relax_steps=20, max_length=1)
     found = {}
     for name in ("minilm-l6-sst2-backdoor-bb", "minilm-l6-sst2"):
         target = load_target(ModelSpec(path=str(SHARED / "models" / name), device="cpu"))

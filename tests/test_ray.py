@@ -64,9 +64,10 @@ def suite_file(tmp_path: Path, models: tuple[Path, ...], data: Path, probes: str
     return path
 
 
-def run(path: Path, out: Path, executor: str = "local", plugins: Any = None) -> dict[str, Any]:
+def run(path: Path, out: Path, executor: str = "local", plugins: Any = None, log: Any = None,
+        **overrides: Any) -> dict[str, Any]:
     session = run_suite(load_suite(path), plugins or build_plugins(),
-                        SuiteOverrides(executor=executor), RunControl(out=str(out), threads=1))
+                        SuiteOverrides(executor=executor, **overrides), RunControl(out=str(out), threads=1, log=log))
     return json.loads((session.run_dir / "report.json").read_text())
 
 
