@@ -99,7 +99,7 @@ def run_suites(suites: list[Suite], plugins: Plugins, overrides: SuiteOverrides,
     (``ray``) the executor starts once, every suite's driver runs in a thread of its own and shares it, and
     Ctrl-C or SIGTERM cancels them all, each run keeping its partial report.
     """
-    first = apply_overrides(suites[0], replace(overrides, only=()))
+    first = apply_overrides(suites[0], replace(overrides, only=())) if len(suites) > 1 else suites[0]
     parallel = len(suites) > 1 and (first.executor.name if first.executor else "local") != "local"
     runs: list[SuiteRun] = []
     with _sigterm_as_interrupt():

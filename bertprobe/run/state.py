@@ -52,9 +52,7 @@ class RunState:
             self.running.clear()
         elif kind == "model_loaded":
             info = record.get("info") or {}
-            name = str(record.get("model") or info.get("name"))
-            if name not in self.hashes or info.get("sha256"):
-                self.hashes[name] = info.get("sha256")
+            self.hashes[str(record.get("model") or info.get("name"))] = info.get("sha256")
 
     def units_of(self, model: str, probe_id: str) -> dict[str, Any]:
         """The finished work units of a probe on a model (key -> value), this run's and a resumed one's."""
