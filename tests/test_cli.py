@@ -764,3 +764,19 @@ def test_ray_executor_without_ray_installed_is_a_one_line_error(suite_factory, m
     assert "executor 'ray' needs Ray" in result.output and "pip install -e '.[ray]'" in result.output
     assert "Traceback" not in result.output
     assert not (suite.parent / "reports").exists()  # nothing started, no empty run folder
+
+
+def test_resume_refuses_when_the_weights_changed_and_names_both_hashes(suite_factory, with_test_probes, tmp_path):
+    """The weights a model was loaded from are part of the run state folded from the events: a resumed run
+    loading other weights under the same name stops with both hashes, before any probe runs again."""
+    from bertprobe.testing import save_tiny_model
+
+    InterruptOnce.calls.clear()
+    model = save_tiny_model(tmp_path / "m", seed=1)
+    suite = suite_factory("  - probe: accuracy\n  - probe: interrupt-once\n", model=str(model))
+    assert invoke("run", str(suite)).exit_code == 130
+    run_dir, before = only_run(suite.parent / "reports", "tiny")
+    save_tiny_model(tmp_path / "m", seed=2)  # same folder, other weights
+    line = one_line_error(invoke("run", str(suite), "--resume", str(run_dir)))
+    assert "the weights of model 'm' changed since the run" in line
+    assert before["models"][0]["sha256"][:12] in line
