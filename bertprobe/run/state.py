@@ -20,7 +20,8 @@ class RunState:
     """What the events say about a run in progress. Read it; only ``apply`` changes it."""
 
     running: dict[str, str] = field(default_factory=dict)  # model -> id of the probe running on it
-    units: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (model, probe id) -> key -> value
+    # (model, probe id) -> key -> value, for probes without a kept result (what a resume or a retry reuses)
+    units: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     kept: set[tuple[str, str]] = field(default_factory=set)  # (model, probe id) of finished results
     hashes: dict[str, str | None] = field(default_factory=dict)  # model -> sha256 of the weights it loaded
 
@@ -46,8 +47,9 @@ class RunState:
                 del self.running[model]
             if result.get("status") in UNFINISHED:
                 self.kept.discard((model, probe_id))
-            else:
+            else:  # a kept result never runs again: its units are done with
                 self.kept.add((model, probe_id))
+                self.units.pop((model, probe_id), None)
         elif kind == "run_resumed":  # what ran when the old run stopped runs no longer
             self.running.clear()
         elif kind == "model_loaded":
@@ -55,7 +57,8 @@ class RunState:
             self.hashes[str(record.get("model") or info.get("name"))] = info.get("sha256")
 
     def units_of(self, model: str, probe_id: str) -> dict[str, Any]:
-        """The finished work units of a probe on a model (key -> value), this run's and a resumed one's."""
+        """The finished work units of a probe on a model that has no kept result (key -> value), this run's
+        and a resumed one's."""
         return self.units.get((model, probe_id), {})
 
     def copy(self) -> RunState:
