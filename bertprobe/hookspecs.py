@@ -46,10 +46,18 @@ def bertprobe_register_executors(registry: Registry[Any]) -> None:
     ``executor: NAME`` (or ``--executor NAME``); ``local`` and ``ray`` are built in."""
 
 
+@hookspec
+def bertprobe_register_tasks(registry: Registry[Any]) -> None:
+    """Add tasks: ``registry.add(MyTask)``, a ``bertprobe.tasks.Task`` subclass saying what a model's outputs
+    mean (detection from the config, gold labels, activation, loss, correctness, confidence). A suite names
+    one with ``model.task``; probes list the tasks they support in ``tasks``."""
+
+
 # ---- loading ------------------------------------------------------------------------------------
 @hookspec(firstresult=True)
-def bertprobe_load_target(spec: ModelSpec) -> Target | None:
-    """Load the model named by ``spec``, or return None to let the next plugin try.
+def bertprobe_load_target(spec: ModelSpec, tasks: Registry[Any]) -> Target | None:
+    """Load the model named by ``spec``, or return None to let the next plugin try. ``tasks`` holds the
+    registered tasks (``bertprobe.tasks.resolve_task`` picks the model's; an implementation may ignore it).
 
     The built-in Hugging Face loader runs last (``trylast``), so a plugin can serve its own formats.
     """

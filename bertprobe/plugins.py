@@ -19,6 +19,7 @@ DISABLE_ENV = "BERTPROBE_DISABLE_PLUGINS"
 
 # Built-in plugins register through the same hooks as third-party ones (cf. datasette, pytest).
 DEFAULT_PLUGINS = (
+    "bertprobe.tasks.builtin",
     "bertprobe.model.builtin",
     "bertprobe.data.builtin",
     "bertprobe.executors.builtin",
@@ -52,6 +53,7 @@ class Plugins:
     dists: dict[str, tuple[str, str]] = field(default_factory=dict)  # entry-point plugin -> (dist, version)
     executors: Registry[Any] = field(default_factory=lambda: Registry("executor"))
     extra: list[Any] = field(default_factory=list)  # plugins registered by hand (workers register them too)
+    tasks: Registry[Any] = field(default_factory=lambda: Registry("task"))
 
     @property
     def hook(self) -> Any:
@@ -149,9 +151,12 @@ def build_plugins(
     except (ImportError, AttributeError) as exc:
         raise PluginError(f"a bertprobe plugin failed to load: {exc}; disable it with {DISABLE_ENV}") from None
     _check_disabled(pm, _disabled(env), entry_points)
+    from bertprobe.tasks.resolve import check_task
+
     plugins = Plugins(pm, Registry("probe", check=_check_requires), Registry("reporter"), Registry("dataset loader"), dists,
-                      extra=list(extra or []))
+                      extra=list(extra or []), tasks=Registry("task", check=check_task))
     for hook, registry in (
+        ("bertprobe_register_tasks", plugins.tasks),
         ("bertprobe_register_probes", plugins.probes),
         ("bertprobe_register_reporters", plugins.reporters),
         ("bertprobe_register_datasets", plugins.datasets),

@@ -163,6 +163,11 @@ class ProbeContext:
         return unit_seed(self.seed, self.probe_id, key)
 
 
+LEGACY_TASKS = frozenset({"classification", "multiple-choice", "masked-lm", "encoder"})
+# what a model may or may not offer whatever its task: not known before it loads
+_MODEL_CAPABILITIES = frozenset({"attentions", "heads", "uniform-heads", "gradients", "input-gradients", "mask-token"})
+
+
 class Probe(abc.ABC):
     """Base class of a probe.
 
@@ -178,6 +183,10 @@ class Probe(abc.ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     requires: ClassVar[frozenset[str]] = frozenset()
+    # the tasks (``bertprobe.tasks``) whose outputs the probe reads correctly; a model of any other task is
+    # refused before it loads. The default, for probes written before tasks were a layer, is the four tasks
+    # bertprobe had then: such a probe never meets a multi-label model by accident.
+    tasks: ClassVar[frozenset[str]] = LEGACY_TASKS
     needs_data: ClassVar[bool] = True
     data_optional: ClassVar[bool] = False  # runs without data too (gets the suite's data when it has some)
     paper: ClassVar[str] = ""  # the citation shown at the top of the probe's section in the report
@@ -224,6 +233,16 @@ class Probe(abc.ABC):
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:
         """Target capabilities the probe requires and ``capabilities`` lacks (``data:`` needs aside)."""
         return sorted(r for r in set(cls.requires) - set(capabilities) if not r.startswith("data:"))
+
+    @classmethod
+    def refuses_task(cls, task: Any) -> bool:
+        """Whether a model of ``task`` (a ``Task`` class or instance) must be refused before it loads: the
+        probe does not list the task, yet the task offers what the probe requires (so it would run, reading the
+        outputs with the wrong meaning). A task lacking a requirement is skipped, as a missing capability is."""
+        if task.name in cls.tasks:
+            return False
+        offered = set(task.capabilities) | {task.name} | _MODEL_CAPABILITIES
+        return not cls.missing_requirements(offered)
 
     @classmethod
     def missing_data(cls, features: frozenset[str] | set[str]) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.loading import load_target
-from bertprobe.model.spec import ModelSpec, Task
+from bertprobe.model.spec import ModelSpec, TaskName
 from bertprobe.model.target import Target
 
 Arch = Literal["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]
@@ -102,17 +102,9 @@ def tiny_config(arch: Arch, vocab_size: int, num_labels: int = 2, layers: int = 
     return transformers.BertConfig(**sizes, **common)
 
 
-_TASK_CLASS = {
-    "classification": "AutoModelForSequenceClassification",
-    "multiple-choice": "AutoModelForMultipleChoice",
-    "masked-lm": "AutoModelForMaskedLM",
-    "encoder": "AutoModel",
-}
-
-
 def save_tiny_model(
     directory: str | Path,
-    task: Task = "classification",
+    task: TaskName = "classification",
     arch: Arch = "bert",
     labels: tuple[str, ...] = ("negative", "positive"),
     seed: int = 0,
@@ -133,15 +125,19 @@ def save_tiny_model(
         label2id={name: i for i, name in enumerate(labels)},
         **config,
     )
+    from bertprobe.tasks import builtin_tasks
+
+    if task == "multi-label":
+        cfg.problem_type = "multi_label_classification"
     torch.manual_seed(seed)
-    model = getattr(transformers, _TASK_CLASS[task]).from_config(cfg)
+    model = getattr(transformers, builtin_tasks().get(task).model_class).from_config(cfg)
     model.to(dtype)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
 
 
-def tiny_target(directory: str | Path, task: Task = "classification", arch: Arch = "bert", **kwargs: Any) -> Target:
+def tiny_target(directory: str | Path, task: TaskName = "classification", arch: Arch = "bert", **kwargs: Any) -> Target:
     """Save a tiny model into ``directory`` and load it as a CPU float32 Target."""
     path = save_tiny_model(directory, task=task, arch=arch, **kwargs)
     return load_target(ModelSpec(path=str(path), device="cpu"))

@@ -27,6 +27,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "hookmarkers", "hookspecs", "environment")),
     ("results", ("results.",)),
     ("data", ("data.",)),
+    ("tasks", ("tasks.",)),
     ("model", ("model.",)),
     ("contract", ("probe", "plugins", "testing")),
     ("probes", ("probes.",)),

@@ -19,7 +19,6 @@ from bertprobe.data.dataset import (
 )
 from bertprobe.data.prepare import (
     align_labels,
-    align_to_model,
     check_ids,
     fingerprint,
     map_labels,
@@ -29,5 +28,5 @@ from bertprobe.data.prepare import (
 from bertprobe.data.tables import load_table, read_delimited
 
 __all__ = ["LABEL_LIKE", "LOCAL_FORMATS", "TEXT_DEFAULTS", "DataSpec", "Dataset", "DatasetLoader", "Example",
-           "FunctionLoader", "LoaderFn", "align_labels", "align_to_model", "check_ids", "check_text_file", "fingerprint",
+           "FunctionLoader", "LoaderFn", "align_labels", "check_ids", "check_text_file", "fingerprint",
            "is_local", "load_table", "map_labels", "read_data", "read_delimited", "subsample"]

@@ -36,6 +36,8 @@ class DataSpec:
     limit: int | None = None
     sample: Literal["random", "first"] = "random"
     label_map: dict[str, str] = field(default_factory=dict)  # the data's label -> the model's class name
+    label_sep: str = ","  # multi-label: the separator of a label set written in one CSV/TSV column ("a,b")
+    label_columns: tuple[str, ...] | None = None  # multi-label: one 0/1 column per label (default: the model's labels)
     options: dict[str, Any] = field(default_factory=dict)
     # the column keys a suite or a flag named (text, text_pair, label, choices): each must exist in the data,
     # where the default label column may be absent (unlabelled data); left out of equality and fingerprints

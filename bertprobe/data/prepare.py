@@ -151,19 +151,3 @@ def read_data(spec: DataSpec, loader: Any, seed: int) -> Dataset:
     check_ids(raw)
     raw = map_labels(raw, spec.label_map)
     return subsample(raw, spec.limit, spec.sample, seed)
-
-
-def align_to_model(data: Dataset, spec: DataSpec, task: str, label_names: Sequence[str], model: str) -> Dataset:
-    """Labelled data as a model of ``task`` reads it: class indices of ``label_names``, or choice indices."""
-    if not any(ex.label is not None for ex in data.examples):
-        return data
-    if task == "multiple-choice":
-        if any(not ex.choices for ex in data.examples):
-            raise DataError(f"{model} is a multiple-choice model but {spec.describe()} has examples "
-                            "without choices; set data.choices to the choice columns (or use a loader "
-                            "such as arct)")
-        sizes = {len(ex.choices or ()) for ex in data.examples}
-        return align_labels(data, [], num_choices=min(sizes) if sizes else 0)
-    if task == "classification":
-        return align_labels(data, label_names, label_map=spec.label_map)
-    return data

@@ -29,10 +29,10 @@ from bertprobe.model.loading import (
     resolve_device,
     resolve_dtype,
 )
-from bertprobe.model.spec import QUANTIZE_MODES, ModelSpec, Task
+from bertprobe.model.spec import QUANTIZE_MODES, ModelSpec, TaskName
 from bertprobe.model.target import Encoded, Target, word_index_of
 
-__all__ = ["DTYPES", "QUANTIZE_MODES", "TOKENIZER_FILES", "Encoded", "LayerCache", "ModelSpec", "Target", "Task",
+__all__ = ["DTYPES", "QUANTIZE_MODES", "TOKENIZER_FILES", "Encoded", "LayerCache", "ModelSpec", "Target", "TaskName",
            "check_loading_info", "check_tokenizer_files", "check_vocabulary", "detect_task", "encoder_layers",
            "evaluate_units", "frozen_parameters", "head_intervention", "hidden_size", "load_target", "looks_local",
            "lowest_layer", "resolve_device", "resolve_dtype", "stack_size", "word_index_of"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.loading import load_target
 from bertprobe.model.spec import ModelSpec
@@ -9,5 +11,5 @@ from bertprobe.model.target import Target
 
 
 @hookimpl(trylast=True)
-def bertprobe_load_target(spec: ModelSpec) -> Target:
-    return load_target(spec)
+def bertprobe_load_target(spec: ModelSpec, tasks: Any) -> Target:
+    return load_target(spec, tasks)

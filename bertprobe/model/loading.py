@@ -8,18 +8,10 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError, first_line
-from bertprobe.model.spec import ModelSpec, Task
+from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-_SUFFIX_TASK: dict[str, Task] = {
-    "ForSequenceClassification": "classification",
-    "ForMultipleChoice": "multiple-choice",
-    "ForMaskedLM": "masked-lm",
-    "ForPreTraining": "masked-lm",
-}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -79,45 +71,16 @@ def _check_weights(directory: Path, allow_pickle: bool) -> None:
         raise TargetError(f"{directory} holds no model weights (model.safetensors); is this a model directory?")
 
 
-def _base_model_names() -> set[str]:
-    """transformers' bare model classes (``BertModel``, ``RobertaModel``, ...), by name."""
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+def detect_task(config: Any, requested: str = "auto", tasks: Any = None) -> str:
+    """The name of the model's task (see ``bertprobe.tasks.task_class``)."""
+    from bertprobe.tasks import task_class
 
-    names: set[str] = set()
-    for value in MODEL_MAPPING_NAMES.values():
-        names.update(value if isinstance(value, (tuple, list)) else (value,))
-    return names
+    return task_class(config, requested, tasks).name
 
 
-def detect_task(config: Any, requested: str = "auto") -> Task:
-    if requested != "auto":
-        return requested  # type: ignore[return-value]
-    architectures = getattr(config, "architectures", None) or []
-    for arch in architectures:
-        for suffix, task in _SUFFIX_TASK.items():
-            if arch.endswith(suffix):
-                return task
-    if set(architectures) & _base_model_names():
-        return "encoder"  # a bare encoder (BertModel, RobertaModel, ...): no task head
-    raise TargetError(
-        f"cannot tell the task from the config (architectures={architectures or None}); "
-        "set 'task: classification | multiple-choice | masked-lm | encoder' under model:"
-    )
-
-
-def _auto_class(task: Task) -> Any:
-    import transformers
-
-    return {
-        "classification": transformers.AutoModelForSequenceClassification,
-        "multiple-choice": transformers.AutoModelForMultipleChoice,
-        "masked-lm": transformers.AutoModelForMaskedLM,
-        "encoder": transformers.AutoModel,
-    }[task]
-
-
-def load_target(spec: ModelSpec) -> Target:
-    """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed."""
+def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
+    """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed.
+    ``tasks``: the registered tasks (default: the built-in ones)."""
     from bertprobe.model.quantize import preload_quietly
 
     preload_quietly()
@@ -154,7 +117,10 @@ def load_target(spec: ModelSpec) -> Target:
         ) from None
     except ValueError as exc:
         raise TargetError(f"cannot load '{path}': {first_line(exc, type(exc).__name__)}") from None
-    task = detect_task(config, spec.task)
+    from bertprobe.tasks import resolve_task, task_options
+
+    task_def = resolve_task(config, spec.task, tasks, task_options(spec))
+    task = task_def.name
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device, getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
     if local.is_dir():
@@ -168,7 +134,7 @@ def load_target(spec: ModelSpec) -> Target:
         raise TargetError(f"cannot read the tokenizer in '{where}': {first_line(exc, type(exc).__name__)}; "
                           "is the file complete and from the model's training?") from None
     try:
-        model, info = _auto_class(task).from_pretrained(
+        model, info = getattr(transformers, task_def.model_class).from_pretrained(
             source,
             dtype=dtype,
             use_safetensors=None if spec.allow_pickle else True,
@@ -192,7 +158,8 @@ def load_target(spec: ModelSpec) -> Target:
     notes += check_padding(tokenizer, model, path)
     model.to(device)
     model.eval()
-    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes)
+    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes,
+                  task_def=task_def)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",

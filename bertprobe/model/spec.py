@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-Task = Literal["classification", "multiple-choice", "masked-lm", "encoder"]
+TaskName = str  # a registered task's name ("classification", "multi-label", ...; see bertprobe.tasks)
 
 
 QUANTIZE_MODES = ("none", "int8-dynamic", "int8-weight-only")
@@ -28,7 +28,9 @@ class ModelSpec:
     compile: bool = False
     device: str = "auto"
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    task: Literal["auto", "classification", "multiple-choice", "masked-lm", "encoder"] = "auto"
+    task: TaskName = "auto"  # auto: from the config (architectures, problem_type); else a registered task's name
+    threshold: float = 0.5  # multi-label: the probability at and above which a label is predicted
+    thresholds: dict[str, float] = field(default_factory=dict, hash=False)  # multi-label: per-label thresholds ({toxic: 0.3})
     max_length: int | None = None
     batch_size: int = 32
     token_budget: int | None = None  # tokens per batch (default: sized to a GPU's free memory; fixed batch_size on a CPU)

@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError
-from bertprobe.model.spec import ModelSpec, Task
+from bertprobe.model.spec import ModelSpec, TaskName
+from bertprobe.tasks.base import Task
 
 
 def word_index_of(offsets: list[tuple[int, int]], special: list[int], spans: tuple[tuple[int, int], ...]) -> list[int] | None:
@@ -52,7 +53,7 @@ class Target:
     spec: ModelSpec
     model: Any
     tokenizer: Any
-    task: Task
+    task: TaskName
     device: torch.device
     dtype: torch.dtype
     quantized: bool = False
@@ -61,6 +62,19 @@ class Target:
     compiled: Any = field(default=None, repr=False)  # torch.compile'd model used by batched prediction
     encode_cache: dict[Any, Encoded] | None = field(default=None, repr=False)  # shared by a run's targets
     _sites: Any = field(default=None, repr=False)
+    task_def: Task | None = field(default=None, repr=False)  # what the outputs mean (bound to this model)
+
+    def __post_init__(self) -> None:
+        if self.task_def is None:  # built by hand (a plugin's loader, a variant): the built-in task of that name
+            from bertprobe.tasks import builtin_tasks, task_options
+
+            self.task_def = builtin_tasks().get(self.task).bind(self.model.config, task_options(self.spec))
+
+    @property
+    def outputs(self) -> Task:
+        """The task bound to this model: what its logits mean (``probs``, ``predict``, ``loss``, ``correct``)."""
+        assert self.task_def is not None
+        return self.task_def
 
     # ---- description -------------------------------------------------------------------------
     @property
@@ -69,11 +83,8 @@ class Target:
 
     @property
     def label_names(self) -> list[str]:
-        """Class names from ``id2label`` (classification), or choice indices (multiple choice)."""
-        if self.task == "classification":
-            id2label = self.model.config.id2label
-            return [str(id2label[i]) for i in range(self.model.config.num_labels)]
-        return []
+        """Class or label names from ``id2label`` (classification, multi-label); empty for other tasks."""
+        return list(self.outputs.label_names)
 
     @property
     def max_length(self) -> int:
@@ -87,19 +98,13 @@ class Target:
 
     @property
     def capabilities(self) -> frozenset[str]:
-        caps = {"attentions", self.task}
+        caps = {"attentions", self.task, *self.outputs.capabilities}
         if not self.quantized:
             caps.add("gradients")
         if not self.quantized or self.gradient_model is not None:
             caps.add("input-gradients")  # the trigger search's HotFlip gradients (maybe from the float copy)
-        if self.task in ("classification", "multiple-choice"):
-            caps.add("predictions")
-        if self.task == "classification":
-            caps.add("classifier")
         if self.task == "masked-lm" or getattr(self.tokenizer, "mask_token_id", None) is not None:
             caps.add("mask-token")
-        if self.task == "masked-lm":
-            caps.add("mlm")
         try:
             sites = self.attention_sites()
             caps.add("heads")
@@ -310,10 +315,11 @@ class Target:
         return out.cpu() if out is not None else torch.empty(0, len(self.label_names) or 0)
 
     def predict_proba(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> torch.Tensor:
-        return self.logits(data, batch_size, progress).softmax(dim=-1)
+        return self.outputs.probs(self.logits(data, batch_size, progress))
 
-    def predict(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> list[int]:
-        return self.logits(data, batch_size, progress).argmax(dim=-1).tolist()
+    def predict(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> list[Any]:
+        """Class ids (single-label), or 0/1 rows per label (multi-label), as the task decides."""
+        return self.outputs.predict(self.logits(data, batch_size, progress)).tolist()
 
     @contextlib.contextmanager
     def eager_attention(self) -> Iterator[None]:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset, DataSpec
-from bertprobe.data.prepare import align_to_model, fingerprint, read_data
+from bertprobe.data.prepare import fingerprint, read_data
 from bertprobe.errors import TargetError
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target
@@ -44,7 +44,7 @@ class RunCaches:
         base = spec.base
         if base not in self._targets:
             self.say(f"loading model {spec.path}")
-            target = self.plugins.hook.bertprobe_load_target(spec=base)
+            target = self.plugins.hook.bertprobe_load_target(spec=base, tasks=self.plugins.tasks)
             if target is None:
                 raise TargetError(f"no plugin could load model '{spec.path}'")
             target.encode_cache = self._encodings
@@ -105,7 +105,7 @@ class RunCaches:
         if key not in self._aligned:
             data = self.raw(spec)
             if target is not None:
-                data = align_to_model(data, spec, target.task, target.label_names, target.name)
+                data = target.outputs.read_labels(data, spec, target.name)
             self._aligned[key] = data
         return self._aligned[key]
 

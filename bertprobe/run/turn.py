@@ -44,6 +44,10 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     target = session.target_for(model_spec)
     name = model_spec.label
     result = ProbeResult(probe=spec.probe, id=spec.id, params=params_to_dict(params), model=name, seed=suite.seed)
+    if cls.refuses_task(target.outputs):  # a hub model: its task is known once it loads
+        from bertprobe.suite.validate import task_refusal
+
+        raise SuiteError(task_refusal(spec.id, cls, target.outputs, name, session.plugins))
     missing = cls.missing_requirements(target.capabilities)
     if missing:
         result.status = "skipped"

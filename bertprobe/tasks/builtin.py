@@ -1,0 +1,18 @@
+"""Built-in plugin: the tasks bertprobe knows, registered through the hook a plugin would use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bertprobe.hookmarkers import hookimpl
+from bertprobe.tasks.classification import SingleLabelClassification
+from bertprobe.tasks.encoder import Encoder
+from bertprobe.tasks.masked_lm import MaskedLM
+from bertprobe.tasks.multilabel import MultiLabelClassification
+from bertprobe.tasks.multiple_choice import MultipleChoice
+
+
+@hookimpl
+def bertprobe_register_tasks(registry: Any) -> None:
+    for task in (SingleLabelClassification, MultiLabelClassification, MultipleChoice, MaskedLM, Encoder):
+        registry.add(task)

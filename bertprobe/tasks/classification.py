@@ -1,0 +1,62 @@
+"""Single-label sequence classification: a softmax over the classes, one class per example."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from bertprobe.data.dataset import Dataset, DataSpec
+from bertprobe.data.prepare import align_labels
+from bertprobe.tasks.base import Task, config_labels
+
+
+def architectures(config: Any) -> list[str]:
+    return list(getattr(config, "architectures", None) or [])
+
+
+def has_head(config: Any, suffix: str) -> bool:
+    return any(a.endswith(suffix) for a in architectures(config))
+
+
+@dataclass(frozen=True)
+class SingleLabelClassification(Task):
+    """A sequence classifier with one class per example (``…ForSequenceClassification``, ``problem_type``
+    single-label or unset): probabilities are the softmax, the prediction its argmax, the loss the cross-entropy."""
+
+    name: ClassVar[str] = "classification"
+    description: ClassVar[str] = "single-label sequence classification: one class per text (softmax)"
+    model_class: ClassVar[str] = "AutoModelForSequenceClassification"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "classification"})
+
+    @classmethod
+    def detect(cls, config: Any) -> bool:
+        return has_head(config, "ForSequenceClassification") and getattr(config, "problem_type", None) != "multi_label_classification"
+
+    @classmethod
+    def bind(cls, config: Any, options: Mapping[str, Any] | None = None) -> Task:
+        return cls(label_names=config_labels(config))
+
+    def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
+        if not any(ex.label is not None for ex in data.examples):
+            return data
+        return align_labels(data, self.label_names, label_map=spec.label_map)
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.float().softmax(dim=-1)
+
+    def predict(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.argmax(dim=-1)
+
+    def loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), gold.to(logits.device), reduction="none")
+
+    def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        return pred == gold.to(pred.device)
+
+    def confidence(self, probs: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        top, pred = probs.max(dim=-1)
+        return top, pred == gold.to(pred.device)

@@ -1,0 +1,62 @@
+"""Which task a model is: the suite's ``task:``, else the first registered task that detects its config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bertprobe.errors import PluginError, TargetError
+from bertprobe.registry import Registry
+from bertprobe.tasks.base import Task
+
+
+def check_task(item: Any, plugin: str) -> None:
+    """A registered task is a ``Task`` subclass with a name."""
+    if not (isinstance(item, type) and issubclass(item, Task)) or not getattr(item, "name", None):
+        raise PluginError(f"task {item!r} from plugin '{plugin}' is not a bertprobe.tasks.Task subclass with a name")
+
+
+def builtin_tasks() -> Registry[type[Task]]:
+    """A registry holding the built-in tasks, filled by their plugin's own hook (for callers without plugins)."""
+    from bertprobe.tasks import builtin
+
+    registry: Registry[type[Task]] = Registry("task", check=check_task)
+    registry.current_plugin = builtin.__name__
+    builtin.bertprobe_register_tasks(registry)
+    return registry
+
+
+def task_class(config: Any, requested: str = "auto", tasks: Registry[type[Task]] | None = None) -> type[Task]:
+    """The task of a model with ``config``: ``requested`` when not ``auto`` (a config that says multi-label is
+    never read as single-label), else the highest-priority registered task that detects it."""
+    tasks = tasks if tasks is not None else builtin_tasks()
+    problem = getattr(config, "problem_type", None)
+    if requested != "auto":
+        cls = tasks.get(requested)
+        if problem == "multi_label_classification" and cls.name == "classification":
+            raise TargetError("the model's config.json says problem_type: multi_label_classification, so it is "
+                              "never audited with a softmax; drop 'task: classification' (or set task: multi-label)")
+        return cls
+    if problem == "regression" or (problem is None and getattr(config, "num_labels", 2) == 1
+                                   and any(a.endswith("ForSequenceClassification") for a in getattr(config, "architectures", None) or [])):
+        raise TargetError("the model has one output (a regression head: problem_type regression or num_labels 1), "
+                          "which bertprobe does not audit; if it is a binary classifier with one sigmoid output, set "
+                          "task: multi-label under model:")
+    ordered = sorted((tasks.get(n) for n in tasks.names()), key=lambda c: -c.priority)
+    for cls in ordered:
+        if cls.detect(config):
+            return cls
+    architectures = getattr(config, "architectures", None) or None
+    raise TargetError(f"cannot tell the task from the config (architectures={architectures}); "
+                      f"set 'task: {' | '.join(tasks.names())}' under model:")
+
+
+def resolve_task(config: Any, requested: str = "auto", tasks: Registry[type[Task]] | None = None,
+                 options: Mapping[str, Any] | None = None) -> Task:
+    """The task bound to the model: its label names and settings (``options``: thresholds...)."""
+    return task_class(config, requested, tasks).bind(config, options)
+
+
+def task_options(spec: Any) -> dict[str, Any]:
+    """The model spec's settings a task binds to (multi-label thresholds)."""
+    return {"threshold": getattr(spec, "threshold", 0.5), "thresholds": dict(getattr(spec, "thresholds", None) or {})}
