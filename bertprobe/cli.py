@@ -380,7 +380,7 @@ def _fit(rows: list[list[Any]], headers: list[str], prose: int, wrap_also: int |
 @_debug_option
 @_guard
 def list_(**_: Any) -> None:
-    """List installed plugins (name, version, source) and probes (name, requirements, description)."""
+    """List installed plugins (name, version, source), tasks, and probes (name, tasks, requirements, description)."""
     from bertprobe.plugins import build_plugins
 
     plugins = build_plugins()
@@ -389,9 +389,13 @@ def list_(**_: Any) -> None:
     rows = []
     for name in plugins.probes.names():
         cls = plugins.probes.get(name)
-        rows.append([name, ", ".join(sorted(cls.requires)) or "-", cls.description, plugins.probes.origin(name)])
+        rows.append([name, f"{', '.join(sorted(cls.tasks))}; needs {', '.join(sorted(cls.requires)) or 'nothing'}",
+                     cls.description, plugins.probes.origin(name)])
+    click.echo("\nTasks (model.task; auto detects them from config.json)")
+    click.echo(_fit([[n, plugins.tasks.get(n).description, plugins.tasks.origin(n)] for n in plugins.tasks.names()],
+                    ["task", "description", "plugin"], 1))
     click.echo("\nProbes")
-    click.echo(_fit(rows, ["probe", "requires", "description", "plugin"], 2, wrap_also=1))
+    click.echo(_fit(rows, ["probe", "tasks; needs", "description", "plugin"], 2, wrap_also=1))
     click.echo("\nReporters (name them in report.formats)")
     click.echo(_fit([[n, getattr(plugins.reporters.get(n), "filename", ""), plugins.reporters.origin(n)]
                      for n in plugins.reporters.names()], ["format", "writes", "plugin"], 1))
@@ -449,6 +453,7 @@ def describe(probe: str) -> None:
     module = _sys.modules.get(cls.__module__)
     click.echo(f"{cls.name}: {cls.description}")
     click.echo(f"plugin: {plugins.probes.origin(probe)}; requires: {', '.join(sorted(cls.requires)) or 'nothing'}")
+    click.echo(f"tasks: {', '.join(sorted(cls.tasks))} (a model of another task is refused before it loads)")
     doc = inspect.getdoc(module) if module is not None else None
     if doc:
         click.echo("\n" + plain_text(doc))

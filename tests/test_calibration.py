@@ -18,6 +18,7 @@ from bertprobe.probes.calibration import (
     risk_coverage,
     softmax,
 )
+from bertprobe.tasks import SingleLabelClassification
 
 
 def _direct_ece(conf: np.ndarray, correct: np.ndarray, bins: int) -> tuple[float, float]:
@@ -37,6 +38,7 @@ class FixedLogits:
     """A stand-in target whose logits are given (the probe reads them through ctx.predictions)."""
 
     label_names = ["a", "b", "c"]
+    outputs = SingleLabelClassification(label_names=("a", "b", "c"))  # what the logits mean: a softmax
 
     def __init__(self, logits: np.ndarray) -> None:
         import torch

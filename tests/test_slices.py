@@ -13,6 +13,7 @@ from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.probe import Predictions, ProbeContext
 from bertprobe.probes.slices import SlicesParams, SlicesProbe, benjamini_hochberg, fisher_exact
+from bertprobe.tasks import SingleLabelClassification
 
 
 def test_fisher_and_benjamini_hochberg_match_known_values():
@@ -27,6 +28,7 @@ class Canned:
 
     label_names = ["negative", "positive"]
     max_length = 128
+    outputs = SingleLabelClassification(label_names=("negative", "positive"))
 
     def __init__(self, pred: list[int]) -> None:
         self.pred = pred

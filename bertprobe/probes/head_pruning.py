@@ -322,6 +322,7 @@ class HeadPruningProbe(Probe):
     name = "head-pruning"
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
     requires = frozenset({"predictions", "heads", "data:labels"})
+    tasks = frozenset({"classification", "multiple-choice"})
     metrics = {
         "importance_gini": "concentration of raw importance over heads (0 even, 1 one head)",
         "max_single_head_drop": "largest accuracy drop from removing one head (CI: paired bootstrap of that head's drop)",

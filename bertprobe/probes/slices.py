@@ -20,7 +20,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -60,11 +60,13 @@ class SlicesParams:
     slices: dict[str, str] = field(default_factory=dict)
     slice_by: tuple[str, ...] = ()
     findings: int = 5
-    metric: Literal["accuracy", "recall", "precision"] = "accuracy"
-    positive: str | int | None = None  # the class recall and precision are about (default: the second class)
+    metric: str = "accuracy"  # accuracy | recall | precision | label:NAME (multi-label: one label's decisions)
+    positive: str | int | None = None  # the class (multi-label: the label) recall and precision are about
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
     def __post_init__(self) -> None:
+        if self.metric not in ("accuracy", "recall", "precision") and not (self.metric.startswith("label:") and self.metric[6:]):
+            raise ValueError(f"metric: {self.metric!r} is not accuracy, recall, precision or label:NAME")
         if not 0 <= self.min_drop <= 1 or not 0 < self.alpha < 1 or self.min_size < 1 or self.vocabulary_slices < 0:
             raise ValueError("min_drop in [0, 1], alpha in (0, 1), min_size >= 1, vocabulary_slices >= 0")
         for name, pattern in self.slices.items():
@@ -102,8 +104,9 @@ def benjamini_hochberg(p: list[float]) -> list[float]:
 
 
 def builtin_slices(data: Dataset, lengths: list[int], max_length: int, pred: np.ndarray, labels: list[str],
-                   vocabulary: int, min_size: int) -> dict[str, np.ndarray]:
-    """The built-in slices as boolean masks over the examples."""
+                   vocabulary: int, min_size: int, gold: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The built-in slices as boolean masks over the examples; ``gold`` and ``pred`` are class ids, or 0/1
+    indicators ``[N, C]`` (multi-label: "gold has X", "predicted has X")."""
     texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
     n = len(texts)
     out: dict[str, np.ndarray] = {}
@@ -113,10 +116,12 @@ def builtin_slices(data: Dataset, lengths: list[int], max_length: int, pred: np.
     for k, (lo, hi) in enumerate(bounds, start=1):
         out[f"length quartile {k} ({int(lo) + 1 if lo >= 0 else 0}-{'' if hi == np.inf else int(hi)} tokens)"] = (arr > lo) & (arr <= hi)
     out[f"truncated at {max_length} tokens"] = arr >= max_length
-    gold = np.asarray(data.labels())
+    gold = np.asarray(data.labels()) if gold is None else gold
     for c, name in enumerate(labels):
-        out[f"gold {name}"] = gold == c
-        out[f"predicted {name}"] = pred == c
+        if gold.ndim == 2:
+            out[f"gold has {name}"], out[f"predicted has {name}"] = gold[:, c] == 1, pred[:, c] == 1
+        else:
+            out[f"gold {name}"], out[f"predicted {name}"] = gold == c, pred == c
     for name, pattern in (("has a negation", NEGATION), ("has a number", NUMBER), ("has a URL or handle", URL),
                           ("is a question", QUESTION)):
         out[name] = np.array([bool(pattern.search(t)) for t in texts])
@@ -135,6 +140,7 @@ class SlicesProbe(Probe):
     description = "Where accuracy drops: slices tested against the rest of the data (Fisher, Benjamini-Hochberg)"
     paper = "Giskard performance-bias detector; Deepchecks segment performance (property slices)"
     requires = frozenset({"predictions", "data:labels"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label"})
     metrics = {
         "slices_flagged": "slices at least min_drop below the rest, BH-adjusted p < alpha, >= min_size examples",
         "worst_slice_accuracy": "lowest metric of a slice with >= min_size examples",
@@ -143,9 +149,10 @@ class SlicesProbe(Probe):
         "accuracy": "accuracy on all the data",
         "recall": "recall of the positive class on all the data",
         "precision": "precision of the positive class on all the data",
+        "label:*": "multi-label, metric: label:NAME: share of correct decisions on one label, on all the data",
     }
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
-                         "slices_tested": None, "accuracy": True, "recall": True, "precision": True}
+                         "slices_tested": None, "accuracy": True, "recall": True, "precision": True, "label:*": True}
     Params = SlicesParams
     defaults = (DefaultExpectation(
         "slices_flagged", max=0,
@@ -158,12 +165,13 @@ class SlicesProbe(Probe):
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("slices needs a gold label for every example")
         logits = ctx.predictions(target, data, params.batch_size).logits
-        pred = logits.argmax(dim=-1).numpy()
-        gold = np.asarray(data.labels())
-        correct = (pred == gold).astype(float)
+        task = target.outputs
+        pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()
         lengths = list(target.encode(data.examples).lengths)
         labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
-        masks = builtin_slices(data, lengths, target.max_length, pred, labels, params.vocabulary_slices, params.min_size)
+        correct, base = self._outcome(params, gold, pred, labels)
+        masks = builtin_slices(data, lengths, target.max_length, pred, labels, params.vocabulary_slices, params.min_size,
+                               gold)
         if params.metric != "accuracy":  # recall or precision within a gold or predicted class says nothing
             masks = {k: v for k, v in masks.items() if not k.startswith(("gold ", "predicted "))}
         texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
@@ -177,7 +185,6 @@ class SlicesProbe(Probe):
                 raise ProbeError(f"slice_by: the data has no column '{column}'; extra columns: {', '.join(known) or 'none'}")
             for value in sorted({str(v) for v in values if v is not None}):
                 masks[f"{column} = {value}"] = np.array([str(v) == value for v in values])
-        base = self._base(params, gold, pred, labels)  # the examples the metric is a proportion over
         metric = params.metric
         overall = float(correct[base].mean()) if base.any() else float("nan")
         rows = []
@@ -218,7 +225,7 @@ class SlicesProbe(Probe):
             for i in wrong:
                 ex = data.examples[i]
                 result.findings.append(Finding(title=f"slice '{row['name']}': {row['accuracy']:.1%} vs {row['rest_accuracy']:.1%}",
-                                               input=texts[i], expected=labels[int(gold[i])], observed=labels[int(pred[i])],
+                                               input=texts[i], expected=self._show(task, gold[i]), observed=self._show(task, pred[i]),
                                                score=round(row["p_adjusted"], 6), extra={"kind": "slice", "slice": row["name"], "id": ex.id}))
         result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
                                     | {"interval": [round(x, 4) for x in r["interval"]]} for r in rows]
@@ -236,6 +243,33 @@ class SlicesProbe(Probe):
                                          f"{flagged[0]['accuracy']:.1%} vs {flagged[0]['rest_accuracy']:.1%} elsewhere"
                                          if flagged else f"no slice flagged of {len(rows)}")
         return result
+
+    @staticmethod
+    def _show(task: Any, value: np.ndarray) -> str:
+        return task.describe_labels([int(v) for v in value] if np.ndim(value) else int(value))
+
+    @classmethod
+    def _outcome(cls, params: SlicesParams, gold: np.ndarray, pred: np.ndarray, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Per example, whether it counts as right, and which examples the metric is a proportion over.
+        Multi-label: exact match for accuracy; one label's decisions for ``label:NAME``, and for recall or precision
+        of the ``positive`` label."""
+        if gold.ndim == 1:
+            return (pred == gold).astype(float), cls._base(params, gold, pred, labels)
+        if params.metric == "accuracy":
+            return (pred == gold).all(axis=1).astype(float), np.ones(len(gold), dtype=bool)
+        name = params.metric[6:] if params.metric.startswith("label:") else params.positive
+        if name is None:
+            raise ProbeError(f"slices: metric '{params.metric}' on a multi-label model needs the label: set positive: NAME")
+        lookup = {n.lower(): i for i, n in enumerate(labels)}
+        k = lookup.get(str(name).lower()) if not isinstance(name, int) else name
+        if k is None or not 0 <= k < len(labels):
+            raise ProbeError(f"slices: '{name}' is not a label of the model; labels: {', '.join(labels)}")
+        right = (pred[:, k] == gold[:, k]).astype(float)
+        if params.metric == "recall":
+            return right, gold[:, k] == 1
+        if params.metric == "precision":
+            return right, pred[:, k] == 1
+        return right, np.ones(len(gold), dtype=bool)
 
     @staticmethod
     def _base(params: SlicesParams, gold: np.ndarray, pred: np.ndarray, labels: list[str]) -> np.ndarray:

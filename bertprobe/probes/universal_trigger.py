@@ -344,6 +344,7 @@ class UniversalTriggerProbe(Probe):
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
     requires = frozenset({"classifier", "input-gradients", "data:labels"})
+    tasks = frozenset({"classification"})
     metrics = {
         "accuracy_before": "held-out accuracy of the attacked class without the trigger",
         "accuracy_after": "held-out accuracy with the trigger",

@@ -146,6 +146,14 @@ def _bare_encoder(spec: ModelSpec) -> bool:
     return isinstance(names, list) and bool(names) and all("For" not in str(n) for n in names)
 
 
+def _labels_in_columns(suite: Suite, plugins: Any, data: Dataset) -> bool:
+    """True when every model is multi-label and the data has a 0/1 column for each of its labels (read when the
+    labels are aligned to the model)."""
+    columns = set(data.examples[0].meta) if data.examples else set()
+    tasks = [model_task(m, plugins) for m in suite.models]
+    return bool(tasks) and all(t is not None and t.name == "multi-label" and set(t.label_names) <= columns for t in tasks)
+
+
 def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
     """Raise one DataError, before any model loads, when a probe that reads the suite's data needs what the
     data lacks: labels above all (a label-needing probe on unlabelled data would fail, or measure nothing)."""
@@ -154,6 +162,7 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
         return
     features = data.features
     headless = all(_bare_encoder(m) for m in suite.models)  # config.json read once, not once per probe
+    in_columns = _labels_in_columns(suite, plugins, data)
     for probe in suite.probes:
         if probe.data is not None or probe.probe not in plugins.probes:
             continue
@@ -161,7 +170,7 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
         if not cls.needs_data:
             continue
         lacking = cls.missing_data(features)
-        if "data:labels" in lacking and headless:
+        if "data:labels" in lacking and (headless or in_columns):
             continue  # the probe will be skipped for want of a task head; its data need not be labelled
         if "data:labels" in lacking:
             others = sorted({k for ex in data.examples[:1] for k in ex.meta})

@@ -93,11 +93,10 @@ class MultiLabelClassification(Task):
         return probs.reshape(-1), gold.to(probs.device).reshape(-1) == 1
 
     def describe_labels(self, values: Sequence[int] | int) -> str:
+        """One label's name, or a 0/1 indicator row as the set of labels it turns on (``{toxic, insult}``)."""
         if isinstance(values, int):
             return super().describe_labels(values)
-        names = [self.label_names[i] for i, on in enumerate(values) if on] if len(values) == len(self.label_names) and \
-            all(v in (0, 1) for v in values) else [self.label_names[i] for i in values]
-        return "{" + ", ".join(names) + "}"
+        return "{" + ", ".join(n for n, on in zip(self.label_names, values) if on) + "}"
 
 
 def _nearest(label: str, names: Sequence[str]) -> str:
@@ -125,20 +124,15 @@ def read_label_sets(data: Dataset, spec: DataSpec, names: Sequence[str], model: 
     """
     lookup = {n.lower(): i for i, n in enumerate(names)}
     mapped = {str(k).strip().lower(): str(v) for k, v in spec.label_map.items()}
-    columns = list(spec.label_columns or ())
-    if not columns and data.examples and all(ex.label is None for ex in data.examples) \
-            and all(n in data.examples[0].meta for n in names):
-        columns = list(names)  # one 0/1 column per label of the model
-    if columns:
-        missing = [c for c in columns if data.examples and c not in data.examples[0].meta]
-        if missing:
-            have = ", ".join(data.examples[0].meta) or "none"
-            raise DataError(f"{data.name}: data.label_columns names '{missing[0]}', which is not a column"
-                            f"{_nearest(missing[0], list(data.examples[0].meta))}; other columns: {have}")
-        bad = [c for c in columns if c.lower() not in lookup and mapped.get(c.lower(), "").lower() not in lookup]
+    columns: list[str] = []
+    if data.examples and all(ex.label is None for ex in data.examples) and all(n in data.examples[0].meta for n in names):
+        columns = list(names)  # one 0/1 column per label of the model (data.label_columns names others)
+    for ex in data.examples[:1]:
+        named = list(ex.label) if isinstance(ex.label, dict) else columns
+        bad = [c for c in named if c.lower() not in lookup and mapped.get(c.lower(), "").lower() not in lookup]
         if bad:
             raise DataError(f"{data.name}: label column '{bad[0]}' is not a label of {model}{_nearest(bad[0], names)}; "
-                            f"labels: {', '.join(names)}")
+                            f"labels: {', '.join(names)}; map it with --label-map {bad[0]}=NAME")
     if not columns and not any(ex.label is not None for ex in data.examples):
         return data
     first_form: tuple[str, str] | None = None

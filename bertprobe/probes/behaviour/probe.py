@@ -174,6 +174,7 @@ class BehaviourProbe(Probe):
     description = "CheckList behavioural tests: MFT, INV and DIR cases, perturbations of your data, fairness gaps"
     paper = "Ribeiro et al. 2020, Beyond Accuracy: Behavioral Testing of NLP Models with CheckList (ACL)"
     requires = frozenset({"classifier"})
+    tasks = frozenset({"classification"})
     data_optional = True
     path_params = ("cases",)
     label_params = ()

@@ -149,6 +149,7 @@ class ClozeProbe(Probe):
     name = "cloze"
     description = "Cloze reasoning checks on masked LMs: counting, negation, roles, ... (Ettinger 2020)"
     requires = frozenset({"mlm"})
+    tasks = frozenset({"masked-lm"})
     needs_data = False
     metrics = {
         "top1_accuracy*": "share of items whose expected word is the top prediction (suffix _CATEGORY: one category)",

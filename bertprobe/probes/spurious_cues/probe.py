@@ -81,6 +81,7 @@ class SpuriousCuesProbe(Probe):
     name = "spurious-cues"
     description = "Cue productivity/coverage, partial-input accuracy and counterfactuals (Niven & Kao 2019)"
     requires = frozenset({"predictions", "data:labels"})
+    tasks = frozenset({"classification", "multiple-choice"})
     metrics = {
         "cue_productivity_top": "productivity of the top cue: how often it sits with the label it predicts",
         "cue_coverage_top": "coverage of the top cue: share of data points it applies to",

@@ -1,0 +1,228 @@
+"""Multi-label classifiers: audited with a sigmoid per label, every number checked against scikit-learn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import only_run
+
+from bertprobe.cli import main
+from bertprobe.testing import WORDS, save_tiny_model
+
+sklearn_metrics = pytest.importorskip("sklearn.metrics")
+
+LABELS = ("toxic", "insult", "threat")
+
+
+@pytest.fixture(scope="module")
+def tagger_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A seeded tiny multi-label tagger whose logits lie far from the 0.5 threshold (scaled classifier)."""
+    from safetensors.torch import load_file, save_file
+
+    path = save_tiny_model(tmp_path_factory.mktemp("tagger"), task="multi-label", labels=LABELS, seed=3)
+    weights = load_file(str(path / "model.safetensors"))
+    weights = {k: (v * 40 if k.startswith("classifier.") else v) for k, v in weights.items()}
+    save_file(weights, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path
+
+
+def label_rows(n: int = 60, seed: int = 5) -> list[tuple[str, list[str]]]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        text = " ".join(rng.choice(WORDS[:40], size=int(rng.integers(3, 9))))
+        labels = [name for name in LABELS if rng.random() < 0.4]
+        rows.append((f"{text} {i}", labels))
+    return rows
+
+
+def write_formats(folder: Path, rows: list[tuple[str, list[str]]]) -> dict[str, tuple[Path, str]]:
+    """The same label sets as a JSONL list, a delimited CSV column and 0/1 columns; data keys for each."""
+    jsonl = folder / "sets.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t, "labels": labels}) + "\n" for t, labels in rows), encoding="utf-8")
+    csv = folder / "sets.csv"
+    csv.write_text("text,labels\n" + "".join(f"{t},\"{'|'.join(labels)}\"\n" for t, labels in rows), encoding="utf-8")
+    wide = folder / "wide.csv"
+    wide.write_text("text," + ",".join(LABELS) + "\n"
+                    + "".join(f"{t}," + ",".join(str(int(n in labels)) for n in LABELS) + "\n" for t, labels in rows),
+                    encoding="utf-8")
+    return {"jsonl": (jsonl, "label: labels"), "delimited": (csv, "label: labels, label_sep: '|'"), "columns": (wide, "")}
+
+
+def run_suite(tmp_path: Path, model: Path, data: Path, data_keys: str, probes: str, name: str = "ml",
+              model_keys: str = "") -> tuple[int, str, dict | None]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    suite = tmp_path / f"{name}.yaml"
+    extra = f", {data_keys}" if data_keys else ""
+    suite.write_text(f"suite: {name}\nmodel: {{path: '{model}', device: cpu{model_keys}}}\n"
+                     f"data: {{path: '{data}'{extra}}}\nreport: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n{probes}",
+                     encoding="utf-8")
+    result = CliRunner().invoke(main, ["run", str(suite)])
+    if result.exit_code not in (0, 1):
+        return result.exit_code, result.output, None
+    return result.exit_code, result.output, only_run(tmp_path / "out", name)[1]
+
+
+def direct_probabilities(model: Path, texts: list[str]) -> np.ndarray:
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(model)
+    net = transformers.AutoModelForSequenceClassification.from_pretrained(model).eval()
+    with torch.no_grad():
+        return np.concatenate([torch.sigmoid(net(**tok([t], return_tensors="pt")).logits).numpy() for t in texts])
+
+
+def test_every_metric_equals_scikit_learn_on_the_same_probabilities():
+    from bertprobe.tasks.labelset_metrics import label_set_metrics
+
+    rng = np.random.default_rng(0)
+    gold = (rng.random((200, 5)) < 0.3).astype(int)
+    gold[:7] = 0  # empty label sets are legal
+    probs = np.clip(gold * 0.35 + rng.random((200, 5)) * 0.65, 0, 1).round(2)  # rounded: ties to average
+    pred = (probs >= 0.5).astype(int)
+    got = label_set_metrics(probs, pred, gold)
+    for average in ("micro", "macro", "weighted"):
+        assert got[f"{average}_f1"] == pytest.approx(sklearn_metrics.f1_score(gold, pred, average=average, zero_division=0), abs=1e-9)
+    assert got["subset_accuracy"] == pytest.approx(sklearn_metrics.accuracy_score(gold, pred), abs=1e-9)
+    assert got["hamming_loss"] == pytest.approx(sklearn_metrics.hamming_loss(gold, pred), abs=1e-9)
+    p, r, f, s = sklearn_metrics.precision_recall_fscore_support(gold, pred, zero_division=0)
+    np.testing.assert_allclose(got["precision"], p, atol=1e-9)
+    np.testing.assert_allclose(got["recall"], r, atol=1e-9)
+    np.testing.assert_allclose(got["f1"], f, atol=1e-9)
+    np.testing.assert_array_equal(got["support"], s)
+    for c in range(5):
+        assert got["roc_auc"][c] == pytest.approx(sklearn_metrics.roc_auc_score(gold[:, c], probs[:, c]), abs=1e-9)
+        assert got["average_precision"][c] == pytest.approx(
+            sklearn_metrics.average_precision_score(gold[:, c], probs[:, c]), abs=1e-9)
+    constant = label_set_metrics(probs[:, :1], pred[:, :1], np.zeros((200, 1), dtype=int))
+    assert constant["roc_auc"] == [None] and constant["average_precision"] == [None]  # undefined, not a number
+
+
+def test_a_multi_label_model_is_audited_with_a_sigmoid_and_its_numbers_match_scikit_learn(tmp_path, tagger_dir):
+    rows = label_rows()
+    data, keys = write_formats(tmp_path, rows)["jsonl"]
+    code, output, report = run_suite(tmp_path, tagger_dir, data, keys,
+                                     "  - probe: accuracy\n    params: {bootstrap: 200}\n  - probe: calibration\n"
+                                     "    params: {bootstrap: 50}\n  - probe: slices\n")
+    assert report is not None, output
+    assert report["models"][0]["task"] == "multi-label"
+    accuracy, calibration, slices = report["probes"]
+    metrics = dict(accuracy["metrics"])
+    probs = direct_probabilities(tagger_dir, [t for t, _ in rows])
+    assert np.abs(probs - 0.5).min() > 1e-3  # the fixture's premise: no decision rests on float noise
+    gold = np.array([[int(n in labels) for n in LABELS] for _, labels in rows])
+    pred = (probs >= 0.5).astype(int)
+    assert metrics["micro_f1"] == pytest.approx(sklearn_metrics.f1_score(gold, pred, average="micro", zero_division=0), abs=1e-9)
+    assert metrics["macro_f1"] == pytest.approx(sklearn_metrics.f1_score(gold, pred, average="macro", zero_division=0), abs=1e-9)
+    assert metrics["subset_accuracy"] == pytest.approx(sklearn_metrics.accuracy_score(gold, pred), abs=1e-9)
+    assert metrics["hamming_loss"] == pytest.approx(sklearn_metrics.hamming_loss(gold, pred), abs=1e-9)
+    for c, name in enumerate(LABELS):
+        assert metrics[f"roc_auc_{name}"] == pytest.approx(sklearn_metrics.roc_auc_score(gold[:, c], probs[:, c]), abs=1e-6)
+        assert metrics[f"support_{name}"] == gold[:, c].sum()
+    assert accuracy["metric_info"]["micro_f1"]["ci"][0] <= metrics["micro_f1"] <= accuracy["metric_info"]["micro_f1"]["ci"][1]
+    assert "accuracy" not in metrics  # never a softmax top-1 accuracy
+    # calibration: each label's probability is a binary forecast, pooled over every (example, label) pair
+    cal = dict(calibration["metrics"])
+    assert cal["brier"] == pytest.approx(float(((probs - gold) ** 2).mean()), abs=1e-6)
+    assert cal["nll"] == pytest.approx(sklearn_metrics.log_loss(gold.ravel(), probs.ravel()), abs=1e-5)
+    assert set(f"ece_{n}" for n in LABELS) <= set(cal) and cal["temperature"] > 1  # far-spread logits: over-confident
+    # slices: the outcome is exact match by default
+    exact = (pred == gold).all(axis=1).mean()
+    assert slices["metrics"]["accuracy"] == pytest.approx(exact, abs=1e-9)
+    assert any(s["name"] == "gold has insult" for s in slices["details"]["slices"])
+
+
+def test_the_three_label_set_forms_give_identical_reports(tmp_path, tagger_dir):
+    forms = write_formats(tmp_path, label_rows(30))
+    seen = []
+    for name, (data, keys) in forms.items():
+        code, output, report = run_suite(tmp_path / name, tagger_dir, data, keys,
+                                         "  - probe: accuracy\n    params: {bootstrap: 0, single_check: 0}\n", name="forms")
+        assert report is not None, output
+        seen.append({k: v for k, v in report["probes"][0]["metrics"].items() if k != "examples_per_s"})
+    assert seen[0] == seen[1] == seen[2]
+
+
+@pytest.mark.parametrize("body, keys, expected", [
+    ('{"text": "a b", "labels": ["toxic"]}\n{"text": "c d", "labels": ["toxik"]}\n', "label: labels",
+     ["'toxik'", "line 2 of", "nearest: toxic"]),
+    ("text,toxic,insult,threat\na b,1,0,0\nc d,0,2,0\n", "", ["line 3 of", "'insult' holds 2", "0 or 1"]),
+    ('{"text": "a b", "labels": ["toxic"]}\n{"text": "c d", "labels": "insult"}\n', "label: labels",
+     ["line 2 of", "line 1 of", "one form"]),
+])
+def test_a_malformed_label_set_is_one_line_naming_file_and_line_before_any_model_loads(tmp_path, tagger_dir, body, keys,
+                                                                                      expected):
+    data = tmp_path / ("bad.jsonl" if body.startswith("{") else "bad.csv")
+    data.write_text(body, encoding="utf-8")
+    code, output, _ = run_suite(tmp_path, tagger_dir, data, keys, "  - probe: accuracy\n")
+    assert code == 2, output
+    line = output.strip().splitlines()[-1]
+    assert all(e in line for e in expected), line
+    assert "Traceback" not in output and not (tmp_path / "out").exists()  # refused before the run folder
+
+
+def test_a_probe_that_does_not_support_multi_label_is_refused_before_loading(tmp_path, tagger_dir):
+    data, keys = write_formats(tmp_path, label_rows(10))["jsonl"]
+    code, output, _ = run_suite(tmp_path, tagger_dir, data, keys,
+                                "  - probe: accuracy\n  - probe: universal-trigger\n    params: {target_label: toxic}\n")
+    assert code == 2, output
+    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, calibration" in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_registered_probe_supports_multi_label_or_is_refused():
+    from bertprobe.plugins import build_plugins
+    from bertprobe.tasks import MultiLabelClassification
+
+    plugins = build_plugins(entry_points=False)
+    supported = {n for n in plugins.probes.names() if "multi-label" in plugins.probes.get(n).tasks}
+    refused = {n for n in plugins.probes.names() if plugins.probes.get(n).refuses_task(MultiLabelClassification)}
+    # the rest need what no multi-label model has (cloze: a masked-LM head) and are skipped, saying so
+    offered = MultiLabelClassification.capabilities | {"attentions", "heads", "gradients", "input-gradients", "mask-token"}
+    for name in set(plugins.probes.names()) - supported - refused:
+        assert plugins.probes.get(name).missing_requirements(offered), name
+    assert not supported & refused
+    assert {"accuracy", "calibration", "slices"} <= supported and {"universal-trigger", "behaviour"} <= refused
+
+
+def test_without_problem_type_the_model_is_single_label_unless_the_suite_says_multi_label(tmp_path, tagger_dir):
+    import shutil
+
+    plain = tmp_path / "plain"
+    shutil.copytree(tagger_dir, plain)
+    config = json.loads((plain / "config.json").read_text())
+    config.pop("problem_type")
+    (plain / "config.json").write_text(json.dumps(config))
+    data, keys = write_formats(tmp_path, label_rows(10))["jsonl"]
+    code, output, _ = run_suite(tmp_path / "a", plain, data, keys, "  - probe: accuracy\n")
+    assert code == 2 and "single-label" in output  # a label set for a softmax model is refused, never argmaxed
+    code, output, report = run_suite(tmp_path / "b", plain, data, keys, "  - probe: accuracy\n", model_keys=", task: multi-label")
+    assert report is not None and "micro_f1" in report["probes"][0]["metrics"], output
+
+
+def test_thresholds_per_label_change_the_decisions_and_are_recorded(tmp_path, tagger_dir):
+    rows = label_rows(30)
+    data, keys = write_formats(tmp_path, rows)["jsonl"]
+    _, output, report = run_suite(tmp_path, tagger_dir, data, keys, "  - probe: accuracy\n    params: {bootstrap: 0}\n",
+                                  model_keys=", thresholds: {toxic: 0.999}")
+    assert report is not None, output
+    probs = direct_probabilities(tagger_dir, [t for t, _ in rows])
+    predicted_toxic = report["probes"][0]["metrics"]["label_cardinality_predicted"]
+    expected = ((probs[:, 0] >= 0.999).sum() + (probs[:, 1:] >= 0.5).sum()) / len(rows)
+    assert predicted_toxic == pytest.approx(expected, abs=1e-9)
+    assert report["probes"][0]["details"]["task"]["thresholds"] == {"toxic": 0.999}
+
+
+def test_slices_on_one_label_read_that_labels_decisions(tmp_path, tagger_dir):
+    rows = label_rows(40)
+    data, keys = write_formats(tmp_path, rows)["jsonl"]
+    _, output, report = run_suite(tmp_path, tagger_dir, data, keys, "  - probe: slices\n    params: {metric: 'label:insult'}\n")
+    assert report is not None, output
+    probs = direct_probabilities(tagger_dir, [t for t, _ in rows])
+    gold = np.array([int("insult" in labels) for _, labels in rows])
+    assert report["probes"][0]["metrics"]["label:insult"] == pytest.approx(((probs[:, 1] >= 0.5) == gold).mean())

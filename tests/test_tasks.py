@@ -1,0 +1,122 @@
+"""The task layer: detection, registration through the hook, and probe/task pairings checked before loading."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import ClassVar
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from bertprobe.cli import main
+from bertprobe.errors import TargetError
+from bertprobe.hookmarkers import hookimpl
+from bertprobe.plugins import build_plugins
+from bertprobe.tasks import MultiLabelClassification, SingleLabelClassification, Task, resolve_task, task_class
+
+
+def config(**fields):
+    fields.setdefault("architectures", ["BertForSequenceClassification"])
+    fields.setdefault("id2label", {"0": "neg", "1": "pos"})
+    return SimpleNamespace(**fields)
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ({}, "classification"),
+    ({"problem_type": "single_label_classification"}, "classification"),
+    ({"problem_type": "multi_label_classification"}, "multi-label"),
+    ({"architectures": ["RobertaForMultipleChoice"]}, "multiple-choice"),
+    ({"architectures": ["BertForMaskedLM"]}, "masked-lm"),
+    ({"architectures": ["BertForPreTraining"]}, "masked-lm"),
+    ({"architectures": ["BertModel"]}, "encoder"),
+])
+def test_the_task_is_detected_from_architecture_and_problem_type(fields, expected):
+    assert task_class(config(**fields)).name == expected
+
+
+def test_a_config_that_says_multi_label_is_never_read_with_a_softmax():
+    with pytest.raises(TargetError, match="never audited with a softmax"):
+        task_class(config(problem_type="multi_label_classification"), "classification")
+    assert task_class(config(), "multi-label") is MultiLabelClassification  # the suite may say so
+
+
+def test_a_regression_head_or_an_unknown_architecture_is_a_clear_error():
+    with pytest.raises(TargetError, match="regression head"):
+        task_class(config(num_labels=1, id2label={"0": "score"}))
+    with pytest.raises(TargetError, match="cannot tell the task"):
+        task_class(config(architectures=["SomethingElse"]))
+
+
+def test_single_label_semantics_are_softmax_argmax_and_cross_entropy():
+    task = resolve_task(config())
+    logits = torch.tensor([[2.0, -1.0], [0.0, 3.0]])
+    gold = torch.tensor([0, 0])
+    torch.testing.assert_close(task.probs(logits), logits.softmax(-1))
+    assert task.predict(logits).tolist() == [0, 1] and task.correct(task.predict(logits), gold).tolist() == [True, False]
+    torch.testing.assert_close(task.loss(logits, gold), torch.nn.functional.cross_entropy(logits, gold, reduction="none"))
+    assert task.label_names == ("neg", "pos")
+
+
+def test_multi_label_semantics_are_sigmoid_thresholds_and_binary_cross_entropy():
+    task = resolve_task(config(problem_type="multi_label_classification", id2label={"0": "a", "1": "b", "2": "c"}),
+                        options={"threshold": 0.5, "thresholds": {"B": 0.9}})
+    logits = torch.tensor([[3.0, 1.0, -4.0], [-3.0, 3.0, 0.5]])  # sigmoid(1) = 0.73 < 0.9 for b
+    gold = torch.tensor([[1, 0, 0], [0, 1, 1]])
+    assert task.predict(logits).tolist() == [[1, 0, 0], [0, 1, 1]]
+    assert task.correct(task.predict(logits), gold).tolist() == [True, True]
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(logits, gold.float(), reduction="none").mean(-1)
+    torch.testing.assert_close(task.loss(logits, gold), expected)
+    conf, hit = task.confidence(task.probs(logits), gold)
+    assert conf.shape == (6,) and hit.tolist() == [True, False, False, False, True, True]
+    assert task.describe_labels([1, 0, 1]) == "{a, c}" and task.settings["thresholds"] == {"b": 0.9}
+    with pytest.raises(Exception, match="nearest: b"):
+        resolve_task(config(problem_type="multi_label_classification", id2label={"0": "a", "1": "b"}),
+                     options={"thresholds": {"bb": 0.3}})
+
+
+@dataclass(frozen=True)
+class Stance(SingleLabelClassification):
+    """A plugin's task: a stance classifier, told apart by a problem_type of its own."""
+
+    name: ClassVar[str] = "stance"
+    description: ClassVar[str] = "stance detection"
+    priority: ClassVar[int] = 20
+
+    @classmethod
+    def detect(cls, config) -> bool:
+        return getattr(config, "problem_type", None) == "stance"
+
+
+class StancePlugin:
+    @hookimpl
+    def bertprobe_register_tasks(self, registry):
+        registry.add(Stance)
+
+
+def test_a_plugin_adds_a_task_through_the_same_hook_as_the_built_ins():
+    plugins = build_plugins(extra=[StancePlugin()], entry_points=False)
+    assert {"classification", "multi-label", "stance"} <= set(plugins.tasks.names())
+    assert plugins.tasks.origin("classification") == "bertprobe.tasks.builtin"
+    assert task_class(config(problem_type="stance"), tasks=plugins.tasks) is Stance
+    # no built-in probe declares it: a probe that would read its outputs is refused, never guessed at
+    assert plugins.probes.get("accuracy").refuses_task(Stance)
+    assert not issubclass(Stance, MultiLabelClassification) and issubclass(Stance, Task)
+
+
+def test_a_task_that_is_not_a_task_class_is_refused_at_registration():
+    class Bad:
+        @hookimpl
+        def bertprobe_register_tasks(self, registry):
+            registry.add(object(), name="bad")
+
+    with pytest.raises(Exception, match="not a bertprobe.tasks.Task subclass"):
+        build_plugins(extra=[Bad()], entry_points=False)
+
+
+def test_list_and_describe_show_the_tasks():
+    listed = CliRunner().invoke(main, ["list"])
+    assert "multi-label" in listed.output and "Tasks" in listed.output
+    described = CliRunner().invoke(main, ["describe", "universal-trigger"])
+    assert "tasks: classification (a model of another task is refused before it loads)" in described.output
