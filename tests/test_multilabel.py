@@ -171,7 +171,7 @@ def test_a_probe_that_does_not_support_multi_label_is_refused_before_loading(tmp
     code, output, _ = run_suite(tmp_path, tagger_dir, data, keys,
                                 "  - probe: accuracy\n  - probe: universal-trigger\n    params: {target_label: toxic}\n")
     assert code == 2, output
-    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, calibration" in output
+    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, behaviour, calibration" in output
     assert not (tmp_path / "out").exists()
 
 
@@ -187,7 +187,7 @@ def test_every_registered_probe_supports_multi_label_or_is_refused():
     for name in set(plugins.probes.names()) - supported - refused:
         assert plugins.probes.get(name).missing_requirements(offered), name
     assert not supported & refused
-    assert {"accuracy", "calibration", "slices"} <= supported and {"universal-trigger", "behaviour"} <= refused
+    assert {"accuracy", "calibration", "slices"} <= supported and {"universal-trigger", "backdoor-scan"} <= refused
 
 
 def test_without_problem_type_the_model_is_single_label_unless_the_suite_says_multi_label(tmp_path, tagger_dir):
@@ -226,3 +226,48 @@ def test_slices_on_one_label_read_that_labels_decisions(tmp_path, tagger_dir):
     probs = direct_probabilities(tagger_dir, [t for t, _ in rows])
     gold = np.array([int("insult" in labels) for _, labels in rows])
     assert report["probes"][0]["metrics"]["label:insult"] == pytest.approx(((probs[:, 1] >= 0.5) == gold).mean())
+
+
+def test_behaviour_cases_on_label_sets(tmp_path, tagger_dir):
+    from bertprobe.probes.behaviour.cases import read_cases
+    from bertprobe.probes.behaviour.scoring import judge_case
+
+    cases_file = tmp_path / "cases.jsonl"
+    cases_file.write_text("\n".join(json.dumps(c) for c in [
+        {"test": "exact", "type": "mft", "text": "a", "labels": ["toxic", "threat"]},
+        {"test": "has", "type": "mft", "text": "a", "contains": ["toxic"], "not_contains": ["insult"]},
+        {"test": "none", "type": "mft", "text": "a", "labels": []},
+        {"test": "inv", "type": "inv", "texts": ["a", "b"], "tolerance": 0.05},
+        {"test": "dir", "type": "dir", "texts": ["a", "b"], "expect": {"class": "insult", "direction": "not_down"}},
+    ]) + "\n")
+    cases = read_cases(cases_file)
+    names, thresholds = list(LABELS), np.array([0.5, 0.5, 0.5])
+    table = {"a": np.array([0.9, 0.2, 0.7]), "b": np.array([0.8, 0.1, 0.4])}  # b drops threat: the set changes
+    verdicts = [judge_case(c, table.__getitem__, names, thresholds).passed for c in cases]
+    assert verdicts == [True, True, False, False, False]
+    table["b"] = np.array([0.88, 0.24, 0.66])  # same set, insult up
+    assert [judge_case(c, table.__getitem__, names, thresholds).passed for c in cases[3:]] == [True, True]
+    # through the probe: a label set on a single-label model is refused, and a dir case without a label on a tagger
+    from bertprobe.errors import DataError
+    from bertprobe.probes.behaviour.scoring import check_labels
+
+    with pytest.raises(DataError, match="multi-label model"):
+        check_labels(cases[0], ["negative", "positive"])
+    no_label = read_cases_text(tmp_path, {"test": "d", "type": "dir", "texts": ["a", "b"], "expect": {"direction": "not_up"}})
+    with pytest.raises(DataError, match="names its label"):
+        check_labels(no_label, names, multi_label=True)
+    data, keys = write_formats(tmp_path, label_rows(12))["jsonl"]
+    _, output, report = run_suite(tmp_path, tagger_dir, data, keys,
+                                  f"  - probe: behaviour\n    params: {{cases: '{cases_file}', perturbations: [typo, religion]}}\n")
+    assert report is not None, output
+    assert report["probes"][0]["status"] != "error", report["probes"][0]["message"]
+    tests = {t["test"] for t in report["probes"][0]["details"]["tests"]}
+    assert {"exact", "has", "none", "inv", "dir"} <= tests and any("typo" in t for t in tests)
+
+
+def read_cases_text(folder: Path, case: dict):
+    from bertprobe.probes.behaviour.cases import read_cases
+
+    path = folder / "one.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    return read_cases(path)[0]

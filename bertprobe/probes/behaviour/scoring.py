@@ -8,12 +8,19 @@
   predicted class.
 
 A predicted class is the argmax (the first class on a tie).
+
+For a multi-label model (``thresholds`` given: one per label) the probabilities are each label's sigmoid and
+a prediction is the set of labels at or above their thresholds: ``mft`` checks ``labels`` (the exact set),
+``contains`` and ``not_contains`` (``label``/``not_label`` are one-label ``contains``/``not_contains``);
+``inv`` passes when the predicted set is unchanged or every label's probability moved by at most
+``tolerance``; ``dir`` must name its label (a multi-label model has no single predicted class).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,10 +44,17 @@ def class_index(label: Label, label_names: Sequence[str], where: str) -> int:
     raise DataError(f"{where}: '{label}' is no class of the model; classes: {', '.join(label_names)}")
 
 
-def check_labels(case: Case, label_names: Sequence[str]) -> None:
-    """Fail early (before any prediction) on a label the model does not have."""
+def check_labels(case: Case, label_names: Sequence[str], multi_label: bool = False) -> None:
+    """Fail early (before any prediction) on a label the model does not have, or a case its task cannot judge."""
     where = f"test '{case.test}'" + (f" case {case.id}" if case.id else "") + (f" ({case.source})" if case.source else "")
-    for label in (case.label, case.not_label, case.expect.cls if case.expect else None):
+    if case.label_sets and not multi_label:
+        raise DataError(f"{where}: labels/contains/not_contains are label sets, for a multi-label model; this model "
+                        "predicts one class: use label or not_label")
+    if multi_label and case.type == "dir" and case.expect is not None and case.expect.cls is None:
+        raise DataError(f"{where}: a dir case on a multi-label model names its label in expect.class (a multi-label "
+                        "model has no single predicted class)")
+    for label in (case.label, case.not_label, case.expect.cls if case.expect else None,
+                  *(case.labels or ()), *case.contains, *case.not_contains):
         if label is not None:
             class_index(label, label_names, where)
 
@@ -57,9 +71,12 @@ class CaseOutcome:
     worst: int  # index into case.texts of the text that decided the verdict
 
 
-def judge_case(case: Case, probs: Probabilities, label_names: Sequence[str]) -> CaseOutcome:
-    """Apply the case's test type to the probabilities of its texts."""
+def judge_case(case: Case, probs: Probabilities, label_names: Sequence[str],
+               thresholds: np.ndarray | None = None) -> CaseOutcome:
+    """Apply the case's test type to the probabilities of its texts (multi-label: with ``thresholds``)."""
     rows = [np.asarray(probs(t), dtype=np.float64) for t in case.texts]
+    if thresholds is not None and case.type != "dir":
+        return _judge_label_sets(case, rows, label_names, thresholds)
     if case.type == "mft":
         target = case.label if case.label is not None else case.not_label
         cls = class_index(target, label_names, case.test)  # type: ignore[arg-type]
@@ -84,4 +101,28 @@ def judge_case(case: Case, probs: Probabilities, label_names: Sequence[str]) -> 
     else:
         ok = [d <= expect.tolerance for d in deltas]
         worst = 1 + int(np.argmax(deltas))
+    return CaseOutcome(all(ok), cls, float(original[cls]), float(rows[worst][cls]), worst)
+
+
+def _judge_label_sets(case: Case, rows: list[np.ndarray], label_names: Sequence[str],
+                      thresholds: np.ndarray) -> CaseOutcome:
+    """mft and inv on a multi-label model's label sets."""
+    def index(labels: Sequence[Any]) -> set[int]:
+        return {class_index(x, label_names, case.test) for x in labels}
+
+    predicted = [set(np.flatnonzero(r >= thresholds).tolist()) for r in rows]
+    if case.type == "mft":
+        exact = index(case.labels) if case.labels is not None else None
+        must = index(case.contains) | (index([case.label]) if case.label is not None else set())
+        never = index(case.not_contains) | (index([case.not_label]) if case.not_label is not None else set())
+        ok = [(exact is None or p == exact) and must <= p and not (never & p) for p in predicted]
+        worst = ok.index(False) if False in ok else 0
+        wrong = sorted((must - predicted[worst]) | (never & predicted[worst]) | ((exact ^ predicted[worst]) if exact is not None else set()))
+        cls = wrong[0] if wrong else (sorted(must | never | (exact or set())) or [0])[0]
+        return CaseOutcome(all(ok), cls, float(rows[0][cls]), float(rows[worst][cls]), worst)
+    original = rows[0]
+    moved = [float(np.abs(r - original).max()) for r in rows[1:]]
+    ok = [p == predicted[0] or m <= case.tolerance for p, m in zip(predicted[1:], moved)]
+    worst = 1 + (ok.index(False) if False in ok else int(np.argmax(moved)))
+    cls = int(np.argmax(np.abs(rows[worst] - original)))
     return CaseOutcome(all(ok), cls, float(original[cls]), float(rows[worst][cls]), worst)
