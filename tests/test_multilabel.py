@@ -271,3 +271,49 @@ def read_cases_text(folder: Path, case: dict):
     path = folder / "one.jsonl"
     path.write_text(json.dumps(case) + "\n")
     return read_cases(path)[0]
+
+
+@pytest.mark.parametrize("metric", ["auto", "subset_accuracy"])
+def test_head_pruning_on_a_multi_label_model_uses_binary_cross_entropy_and_its_metric(tmp_path, tagger_dir, metric):
+    from bertprobe.model.interventions import head_intervention
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+
+    target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
+    rows = label_rows(24)
+    from bertprobe.data import Dataset, DataSpec, Example
+
+    raw = Dataset([Example(t, label=labels, id=str(i)) for i, (t, labels) in enumerate(rows)], name="rows")
+    data = target.outputs.read_labels(raw, DataSpec(), "tagger")
+    params = HeadParams(metric=metric, bootstrap=50, step=0.5, layers=False)
+    result = HeadPruningProbe().run(target, data, params, ProbeContext(seed=1))
+    gold = target.outputs.gold(data).numpy()
+    enc = target.tokenizer([t for t, _ in rows], padding=True, return_tensors="pt")
+
+    def scored(mask=None):
+        with torch.no_grad(), head_intervention(target.model, target.attention_sites(), mask=mask):
+            pred = (torch.sigmoid(target.model(**enc).logits) >= 0.5).numpy().astype(int)
+        if metric == "subset_accuracy":
+            return float((pred == gold).all(axis=1).mean())
+        return float(sklearn_metrics.f1_score(gold, pred, average="micro", zero_division=0))
+
+    assert result.details["metric"] == ("micro_f1" if metric == "auto" else "subset_accuracy")
+    assert result.value("baseline") == pytest.approx(scored(), abs=1e-9)
+    row = result.details["ablation"][0]  # layer 0 head 0 removed by masking
+    mask = torch.ones(len(target.attention_sites()), target.attention_sites()[0].num_heads)
+    mask[row["layer"], row["head"]] = 0
+    assert row["delta"] == pytest.approx(scored(mask) - scored(), abs=1e-9)
+    assert row["ci"][0] <= row["delta"] <= row["ci"][1] or row["ci"][0] == row["ci"][1]
+    # importance: Michel's mean over examples of |d loss / d head mask|, the loss being the binary cross-entropy
+    per_example = []
+    for i, (text, _) in enumerate(rows):
+        xi = torch.ones(mask.shape, requires_grad=True)
+        one = target.tokenizer([text], return_tensors="pt")
+        with head_intervention(target.model, target.attention_sites(), mask=xi.unsqueeze(0)):
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                target.model(**one).logits[0], torch.tensor(gold[i]).float()).sum()
+        per_example.append(torch.autograd.grad(loss, xi)[0].abs())
+    expected = torch.stack(per_example).mean(0).numpy()
+    np.testing.assert_allclose(np.asarray(result.details["importance"]), expected, rtol=1e-3, atol=1e-6)

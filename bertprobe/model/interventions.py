@@ -14,7 +14,7 @@ several ablations share one forward pass).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -278,8 +278,10 @@ def evaluate_units(
     model: nn.Module, sites: list[AttentionSite], batches: list[tuple[list[int], dict[str, torch.Tensor]]],
     labels: torch.Tensor, masks: list[torch.Tensor] | None = None, uniform: list[torch.Tensor] | None = None,
     budget: int | None = None, cache: LayerCache | None = None,
+    judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
-    """Per-example correctness (bool, input order) for each intervention unit, stacking units along the batch.
+    """Per-example correctness (bool, input order) for each intervention unit, stacking units along the batch;
+    ``judge(logits, gold)`` gives another per-example outcome instead (a task's ``OutcomeScore.outcome``).
 
     Each unit is an ``L x H`` float ``mask`` (1 keeps a head) or a bool ``uniform`` map (True gives the
     head uniform attention). Every pre-collated batch is repeated k times with one unit's mask per
@@ -297,7 +299,7 @@ def evaluate_units(
     param = next(model.parameters())
     device = param.device
     # predictions stay on the device until the evaluation ends: no synchronising copy after each pass
-    out = [torch.empty(n, dtype=torch.bool, device=device) for _ in units]
+    out: list[torch.Tensor] = []  # allocated at the first pass, shaped as the judge's outcome
     gold_all = labels.to(device)
     with torch.inference_mode():
         for number, (idx, batch) in enumerate(batches):
@@ -316,7 +318,13 @@ def evaluate_units(
                 skip = cache.start_at(number, start_layer, len(group)) if cache is not None else contextlib.nullcontext()
                 with head_intervention(model, sites, **kwargs), skip:
                     logits = model(**stacked).logits
-                pred = logits.argmax(-1).view(len(group), rows)
+                if judge is None:
+                    outcome = logits.argmax(-1).view(len(group), rows) == gold
+                else:
+                    flat = judge(logits, gold.repeat(len(group), *([1] * (gold.dim() - 1))))  # rows in unit order
+                    outcome = flat.view(len(group), rows, *flat.shape[1:])
+                if not out:
+                    out = [torch.empty((n, *outcome.shape[2:]), dtype=outcome.dtype, device=device) for _ in units]
                 for j in range(len(group)):
-                    out[start + j][where] = pred[j] == gold
+                    out[start + j][where] = outcome[j]
     return [o.cpu() for o in out]

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertprobe.model.architectures import attention_sites, head_grid
@@ -81,8 +80,8 @@ def head_importance(target: Any, batches: Iterable[tuple[list[int], dict[str, to
     """Michel et al.'s E_x |dL(x)/d xi_h| at ``mask`` (ones by default): one forward+backward pass.
 
     The mask is per example (``B x L x H``), so the absolute value is taken per example as the paper's
-    equation says. ``labels`` are gold class (or choice) indices; the result is ``L x H`` (a pruned
-    layer's missing heads stay 0).
+    equation says. ``labels`` are the task's gold (class or choice indices; a 0/1 indicator for multi-label,
+    whose loss is the binary cross-entropy); the result is ``L x H`` (a pruned layer's missing heads stay 0).
     """
     sites = target.attention_sites()
     shape = head_grid(sites)
@@ -95,7 +94,7 @@ def head_importance(target: Any, batches: Iterable[tuple[list[int], dict[str, to
             xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(target.device).requires_grad_(True)
             with torch.enable_grad(), head_intervention(model, sites, mask=xi):
                 logits = target.forward(batch).logits.float()
-                loss = F.cross_entropy(logits, labels[idx].to(logits.device), reduction="sum")
+                loss = target.outputs.total_loss(logits, labels[idx].to(logits.device))  # the task's loss, summed
                 loss.backward()
             if xi.grad is None:
                 raise ValueError("no gradient reached the head masks (a quantized model has no backward pass)")

@@ -77,12 +77,12 @@ def _pruned(base: Target, share: float, data: Any, notes: list[str], say: Any) -
 
     if data is None or not data.examples or any(ex.label is None for ex in data.examples):
         raise TargetError(f"prune_heads needs labelled suite data to rank heads ({base.spec.path}); add a data: section")
-    if base.task not in ("classification", "multiple-choice"):
+    if base.task not in ("classification", "multiple-choice", "multi-label"):
         raise TargetError(f"prune_heads ranks heads by the task loss; '{base.task}' models have none")
     sites = base.attention_sites()
     say(f"ranking heads of {base.spec.path} on {len(data)} examples for prune_heads: {share:g}")
     encoded = base.encode(data.examples)
-    labels = torch.tensor(data.labels())
+    labels = base.outputs.gold(data)
     scores = normalize_by_layer(head_importance(base, base.batches(encoded), labels))
     drop = least_important(scores, share, heads_per_layer(sites))
     try:

@@ -89,6 +89,7 @@ class HeadParams:
     bootstrap: int = 1000  # paired bootstrap resamples of the drops' intervals
     confidence: float = 0.95  # level of the intervals and of the prunable test
     findings: int = 5  # most important heads listed in the report
+    metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1), subset_accuracy
 
     def __post_init__(self) -> None:
         if not 0 < self.step <= 1:
@@ -102,10 +103,11 @@ class HeadParams:
 class Evaluator:
     """Pre-tokenised, pre-collated batches reused by every ablation; returns per-example correctness."""
 
-    def __init__(self, target: Target, data: Dataset, batch_size: int | None) -> None:
+    def __init__(self, target: Target, data: Dataset, batch_size: int | None, metric: str = "auto") -> None:
         self.target = target
         self.sites = target.attention_sites()
-        self.labels = torch.tensor(data.labels())
+        self.score = target.outputs.sweep_score(metric)  # per-example outcome and the metric over it
+        self.labels = target.outputs.gold(data)
         self.encoded = target.encode(data.examples)
         self.batches = list(target.batches(self.encoded, batch_size))
         self.passes = 0
@@ -146,13 +148,15 @@ class Evaluator:
         """Correctness under each of several interventions, stacked along the batch where the device pays
         (not counted in ``passes``: a sweep's units may run in other processes; the probe counts them)."""
         cache = self.cache if self.cache is not None and self.cache.inputs else None
+        judge = None if self.score.name == "accuracy" else self.score.outcome
         outs = evaluate_units(self.target.model, self.sites, self.batches, self.labels, masks=masks,
-                              uniform=uniform, budget=budget if budget is not None else self.budget, cache=cache)
+                              uniform=uniform, budget=budget if budget is not None else self.budget, cache=cache,
+                              judge=judge)
         return [o.numpy() for o in outs]
 
     def correct(self, mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> np.ndarray:
         device = self.target.device
-        out = torch.empty(len(self.labels), dtype=torch.bool, device=device)  # on the device until the end
+        out: torch.Tensor | None = None  # on the device until the end
         labels = self.labels.to(device)
         self.passes += 1
         plain = mask is None and uniform is None
@@ -160,7 +164,11 @@ class Evaluator:
         with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform), capture:
             for idx, batch in self.batches:
                 where = torch.tensor(idx, device=device)
-                out[where] = self.target.forward(batch).logits.argmax(-1) == labels[where]
+                outcome = self.score.outcome(self.target.forward(batch).logits, labels[where])
+                if out is None:
+                    out = torch.empty((len(self.labels), *outcome.shape[1:]), dtype=outcome.dtype, device=device)
+                out[where] = outcome
+        assert out is not None
         return out.cpu().numpy()
 
     def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -179,10 +187,11 @@ class HeadSweep(Sweep):
     stack_budget: int | None = None
     layer_cache: bool = True
     cache_budget_mb: float | None = None
+    metric: str = "auto"
 
     def evaluator(self, target: Target, data: Dataset) -> Evaluator:
         """The evaluator these settings describe, its layer cache enabled but still empty."""
-        ev = Evaluator(target, data, self.batch_size)
+        ev = Evaluator(target, data, self.batch_size, self.metric)
         ev.budget = self.stack_budget
         if self.layer_cache:
             ev.enable_cache(self.cache_budget_mb)
@@ -213,7 +222,7 @@ class HeadSweep(Sweep):
             else:
                 correct = state.correct_many(uniform=flags)
             for i, c in zip(picked, correct):
-                out[i] = c.astype(np.int8).tolist()
+                out[i] = c.astype(np.int8 if c.ndim == 1 else np.int32).tolist()
         return out  # type: ignore[return-value]
 
 
@@ -235,7 +244,7 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
     stacked = sweep is not None and not params.iterative
 
     def point(cells: list[tuple[int, int]], correct: np.ndarray) -> dict[str, Any]:
-        return {"fraction": len(cells) / total, "heads_pruned": len(cells), "metric": float(correct.mean()),
+        return {"fraction": len(cells) / total, "heads_pruned": len(cells), "metric": ev.score.value(correct),
                 "pruned": [list(p) for p in cells], "correct": correct}
 
     points: list[tuple[int, list[tuple[int, int]]]] = []  # (step, heads pruned) awaiting evaluation
@@ -263,9 +272,25 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
     if stacked:
         units = [(f"curve{k}", ("mask", cells)) for k, cells in points]
         for (_, cells), values in zip(points, ctx.map(sweep, units, desc="pruning curve", group=params.stack)):
-            curve.append(point(cells, np.asarray(values, dtype=bool)))
+            curve.append(point(cells, _outcomes(values)))
         ev.passes += len(points)
     return curve
+
+
+def _outcomes(values: Any) -> np.ndarray:
+    """A unit's per-example outcomes as a sweep returns them: 0/1 (bool), or rows of counts."""
+    array = np.asarray(values)
+    return array.astype(bool) if array.ndim == 1 else array
+
+
+def paired_drop_ci(score: Any, base: np.ndarray, changed: np.ndarray, resamples: int, confidence: float,
+                   seed: int) -> tuple[float, float]:
+    """Percentile interval of metric(changed) - metric(base) over examples resampled in pairs (a metric that is
+    not a per-example mean, micro-F1, is recomputed on each resample)."""
+    idx = np.random.default_rng(seed).integers(0, len(base), size=(resamples, len(base)))
+    deltas = score.resampled(changed, idx) - score.resampled(base, idx)
+    tail = (1 - confidence) / 2
+    return float(np.quantile(deltas, tail)), float(np.quantile(deltas, 1 - tail))
 
 
 def prunable_fraction(curve: list[dict[str, Any]], base: float, tolerance: float) -> float:
@@ -281,7 +306,7 @@ def prunable_fraction(curve: list[dict[str, Any]], base: float, tolerance: float
 
 def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray], fractions: list[float],
                                tolerance: float, confidence: float = 0.95, resamples: int = 1000,
-                               seed: int = 0) -> tuple[float, float, float]:
+                               seed: int = 0, score: Any = None) -> tuple[float, float, float]:
     """``prunable_fraction`` with the uncertainty of a finite test set: (value, low, high).
 
     For each step of the curve, the paired accuracy drop (baseline minus pruned, example by example) is
@@ -291,17 +316,22 @@ def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray]
     every drop is *significantly within* it (the upper bound is). A verdict between ``low`` and ``high``
     depends on which examples happened to be in the test set.
     """
-    base = np.asarray(base_correct, dtype=np.float64)
     if not steps:
         return 0.0, 0.0, 0.0
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, base.size, size=(resamples, base.size))
+    if score is not None and not score.decomposable:  # micro-F1: the metric recomputed on each resample
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(base_correct), size=(resamples, len(base_correct)))
+        base_values = score.resampled(base_correct, idx)
+        drops_per_step = [base_values - score.resampled(c, idx) for c in steps]
+    else:
+        base = np.asarray(base_correct, dtype=np.float64)
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, base.size, size=(resamples, base.size))
+        drops_per_step = [(base - np.asarray(c, dtype=np.float64))[idx].mean(axis=1) for c in steps]
     alpha = 1 - confidence
     high = low = 0.0
     high_open = low_open = True
-    for fraction, correct in zip(fractions, steps):
-        diff = base - np.asarray(correct, dtype=np.float64)
-        drops = diff[idx].mean(axis=1)
+    for fraction, drops in zip(fractions, drops_per_step):
         lower, upper = float(np.quantile(drops, alpha)), float(np.quantile(drops, 1 - alpha))
         high_open = high_open and lower <= tolerance + 1e-12
         low_open = low_open and upper <= tolerance + 1e-12
@@ -322,7 +352,7 @@ class HeadPruningProbe(Probe):
     name = "head-pruning"
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
     requires = frozenset({"predictions", "heads", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label"})
     metrics = {
         "importance_gini": "concentration of raw importance over heads (0 even, 1 one head)",
         "max_single_head_drop": "largest accuracy drop from removing one head (CI: paired bootstrap of that head's drop)",
@@ -341,7 +371,8 @@ class HeadPruningProbe(Probe):
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
-        sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache, params.cache_budget_mb)
+        sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache, params.cache_budget_mb,
+                          params.metric)
         ev = sweep.evaluator(target, data)  # its layer cache is filled by the plain pass below
         sweep.bind(target, data, state=ev)
         layers, heads = ev.shape
@@ -349,9 +380,12 @@ class HeadPruningProbe(Probe):
         t0 = time.perf_counter()
         base_correct = ev.correct()
         eval_seconds = time.perf_counter() - t0
-        base = float(base_correct.mean())
-        result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), base_correct.tolist()))
-        result.add_metric("baseline", base, True, "accuracy of the unmodified model", outcome="correct")
+        base = ev.score.value(base_correct)
+        exact = base_correct if base_correct.ndim == 1 else base_correct[:, 1:].sum(axis=1) == 0  # no fp, no fn
+        result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), exact.tolist()))
+        result.add_metric("baseline", base, True, f"{ev.score.name} of the unmodified model",
+                          outcome="correct" if ev.score.decomposable else None)
+        result.details["metric"] = ev.score.name
 
         t0 = time.perf_counter()
         raw = ev.importance()
@@ -375,9 +409,16 @@ class HeadPruningProbe(Probe):
                      for layer in range(layers)]
             rows = []
             for layer, correct in enumerate(ctx.map(sweep, units, desc="layer ablation", group=params.stack)):
-                diff = base_correct.astype(np.float64) - np.asarray(correct, dtype=np.float64)
-                ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=10_000 + layer) if params.bootstrap else None
-                rows.append({"layer": layer, "drop": float(diff.mean()), "ci": ci})
+                if ev.score.decomposable:
+                    diff = base_correct.astype(np.float64) - np.asarray(correct, dtype=np.float64)
+                    ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=10_000 + layer) if params.bootstrap else None
+                    rows.append({"layer": layer, "drop": float(diff.mean()), "ci": ci})
+                else:
+                    changed = _outcomes(correct)
+                    low, high = paired_drop_ci(ev.score, base_correct, changed, params.bootstrap, params.confidence,
+                                               10_000 + layer) if params.bootstrap else (None, None)
+                    rows.append({"layer": layer, "drop": base - ev.score.value(changed),
+                                 "ci": (-high, -low) if high is not None else None})
             ev.passes += layers
             result.details["layer_ablation"] = rows
             worst_layer = max(rows, key=lambda r: r["drop"])
@@ -391,7 +432,7 @@ class HeadPruningProbe(Probe):
             steps = [p for p in curve if "correct" in p]
             value, low, high = prunable_fraction_interval(
                 base_correct, [p["correct"] for p in steps], [p["fraction"] for p in steps], params.tolerance,
-                params.confidence, max(params.bootstrap, 200), ctx.seed)
+                params.confidence, max(params.bootstrap, 200), ctx.seed, ev.score)
             result.add_metric("prunable_fraction", value, True,
                               f"largest share of heads pruned whose paired accuracy drop is not significantly larger "
                               f"than {params.tolerance:g} (one-sided {params.confidence:.0%} bootstrap); the interval "
@@ -423,10 +464,15 @@ class HeadPruningProbe(Probe):
                            desc=f"head ablation ({params.mode})", group=params.stack)
         ev.passes += len(pairs)
         for (layer, head), correct_list in zip(pairs, outcomes):
-            correct = np.asarray(correct_list, dtype=bool)
-            diff = correct.astype(np.float64) - base_correct.astype(np.float64)
-            delta = float(diff.mean())
-            ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=layer * heads + head) if params.bootstrap else None
+            correct = _outcomes(correct_list)
+            if ev.score.decomposable:
+                diff = correct.astype(np.float64) - base_correct.astype(np.float64)
+                delta = float(diff.mean())
+                ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=layer * heads + head) if params.bootstrap else None
+            else:
+                delta = ev.score.value(correct) - ev.score.value(base_correct)
+                ci = paired_drop_ci(ev.score, base_correct, correct, params.bootstrap, params.confidence,
+                                    layer * heads + head) if params.bootstrap else None
             deltas[layer, head] = delta
             table.append({"layer": layer, "head": head, "delta": delta, "ci": ci})
         result.details["ablation"] = table
@@ -470,11 +516,12 @@ class HeadPruningProbe(Probe):
         mask = torch.ones(layers, heads)
         for layer, head in drop:
             mask[layer, head] = 0
-        masked_accuracy = float(ev.correct(mask=mask).mean())
-        pruned_correct = np.zeros(len(ev.labels), dtype=bool)
+        masked_accuracy = ev.score.value(ev.correct(mask=mask))
+        pruned_parts = []
         with torch.inference_mode():
             for idx, batch in ev.batches:
-                pruned_correct[idx] = (pruned(**batch).logits.argmax(-1).cpu() == ev.labels[idx]).numpy()
+                pruned_parts.append((idx, ev.score.outcome(pruned(**batch).logits.cpu(), ev.labels[idx]).numpy()))
+        pruned_correct = np.concatenate([p for _, p in pruned_parts])[np.argsort(np.concatenate([i for i, _ in pruned_parts]))]
         result.add_metric("speedup", throughput["speedup"], True,
                           f"relative examples/s gain at batch {params.speed_batch_size} with {params.physical_fraction:.0%} "
                           "of heads physically pruned (median of interleaved repeats; CI: their range)",
@@ -489,7 +536,7 @@ class HeadPruningProbe(Probe):
             "heads_pruned": n, "examples_per_s_before": before, "examples_per_s_after": after,
             "throughput": throughput, "latency": latency,
             "parameters_before": count_parameters(target.model), "parameters_after": count_parameters(pruned),
-            "accuracy_masked": masked_accuracy, "accuracy_pruned": float(pruned_correct.mean()),
+            "accuracy_masked": masked_accuracy, "accuracy_pruned": ev.score.value(pruned_correct),
             "notes": notes, "seconds": time.perf_counter() - started,
         }
 
@@ -499,25 +546,26 @@ def head_figures(result: ProbeResult, tolerance: float) -> list[dict[str, Any]]:
     (the importance and ablation maps are ``details["heatmaps"]``, drawn with a colour bar; changes
     centred on 0)."""
     figures: list[dict[str, Any]] = []
+    metric = str(result.details.get("metric", "accuracy"))
     curve = result.details.get("pruning_curve")
     base = result.value("baseline")
     if curve and base is not None:
         marks = []
-        metric = result.metrics.get("prunable_fraction")
-        if metric is not None and metric.value is not None:
-            marks.append({"x": metric.value, "label": f"prunable {metric.value:.2f}"})
-        figures.append({"kind": "line", "title": "pruning curve: accuracy as heads are removed, least important first",
-                        "data": {"series": [{"name": "accuracy", "x": [p["fraction"] for p in curve],
+        prunable = result.metrics.get("prunable_fraction")
+        if prunable is not None and prunable.value is not None:
+            marks.append({"x": prunable.value, "label": f"prunable {prunable.value:.2f}"})
+        figures.append({"kind": "line", "title": f"pruning curve: {metric} as heads are removed, least important first",
+                        "data": {"series": [{"name": metric, "x": [p["fraction"] for p in curve],
                                              "y": [p["metric"] for p in curve]}],
                                  "band": [base - tolerance, base], "band_label": f"within {tolerance:g} of baseline",
                                  "marks": marks},
-                        "axes": {"x": "fraction of heads pruned", "y": "accuracy"}})
+                        "axes": {"x": "fraction of heads pruned", "y": metric}})
     layers = result.details.get("layer_ablation")
     if layers:
-        figures.append({"kind": "bars", "title": "accuracy drop when all heads of one layer are removed",
+        figures.append({"kind": "bars", "title": f"{metric} drop when all heads of one layer are removed",
                         "data": {"labels": [f"L{r['layer']}" for r in layers],
                                  "series": [{"name": "drop", "values": [r["drop"] for r in layers]}]},
-                        "axes": {"x": "layer", "y": "accuracy drop"}})
+                        "axes": {"x": "layer", "y": f"{metric} drop"}})
     return figures
 
 

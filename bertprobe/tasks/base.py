@@ -18,6 +18,7 @@ import torch
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.errors import ProbeError
+from bertprobe.tasks.scores import OutcomeScore
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,14 @@ class Task:
     def loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         """The per-example loss (``reduction='none'``) gradient probes differentiate."""
         raise self._unsupported("loss")
+
+    def total_loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        """The loss summed over the batch (what head importance differentiates)."""
+        return self.loss(logits, gold).sum()
+
+    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+        """How head sweeps score a changed model on this task (``metric``: auto, or a name the task offers)."""
+        raise self._unsupported("sweep metric")
 
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         """Per example, whether the prediction is right (bool ``[N]``): the outcome gates pair."""

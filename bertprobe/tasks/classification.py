@@ -11,7 +11,9 @@ import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.data.prepare import align_labels
+from bertprobe.errors import ProbeError
 from bertprobe.tasks.base import Task, config_labels
+from bertprobe.tasks.scores import ACCURACY, OutcomeScore
 
 
 def architectures(config: Any) -> list[str]:
@@ -53,6 +55,14 @@ class SingleLabelClassification(Task):
 
     def loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float(), gold.to(logits.device), reduction="none")
+
+    def total_loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), gold.to(logits.device), reduction="sum")
+
+    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+        if metric not in ("auto", "accuracy"):
+            raise ProbeError(f"metric '{metric}' does not apply to a {self.name} model; it is scored by accuracy")
+        return ACCURACY
 
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return pred == gold.to(pred.device)

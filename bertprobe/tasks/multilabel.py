@@ -17,9 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
-from bertprobe.errors import DataError, SuiteError
+from bertprobe.errors import DataError, ProbeError, SuiteError
 from bertprobe.tasks.base import Task, config_labels
 from bertprobe.tasks.classification import has_head
+from bertprobe.tasks.scores import OutcomeScore
 
 _ON, _OFF = {"1", "1.0", "true", "yes"}, {"0", "0.0", "false", "no", ""}
 
@@ -87,6 +88,25 @@ class MultiLabelClassification(Task):
 
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return (pred == gold.to(pred.device)).all(dim=-1)
+
+    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+        """micro-F1 (default; per example its true positives, false positives and false negatives) or
+        subset_accuracy (exact match per example)."""
+        thresholds = self.thresholds
+
+        def decisions(logits: torch.Tensor) -> torch.Tensor:
+            return logits.float().sigmoid() >= thresholds.to(logits.device)
+
+        if metric in ("auto", "micro_f1"):
+            def counts(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+                pred, g = decisions(logits), gold.bool()
+                return torch.stack([(pred & g).sum(-1), (pred & ~g).sum(-1), (~pred & g).sum(-1)], dim=-1)
+
+            return OutcomeScore("micro_f1", counts, "F1 over every (example, label) decision pooled")
+        if metric == "subset_accuracy":
+            return OutcomeScore("subset_accuracy", lambda logits, gold: (decisions(logits) == gold.bool()).all(-1),
+                                "exact match: predicted label set equals the gold one")
+        raise ProbeError(f"metric '{metric}' does not apply to a multi-label model; use micro_f1 or subset_accuracy")
 
     def confidence(self, probs: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every (example, label) pair is a binary forecast: the label's probability and whether it is gold."""

@@ -11,9 +11,10 @@ import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.data.prepare import align_labels
-from bertprobe.errors import DataError
+from bertprobe.errors import DataError, ProbeError
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
+from bertprobe.tasks.scores import ACCURACY, OutcomeScore
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,14 @@ class MultipleChoice(Task):
 
     def loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float(), gold.to(logits.device), reduction="none")
+
+    def total_loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), gold.to(logits.device), reduction="sum")
+
+    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+        if metric not in ("auto", "accuracy"):
+            raise ProbeError(f"metric '{metric}' does not apply to a {self.name} model; it is scored by accuracy")
+        return ACCURACY
 
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return pred == gold.to(pred.device)

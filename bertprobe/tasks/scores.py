@@ -1,0 +1,54 @@
+"""How a sweep scores a changed model: per-example outcomes of one forward pass, and the metric over them.
+
+Head ablations and pruning curves compare many variants of one model on the same examples, so they keep
+per-example outcomes, not only a number. A decomposable metric (accuracy, exact match) is the mean of a
+0/1 outcome per example; micro-F1 is not, so its outcome is each example's (true positives, false positives,
+false negatives) and the metric is computed from their sums, in a resample as on the whole data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class OutcomeScore:
+    """``outcome(logits, gold)`` per example (bool ``[rows]``, or counts ``[rows, 3]``); ``value`` the metric."""
+
+    name: str
+    outcome: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    description: str = ""
+
+    @property
+    def decomposable(self) -> bool:
+        """Whether the metric is the mean of a 0/1 outcome per example (paired differences are per example)."""
+        return self.name != "micro_f1"
+
+    def value(self, outcomes: np.ndarray) -> float:
+        """The metric over a set of examples' outcomes."""
+        outcomes = np.asarray(outcomes)
+        if self.decomposable:
+            return float(outcomes.astype(np.float64).mean()) if outcomes.size else 0.0
+        tp, fp, fn = outcomes.sum(axis=0).astype(np.float64)
+        return float(2 * tp / (2 * tp + fp + fn)) if tp + fp + fn else 1.0
+
+    def resampled(self, outcomes: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """The metric over each resample ``idx[r]`` (``resamples x N`` example indices)."""
+        outcomes = np.asarray(outcomes)
+        if self.decomposable:
+            return outcomes.astype(np.float64)[idx].mean(axis=1)
+        sums = outcomes.astype(np.float64)[idx].sum(axis=1)  # resamples x 3
+        tp, fp, fn = sums[:, 0], sums[:, 1], sums[:, 2]
+        den = 2 * tp + fp + fn
+        return np.divide(2 * tp, den, out=np.ones_like(den), where=den > 0)
+
+
+def argmax_correct(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    return logits.argmax(-1) == gold
+
+
+ACCURACY = OutcomeScore("accuracy", argmax_correct, "share of examples predicted correctly")
