@@ -169,9 +169,9 @@ def test_a_malformed_label_set_is_one_line_naming_file_and_line_before_any_model
 def test_a_probe_that_does_not_support_multi_label_is_refused_before_loading(tmp_path, tagger_dir):
     data, keys = write_formats(tmp_path, label_rows(10))["jsonl"]
     code, output, _ = run_suite(tmp_path, tagger_dir, data, keys,
-                                "  - probe: accuracy\n  - probe: universal-trigger\n    params: {target_label: toxic}\n")
+                                "  - probe: accuracy\n  - probe: backdoor-scan\n")
     assert code == 2, output
-    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, behaviour, calibration" in output
+    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, behaviour, calibration, head-pruning, slices, " in output
     assert not (tmp_path / "out").exists()
 
 
@@ -187,7 +187,7 @@ def test_every_registered_probe_supports_multi_label_or_is_refused():
     for name in set(plugins.probes.names()) - supported - refused:
         assert plugins.probes.get(name).missing_requirements(offered), name
     assert not supported & refused
-    assert {"accuracy", "calibration", "slices"} <= supported and {"universal-trigger", "backdoor-scan"} <= refused
+    assert {"accuracy", "calibration", "slices"} <= supported and {"backdoor-scan", "spurious-cues"} <= refused
 
 
 def test_without_problem_type_the_model_is_single_label_unless_the_suite_says_multi_label(tmp_path, tagger_dir):
@@ -317,3 +317,42 @@ def test_head_pruning_on_a_multi_label_model_uses_binary_cross_entropy_and_its_m
         per_example.append(torch.autograd.grad(loss, xi)[0].abs())
     expected = torch.stack(per_example).mean(0).numpy()
     np.testing.assert_allclose(np.asarray(result.details["importance"]), expected, rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_a_trigger_turns_a_label_off_or_on_with_binary_cross_entropy(tmp_path, tagger_dir, direction):
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probes.attacks.goals import LabelStateGoal
+    from bertprobe.probes.universal_trigger import TriggerParams, prepare_search
+
+    target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
+    from bertprobe.data import Dataset, DataSpec, Example
+
+    rows = label_rows(40)
+    data = target.outputs.read_labels(Dataset([Example(t, label=labels, id=str(i)) for i, (t, labels) in enumerate(rows)],
+                                              name="rows"), DataSpec(), "tagger")
+    params = TriggerParams(target_label="insult", direction=direction, length=2, iterations=2, candidates=5)
+    state = prepare_search(target, data, params, seed=0)
+    attack = state.search.attack
+    assert isinstance(attack, LabelStateGoal) and attack.label == 1 and attack.add == (direction == "add")
+    assert all((1 in ex.label) == (direction == "remove") for ex in state.examples)  # texts with / without insult
+    logits = torch.tensor([[0.0, 2.0, 0.0], [0.0, -3.0, 0.0]])
+    goal = torch.full((2,), float(direction == "add"))
+    torch.testing.assert_close(attack.objective(logits),
+                               torch.nn.functional.binary_cross_entropy_with_logits(logits[:, 1], goal, reduction="none"))
+    assert attack.hit(logits).tolist() == ([True, False] if direction == "add" else [False, True])
+    # through a run: accuracy_before/after are the shares of attacked held-out texts whose insult state is right
+    data_file, keys = write_formats(tmp_path, rows)["jsonl"]
+    _, output, report = run_suite(tmp_path, tagger_dir, data_file, keys,
+                                  "  - probe: universal-trigger\n    params: {target_label: insult, direction: "
+                                  f"{direction}, length: 2, iterations: 2, candidates: 5, seed: 7}}\n")
+    assert report is not None and report["probes"][0]["status"] != "error", output
+    result = report["probes"][0]
+    assert result["details"]["direction"] == direction
+    state = prepare_search(target, data, TriggerParams(target_label="insult", direction=direction, seed=7), seed=7)
+    held = [state.examples[i].text for i in state.held_idx]
+    p_insult = direct_probabilities(tagger_dir, held)[:, 1]
+    right = (p_insult >= 0.5) == (direction == "remove")
+    assert result["metrics"]["examples_held_out"] == len(held)
+    assert result["metrics"]["accuracy_before"] == pytest.approx(right.mean(), abs=1e-9)

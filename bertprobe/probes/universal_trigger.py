@@ -50,6 +50,7 @@ from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.interventions import frozen_parameters
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
+from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
@@ -62,8 +63,9 @@ from bertprobe.stats import bootstrap_ci
 class TriggerParams:
     """Params of ``universal-trigger`` (what ``bertprobe describe universal-trigger`` shows).
 
-    target_label: the class whose examples are attacked (required), e.g. positive
+    target_label: the class whose examples are attacked (required), e.g. positive; multi-label: the label attacked
     to_label: the class the trigger should push them to (default: any other class)
+    direction: multi-label only: remove (turn the label off on texts carrying it) or add (turn it on elsewhere)
     length: trigger tokens
     position: where the trigger goes: prepend or append
     segment: which text of a pair gets the trigger: first or second
@@ -93,6 +95,7 @@ class TriggerParams:
 
     target_label: str | int | None = None
     to_label: str | int | None = None
+    direction: Literal["remove", "add"] = "remove"
     length: int = 3
     position: Literal["prepend", "append"] = "prepend"
     segment: Literal["first", "second"] = "first"
@@ -144,8 +147,10 @@ def spliced_rows(target: Target, examples: list[Example], params: TriggerParams)
 class TriggerSearch(TriggerScorer):
     """The search state: the spliced examples, the attack objective, the beam step and a forward-pass counter."""
 
-    def __init__(self, target: Target, rows: SplicedRows, params: TriggerParams, goal: int, targeted: bool) -> None:
-        super().__init__(target, rows, goal, targeted, params.max_rows_per_forward, params.scoring == "per-candidate")
+    def __init__(self, target: Target, rows: SplicedRows, params: TriggerParams, goal: int, targeted: bool,
+                 attack: ClassGoal | LabelStateGoal | None = None) -> None:
+        super().__init__(target, rows, goal, targeted, params.max_rows_per_forward, params.scoring == "per-candidate",
+                         attack)
         self.params = params
 
     def beam_step(self, trigger: torch.Tensor, current: float, candidates: torch.Tensor,
@@ -215,14 +220,12 @@ def run_search(search: TriggerSearch, init: torch.Tensor, search_idx: list[int],
 
 def _all_flipped(search: TriggerSearch, trigger: torch.Tensor, rows: tuple[int, ...]) -> bool:
     with torch.inference_mode():
-        pred = search.forward(search.rows.build(rows, trigger.unsqueeze(0))).argmax(-1).cpu()
-    if search.targeted:
-        return bool((pred == search.goal).all())
-    return bool((pred != search.goal).all())
+        logits = search.forward(search.rows.build(rows, trigger.unsqueeze(0))).cpu()
+    return bool(search.attack.hit(logits).all())
 
 
-def held_out_probs(search: TriggerSearch, trigger: torch.Tensor | None, rows: list[int]) -> torch.Tensor:
-    """Class probabilities on ``rows`` with the trigger spliced in (or without: ``trigger=None``)."""
+def held_out_logits(search: TriggerSearch, trigger: torch.Tensor | None, rows: list[int]) -> torch.Tensor:
+    """Logits on ``rows`` with the trigger spliced in (or without: ``trigger=None``); the attack's goal reads them."""
     p = search.params
     ordered = sorted(rows, key=lambda r: len(search.rows.ids[r]))
     out = torch.empty(len(rows), search.target.model.config.num_labels)
@@ -234,7 +237,7 @@ def held_out_probs(search: TriggerSearch, trigger: torch.Tensor | None, rows: li
                 batch = search.target.collate([search.rows.plain(r) for r in chunk])
             else:
                 batch = search.rows.build(chunk, trigger.unsqueeze(0))
-            probs = search.target.model(**batch).logits.float().softmax(-1).cpu()
+            probs = search.target.model(**batch).logits.float().cpu()
             for j, r in enumerate(chunk):
                 out[where[r]] = probs[j]
     return out
@@ -282,16 +285,26 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
     if to == label:
         raise ProbeError("to_label must differ from target_label")
     rng = random.Random(seed)
-    examples = [ex for ex in data.examples if ex.label == label]
+    attack: ClassGoal | LabelStateGoal = ClassGoal(label, to)
+    if target.outputs.name == "multi-label":
+        if to is not None:
+            raise ProbeError("to_label does not apply to a multi-label model: set direction: add or remove")
+        add = params.direction == "add"
+        attack = LabelStateGoal(label, add, float(target.outputs.thresholds[label]))  # type: ignore[attr-defined]
+        examples = [ex for ex in data.examples if (label in (ex.label or ())) != add]  # type: ignore[operator]
+    else:
+        examples = [ex for ex in data.examples if ex.label == label]
     rng.shuffle(examples)
     if params.max_examples:
         examples = examples[: params.max_examples]
     if len(examples) < 4:
-        raise ProbeError(f"only {len(examples)} examples of class '{names[label]}'; need at least 4")
+        which = (f"{'without' if params.direction == 'add' else 'with'} label" if isinstance(attack, LabelStateGoal)
+                 else "of class")
+        raise ProbeError(f"only {len(examples)} examples {which} '{names[label]}'; need at least 4")
     cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
     rows = spliced_rows(target, examples, params)
     goal = to if to is not None else label
-    search = TriggerSearch(target, rows, params, goal, to is not None)
+    search = TriggerSearch(target, rows, params, goal, to is not None, attack)
     allowed = allowed_for(target.tokenizer, params)
     if int(allowed.sum()) < params.candidates:
         raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
@@ -344,7 +357,7 @@ class UniversalTriggerProbe(Probe):
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
     requires = frozenset({"classifier", "input-gradients", "data:labels"})
-    tasks = frozenset({"classification"})
+    tasks = frozenset({"classification", "multi-label"})
     metrics = {
         "accuracy_before": "held-out accuracy of the attacked class without the trigger",
         "accuracy_after": "held-out accuracy with the trigger",
@@ -389,11 +402,11 @@ class UniversalTriggerProbe(Probe):
         best, best_loss = torch.tensor(best_run["trigger_ids"], dtype=torch.long), float(best_run["loss"])
         search_seconds = time.perf_counter() - start
 
-        before = held_out_probs(search, None, held_idx)
-        after = held_out_probs(search, best, held_idx)
-        correct_before = before.argmax(-1) == label
-        correct_after = after.argmax(-1) == label
-        hit = (after.argmax(-1) == to) if to is not None else ~correct_after
+        attack = search.attack
+        before_logits = held_out_logits(search, None, held_idx)
+        after_logits = held_out_logits(search, best, held_idx)
+        correct_before, correct_after = attack.correct(before_logits), attack.correct(after_logits)
+        hit = attack.hit(after_logits)
         n_correct = int(correct_before.sum())
         tokens = target.tokenizer.convert_ids_to_tokens(best.tolist())
         text = target.tokenizer.decode(best.tolist()).strip()
@@ -425,6 +438,7 @@ class UniversalTriggerProbe(Probe):
             "trigger_text": text,
             "target_label": names[label],
             "to_label": names[to] if to is not None else None,
+            "direction": params.direction if isinstance(attack, LabelStateGoal) else None,
             "rows_scored": search.rows_scored,
             "vocabulary_size": int(allowed.sum()),
             "search_loss": best_loss,
@@ -438,24 +452,37 @@ class UniversalTriggerProbe(Probe):
                 "effect": f"held-out accuracy {correct_before.float().mean():.3f} -> {correct_after.float().mean():.3f}",
             },
         })
-        drop = before[:, label] - after[:, label]
+        before, after = attack.probability(before_logits), attack.probability(after_logits)
+        drop = before - after
         for i in drop.argsort(descending=True)[: params.findings].tolist():
             ex = examples[held_idx[i]]
             result.findings.append(Finding(
-                title=f"gold-label probability {before[i, label]:.2f} -> {after[i, label]:.2f}",
+                title=f"gold-label probability {before[i]:.2f} -> {after[i]:.2f}",
                 input=ex.text,
                 perturbed=_with_trigger(ex.text, text, params.position) if params.segment == "first" else ex.text_pair,
-                expected=names[label],
-                observed=names[int(after[i].argmax())],
+                expected=names[label] if isinstance(attack, ClassGoal) else
+                f"{names[label]} {'off' if attack.add else 'on'} (gold)",
+                observed=self._state(target, attack, after_logits[i]),
                 score=round(float(drop[i]), 4),
                 extra={"kind": "trigger", "highlight": [text]},
             ))
         self._tokens_alone(result, search, state, best, held_idx, label, to, correct_before, params)
-        if params.transfer_model:
+        if params.transfer_model and isinstance(attack, LabelStateGoal):
+            result.details.setdefault("warnings", []).append("transfer_model is measured for single-label models only")
+        elif params.transfer_model:
             self._transfer(result, ctx, target, params, [examples[i] for i in held_idx], text, label)
         self._baseline_trigger(result, ctx, search, held_idx, held_ids, label)
         result.details["figures"] = trigger_figures(result, history, names[label])
         return result
+
+    @staticmethod
+    def _state(target: Target, attack: ClassGoal | LabelStateGoal, logits: torch.Tensor) -> str:
+        """What the model answers for one row: its class, or the attacked label's state."""
+        names = target.label_names
+        if isinstance(attack, LabelStateGoal):
+            p = float(logits[attack.label].float().sigmoid())
+            return f"{names[attack.label]} {'on' if p >= attack.threshold else 'off'} (p={p:.2f})"
+        return names[int(logits.argmax())]
 
     @staticmethod
     def _tokens_alone(result: ProbeResult, search: TriggerSearch, state: Any, best: torch.Tensor, held_idx: list[int],
@@ -471,8 +498,7 @@ class UniversalTriggerProbe(Probe):
             return
 
         def flip_rate(trigger: torch.Tensor) -> float:
-            probs = held_out_probs(search, trigger, held_idx)
-            hit = probs.argmax(-1) == to if to is not None else probs.argmax(-1) != label
+            hit = search.attack.hit(held_out_logits(search, trigger, held_idx))
             return float((hit & correct_before).sum()) / n_correct
 
         base = flip_rate(filler)
@@ -510,8 +536,7 @@ class UniversalTriggerProbe(Probe):
         if any(i is None or i == tokenizer.unk_token_id for i in ids):
             result.details["baseline_trigger"] = {"skipped": "the baseline's trigger tokens are not in this vocabulary"}
             return
-        probs = held_out_probs(search, torch.tensor(ids, dtype=torch.long), held_idx)
-        correct = probs.argmax(-1) == label
+        correct = search.attack.correct(held_out_logits(search, torch.tensor(ids, dtype=torch.long), held_idx))
         result.outcomes.append(Outcomes.from_values("correct_under_baseline_trigger", held_ids, correct.tolist()))
         result.add_metric("baseline_trigger_accuracy_after", correct.float().mean().item(), True,
                           f"held-out accuracy with the trigger found on {baseline.model}",

@@ -11,9 +11,9 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from bertprobe.model.target import Target
+from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.splice import SplicedRows
 
 
@@ -26,9 +26,12 @@ class TriggerScorer:
     """
 
     def __init__(self, target: Target, rows: SplicedRows, goal: int, targeted: bool,
-                 max_rows_per_forward: int | None = None, per_candidate: bool = False) -> None:
+                 max_rows_per_forward: int | None = None, per_candidate: bool = False,
+                 attack: ClassGoal | LabelStateGoal | None = None) -> None:
         self.target, self.rows = target, rows
         self.goal, self.targeted = goal, targeted
+        # what the attack wants (a label's state on a multi-label model); default: the class goal above
+        self.attack = attack if attack is not None else (ClassGoal(-1, goal) if targeted else ClassGoal(goal))
         self.max_rows = max_rows_per_forward or (4096 if target.device.type == "cuda" else 256)
         self.per_candidate = per_candidate
         self.forward_passes = 0
@@ -37,10 +40,9 @@ class TriggerScorer:
         self.embedding = self.grad_model.get_input_embeddings()
 
     def objective(self, logits: torch.Tensor) -> torch.Tensor:
-        """Per-row loss the attacker minimises: CE to the goal class, or minus CE of the true class."""
-        goal = torch.full((logits.shape[0],), self.goal, device=logits.device)
-        ce = F.cross_entropy(logits.float(), goal, reduction="none")
-        return ce if self.targeted else -ce
+        """Per-row loss the attacker minimises: CE to the goal class, or minus CE of the true class (or the
+        binary cross-entropy of a label toward its goal state)."""
+        return self.attack.objective(logits)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits of the target on ``batch`` (counted)."""
