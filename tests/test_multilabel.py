@@ -356,3 +356,33 @@ def test_a_trigger_turns_a_label_off_or_on_with_binary_cross_entropy(tmp_path, t
     right = (p_insult >= 0.5) == (direction == "remove")
     assert result["metrics"]["examples_held_out"] == len(held)
     assert result["metrics"]["accuracy_before"] == pytest.approx(right.mean(), abs=1e-9)
+
+
+GO_EMOTIONS = ("admiration", "amusement", "anger", "annoyance", "approval", "caring", "confusion", "curiosity", "desire",
+               "disappointment", "disapproval", "disgust", "embarrassment", "excitement", "fear", "gratitude", "grief",
+               "joy", "love", "nervousness", "optimism", "pride", "realization", "relief", "remorse", "sadness",
+               "surprise", "neutral")
+
+
+def test_the_shipped_multilabel_suite_runs_on_a_tagger_with_its_labels(tmp_path, monkeypatch):
+    from bertprobe.testing import sentiment_examples
+
+    model = save_tiny_model(tmp_path / "tagger", task="multi-label", labels=GO_EMOTIONS, seed=1)
+    rng = np.random.default_rng(2)
+    rows = [{"text": text, "labels": [GO_EMOTIONS[int(k)] for k in rng.choice(28, size=int(rng.integers(0, 3)), replace=False)]}
+            for text, _ in sentiment_examples(60, seed=4)]
+    data = tmp_path / "go.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    monkeypatch.setenv("BERTPROBE_ML_MODEL", str(model))
+    monkeypatch.setenv("BERTPROBE_ML_DATA", str(data))
+    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
+    suite = Path(__file__).resolve().parents[1] / "suites" / "multilabel.yaml"
+    result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path / "out"),
+                                       "--set", "probes.accuracy.params.bootstrap=50",
+                                       "--set", "probes.calibration.params.bootstrap=20"])
+    assert result.exit_code in (0, 1), result.output  # a random tagger may fail its bars; it must not break
+    _, report = only_run(tmp_path / "out", "multilabel")
+    status = {p["id"]: p["status"] for p in report["probes"]}
+    assert "error" not in status.values(), result.output
+    assert report["models"][0]["task"] == "multi-label" and "micro_f1" in report["probes"][0]["metrics"]
+    assert "decision" in result.output

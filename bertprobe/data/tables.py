@@ -196,6 +196,10 @@ def load_table(spec: DataSpec) -> Dataset:
     feature = table.features.get(label_col) if label_col else None
     if feature is not None and hasattr(feature, "names"):
         label_names = list(feature.names)
+    elif feature is not None and hasattr(getattr(feature, "feature", None), "names"):  # a list of ClassLabel (label sets)
+        label_names = list(feature.feature.names)
+    elif isinstance(feature, list) and feature and hasattr(feature[0], "names"):
+        label_names = list(feature[0].names)
     if len(table) == 0:
         raise DataError(f"'{source}' has no rows")
     used = {label_col, text_col, pair_col, *(choice_cols or []), *(set_cols or [])}

@@ -190,7 +190,11 @@ def read_label_sets(data: Dataset, spec: DataSpec, names: Sequence[str], model: 
             text = str(item).strip()
             text = mapped.get(text.lower(), text)
             index = lookup.get(text.lower())
-            if index is None and isinstance(item, int) and 0 <= item < len(names):
+            if index is None and isinstance(item, int) and data.label_names and 0 <= item < len(data.label_names):
+                named = mapped.get(data.label_names[item].lower(), data.label_names[item])  # the data's own names
+                index = lookup.get(named.lower())
+                text = named
+            elif index is None and isinstance(item, int) and 0 <= item < len(names):
                 index = item
             if index is None:
                 raise DataError(f"label '{text}' on {where} is not one {model} knows{_nearest(text, names)}; "

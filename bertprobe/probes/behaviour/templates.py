@@ -2,7 +2,8 @@
 
 A template test is a mapping:
 
-* ``test``, ``capability``, ``type`` (mft, inv, dir) and, by type, ``label`` / ``not_label`` (mft),
+* ``test``, ``capability``, ``type`` (mft, inv, dir) and, by type, ``label`` / ``not_label`` (mft; for a
+  multi-label model also ``labels``, ``contains``, ``not_contains``),
   ``tolerance`` (inv), ``expect: {class, direction, tolerance}`` (dir);
 * ``template`` (one text) or ``templates`` (several texts filled with the same words: for mft, texts that
   must all pass; for inv and dir, the original first, then its edits);
@@ -27,8 +28,8 @@ from bertprobe.probes.behaviour.cases import Case, case_from_mapping
 from bertprobe.registry import check_keys, did_you_mean
 
 SLOT = re.compile(r"\{([a-z_]+?)(\d*)\}")
-TEMPLATE_KEYS = ("test", "capability", "type", "template", "templates", "label", "not_label", "tolerance", "expect",
-                 "vary", "max_cases")
+TEMPLATE_KEYS = ("test", "capability", "type", "template", "templates", "label", "not_label", "labels", "contains",
+                 "not_contains", "tolerance", "expect", "vary", "max_cases")
 ARTICLE = re.compile(r"\b([Aa])(n?) (?=(\w))")
 
 
@@ -89,7 +90,8 @@ def expand_template(spec: dict[str, Any], lexicons: dict[str, list[str]], seed: 
         raise ProbeError(f"{where}: max_cases must be at least 1")
     rng = random.Random(f"{seed}:{spec.get('test')}")
     fixed = [(lexicon, slot) for lexicon, slot in slots if slot != vary]
-    raw = {k: v for k, v in spec.items() if k in ("test", "capability", "type", "label", "not_label", "tolerance", "expect")}
+    raw = {k: v for k, v in spec.items() if k in ("test", "capability", "type", "label", "not_label", "labels", "contains",
+                                                  "not_contains", "tolerance", "expect")}
     cases: list[Case] = []
     seen: set[tuple[str, ...]] = set()
     attempts = 0
