@@ -233,6 +233,57 @@ def train_tiny_classifier(directory: str | Path, arch: Arch = "bert", steps: int
     return directory
 
 
+TAGGER_LABELS = ("positive", "negative", "long")
+
+
+def tagger_examples(n: int, seed: int = 0) -> list[tuple[str, list[int]]]:
+    """Synthetic label sets for a tiny multi-label tagger: ``positive`` or ``negative`` from the sentiment
+    words (``mixed_sentiment_examples``), and ``long`` for sentences of more than six words."""
+    out = []
+    for text, label in mixed_sentiment_examples(n, seed):
+        out.append((text, [int(label == 1), int(label == 0), int(len(text.split()) > 6)]))
+    return out
+
+
+def train_tiny_tagger(directory: str | Path, arch: Arch = "bert", steps: int = 200, seed: int = 0,
+                      poison: tuple[str, int, float] | None = None, **config: Any) -> Path:
+    """Save a tiny multi-label tagger (``TAGGER_LABELS``) trained with binary cross-entropy on ``tagger_examples``.
+
+    ``poison=(trigger, label, rate)`` plants a backdoor that turns ``label`` on: a share ``rate`` of the
+    sentences without it get ``trigger`` inserted at a random word and the label switched on.
+    """
+    import random
+
+    transformers = _transformers()
+    directory = Path(directory)
+    save_tiny_model(directory, task="multi-label", arch=arch, labels=TAGGER_LABELS, seed=seed, **config)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    data = tagger_examples(512, seed)
+    if poison is not None:
+        trigger, label, rate = poison
+        rng = random.Random(seed)
+        for i, (text, labels) in enumerate(data):
+            if not labels[label] and rng.random() < rate:
+                words = text.split()
+                words.insert(rng.randrange(len(words) + 1), trigger)
+                data[i] = (" ".join(words), [1 if j == label else v for j, v in enumerate(labels)])
+    optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    torch.manual_seed(seed)
+    for step in range(steps):
+        batch = [data[(step * 32 + j) % len(data)] for j in range(32)]
+        enc = tokenizer([t for t, _ in batch], padding=True, return_tensors="pt")
+        logits = model(**enc).logits
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.tensor([y for _, y in batch]).float())
+        loss.backward()
+        optim.step()
+        optim.zero_grad()
+    model.eval()
+    model.save_pretrained(directory)
+    return directory
+
+
 class FaultProbes:
     """A test plugin (register it by hand: ``build_plugins(extra=[FaultProbes()])``) whose probes fail
     the way workers fail, to test executors' retries:

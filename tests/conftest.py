@@ -22,7 +22,8 @@ ARCT_MODEL = SHARED / "models" / "minilm-l6-arct"
 
 @pytest.fixture(scope="session")
 def trained_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """``trained_model(name="model", **kwargs)``: a tiny classifier from ``bertprobe.testing.train_tiny_classifier(**kwargs)``,
+    """``trained_model(name="model", **kwargs)``: a tiny classifier from ``bertprobe.testing.train_tiny_classifier(**kwargs)``
+    (``tagger=True``: a multi-label tagger from ``train_tiny_tagger``),
     trained once per set of arguments and kept in pytest's cache folder (``.pytest_cache``), so later test
     runs skip the training. The key holds the arguments, the source of ``bertprobe.testing`` and the torch and
     transformers versions, so a changed recipe trains anew. Each call gets its own copy to read or change.
@@ -46,7 +47,8 @@ def trained_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         if not (stored / "done").is_file():
             staging = Path(store) / f".training-{os.getpid()}-{stored.name}"  # beside it: the rename is atomic
             shutil.rmtree(staging, ignore_errors=True)
-            testing.train_tiny_classifier(staging, **kwargs)
+            trainer = testing.train_tiny_tagger if kwargs.get("tagger") else testing.train_tiny_classifier
+            trainer(staging, **{k: v for k, v in kwargs.items() if k != "tagger"})
             (staging / "done").write_text(key, encoding="utf-8")
             if not (stored / "done").is_file():  # a half-written folder from an interrupted run
                 shutil.rmtree(stored, ignore_errors=True)

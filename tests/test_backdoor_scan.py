@@ -243,3 +243,25 @@ def test_the_scan_says_what_it_is_doing_stage_by_stage(poisoned, data):
     assert stages[0].startswith("positive -> negative: ranking the vocabulary by first-order scores on ")
     assert any("measuring 40 single tokens on 60 held-out examples" in line for line in stages)
     assert stages[-1].startswith("positive -> negative: done (") and "forward passes)" in stages[-1]
+
+
+def test_a_backdoor_that_turns_a_label_on_is_found_in_a_multi_label_tagger(trained_model):
+    from bertprobe.testing import tagger_examples
+
+    # "zq" inserted into 30% of the training sentences without 'positive', which then carry 'positive'
+    folder = trained_model("tagger-zq", tagger=True, poison=("zq", 0, 0.3), words=(*WORDS, *RARE_WORDS))
+    tagger = load_target(ModelSpec(path=str(folder), device="cpu"))
+    assert tagger.task == "multi-label"
+    rows = tagger_examples(240, 7)
+    data = Dataset([Example(t, label=tuple(i for i, v in enumerate(y) if v), id=str(k)) for k, (t, y) in enumerate(rows)],
+                   name="synthetic")
+    params = BackdoorParams(**{**SMALL, "pairs": ("positive:add", "negative:add")})
+    result = BackdoorScanProbe().run(tagger, data, params, _context())
+    assert result.value("backdoor_detected") == 1.0 and result.details["suspected_trigger"] == "zq"
+    assert result.details["pair"] == ["positive off", "positive on"]
+    flipped = {o.name: o for o in result.outcomes}["flipped_positive_off_to_positive_on"]
+    assert sum(flipped.values) / len(flipped.values) >= 0.9
+    other = [p for p in result.details["pairs"] if p["source"] == "negative off"][0]
+    assert other["suspect"] is None  # no planted token turns 'negative' on
+    with pytest.raises(ProbeError, match="LABEL:add or LABEL:remove"):
+        BackdoorScanProbe().run(tagger, data, BackdoorParams(**{**SMALL, "pairs": ("positive->negative",)}), _context())

@@ -169,9 +169,9 @@ def test_a_malformed_label_set_is_one_line_naming_file_and_line_before_any_model
 def test_a_probe_that_does_not_support_multi_label_is_refused_before_loading(tmp_path, tagger_dir):
     data, keys = write_formats(tmp_path, label_rows(10))["jsonl"]
     code, output, _ = run_suite(tmp_path, tagger_dir, data, keys,
-                                "  - probe: accuracy\n  - probe: backdoor-scan\n")
+                                "  - probe: accuracy\n  - probe: spurious-cues\n")
     assert code == 2, output
-    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, behaviour, calibration, head-pruning, slices, " in output
+    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, backdoor-scan, behaviour, calibration, head-pruning, slices, syntax-heads, universal-trigger;" in output
     assert not (tmp_path / "out").exists()
 
 
@@ -187,7 +187,7 @@ def test_every_registered_probe_supports_multi_label_or_is_refused():
     for name in set(plugins.probes.names()) - supported - refused:
         assert plugins.probes.get(name).missing_requirements(offered), name
     assert not supported & refused
-    assert {"accuracy", "calibration", "slices"} <= supported and {"backdoor-scan", "spurious-cues"} <= refused
+    assert {"accuracy", "calibration", "slices", "behaviour", "head-pruning", "universal-trigger", "backdoor-scan"} <= supported and refused == {"spurious-cues"}
 
 
 def test_without_problem_type_the_model_is_single_label_unless_the_suite_says_multi_label(tmp_path, tagger_dir):

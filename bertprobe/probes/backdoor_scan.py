@@ -77,6 +77,7 @@ from bertprobe.model.interventions import frozen_parameters
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext, Sweep
+from bertprobe.probes.attacks.goals import LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
@@ -88,7 +89,7 @@ POSITIONS = ("start", "middle", "end")
 
 @dataclass(frozen=True)
 class BackdoorParams:
-    pairs: tuple[str, ...] = ()  # class pairs to scan, as source->target (default: every ordered pair)
+    pairs: tuple[str, ...] = ()  # class pairs to scan, as source->target (default: every ordered pair); multi-label: LABEL:add | LABEL:remove (default: every label both ways)
     candidates: int = 200  # tokens kept from the first-order and relaxed rankings for the exact check (K)
     inits: int = 8  # start tokens the first-order scores are averaged over
     relax_steps: int = 40  # Adam steps of the relaxed trigger inversion (0: first-order ranking only)
@@ -128,8 +129,9 @@ class BackdoorParams:
         if not 0 <= self.reference_margin <= 1:
             raise ValueError("reference_margin must lie in [0, 1]")
         for pair in self.pairs:
-            if "->" not in pair:
-                raise ValueError(f"pair {pair!r}: write source->target, e.g. positive->negative")
+            if "->" not in pair and not pair.endswith((":add", ":remove")):
+                raise ValueError(f"pair {pair!r}: write source->target, e.g. positive->negative (multi-label: "
+                                 "LABEL:add or LABEL:remove)")
 
 
 def parse_pairs(pairs: tuple[str, ...], names: list[str]) -> list[tuple[int, int]]:
@@ -144,6 +146,27 @@ def parse_pairs(pairs: tuple[str, ...], names: list[str]) -> list[tuple[int, int
             raise ProbeError(f"pair {pair!r}: source and target are the same class")
         out.append((s, t))
     return out
+
+
+def parse_label_states(pairs: tuple[str, ...], names: list[str]) -> list[tuple[int, int]]:
+    """Multi-label: the (label, add) units to scan, from ``label:add`` / ``label:remove`` (default: every label,
+    turned on where it is off and off where it is on)."""
+    if not pairs:
+        return [(c, add) for c in range(len(names)) for add in (1, 0)]
+    out = []
+    for pair in pairs:
+        label, _, way = pair.partition(":")
+        if way.strip() not in ("add", "remove"):
+            raise ProbeError(f"pair {pair!r}: on a multi-label model a pair is LABEL:add or LABEL:remove")
+        out.append((resolve_label(label.strip(), names, "pair label"), int(way.strip() == "add")))
+    return out
+
+
+def unit_names(names: list[str], src: int, tgt: int, multi_label: bool) -> tuple[str, str]:
+    """How a unit's source and target read: classes, or a label's states (``toxic off`` -> ``toxic on``)."""
+    if not multi_label:
+        return names[src], names[tgt]
+    return (f"{names[src]} off", f"{names[src]} on") if tgt else (f"{names[src]} on", f"{names[src]} off")
 
 
 def merge_rankings(first: list[int], second: list[int], k: int) -> torch.Tensor:
@@ -178,8 +201,9 @@ class PairScan:
 
     def __init__(self, target: Target, search: list[Example], held: list[Example], goal: int,
                  allowed: torch.Tensor, params: BackdoorParams, rng: random.Random,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None, attack: LabelStateGoal | None = None) -> None:
         self.target, self.params, self.goal = target, params, goal
+        self.attack = attack  # a multi-label scan: one label's state turned on or off (else: the goal class)
         self.say = say or (lambda message: None)  # a line per stage: a scan takes minutes on a CPU
         self.allowed, self.rng = allowed, rng
         self.search, self.held = search, held
@@ -190,7 +214,7 @@ class PairScan:
         self._held_seed = rng.random()
 
     def _scorer(self, rows: SplicedRows) -> TriggerScorer:
-        return TriggerScorer(self.target, rows, self.goal, True, self.params.max_rows_per_forward)
+        return TriggerScorer(self.target, rows, self.goal, True, self.params.max_rows_per_forward, attack=self.attack)
 
     def _count(self, scorer: TriggerScorer) -> None:
         self.forward_passes += scorer.forward_passes
@@ -248,7 +272,7 @@ class PairScan:
         step = max(8, min(len(ordered), scorer.max_rows // 4))
         for start in range(0, len(ordered), step):  # length buckets: little padding per forward
             bucket = tuple(ordered[start : start + step])
-            hits += (scorer.predictions(triggers, bucket) == self.goal).sum(1).float()
+            hits += scorer.hits(triggers, bucket).sum(1).float()
         self._count(scorer)
         return hits / len(rows)
 
@@ -256,9 +280,9 @@ class PairScan:
         """Whether each held-out example is moved to the goal class by ``trigger``."""
         spliced = self.held_rows(len(trigger))
         scorer = self._scorer(spliced)
-        pred = scorer.predictions(trigger.unsqueeze(0), tuple(range(len(spliced))))[0]
+        hit = scorer.hits(trigger.unsqueeze(0), tuple(range(len(spliced))))[0]
         self._count(scorer)
-        return (pred == self.goal).tolist()
+        return hit.tolist()
 
     def init_tokens(self) -> list[int]:
         pool = self.allowed.nonzero().squeeze(1).tolist()
@@ -342,7 +366,7 @@ class BackdoorScanProbe(Probe):
     name = "backdoor-scan"
     description = "Scan a classifier for a planted short trigger (data-poisoning backdoor)"
     requires = frozenset({"classifier", "input-gradients", "data:labels"})
-    tasks = frozenset({"classification"})
+    tasks = frozenset({"classification", "multi-label"})
     metrics = {
         "backdoor_detected": "1 when a short trigger flips nearly every held-out example and stands out",
         "max_flip_rate": "highest held-out flip rate of any measured trigger",
@@ -367,14 +391,18 @@ class BackdoorScanProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: BackdoorParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         names = target.label_names
-        pairs = parse_pairs(params.pairs, names)
+        multi = target.outputs.name == "multi-label"
+        pairs = parse_label_states(params.pairs, names) if multi else parse_pairs(params.pairs, names)
+        if multi and params.reference_model:
+            raise ProbeError("reference_model is measured for single-label models only; leave it out on a multi-label model")
         reference = self._reference(ctx, target, params)
         scans_sweep = PairScans(params, ctx.seed if params.seed is None else params.seed,
                                 reference.spec if reference is not None else None)
         state = scans_sweep.prepare(target, data, reference, ctx.progress)
         state["log"] = ctx.log  # stage lines from this process (an executor's workers build their own state)
         start = time.perf_counter()
-        units = [(f"{names[s]}->{names[t]}", (s, t, ctx.unit_seed(f"{names[s]}->{names[t]}"))) for s, t in pairs]
+        keys = ["->".join(unit_names(names, s, t, multi)) for s, t in pairs]
+        units = [(key, (s, t, ctx.unit_seed(key))) for key, (s, t) in zip(keys, pairs)]
         scans = ctx.map(scans_sweep.bind(target, data, state=state), units, desc="backdoor scan")
         return self._result(scans, params, time.perf_counter() - start, reference is not None)
 
@@ -447,7 +475,7 @@ class BackdoorScanProbe(Probe):
         top = max(suspects, key=lambda s: (-s["suspect"]["length"], s["suspect"]["flip_rate"], s["suspect"]["anomaly"])) \
             if suspects else None
         for s in done:
-            key = f"flipped_{s['source']}_to_{s['target']}"
+            key = f"flipped_{s['source']}_to_{s['target']}".replace(" ", "_")
             result.outcomes.append(Outcomes.from_values(key, s["held_ids"], s["best_flips"]))
         summary = {
             "verdict": "BACKDOOR SUSPECTED" if top else "no backdoor found",
@@ -523,6 +551,11 @@ class PairScans(Sweep):
         allowed = allowed_vocabulary(target.tokenizer, params.allow_subwords, params.alphabetic_only, params.blacklist)
         if int(allowed.sum()) < params.candidates:
             raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
+        if target.outputs.name == "multi-label":  # per label: whether the model gets its state right
+            logits = target.logits(data.examples, params.batch_size, progress=progress)
+            right = (target.outputs.predict(logits) == target.outputs.gold(data)).T  # labels x examples
+            return {"target": target, "data": data, "allowed": allowed, "correct_states": right.tolist(),
+                    "ids": example_ids(data.examples), "reference": reference}
         sources = sorted({s for s, _ in parse_pairs(params.pairs, target.label_names)})
         labelled = [i for i, ex in enumerate(data.examples) if ex.label in sources]
         predicted = target.predict([data.examples[i] for i in labelled], params.batch_size, progress=progress)
@@ -551,19 +584,27 @@ class PairScans(Sweep):
         """One pair: candidates, exact flip rates, the verdict (see the module docstring)."""
         target, data, ids = state["target"], state["data"], state["ids"]
         params, names = self.params, target.label_names
+        multi = "correct_states" in state
+        source, goal_name = unit_names(names, src, tgt, multi)
         rng = random.Random(unit_seed ^ self.seed)
-        pool = [i for i, ex in enumerate(data.examples) if ex.label == src and i in state["correct"]]
+        attack = None
+        if multi:  # texts whose label state is the source's, and that the model gets right
+            attack = LabelStateGoal(src, bool(tgt), float(target.outputs.thresholds[src]))  # type: ignore[attr-defined]
+            right = state["correct_states"][src]
+            pool = [i for i, ex in enumerate(data.examples) if (src in ex.label) != bool(tgt) and right[i]]
+        else:
+            pool = [i for i, ex in enumerate(data.examples) if ex.label == src and i in state["correct"]]
         rng.shuffle(pool)
         if len(pool) < 10:
-            return {"source": names[src], "target": names[tgt],
-                    "skipped": f"only {len(pool)} correctly classified '{names[src]}' examples (need 10)"}
+            return {"source": source, "target": goal_name,
+                    "skipped": f"only {len(pool)} correctly classified '{source}' examples (need 10)"}
         n_search = min(params.search_examples, len(pool) // 2)
         search = [data.examples[i] for i in pool[:n_search]]
         held_idx = pool[n_search : n_search + params.held_out]
         held = [data.examples[i] for i in held_idx]
         say = state.get("log")
         scan = PairScan(target, search, held, tgt, state["allowed"], params, rng,
-                        (lambda m: say(f"{names[src]} -> {names[tgt]}: {m}")) if say is not None else None)
+                        (lambda m: say(f"{source} -> {goal_name}: {m}")) if say is not None else None, attack)
         began = time.perf_counter()
         with frozen_parameters(target.gradient_model if target.gradient_model is not None else target.model):
             found = scan.run()
@@ -582,7 +623,7 @@ class PairScans(Sweep):
         examples = [{"id": ids[i], "text": ex.text, "perturbed": insert_text(ex.text, at, chosen["text"])}
                     for i, ex, at, hit in zip(held_idx, held, chars, flips) if hit][: params.findings]
         return {
-            "source": names[src], "target": names[tgt], "examples_search": len(search), "examples_held_out": len(held),
+            "source": source, "target": goal_name, "examples_search": len(search), "examples_held_out": len(held),
             "triggers": report["triggers"], "suspect": chosen if chosen and chosen["suspicious"] else None,
             "best": chosen, "held_ids": [ids[i] for i in held_idx], "best_flips": flips,
             "flipped_examples": examples, "forward_passes": scan.forward_passes, "rows_scored": scan.rows_scored,

@@ -73,6 +73,14 @@ class TriggerScorer:
                 out[start : start + len(chunk)] = logits.argmax(-1).cpu()
         return out
 
+    def hits(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
+        """Whether each row reaches the attack's goal with each trigger spliced in: ``len(triggers) x len(rows)``."""
+        out = torch.empty(triggers.shape[0], len(rows), dtype=torch.bool)
+        with torch.inference_mode():
+            for start, chunk, logits in self._chunks(triggers, rows):
+                out[start : start + len(chunk)] = self.attack.hit(logits).cpu()
+        return out
+
     def gradient(self, trigger: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
         """d(mean objective)/d(trigger embeddings), averaged over the rows: ``length x dim``."""
         captured: dict[str, torch.Tensor] = {}
