@@ -118,5 +118,5 @@ def test_a_task_that_is_not_a_task_class_is_refused_at_registration():
 def test_list_and_describe_show_the_tasks():
     listed = CliRunner().invoke(main, ["list"])
     assert "multi-label" in listed.output and "Tasks" in listed.output
-    described = CliRunner().invoke(main, ["describe", "backdoor-scan"])
-    assert "tasks: classification (a model of another task is refused before it loads)" in described.output
+    described = CliRunner().invoke(main, ["describe", "spurious-cues"])
+    assert "tasks: classification, multiple-choice (a model of another task is refused before it loads)" in described.output
