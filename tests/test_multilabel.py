@@ -55,14 +55,14 @@ def write_formats(folder: Path, rows: list[tuple[str, list[str]]]) -> dict[str, 
 
 
 def run_suite(tmp_path: Path, model: Path, data: Path, data_keys: str, probes: str, name: str = "ml",
-              model_keys: str = "") -> tuple[int, str, dict | None]:
+              model_keys: str = "", args: tuple[str, ...] = ()) -> tuple[int, str, dict | None]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     suite = tmp_path / f"{name}.yaml"
     extra = f", {data_keys}" if data_keys else ""
     suite.write_text(f"suite: {name}\nmodel: {{path: '{model}', device: cpu{model_keys}}}\n"
                      f"data: {{path: '{data}'{extra}}}\nreport: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n{probes}",
                      encoding="utf-8")
-    result = CliRunner().invoke(main, ["run", str(suite)])
+    result = CliRunner().invoke(main, ["run", str(suite), *args])
     if result.exit_code not in (0, 1):
         return result.exit_code, result.output, None
     return result.exit_code, result.output, only_run(tmp_path / "out", name)[1]
@@ -125,6 +125,13 @@ def test_a_multi_label_model_is_audited_with_a_sigmoid_and_its_numbers_match_sci
         assert metrics[f"roc_auc_{name}"] == pytest.approx(sklearn_metrics.roc_auc_score(gold[:, c], probs[:, c]), abs=1e-6)
         assert metrics[f"support_{name}"] == gold[:, c].sum()
     assert accuracy["metric_info"]["micro_f1"]["ci"][0] <= metrics["micro_f1"] <= accuracy["metric_info"]["micro_f1"]["ci"][1]
+    # recall's outcome covers the label's gold texts only, so a paired gate compares two builds on them
+    (run_dir,) = (tmp_path / "out").glob("ml-*")
+    outcomes = {r["name"]: r for r in map(json.loads, (run_dir / "outcomes.jsonl").read_text().splitlines())
+                if r["id"] == "accuracy"}
+    threat = outcomes["recall_threat"]
+    assert len(threat["ids"]) == gold[:, 2].sum() and np.mean(threat["values"]) == pytest.approx(metrics["recall_threat"])
+    assert accuracy["metric_info"]["recall_threat"]["outcome"] == "recall_threat"
     assert "accuracy" not in metrics  # never a softmax top-1 accuracy
     # calibration: each label's probability is a binary forecast, pooled over every (example, label) pair
     cal = dict(calibration["metrics"])
@@ -175,19 +182,26 @@ def test_a_probe_that_does_not_support_multi_label_is_refused_before_loading(tmp
     assert not (tmp_path / "out").exists()
 
 
-def test_every_registered_probe_supports_multi_label_or_is_refused():
+def _registered_probes() -> list[str]:
+    from bertprobe.plugins import build_plugins
+
+    return build_plugins(entry_points=False).probes.names()
+
+
+@pytest.mark.parametrize("name", _registered_probes())
+def test_every_registered_probe_supports_multi_label_or_is_refused_or_skipped(name):
     from bertprobe.plugins import build_plugins
     from bertprobe.tasks import MultiLabelClassification
 
-    plugins = build_plugins(entry_points=False)
-    supported = {n for n in plugins.probes.names() if "multi-label" in plugins.probes.get(n).tasks}
-    refused = {n for n in plugins.probes.names() if plugins.probes.get(n).refuses_task(MultiLabelClassification)}
+    cls = build_plugins(entry_points=False).probes.get(name)
+    supports, refused = "multi-label" in cls.tasks, cls.refuses_task(MultiLabelClassification)
     # the rest need what no multi-label model has (cloze: a masked-LM head) and are skipped, saying so
     offered = MultiLabelClassification.capabilities | {"attentions", "heads", "gradients", "input-gradients", "mask-token"}
-    for name in set(plugins.probes.names()) - supported - refused:
-        assert plugins.probes.get(name).missing_requirements(offered), name
-    assert not supported & refused
-    assert {"accuracy", "calibration", "slices", "behaviour", "head-pruning", "universal-trigger", "backdoor-scan"} <= supported and refused == {"spurious-cues"}
+    skipped = bool(cls.missing_requirements(offered))
+    assert supports + refused + (skipped and not supports) == 1, (supports, refused, skipped)
+    expected_support = {"accuracy", "calibration", "slices", "behaviour", "head-pruning", "universal-trigger",
+                        "backdoor-scan", "attention-audit", "syntax-heads"}
+    assert supports == (name in expected_support) and refused == (name == "spurious-cues")
 
 
 def test_without_problem_type_the_model_is_single_label_unless_the_suite_says_multi_label(tmp_path, tagger_dir):
@@ -203,6 +217,9 @@ def test_without_problem_type_the_model_is_single_label_unless_the_suite_says_mu
     assert code == 2 and "single-label" in output  # a label set for a softmax model is refused, never argmaxed
     code, output, report = run_suite(tmp_path / "b", plain, data, keys, "  - probe: accuracy\n", model_keys=", task: multi-label")
     assert report is not None and "micro_f1" in report["probes"][0]["metrics"], output
+    code, output, report = run_suite(tmp_path / "c", plain, data, keys, "  - probe: accuracy\n",
+                                     args=("--set", "model.task=multi-label"))
+    assert report is not None and report["models"][0]["task"] == "multi-label", output
 
 
 def test_thresholds_per_label_change_the_decisions_and_are_recorded(tmp_path, tagger_dir):
@@ -216,6 +233,7 @@ def test_thresholds_per_label_change_the_decisions_and_are_recorded(tmp_path, ta
     expected = ((probs[:, 0] >= 0.999).sum() + (probs[:, 1:] >= 0.5).sum()) / len(rows)
     assert predicted_toxic == pytest.approx(expected, abs=1e-9)
     assert report["probes"][0]["details"]["task"]["thresholds"] == {"toxic": 0.999}
+    assert report["models"][0]["task_settings"] == {"threshold": 0.5, "thresholds": {"toxic": 0.999}}
 
 
 def test_slices_on_one_label_read_that_labels_decisions(tmp_path, tagger_dir):
@@ -386,3 +404,20 @@ def test_the_shipped_multilabel_suite_runs_on_a_tagger_with_its_labels(tmp_path,
     assert "error" not in status.values(), result.output
     assert report["models"][0]["task"] == "multi-label" and "micro_f1" in report["probes"][0]["metrics"]
     assert "decision" in result.output
+
+
+def test_slices_recall_and_precision_of_one_label():
+    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+
+    gold = np.array([[1, 0], [1, 1], [0, 1], [0, 0]])
+    pred = np.array([[1, 0], [0, 1], [1, 1], [0, 0]])
+    right, base = SlicesProbe._outcome(SlicesParams(metric="recall", positive="a"), gold, pred, ["a", "b"])
+    assert base.tolist() == [True, True, False, False] and right[base].mean() == 0.5  # recall of a
+    right, base = SlicesProbe._outcome(SlicesParams(metric="precision", positive="A"), gold, pred, ["a", "b"])
+    assert base.tolist() == [True, False, True, False] and right[base].mean() == 0.5  # precision of a
+    right, base = SlicesProbe._outcome(SlicesParams(), gold, pred, ["a", "b"])
+    assert right.tolist() == [1, 0, 0, 1] and base.all()  # exact match
+    from bertprobe.errors import ProbeError
+
+    with pytest.raises(ProbeError, match="set positive"):
+        SlicesProbe._outcome(SlicesParams(metric="recall"), gold, pred, ["a", "b"])

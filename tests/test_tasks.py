@@ -120,3 +120,18 @@ def test_list_and_describe_show_the_tasks():
     assert "multi-label" in listed.output and "Tasks" in listed.output
     described = CliRunner().invoke(main, ["describe", "spurious-cues"])
     assert "tasks: classification, multiple-choice (a model of another task is refused before it loads)" in described.output
+
+
+def test_each_tasks_standard_metrics_match_scikit_learn():
+    metrics = pytest.importorskip("sklearn.metrics")
+    single = resolve_task(config(id2label={"0": "a", "1": "b", "2": "c"}))
+    logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0], [2.0, 0.0, 0.0]])
+    gold = torch.tensor([0, 2, 2, 1])
+    got = single.metrics(single.probs(logits), single.predict(logits), gold)
+    assert got["accuracy"] == pytest.approx(metrics.accuracy_score(gold, single.predict(logits)))
+    recall = metrics.recall_score(gold, single.predict(logits), average=None)
+    assert [got["accuracy_a"], got["accuracy_b"], got["accuracy_c"]] == pytest.approx(list(recall))
+    multi = resolve_task(config(problem_type="multi_label_classification", id2label={"0": "a", "1": "b"}))
+    ml_logits, ml_gold = torch.tensor([[3.0, -3.0], [3.0, 3.0], [-3.0, 1.0]]), torch.tensor([[1, 0], [1, 0], [0, 1]])
+    got = multi.metrics(multi.probs(ml_logits), multi.predict(ml_logits), ml_gold)
+    assert got["micro_f1"] == pytest.approx(metrics.f1_score(ml_gold, multi.predict(ml_logits), average="micro"))

@@ -76,6 +76,7 @@ def describe_model(target: Any, sha256: str | None, notes: list[str] | None = No
         dtype=str(target.dtype).replace("torch.", ""),
         device=str(target.device),
         task=target.task,
+        task_settings=dict(target.outputs.settings),
         variant=spec.variant,
         capabilities=sorted(target.capabilities),
         notes=list(notes or []),

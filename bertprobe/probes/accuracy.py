@@ -16,7 +16,7 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
-from bertprobe.tasks.labelset_metrics import bootstrap_headline, label_set_metrics
+from bertprobe.tasks.labelset_metrics import bootstrap_headline
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def label_set_accuracy(result: ProbeResult, target: Target, data: Dataset, logit
     probs = task.probs(logits).double().numpy()
     pred = task.predict(logits).numpy()
     gold = task.gold(data).numpy()
-    scores = label_set_metrics(probs, pred, gold)
+    scores = task.metrics(torch.from_numpy(probs), torch.from_numpy(pred), torch.from_numpy(gold))
     intervals = bootstrap_headline(pred, gold, params.bootstrap, params.confidence, seed)
     ids = example_ids(data.examples)
     exact = (pred == gold).all(axis=1).astype(float)
@@ -245,11 +245,14 @@ def label_set_accuracy(result: ProbeResult, target: Target, data: Dataset, logit
         tp, support = int(((pred[:, c] == 1) & (gold[:, c] == 1)).sum()), int(gold[:, c].sum())
         right = (pred[:, c] == gold[:, c]).astype(float)
         result.outcomes.append(Outcomes.from_values(f"correct_{label}", ids, right.tolist()))
-        result.add_metric(f"f1_{label}", float(scores["f1"][c]), True, f"F1 of label '{label}'", outcome=f"correct_{label}")
+        result.add_metric(f"f1_{label}", float(scores["f1"][c]), True, f"F1 of label '{label}'")
         result.add_metric(f"precision_{label}", float(scores["precision"][c]), True, f"precision of label '{label}'")
-        if support:
+        if support:  # recall is a mean over the label's gold texts: its outcome pairs two builds exactly
+            carrying = np.flatnonzero(gold[:, c] == 1)
+            result.outcomes.append(Outcomes.from_values(f"recall_{label}", [ids[i] for i in carrying],
+                                                        pred[carrying, c].astype(float).tolist()))
             result.add_metric(f"recall_{label}", float(scores["recall"][c]), True, f"recall of label '{label}'",
-                              wilson_interval(tp, support, params.confidence))
+                              wilson_interval(tp, support, params.confidence), outcome=f"recall_{label}")
         result.add_metric(f"support_{label}", float(support), None, f"gold examples carrying '{label}'", kind="count")
         for key, metric in (("roc_auc", "ROC-AUC"), ("average_precision", "average precision")):
             value = scores[key][c]

@@ -62,6 +62,7 @@ class ModelInfo:
     dtype: str = ""
     device: str = ""
     task: str = ""
+    task_settings: dict[str, Any] = field(default_factory=dict)  # how the task decides (multi-label thresholds)
     variant: dict[str, Any] = field(default_factory=dict)
     capabilities: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -91,6 +91,10 @@ class Task:
         """The units calibration bins: (probability, whether it came true), one row per unit."""
         raise self._unsupported("confidence")
 
+    def metrics(self, probs: torch.Tensor, pred: torch.Tensor, gold: torch.Tensor) -> dict[str, Any]:
+        """The task's standard metrics on one set of predictions (the accuracy probe adds intervals and tables)."""
+        raise self._unsupported("standard metrics")
+
     def describe_labels(self, values: Sequence[int] | int) -> str:
         """A prediction or gold value as a reader sees it (a class name, a label set)."""
         if isinstance(values, int):

@@ -67,6 +67,16 @@ class SingleLabelClassification(Task):
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return pred == gold.to(pred.device)
 
+    def metrics(self, probs: torch.Tensor, pred: torch.Tensor, gold: torch.Tensor) -> dict[str, Any]:
+        """Accuracy, and per gold class its accuracy (the class's recall)."""
+        right = (pred == gold).double()
+        out: dict[str, Any] = {"accuracy": float(right.mean()) if len(right) else 0.0}
+        for c in range(probs.shape[-1]):
+            chosen = gold == c
+            if bool(chosen.any()):
+                out[f"accuracy_{self.label_names[c] if c < len(self.label_names) else c}"] = float(right[chosen].mean())
+        return out
+
     def confidence(self, probs: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         top, pred = probs.max(dim=-1)
         return top, pred == gold.to(pred.device)

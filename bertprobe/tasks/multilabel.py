@@ -108,6 +108,12 @@ class MultiLabelClassification(Task):
                                 "exact match: predicted label set equals the gold one")
         raise ProbeError(f"metric '{metric}' does not apply to a multi-label model; use micro_f1 or subset_accuracy")
 
+    def metrics(self, probs: torch.Tensor, pred: torch.Tensor, gold: torch.Tensor) -> dict[str, Any]:
+        """scikit-learn's multi-label metrics (``labelset_metrics.label_set_metrics``) on indicator arrays."""
+        from bertprobe.tasks.labelset_metrics import label_set_metrics
+
+        return label_set_metrics(probs.double().numpy(), pred.numpy(), gold.numpy())
+
     def confidence(self, probs: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every (example, label) pair is a binary forecast: the label's probability and whether it is gold."""
         return probs.reshape(-1), gold.to(probs.device).reshape(-1) == 1
