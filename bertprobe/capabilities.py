@@ -20,6 +20,7 @@ TARGET: dict[str, str] = {
     "classifier": "a sequence classifier with named classes",
     "classification": "task classification (single-label)",
     "multi-label": "task multi-label classification",
+    "token-classification": "task token classification (NER): one tag per word",
     "multiple-choice": "task multiple choice",
     "masked-lm": "task masked LM",
     "mlm": "a masked-LM head",

@@ -1,10 +1,11 @@
-"""Built-in plugin: the named data loaders ``arct`` and ``conllu``."""
+"""Built-in plugin: the named data loaders ``arct``, ``conllu`` and ``conll``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from bertprobe.data.arct import ArctLoader
+from bertprobe.data.conll import ConllLoader
 from bertprobe.data.treebank import ConlluLoader
 from bertprobe.hookmarkers import hookimpl
 
@@ -13,3 +14,4 @@ from bertprobe.hookmarkers import hookimpl
 def bertprobe_register_datasets(registry: Any) -> None:
     registry.add(ArctLoader())
     registry.add(ConlluLoader())
+    registry.add(ConllLoader())

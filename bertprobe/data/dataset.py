@@ -15,7 +15,8 @@ LABEL_LIKE = {"label", "labels", "sentiment", "class", "target", "gold", "y", "c
 TEXT_DEFAULTS = ("sentence", "text", "sentence1", "premise", "question", "content", "review")
 
 
-LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json", ".conllu": "conllu"}
+LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json", ".conllu": "conllu",
+                 ".iob2": "conll", ".iob": "conll", ".bio": "conll", ".conll": "conll", ".conll03": "conll", ".ner": "conll"}
 
 
 COLUMN_KEYS = ("text", "text_pair", "label", "choices")

@@ -68,7 +68,8 @@ def _read_local(path: Path) -> tuple[Any, str | None]:
     """A local table and its text: the file is checked (and its text kept) once, then parsed."""
     fmt = LOCAL_FORMATS.get(path.suffix.lower())
     if fmt is None and path.is_file():
-        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv, .jsonl or .conllu")
+        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv, .jsonl, .conllu or .iob2/.conll "
+                        "(or data.loader: conll for NER columns in a .txt)")
     text = check_text_file(path)
     if fmt == "tsv":  # GLUE-style: tab separated, bare quotes are literal text
         return read_delimited(path, "\t", quoted=False, checked=True), text
@@ -172,9 +173,15 @@ def load_table(spec: DataSpec) -> Dataset:
         from bertprobe.data.treebank import read_conllu
 
         return read_conllu(Path(spec.path).expanduser())
+    from bertprobe.data.conll import CONLL_SUFFIXES, read_conll
+
+    if local and Path(spec.path).suffix.lower() in CONLL_SUFFIXES:
+        return read_conll(Path(spec.path).expanduser(), spec)
     table, text = _read_local(Path(spec.path).expanduser()) if local else (_read_hub(spec), None)
     columns = list(table.column_names)
     source = spec.path
+    if "tokens" in columns and spec.text in (None, "tokens"):
+        return _word_table(table, spec, Path(spec.path).expanduser() if local else None, text)
     # The default label column is optional (unlabelled data); one that a suite or flag names must exist.
     default_missing = "label" not in spec.named and spec.label == DataSpec.label and spec.label not in columns
     label_error = None
@@ -223,3 +230,38 @@ def load_table(spec: DataSpec) -> Dataset:
             )
         )
     return Dataset(examples, name=Path(source).stem if local else source, label_names=label_names)
+
+
+TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
+
+
+def _word_table(table: Any, spec: DataSpec, path: Path | None, text: str | None) -> Dataset:
+    """Word-level rows (NER): a ``tokens`` list and a list of tags per row (``tags``, ``ner_tags``, or the column
+    ``data.label`` names); tag ids of a hub ``ClassLabel`` sequence become their names."""
+    columns = list(table.column_names)
+    tag_col = spec.label if "label" in spec.named else next((c for c in TAG_COLUMNS if c in columns), None)
+    if tag_col not in columns:
+        tag_col = None
+    feature = table.features.get(tag_col) if tag_col else None
+    inner = getattr(feature, "feature", None) or (feature[0] if isinstance(feature, list) and feature else None)
+    names = list(getattr(inner, "names", None) or [])
+    source = spec.path or ""
+    lines = _line_numbers(path, text, len(table)) if path is not None and text is not None else None
+    examples = []
+    for i, row in enumerate(table):
+        where = f"line {lines[i]} of {source}" if lines else f"row {i + 1} of {source}"
+        words = row["tokens"]
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise DataError(f"{where}: 'tokens' must be a list of words, got {words!r}")
+        tags = row[tag_col] if tag_col else None
+        if tags is not None:
+            if not isinstance(tags, list) or len(tags) != len(words):
+                raise DataError(f"{where}: '{tag_col}' must be a list of one tag per word ({len(words)} words), got {tags!r}")
+            tags = tuple(names[t] if names and isinstance(t, int) and 0 <= t < len(names) else str(t) for t in tags)
+        spans, at = [], 0
+        for word in words:
+            spans.append((at, at + len(word)))
+            at += len(word) + 1
+        examples.append(Example(text=" ".join(words), label=tags, id=str(row.get("id", i)), words=tuple(words),
+                                spans=tuple(spans), where=where))
+    return Dataset(examples, name=Path(source).stem if path is not None else source, label_names=names or None)

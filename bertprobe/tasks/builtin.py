@@ -10,9 +10,11 @@ from bertprobe.tasks.encoder import Encoder
 from bertprobe.tasks.masked_lm import MaskedLM
 from bertprobe.tasks.multilabel import MultiLabelClassification
 from bertprobe.tasks.multiple_choice import MultipleChoice
+from bertprobe.tasks.token_classification import TokenClassification
 
 
 @hookimpl
 def bertprobe_register_tasks(registry: Any) -> None:
-    for task in (SingleLabelClassification, MultiLabelClassification, MultipleChoice, MaskedLM, Encoder):
+    for task in (SingleLabelClassification, MultiLabelClassification, MultipleChoice, MaskedLM, Encoder,
+                 TokenClassification):
         registry.add(task)
