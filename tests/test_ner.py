@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import SHARED, only_run
 
 from bertprobe.cli import main
 from bertprobe.testing import WORDS, save_tiny_model
-from conftest import SHARED, only_run
 
 TAGS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 
