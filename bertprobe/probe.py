@@ -99,14 +99,22 @@ def map_in_process(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], d
 class Predictions:
     """A model's logits on a dataset (float32, CPU, in the data's order) and the seconds the pass took."""
 
-    logits: Any
+    logits: Any  # N x C; token classification: N x longest sentence x tags, per word (zeros past each end)
     seconds: float
+    windowed: int = 0  # token classification: sentences longer than max_length, predicted in windows
 
 
 def predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:
     """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness)."""
     import time
 
+    if target.task == "token-classification":
+        from bertprobe.model.word_logits import padded, word_logits
+        from bertprobe.tasks.token_classification import words_of
+
+        start = time.perf_counter()
+        per_word = word_logits(target, words_of(data.examples), batch_size, target.spec.stride, progress)
+        return Predictions(padded(per_word.logits), time.perf_counter() - start, per_word.windowed)
     encoded = target.encode(data.examples)
     start = time.perf_counter()
     logits = target.logits(encoded, batch_size, progress)

@@ -176,9 +176,9 @@ def test_a_bad_tag_or_line_is_one_line_naming_file_and_line_before_any_model_loa
 
 def test_probes_that_do_not_read_tags_are_refused_before_loading(tmp_path, tagger_dir):
     path = write_forms(tmp_path / "d", sentences(6))["uner"]
-    code, output, _ = run(tmp_path, tagger_dir, path, "  - probe: accuracy\n  - probe: calibration\n")
+    code, output, _ = run(tmp_path, tagger_dir, path, "  - probe: accuracy\n  - probe: behaviour\n")
     assert code == 2 and "does not support token-classification" in output
-    assert "probes that support token-classification: accuracy, attention-audit, syntax-heads" in output
+    assert "probes that support token-classification: accuracy, attention-audit, calibration, slices, syntax-heads;" in output
 
 
 @pytest.mark.reproduction
@@ -198,3 +198,43 @@ def test_the_ner_suite_reproduces_the_fixtures_test_f1_and_seqeval(tmp_path, mon
     assert metrics["entity_f1"] == pytest.approx(0.723, abs=5e-4) and metrics["examples"] == 2077
     assert metrics["f1_PER"] == pytest.approx(0.848, abs=5e-4) and metrics["f1_ORG"] == pytest.approx(0.515, abs=5e-4)
     assert "recall_ORG" in result.output and "do not ship" in result.output
+
+
+def test_calibration_and_slices_read_entities(tmp_path, tagger_dir):
+    import numpy as np
+
+    from bertprobe.probes.calibration import ece_parts
+    from bertprobe.tasks.entities import spans
+
+    rows = sentences(40, seed=5)
+    path = write_forms(tmp_path / "d", rows)["uner"]
+    code, output, report = run(tmp_path, tagger_dir, path, "  - probe: accuracy\n    params: {bootstrap: 20}\n"
+                               "  - probe: calibration\n    params: {bootstrap: 0}\n  - probe: slices\n    params: {min_size: 2}\n")
+    assert report is not None, output
+    accuracy, calibration, slices = report["probes"]
+    assert "error" not in (calibration["status"], slices["status"]), (calibration["message"], slices["message"])
+    # entity-level ECE recomputed from an independent forward pass (first sub-token per word)
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(tagger_dir)
+    net = transformers.AutoModelForTokenClassification.from_pretrained(tagger_dir).eval()
+    conf, right, exact = [], [], []
+    for words, tags in rows:
+        enc = tok(words, is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            probs = net(**enc).logits[0].softmax(-1)
+        first = [enc.word_ids().index(w) for w in range(len(words))]
+        p = probs[first]
+        pred = [TAGS[int(i)] for i in p.argmax(-1)]
+        truth = set(spans(tags))
+        for a, b, kind in spans(pred):
+            conf.append(float(p[a:b].max(-1).values.mean()))
+            right.append(float((a, b, kind) in truth))
+        exact.append(float(set(spans(pred)) == truth))
+    if conf:
+        expected = ece_parts(np.array(conf), np.array(right), 15)["ece"]
+        assert calibration["metrics"]["ece"] == pytest.approx(expected, abs=1e-6)
+    assert slices["metrics"]["accuracy"] == pytest.approx(np.mean(exact), abs=1e-9)
+    assert accuracy["metrics"]["sentence_exact_match"] == pytest.approx(np.mean(exact), abs=1e-9)
+    names = {s["name"] for s in slices["details"]["slices"]}
+    assert {"gold has PER", "gold has LOC"} <= names and all("entity_f1" in s for s in slices["details"]["slices"])

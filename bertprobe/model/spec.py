@@ -32,6 +32,7 @@ class ModelSpec:
     threshold: float = 0.5  # multi-label: the probability at and above which a label is predicted
     thresholds: dict[str, float] = field(default_factory=dict, hash=False)  # multi-label: per-label thresholds ({toxic: 0.3})
     max_length: int | None = None
+    stride: int = 32  # token classification: sub-tokens two windows of a sentence longer than max_length share
     batch_size: int = 32
     token_budget: int | None = None  # tokens per batch (default: sized to a GPU's free memory; fixed batch_size on a CPU)
     revision: str | None = None

@@ -103,3 +103,13 @@ def word_logits(target: Any, words: Sequence[Sequence[str]], batch_size: int | N
             sentence[w] = by_sentence[(s, k)][prefix + f - plan[k][0]]
         out.append(sentence)
     return WordLogits(out, windowed, missing)
+
+
+def padded(per_sentence: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Per-sentence ``[words, tags]`` logits stacked as ``[sentences, longest, tags]`` (zeros past each end)."""
+    width = max((t.shape[0] for t in per_sentence), default=0)
+    tags = per_sentence[0].shape[1] if per_sentence else 0
+    out = torch.zeros(len(per_sentence), width, tags)
+    for i, t in enumerate(per_sentence):
+        out[i, : t.shape[0]] = t
+    return out

@@ -29,7 +29,6 @@ class AccuracyParams:
     confidence: level of the intervals
     findings: confidently wrong predictions shown in the report
     single_check: examples predicted again alone (a batch of one), as a server would see them
-    stride: token classification: sub-tokens shared by two windows of a sentence longer than max_length
     """
 
     batch_size: int | None = None
@@ -37,7 +36,6 @@ class AccuracyParams:
     confidence: float = 0.95
     findings: int = 10
     single_check: int = 100
-    stride: int = 32  # token classification: sub-tokens two windows of a long sentence share
 
 
     def __post_init__(self) -> None:
@@ -337,15 +335,13 @@ def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, conf
 def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: Any, ctx: ProbeContext) -> None:
     """The NER audit: strict entity P/R/F1 (seqeval's strict mode; micro and per type, bootstrap intervals over
     sentences), token accuracy, sentence exact match, an error breakdown, and per-sentence outcomes."""
-    from bertprobe.model.word_logits import word_logits
     from bertprobe.tasks.entities import entity_scores, error_kinds, sentence_counts, spans
-    from bertprobe.tasks.token_classification import words_of
 
     task = target.outputs
     scheme = str(task.settings.get("scheme", "IOB2"))
-    predicted = word_logits(target, words_of(data.examples), params.batch_size, params.stride, ctx.progress)
+    predicted = ctx.predictions(target, data, params.batch_size)  # per word, shared with calibration and slices
     golds = [task.tags(list(ex.label or ())) for ex in data.examples]  # type: ignore[attr-defined]
-    preds = [task.tags(logits.argmax(-1)) for logits in predicted.logits]  # type: ignore[attr-defined]
+    preds = [task.tags(logits[: len(g)].argmax(-1)) for logits, g in zip(predicted.logits, golds)]  # type: ignore[attr-defined]
     counts = [sentence_counts(g, p, scheme) for g, p in zip(golds, preds)]
     types = task.entity_types  # type: ignore[attr-defined]
     scores = entity_scores(counts, types)

@@ -140,7 +140,7 @@ class SlicesProbe(Probe):
     description = "Where accuracy drops: slices tested against the rest of the data (Fisher, Benjamini-Hochberg)"
     paper = "Giskard performance-bias detector; Deepchecks segment performance (property slices)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification"})
     metrics = {
         "slices_flagged": "slices at least min_drop below the rest, BH-adjusted p < alpha, >= min_size examples",
         "worst_slice_accuracy": "lowest metric of a slice with >= min_size examples",
@@ -166,14 +166,20 @@ class SlicesProbe(Probe):
             raise ProbeError("slices needs a gold label for every example")
         logits = ctx.predictions(target, data, params.batch_size).logits
         task = target.outputs
-        pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()
+        entity_counts = None
+        if task.name == "token-classification":  # sentences are the units: exact match, and entity F1 per slice
+            correct, base, gold, pred, labels, entity_counts = self._sentences(task, data, logits, params)
+        else:
+            pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()
+            labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
+            correct, base = self._outcome(params, gold, pred, labels)
         lengths = list(target.encode(data.examples).lengths)
-        labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
-        correct, base = self._outcome(params, gold, pred, labels)
         masks = builtin_slices(data, lengths, target.max_length, pred, labels, params.vocabulary_slices, params.min_size,
                                gold)
         if params.metric != "accuracy":  # recall or precision within a gold or predicted class says nothing
             masks = {k: v for k, v in masks.items() if not k.startswith(("gold ", "predicted "))}
+        if entity_counts is not None:
+            masks["all lower case"] = np.array([ex.text == ex.text.lower() for ex in data.examples])
         texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
         for name, pattern in params.slices.items():
             regex = re.compile(pattern, re.IGNORECASE)
@@ -197,6 +203,9 @@ class SlicesProbe(Probe):
             p = fisher_exact(int(inside.sum()), size - int(inside.sum()), int(rest.sum()), len(rest) - int(rest.sum()))
             rows.append({"name": name, "size": size, "accuracy": acc, "interval": list(wilson_interval(int(inside.sum()), size)),
                          "rest_accuracy": rest_acc, "drop": rest_acc - acc, "p": p, "mask": mask})
+        if entity_counts is not None:
+            for row in rows:
+                row["entity_f1"], row["entity_f1_interval"] = self._entity_f1(entity_counts, row["mask"], ctx.seed)
         adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
         for row, p_adj in zip(rows, adjusted):
             row["p_adjusted"] = p_adj
@@ -225,7 +234,10 @@ class SlicesProbe(Probe):
             for i in wrong:
                 ex = data.examples[i]
                 result.findings.append(Finding(title=f"slice '{row['name']}': {row['accuracy']:.1%} vs {row['rest_accuracy']:.1%}",
-                                               input=texts[i], expected=self._show(task, gold[i]), observed=self._show(task, pred[i]),
+                                               input=texts[i], expected=self._show(task, gold[i]) if entity_counts is None else
+                                               task.describe_labels(list(data.examples[i].label or ())),
+                                               observed=self._show(task, pred[i]) if entity_counts is None else
+                                               task.describe_labels(logits[i][: len(data.examples[i].label or ())].argmax(-1).tolist()),
                                                score=round(row["p_adjusted"], 6), extra={"kind": "slice", "slice": row["name"], "id": ex.id}))
         result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
                                     | {"interval": [round(x, 4) for x in r["interval"]]} for r in rows]
@@ -243,6 +255,41 @@ class SlicesProbe(Probe):
                                          f"{flagged[0]['accuracy']:.1%} vs {flagged[0]['rest_accuracy']:.1%} elsewhere"
                                          if flagged else f"no slice flagged of {len(rows)}")
         return result
+
+    @staticmethod
+    def _sentences(task: Any, data: Dataset, logits: Any, params: SlicesParams) -> tuple[Any, ...]:
+        """Token classification: each sentence right when its entities are exact; per sentence, which entity types
+        its gold and predicted tags hold (the built-in "gold has PER" slices) and its entity counts."""
+        from bertprobe.tasks.entities import sentence_counts, spans
+
+        if params.metric != "accuracy":
+            raise ProbeError("slices on a token-classification model measure sentence exact match (metric: accuracy)"
+                             " with entity F1 per slice; recall, precision and label: do not apply")
+        scheme = str(task.settings.get("scheme", "IOB2"))
+        types = task.entity_types
+        golds = [task.tags(list(ex.label or ())) for ex in data.examples]
+        preds = [task.tags(z[: len(g)].argmax(-1)) for z, g in zip(logits, golds)]
+        counts = [sentence_counts(g, p, scheme) for g, p in zip(golds, preds)]
+        correct = np.array([float(c.tp == c.gold == c.pred) for c in counts])
+        has = lambda tags: [int(any(k == t for _, _, k in spans(tags, scheme))) for t in types]  # noqa: E731
+        gold = np.array([has(g) for g in golds]).reshape(len(golds), len(types))
+        pred = np.array([has(p) for p in preds]).reshape(len(preds), len(types))
+        return correct, np.ones(len(correct), dtype=bool), gold, pred, types, counts
+
+    @staticmethod
+    def _entity_f1(counts: list[Any], mask: np.ndarray, seed: int, resamples: int = 500) -> tuple[float, list[float]]:
+        """Entity micro-F1 of the sentences in ``mask``, with a percentile bootstrap interval over them."""
+        picked = [c for c, m in zip(counts, mask) if m]
+        sums = np.array([[sum(c.tp.values()), sum(c.pred.values()), sum(c.gold.values())] for c in picked], dtype=float)
+        if not len(sums):
+            return 0.0, [0.0, 0.0]
+        tp, pr, gd = sums.sum(0)
+        value = 2 * tp / (pr + gd) if pr + gd else 0.0
+        idx = np.random.default_rng(seed).integers(0, len(sums), size=(resamples, len(sums)))
+        s = sums[idx].sum(1)
+        den = s[:, 1] + s[:, 2]
+        draws = np.divide(2 * s[:, 0], den, out=np.zeros_like(den), where=den > 0)
+        return float(value), [round(float(np.quantile(draws, 0.025)), 4), round(float(np.quantile(draws, 0.975)), 4)]
 
     @staticmethod
     def _show(task: Any, value: np.ndarray) -> str:
