@@ -238,3 +238,39 @@ def test_calibration_and_slices_read_entities(tmp_path, tagger_dir):
     assert accuracy["metrics"]["sentence_exact_match"] == pytest.approx(np.mean(exact), abs=1e-9)
     names = {s["name"] for s in slices["details"]["slices"]}
     assert {"gold has PER", "gold has LOC"} <= names and all("entity_f1" in s for s in slices["details"]["slices"])
+
+
+def test_head_pruning_on_a_ner_model_reads_entities(tmp_path, tagger_dir):
+    seqeval = pytest.importorskip("seqeval.metrics.v1")
+    from seqeval.scheme import IOB2
+
+    from bertprobe.data import DataSpec
+    from bertprobe.data.conll import read_conll
+    from bertprobe.model.interventions import head_intervention
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+
+    rows = sentences(20, seed=11)
+    target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
+    data = target.outputs.read_labels(read_conll(write_forms(tmp_path, rows)["uner"]), DataSpec(), "ner")
+    result = HeadPruningProbe().run(target, data, HeadParams(bootstrap=20, step=0.5, layers=False), ProbeContext(seed=1))
+    assert result.details["metric"] == "entity_f1"
+
+    def f1(mask=None) -> float:  # seqeval on the first sub-token of each word, with the heads masked
+        preds = []
+        for words, _ in rows:
+            enc = target.tokenizer(words, is_split_into_words=True, return_tensors="pt")
+            with torch.no_grad(), head_intervention(target.model, target.attention_sites(), mask=mask):
+                logits = target.model(**enc).logits[0]
+            first = [enc.word_ids().index(w) for w in range(len(words))]
+            preds.append([TAGS[int(i)] for i in logits[first].argmax(-1)])
+        return seqeval.precision_recall_fscore_support([t for _, t in rows], preds, average="micro", mode="strict",
+                                                       scheme=IOB2)[2]
+
+    assert result.value("baseline") == pytest.approx(f1(), abs=1e-9)
+    row = result.details["ablation"][1]
+    mask = torch.ones(len(target.attention_sites()), target.attention_sites()[0].num_heads)
+    mask[row["layer"], row["head"]] = 0
+    assert row["delta"] == pytest.approx(f1(mask) - f1(), abs=1e-9)

@@ -58,7 +58,7 @@ from bertprobe.model.pruning import (
     least_important,
     normalize_by_layer,
 )
-from bertprobe.model.target import Target
+from bertprobe.model.target import Encoded, Target
 from bertprobe.model.timing import compare_speed
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult
@@ -107,8 +107,19 @@ class Evaluator:
         self.target = target
         self.sites = target.attention_sites()
         self.score = target.outputs.sweep_score(metric)  # per-example outcome and the metric over it
-        self.labels = target.outputs.gold(data)
-        self.encoded = target.encode(data.examples)
+        self.dropped = 0
+        if target.task == "token-classification":  # word-aligned rows; gold on each word's first sub-token
+            aligned = target.encode_words(data.examples)
+            kept = [i for i, a in enumerate(aligned) if a is not None]
+            self.dropped = len(aligned) - len(kept)  # sentences cut by max_length: not scored here
+            data = Dataset([data.examples[i] for i in kept], name=data.name, label_names=data.label_names)
+            rows = [aligned[i] for i in kept]
+            self.encoded = Encoded([r for r, _ in rows], [len(r["input_ids"]) for r, _ in rows])  # type: ignore[misc]
+            self.labels = target.outputs.token_gold([w for _, w in rows], data)  # type: ignore[misc, attr-defined]
+        else:
+            self.labels = target.outputs.gold(data)
+            self.encoded = target.encode(data.examples)
+        self.examples = data.examples
         self.batches = list(target.batches(self.encoded, batch_size))
         self.passes = 0
         self.budget: int | None = None  # stacking budget (None: the device's default, see interventions.stack_size)
@@ -352,7 +363,7 @@ class HeadPruningProbe(Probe):
     name = "head-pruning"
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
     requires = frozenset({"predictions", "heads", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification"})
     metrics = {
         "importance_gini": "concentration of raw importance over heads (0 even, 1 one head)",
         "max_single_head_drop": "largest accuracy drop from removing one head (CI: paired bootstrap of that head's drop)",
@@ -382,7 +393,10 @@ class HeadPruningProbe(Probe):
         eval_seconds = time.perf_counter() - t0
         base = ev.score.value(base_correct)
         exact = base_correct if base_correct.ndim == 1 else base_correct[:, 1:].sum(axis=1) == 0  # no fp, no fn
-        result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), exact.tolist()))
+        result.outcomes.append(Outcomes.from_values("correct", example_ids(ev.examples), exact.tolist()))
+        if ev.dropped:
+            result.details.setdefault("warnings", []).append(
+                f"{ev.dropped} sentences longer than max_length are left out of the head sweeps")
         result.add_metric("baseline", base, True, f"{ev.score.name} of the unmodified model",
                           outcome="correct" if ev.score.decomposable else None)
         result.details["metric"] = ev.score.name

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+NOT_DECOMPOSABLE = ("micro_f1", "entity_f1")  # outcomes are (tp, fp, fn) counts; the metric comes from their sums
+
 
 @dataclass(frozen=True)
 class OutcomeScore:
@@ -26,7 +28,7 @@ class OutcomeScore:
     @property
     def decomposable(self) -> bool:
         """Whether the metric is the mean of a 0/1 outcome per example (paired differences are per example)."""
-        return self.name != "micro_f1"
+        return self.name not in NOT_DECOMPOSABLE
 
     def value(self, outcomes: np.ndarray) -> float:
         """The metric over a set of examples' outcomes."""

@@ -18,10 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
-from bertprobe.errors import DataError
+from bertprobe.errors import DataError, ProbeError
 from bertprobe.tasks.base import Task, config_labels
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
+from bertprobe.tasks.scores import OutcomeScore
 
 
 @dataclass(frozen=True)
@@ -96,11 +97,51 @@ class TokenClassification(Task):
         return logits.argmax(dim=-1)
 
     def loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy over each sentence's words (-100 ignored)."""
+        """Mean cross-entropy over each sentence's labelled positions (-100 ignored; gold longer than the logits,
+        padded for a whole dataset, is cut to them)."""
+        gold = gold[:, : logits.shape[1]]
         per_word = F.cross_entropy(logits.float().transpose(1, 2), gold.to(logits.device), reduction="none",
                                    ignore_index=-100)
         words = (gold != -100).sum(-1).clamp_min(1).to(per_word.device)
         return per_word.sum(-1) / words
+
+    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+        """Entity micro-F1 (default; per sentence its entity true positives, false positives and false negatives,
+        from the tags at the labelled positions) or sentence exact match (``subset_accuracy``)."""
+        from bertprobe.tasks.entities import sentence_counts
+
+        scheme = self.scheme
+
+        def counts(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+            gold = gold[:, : logits.shape[1]].to(logits.device)
+            pred = logits.argmax(-1)
+            rows = []
+            for p, g in zip(pred.tolist(), gold.tolist()):
+                keep = [i for i, t in enumerate(g) if t != -100]
+                c = sentence_counts([self.label_names[g[i]] for i in keep], [self.label_names[p[i]] for i in keep], scheme)
+                tp, n_pred, n_gold = sum(c.tp.values()), sum(c.pred.values()), sum(c.gold.values())
+                rows.append([tp, n_pred - tp, n_gold - tp])
+            return torch.tensor(rows, dtype=torch.long, device=logits.device).reshape(len(rows), 3)
+
+        if metric in ("auto", "entity_f1"):
+            return OutcomeScore("entity_f1", counts, "entity-level micro F1, strict")
+        if metric in ("subset_accuracy", "sentence_exact"):
+            return OutcomeScore("sentence_exact", lambda logits, gold: counts(logits, gold)[:, 1:].sum(-1) == 0,
+                                "share of sentences whose entities are exactly right")
+        raise ProbeError(f"metric '{metric}' does not apply to a token-classification model; use entity_f1 or sentence_exact")
+
+    def token_gold(self, word_of_token: Sequence[Sequence[int]], data: Dataset) -> torch.Tensor:
+        """Gold at sub-token level for word-aligned encodings: each word's tag on its first sub-token, -100 on the
+        rest and on special tokens (the training convention), padded with -100 to the longest row."""
+        width = max((len(w) for w in word_of_token), default=0)
+        out = torch.full((len(word_of_token), width), -100, dtype=torch.long)
+        for i, (words, ex) in enumerate(zip(word_of_token, data.examples)):
+            seen: set[int] = set()
+            for position, w in enumerate(words):
+                if w >= 0 and w not in seen:
+                    seen.add(w)
+                    out[i, position] = int(ex.label[w])  # type: ignore[index]
+        return out
 
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         """Whether each sentence's predicted entities equal its gold ones (exact spans and types)."""
