@@ -391,12 +391,16 @@ def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: 
 
     worst = sorted(range(len(data)), key=lambda i: -(sum(counts[i].gold.values()) + sum(counts[i].pred.values())
                                                       - 2 * sum(counts[i].tp.values())))
+    def bracketed(words: Sequence[str], tags: list[str]) -> list[str]:
+        return [f"[{kind} " + " ".join(words[a:b]) + "]" for a, b, kind in spans(tags, scheme)]
+
     for i in [i for i in worst if not exact[i]][: params.findings]:
         words_i = data.examples[i].words or ()
-        result.findings.append(Finding(title="entities wrong", input=marked(words_i, golds[i]),
+        marks = sorted(set(bracketed(words_i, golds[i]) + bracketed(words_i, preds[i])), key=len, reverse=True)
+        result.findings.append(Finding(title="entities wrong", input=" ".join(words_i),
                                        expected=marked(words_i, golds[i]), observed=marked(words_i, preds[i]),
                                        score=float(sum(counts[i].gold.values()) - sum(counts[i].tp.values())),
-                                       extra={"kind": "entities", "id": ids[i]}))
+                                       extra={"kind": "entities", "id": ids[i], "highlight": marks}))
     result.details["entity_types"] = types
     result.details["scheme"] = scheme
     result.details["errors"] = errors
