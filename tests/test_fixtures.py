@@ -1,5 +1,6 @@
 """Every built-in probe once on the real fixtures in ../shared, on small samples: part of the README's test
-command (a few seconds each). The exact reproductions of the papers' numbers on whole datasets are
+command (a few seconds each), except the backdoor scan's sample, the slowest, which runs with the reproductions
+(the README's test command scans tiny models with planted tokens, ``tests/test_backdoor_scan.py``). The exact reproductions of the papers' numbers on whole datasets are
 ``tests/test_integration.py`` and the other ``reproduction`` tests (``python -m pytest -m reproduction``).
 
 Skipped when ../shared is absent. Each test asserts the effect its probe exists to show, at a size where
@@ -151,6 +152,7 @@ def test_behaviour_suite_on_a_sample(tmp_path, monkeypatch):
     assert rates["fairness"] > 0.5 and behaviour["metrics"]["max_fairness_gap"] > 0.3
 
 
+@pytest.mark.reproduction  # the slowest sample (about 15 s): the fast loop scans tiny planted models instead
 @pytest.mark.skipif(not (SST2_DEV.is_file() and SST2_BACKDOOR.is_dir()), reason="../shared backdoor fixture not present")
 def test_backdoor_scan_names_the_planted_token_on_a_sample():
     """The backdoored fixture on 200 dev sentences, the planted direction only, one-token triggers from a

@@ -178,7 +178,7 @@ def test_probes_that_do_not_read_tags_are_refused_before_loading(tmp_path, tagge
     path = write_forms(tmp_path / "d", sentences(6))["uner"]
     code, output, _ = run(tmp_path, tagger_dir, path, "  - probe: accuracy\n  - probe: behaviour\n")
     assert code == 2 and "does not support token-classification" in output
-    assert "probes that support token-classification: accuracy, attention-audit, calibration, slices, syntax-heads;" in output
+    assert "probes that support token-classification: accuracy, attention-audit, calibration, head-pruning, slices, syntax-heads;" in output
 
 
 @pytest.mark.reproduction

@@ -67,13 +67,23 @@ def test_a_list_of_labels_for_a_single_label_model_is_refused_by_both(tmp_path, 
 
 
 def test_a_task_the_architecture_does_not_tell_is_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):
+    model = tmp_path / "other"
+    shutil.copytree(tiny_clf_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config["architectures"] = ["BertForQuestionAnswering"]
+    (model / "config.json").write_text(json.dumps(config))
+    line = same_refusal(suite_file(tmp_path, model, sst_tsv))
+    assert "cannot tell the task from the config" in line and "BertForQuestionAnswering" in line
+
+
+def test_sentence_labels_for_a_token_classifier_are_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):
     model = tmp_path / "tagger"
     shutil.copytree(tiny_clf_dir, model)
     config = json.loads((model / "config.json").read_text())
     config["architectures"] = ["BertForTokenClassification"]
     (model / "config.json").write_text(json.dumps(config))
     line = same_refusal(suite_file(tmp_path, model, sst_tsv))
-    assert "cannot tell the task from the config" in line and "BertForTokenClassification" in line
+    assert "is a token-classification model, which needs one tag per word" in line and "line 2 of" in line
 
 
 def test_a_class_param_the_model_lacks_is_refused_by_both_with_the_set_to_fix_it(tmp_path, tiny_clf_dir, sst_tsv):

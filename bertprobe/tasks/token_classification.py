@@ -56,6 +56,10 @@ class TokenClassification(Task):
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         if not any(ex.label is not None for ex in data.examples):
             return data
+        for i, ex in enumerate(data.examples):
+            if ex.words is None or not isinstance(ex.label, (tuple, list)) or len(ex.label) != len(ex.words):
+                raise DataError(f"{data.where(i)}: {model} is a token-classification model, which needs one tag per "
+                                "word; give a CoNLL column file (.iob2, .conll) or JSONL with tokens and tags lists")
         lookup = {n.upper(): i for i, n in enumerate(self.label_names)}
         mapped = {str(k).strip().upper(): str(v) for k, v in spec.label_map.items()}
         every = [str(t) for ex in data.examples for t in (ex.label or ())]
@@ -64,9 +68,6 @@ class TokenClassification(Task):
             raise DataError(f"data.options.scheme: {source!r} is not one of {', '.join(SCHEMES)}")
         out = []
         for i, ex in enumerate(data.examples):
-            if ex.words is None or not isinstance(ex.label, (tuple, list)) or len(ex.label) != len(ex.words):
-                raise DataError(f"{data.where(i)}: a token-classification model needs one tag per word; give a "
-                                "CoNLL column file (.iob2, .conll) or JSONL with tokens and tags lists")
             tags = [mapped.get(str(t).upper(), str(t)) for t in ex.label]
             lines = ex.meta.get("lines") or ()
             for w, tag in enumerate(tags):
