@@ -421,3 +421,14 @@ def test_slices_recall_and_precision_of_one_label():
 
     with pytest.raises(ProbeError, match="set positive"):
         SlicesProbe._outcome(SlicesParams(metric="recall"), gold, pred, ["a", "b"])
+
+
+def test_a_hub_model_whose_task_is_known_only_once_loaded_is_refused_then(tmp_path, tagger_dir, monkeypatch):
+    import bertprobe.suite.validate as validate
+
+    monkeypatch.setattr(validate, "_config", lambda spec: None)  # as for a hub id: no config.json before loading
+    data, keys = write_formats(tmp_path, label_rows(10))["jsonl"]
+    code, output, _ = run_suite(tmp_path, tagger_dir, data, keys, "  - probe: accuracy\n  - probe: spurious-cues\n")
+    assert code == 2 and "does not support multi-label" in output.strip().splitlines()[-1], output
+    (run_dir,) = (tmp_path / "out").glob("ml-*")  # the accuracy result computed before stays on disk
+    assert "accuracy" in (run_dir / "events.jsonl").read_text()
