@@ -1,6 +1,7 @@
 """Every built-in probe once on the real fixtures in ../shared, on small samples: part of the README's test
-command (a few seconds each), except the backdoor scan's sample, the slowest, which runs with the reproductions
-(the README's test command scans tiny models with planted tokens, ``tests/test_backdoor_scan.py``). The exact reproductions of the papers' numbers on whole datasets are
+command (a few seconds each), except the two slowest samples, the backdoor scan's and the behaviour suite's, which
+run with the reproductions (the README's test command scans tiny models with planted tokens and runs behaviour
+tests on tiny models: ``tests/test_backdoor_scan.py``, ``tests/test_behaviour.py``). The exact reproductions of the papers' numbers on whole datasets are
 ``tests/test_integration.py`` and the other ``reproduction`` tests (``python -m pytest -m reproduction``).
 
 Skipped when ../shared is absent. Each test asserts the effect its probe exists to show, at a size where
@@ -135,6 +136,7 @@ def test_syntax_heads_of_the_base_encoder_on_a_sample_of_ewt():
     assert result.value("uas") > result.value("uas_right_branching")
 
 
+@pytest.mark.reproduction  # about 17 s of predictions (thousands of template texts): with the reproductions
 @needs_sst2
 def test_behaviour_suite_on_a_sample(tmp_path, monkeypatch):
     """CheckList-style tests on a few cases each (Ribeiro et al. 2020): every capability is measured, and

@@ -397,7 +397,9 @@ def test_the_shipped_multilabel_suite_runs_on_a_tagger_with_its_labels(tmp_path,
     suite = Path(__file__).resolve().parents[1] / "suites" / "multilabel.yaml"
     result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path / "out"),
                                        "--set", "probes.accuracy.params.bootstrap=50",
-                                       "--set", "probes.calibration.params.bootstrap=20"])
+                                       "--set", "probes.calibration.params.bootstrap=20",
+                                       "--set", "probes.behaviour.params.max_cases=4",
+                                       "--set", "probes.behaviour.params.max_examples=20"])
     assert result.exit_code in (0, 1), result.output  # a random tagger may fail its bars; it must not break
     _, report = only_run(tmp_path / "out", "multilabel")
     status = {p["id"]: p["status"] for p in report["probes"]}
