@@ -274,3 +274,18 @@ def test_head_pruning_on_a_ner_model_reads_entities(tmp_path, tagger_dir):
     mask = torch.ones(len(target.attention_sites()), target.attention_sites()[0].num_heads)
     mask[row["layer"], row["head"]] = 0
     assert row["delta"] == pytest.approx(f1(mask) - f1(), abs=1e-9)
+
+
+def test_strict_bioes_spans_equal_seqeval_and_an_unended_entity_is_none():
+    scheme = pytest.importorskip("seqeval.scheme")
+
+    from bertprobe.tasks.entities import spans
+
+    assert spans(["B-PER", "I-PER", "S-LOC"], "BIOES") == [(2, 3, "LOC")]  # B- never ended by E-: dropped
+    assert spans(["B-PER", "O", "B-LOC", "E-LOC"], "BIOES") == [(2, 4, "LOC")]
+    rng = random.Random(0)
+    tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "E-LOC", "S-LOC", "I-LOC"]
+    for _ in range(2000):
+        seq = [rng.choice(tags) for _ in range(rng.randint(1, 10))]
+        expected = {(e.start, e.end, e.tag) for e in scheme.Entities([seq], scheme.IOBES).entities[0]}
+        assert set(spans(seq, "BIOES")) == expected, seq

@@ -57,23 +57,17 @@ def spans(tags: Sequence[str], scheme: str = "IOB2") -> list[Span]:
 
     for i, tag in enumerate(tags):
         prefix, t = split_tag(tag)
-        if scheme == "BIOES":
-            if prefix in ("S", "U"):
-                close(i)
-                out.append((i, i + 1, t))
-            elif prefix == "B":
-                close(i)
-                start, kind = i, t
-            elif prefix in ("I", "E", "L"):
-                if start < 0 or kind != t:  # strict: an I-/E- that continues nothing is dropped
-                    close(i)
-                    continue
+        if scheme == "BIOES":  # strict: only B- (I-)* E- and S- are entities; anything unended is dropped
+            if prefix in ("I", "E", "L") and start >= 0 and kind == t:
                 if prefix in ("E", "L"):
                     out.append((start, i + 1, kind))
                     start, kind = -1, ""
-            else:
-                close(i)  # strict BIOES: a B- never ended by E- is dropped
-                start, kind = -1, ""
+                continue
+            start, kind = -1, ""  # an open entity not ended by E- here is no entity
+            if prefix in ("S", "U"):
+                out.append((i, i + 1, t))
+            elif prefix == "B":
+                start, kind = i, t
             continue
         if prefix == "B":
             close(i)
@@ -87,9 +81,8 @@ def spans(tags: Sequence[str], scheme: str = "IOB2") -> list[Span]:
             # IOB2 strict: an orphan I- starts nothing
         else:
             close(i)
-    if scheme == "BIOES":
-        start = -1  # an entity never ended is not one
-    close(len(tags))
+    if scheme != "BIOES":  # (BIOES: an entity never ended by E- is not one)
+        close(len(tags))
     return out
 
 
