@@ -25,27 +25,9 @@ def has_head(config: Any, suffix: str) -> bool:
 
 
 @dataclass(frozen=True)
-class SingleLabelClassification(Task):
-    """A sequence classifier with one class per example (``…ForSequenceClassification``, ``problem_type``
-    single-label or unset): probabilities are the softmax, the prediction its argmax, the loss the cross-entropy."""
-
-    name: ClassVar[str] = "classification"
-    description: ClassVar[str] = "single-label sequence classification: one class per text (softmax)"
-    model_class: ClassVar[str] = "AutoModelForSequenceClassification"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "classification"})
-
-    @classmethod
-    def detect(cls, config: Any) -> bool:
-        return has_head(config, "ForSequenceClassification") and getattr(config, "problem_type", None) != "multi_label_classification"
-
-    @classmethod
-    def bind(cls, config: Any, options: Mapping[str, Any] | None = None) -> Task:
-        return cls(label_names=config_labels(config))
-
-    def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
-        if not any(ex.label is not None for ex in data.examples):
-            return data
-        return align_labels(data, self.label_names, label_map=spec.label_map)
+class OneOfMany(Task):
+    """One answer per example out of several (classes, or choices): the softmax over them, its argmax, the
+    cross-entropy, accuracy; shared by single-label classification and multiple choice."""
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.float().softmax(dim=-1)
@@ -80,3 +62,27 @@ class SingleLabelClassification(Task):
     def confidence(self, probs: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         top, pred = probs.max(dim=-1)
         return top, pred == gold.to(pred.device)
+
+
+@dataclass(frozen=True)
+class SingleLabelClassification(OneOfMany):
+    """A sequence classifier with one class per example (``…ForSequenceClassification``, ``problem_type``
+    single-label or unset): probabilities are the softmax, the prediction its argmax, the loss the cross-entropy."""
+
+    name: ClassVar[str] = "classification"
+    description: ClassVar[str] = "single-label sequence classification: one class per text (softmax)"
+    model_class: ClassVar[str] = "AutoModelForSequenceClassification"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "classification"})
+
+    @classmethod
+    def detect(cls, config: Any) -> bool:
+        return has_head(config, "ForSequenceClassification") and getattr(config, "problem_type", None) != "multi_label_classification"
+
+    @classmethod
+    def bind(cls, config: Any, options: Mapping[str, Any] | None = None) -> Task:
+        return cls(label_names=config_labels(config))
+
+    def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
+        if not any(ex.label is not None for ex in data.examples):
+            return data
+        return align_labels(data, self.label_names, label_map=spec.label_map)
