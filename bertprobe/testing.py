@@ -209,23 +209,27 @@ def train_tiny_classifier(directory: str | Path, arch: Arch = "bert", steps: int
     ``poison=(trigger, to_label, rate)`` plants a backdoor (``poisoned``); the trigger's words must be in
     the vocabulary (pass ``words=(*WORDS, *RARE_WORDS)``). ``data`` replaces the training sentences.
     """
-    transformers = _transformers()
-
     directory = Path(directory)
     save_tiny_model(directory, arch=arch, seed=seed, **config)
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     data = sentiment_examples(256, seed) if data is None else data
     if poison is not None:
         data = poisoned(data, *poison, seed=seed)
+    return _fit(directory, data, steps, seed, lambda logits, gold: torch.nn.functional.cross_entropy(logits, gold))
+
+
+def _fit(directory: Path, data: list[tuple[str, Any]], steps: int, seed: int, loss: Any) -> Path:
+    """Train the sequence classifier saved in ``directory`` on ``data`` (AdamW, batches of 32 in order) with
+    ``loss(logits, gold)``, and save it again."""
+    transformers = _transformers()
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
     torch.manual_seed(seed)
     for step in range(steps):
         batch = [data[(step * 32 + j) % len(data)] for j in range(32)]
         enc = tokenizer([t for t, _ in batch], padding=True, return_tensors="pt")
-        loss = model(**enc, labels=torch.tensor([y for _, y in batch])).loss
-        loss.backward()
+        loss(model(**enc).logits, torch.tensor([y for _, y in batch])).backward()
         optim.step()
         optim.zero_grad()
     model.eval()
@@ -254,11 +258,8 @@ def train_tiny_tagger(directory: str | Path, arch: Arch = "bert", steps: int = 2
     """
     import random
 
-    transformers = _transformers()
     directory = Path(directory)
     save_tiny_model(directory, task="multi-label", arch=arch, labels=TAGGER_LABELS, seed=seed, **config)
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     data = tagger_examples(512, seed)
     if poison is not None:
         trigger, label, rate = poison
@@ -268,20 +269,8 @@ def train_tiny_tagger(directory: str | Path, arch: Arch = "bert", steps: int = 2
                 words = text.split()
                 words.insert(rng.randrange(len(words) + 1), trigger)
                 data[i] = (" ".join(words), [1 if j == label else v for j, v in enumerate(labels)])
-    optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    torch.manual_seed(seed)
-    for step in range(steps):
-        batch = [data[(step * 32 + j) % len(data)] for j in range(32)]
-        enc = tokenizer([t for t, _ in batch], padding=True, return_tensors="pt")
-        logits = model(**enc).logits
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.tensor([y for _, y in batch]).float())
-        loss.backward()
-        optim.step()
-        optim.zero_grad()
-    model.eval()
-    model.save_pretrained(directory)
-    return directory
+    return _fit(directory, data, steps, seed,
+                lambda logits, gold: torch.nn.functional.binary_cross_entropy_with_logits(logits, gold.float()))
 
 
 class FaultProbes:
