@@ -65,14 +65,6 @@ class TriggerScorer:
                 out[start : start + len(chunk)] = loss.mean(1).cpu()
         return out
 
-    def predictions(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
-        """Predicted class of every row with every trigger spliced in: ``len(triggers) x len(rows)``."""
-        out = torch.empty(triggers.shape[0], len(rows), dtype=torch.long)
-        with torch.inference_mode():
-            for start, chunk, logits in self._chunks(triggers, rows):
-                out[start : start + len(chunk)] = logits.argmax(-1).cpu()
-        return out
-
     def hits(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
         """Whether each row reaches the attack's goal with each trigger spliced in: ``len(triggers) x len(rows)``."""
         out = torch.empty(triggers.shape[0], len(rows), dtype=torch.bool)
