@@ -18,6 +18,7 @@ from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
 from bertprobe.tasks.labelset_metrics import bootstrap_headline
+from bertprobe.tasks.scores import f1_from_counts
 
 
 @dataclass(frozen=True)
@@ -325,9 +326,7 @@ def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, conf
     for r in range(resamples):
         idx = rng.integers(0, len(gold), size=len(gold))
         p, g = pred[idx].astype(bool), gold[idx].astype(bool)
-        tp, fp, fn = (p & g).sum(0), (p & ~g).sum(0), (~p & g).sum(0)
-        den = 2 * tp + fp + fn
-        draws[r] = np.divide(2 * tp, den, out=np.zeros(len(tp)), where=den > 0)
+        draws[r] = f1_from_counts((p & g).sum(0), (p & ~g).sum(0), (~p & g).sum(0))
     tail = (1 - confidence) / 2
     return [[float(np.quantile(draws[:, c], tail)), float(np.quantile(draws[:, c], 1 - tail))] for c in range(gold.shape[1])]
 
@@ -442,7 +441,7 @@ def _entity_intervals(counts: Sequence[Any], types: Sequence[str], resamples: in
     tail = (1 - confidence) / 2
     q = lambda v: (float(np.quantile(v, tail)), float(np.quantile(v, 1 - tail)))  # noqa: E731
     out = {"precision": q(ratio(t.sum(1), p.sum(1))), "recall": q(ratio(t.sum(1), g.sum(1))),
-           "f1": q(ratio(2 * t.sum(1), p.sum(1) + g.sum(1)))}
+           "f1": q(f1_from_counts(t.sum(1), p.sum(1) - t.sum(1), g.sum(1) - t.sum(1)))}
     for j, k in enumerate(kinds):
-        out[f"f1_{k}"] = q(ratio(2 * t[:, j], p[:, j] + g[:, j]))
+        out[f"f1_{k}"] = q(f1_from_counts(t[:, j], p[:, j] - t[:, j], g[:, j] - t[:, j]))
     return out

@@ -32,6 +32,7 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import unpaired_bootstrap_diff, wilson_interval
+from bertprobe.tasks.scores import f1_from_counts
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"\d")
@@ -284,11 +285,10 @@ class SlicesProbe(Probe):
         if not len(sums):
             return 0.0, [0.0, 0.0]
         tp, pr, gd = sums.sum(0)
-        value = 2 * tp / (pr + gd) if pr + gd else 0.0
+        value = f1_from_counts(tp, pr - tp, gd - tp)
         idx = np.random.default_rng(seed).integers(0, len(sums), size=(resamples, len(sums)))
         s = sums[idx].sum(1)
-        den = s[:, 1] + s[:, 2]
-        draws = np.divide(2 * s[:, 0], den, out=np.zeros_like(den), where=den > 0)
+        draws = f1_from_counts(s[:, 0], s[:, 1] - s[:, 0], s[:, 2] - s[:, 0])
         return float(value), [round(float(np.quantile(draws, 0.025)), 4), round(float(np.quantile(draws, 0.975)), 4)]
 
     @staticmethod

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from bertprobe.tasks.scores import f1_from_counts
+
 
 def _ratio(num: np.ndarray | float, den: np.ndarray | float) -> Any:
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
@@ -29,9 +31,9 @@ def f1_scores(pred: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
     """Per-label precision, recall, F1 and support, and the micro, macro and weighted F1."""
     tp, fp, fn = label_counts(pred, gold)
     precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-    f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+    f1 = f1_from_counts(tp, fp, fn)
     support = tp + fn
-    micro = float(_ratio(2 * tp.sum(), 2 * tp.sum() + fp.sum() + fn.sum()))
+    micro = float(f1_from_counts(tp.sum(), fp.sum(), fn.sum()))
     weighted = float((f1 * support).sum() / support.sum()) if support.sum() else 0.0
     return {"precision": precision, "recall": recall, "f1": f1, "support": support,
             "micro_f1": micro, "macro_f1": float(f1.mean()) if len(f1) else 0.0, "weighted_f1": weighted}

@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
+
+
+def f1_from_counts(tp: Any, fp: Any, fn: Any, empty: float = 0.0) -> np.ndarray:
+    """F1 = 2 tp / (2 tp + fp + fn), element-wise over arrays of counts; ``empty`` where there is nothing to count
+    (0, scikit-learn's and seqeval's ``zero_division`` default; head sweeps score an empty set as perfect, 1)."""
+    tp, fp, fn = (np.asarray(x, dtype=np.float64) for x in (tp, fp, fn))
+    den = 2 * tp + fp + fn
+    return np.divide(2 * tp, den, out=np.full(np.shape(den), empty, dtype=np.float64), where=den > 0)
+
 
 NOT_DECOMPOSABLE = ("micro_f1", "entity_f1")  # outcomes are (tp, fp, fn) counts; the metric comes from their sums
 
@@ -36,7 +46,7 @@ class OutcomeScore:
         if self.decomposable:
             return float(outcomes.astype(np.float64).mean()) if outcomes.size else 0.0
         tp, fp, fn = outcomes.sum(axis=0).astype(np.float64)
-        return float(2 * tp / (2 * tp + fp + fn)) if tp + fp + fn else 1.0
+        return float(f1_from_counts(tp, fp, fn, empty=1.0))
 
     def resampled(self, outcomes: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """The metric over each resample ``idx[r]`` (``resamples x N`` example indices)."""
@@ -44,9 +54,7 @@ class OutcomeScore:
         if self.decomposable:
             return outcomes.astype(np.float64)[idx].mean(axis=1)
         sums = outcomes.astype(np.float64)[idx].sum(axis=1)  # resamples x 3
-        tp, fp, fn = sums[:, 0], sums[:, 1], sums[:, 2]
-        den = 2 * tp + fp + fn
-        return np.divide(2 * tp, den, out=np.ones_like(den), where=den > 0)
+        return f1_from_counts(sums[:, 0], sums[:, 1], sums[:, 2], empty=1.0)
 
 
 def argmax_correct(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
