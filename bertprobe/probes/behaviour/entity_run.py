@@ -1,0 +1,227 @@
+"""The behaviour probe on a token classifier (NER): cases from JSONL, templates with entity slots and
+perturbations of the suite's tagged sentences; each distinct sentence predicted once; failure rates per
+test, the entity F1 before and after each edit, and recall of persons per origin group with the largest
+gap between groups (``fairness_gap.<test>``, a paired bootstrap interval over sentences).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bertprobe.data.dataset import Dataset, Example
+from bertprobe.errors import DataError, ProbeError
+from bertprobe.model.target import Target
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.behaviour.cases import read_cases
+from bertprobe.probes.behaviour.entity_cases import (
+    EntityCase,
+    EntityVerdict,
+    entity_case_from_mapping,
+    expand_entity_template,
+    judge_entities,
+)
+from bertprobe.probes.behaviour.entity_edits import EntityWords, Span, Tagged, model_types
+from bertprobe.probes.behaviour.lexicon import edits, keyboard, origins
+from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
+from bertprobe.registry import did_you_mean
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.tasks.entities import detect_scheme, spans, split_tag
+
+Words = tuple[str, ...]
+
+
+def marked(words: Sequence[str], entities: Sequence[Span]) -> str:
+    """The sentence with each entity bracketed and typed: ``[PER Maria Lopez] lives in [LOC Lima]``."""
+    out = list(words)
+    for a, b, kind in sorted(entities, reverse=True):
+        out[a:b] = [f"[{kind} " + " ".join(out[a:b]) + "]"]
+    return " ".join(out)
+
+
+def _decoder(entity_types: Sequence[str]) -> Any:
+    def decode(tags: list[str], where: str) -> list[Span]:
+        for tag in tags:
+            prefix, kind = split_tag(tag)
+            if prefix not in "OBIESUL":
+                raise DataError(f"{where}: '{tag}' is not a tag (O, B-TYPE, I-TYPE, E-TYPE, S-TYPE)")
+            if kind and kind not in entity_types:
+                raise DataError(f"{where}: entity type '{kind}' (in {tag}) is not the model's "
+                                f"({', '.join(entity_types)}){did_you_mean(kind, list(entity_types))}")
+        return spans(tags, detect_scheme(tags))
+    return decode
+
+
+def perturbation_cases(data: Dataset, target: Target, specs: list[tuple[Any, dict[str, Any]]], words: EntityWords,
+                       seed: int, max_examples: int) -> tuple[list[EntityCase], list[dict[str, Any]]]:
+    """The inv cases each perturbation makes of (a seeded sample of) the tagged sentences, and a row per
+    perturbation: how many sentences it applied to, or why it was skipped."""
+    task: Any = target.outputs
+    examples = [ex for ex in data.examples if ex.words]
+    if len(examples) > max_examples:
+        examples = random.Random(seed).sample(examples, max_examples)
+    sentences = []
+    for ex in examples:
+        labelled = ex.label is not None
+        gold = tuple(spans(task.tags(list(ex.label)), task.scheme)) if labelled else ()  # type: ignore[arg-type]
+        sentences.append((ex, Tagged(tuple(ex.words or ()), gold), labelled))
+    cases: list[EntityCase] = []
+    rows = []
+    for pert, options in specs:
+        row = {"perturbation": pert.name, "type": "inv", "capability": pert.capability, "examples": len(examples),
+               "description": pert.description, "applied": 0}
+        rows.append(row)
+        if pert.family and pert.family not in words.types:
+            row["skipped"] = f"the model has no {pert.family} type (its types: {', '.join(task.entity_types)})"
+            continue
+        words.variants = int(options.get("variants", pert.variants))
+        for ex, sent, labelled in sentences:
+            edited = pert.edit(sent, random.Random(f"{seed}:{pert.name}:{ex.id}"), words)
+            if not edited:
+                continue
+            row["applied"] += 1
+            cases.append(EntityCase(test=pert.name, type="inv", sentences=(sent, *edited), capability=pert.capability,
+                                    id=str(ex.id), source=f"perturbation {pert.name}", has_gold=labelled))
+        if not row["applied"]:
+            row["skipped"] = f"applies to none of the {len(examples)} sentences"
+    return cases, rows
+
+
+def predict_entities(target: Target, sentences: Sequence[Words], batch_size: int | None,
+                     ctx: ProbeContext) -> dict[Words, tuple[Span, ...]]:
+    """The predicted entities of each distinct sentence, through the shared word-level prediction path."""
+    task: Any = target.outputs
+    examples = [Example(" ".join(w), words=w, id=str(i)) for i, w in enumerate(sentences)]
+    predicted = ctx.predictions(target, Dataset(examples, name="behaviour sentences"), batch_size)
+    out = {}
+    for words, logits in zip(sentences, predicted.logits):
+        tags = task.tags(logits[: len(words)].argmax(-1))
+        out[words] = tuple(sorted(spans(tags, task.scheme)))
+    return out
+
+
+def origin_recall(cases: Sequence[EntityCase], predicted: dict[Words, tuple[Span, ...]], kind: str, resamples: int,
+                  seed: int) -> dict[str, Any]:
+    """Recall of ``kind`` entities per origin group over the same sentences, and the largest gap between two
+    groups with a paired percentile bootstrap over sentences."""
+    groups = sorted({g for c in cases for g in c.groups if g})
+    if len(groups) < 2:
+        return {}
+    found = np.zeros((len(cases), len(groups)))
+    gold = np.zeros((len(cases), len(groups)))
+    for i, case in enumerate(cases):
+        for sent in case.sentences[1:]:
+            g = groups.index(sent.group)
+            want = {s for s in sent.gold if s[2] == kind}
+            gold[i, g] += len(want)
+            found[i, g] += len(want & set(predicted[sent.words]))
+    if not gold.sum():
+        return {}
+    recall = found.sum(0) / gold.sum(0)
+    hi, lo = int(np.argmax(recall)), int(np.argmin(recall))
+    rng = np.random.default_rng(seed)
+    intervals, gap_ci = {}, None
+    if resamples > 0 and len(cases) > 1:
+        idx = rng.integers(0, len(cases), size=(resamples, len(cases)))
+        draws = found[idx].sum(1) / np.maximum(gold[idx].sum(1), 1)
+        intervals = {g: [float(np.quantile(draws[:, j], 0.025)), float(np.quantile(draws[:, j], 0.975))]
+                     for j, g in enumerate(groups)}
+        gaps = draws[:, hi] - draws[:, lo]
+        gap_ci = [float(np.quantile(gaps, 0.025)), float(np.quantile(gaps, 0.975))]
+    return {"cases": len(cases), "type": kind, "recall": {g: round(float(r), 4) for g, r in zip(groups, recall)},
+            "intervals": intervals, "entities": {g: int(n) for g, n in zip(groups, gold.sum(0))},
+            "gap": round(float(recall[hi] - recall[lo]), 4), "higher": groups[hi], "lower": groups[lo], "interval": gap_ci}
+
+
+def _f1(pairs: Sequence[tuple[Sequence[Span], Sequence[Span]]]) -> float | None:
+    tp = sum(len(set(g) & set(p)) for g, p in pairs)
+    total = sum(len(g) + len(p) for g, p in pairs)
+    return round(2 * tp / total, 4) if total else None
+
+
+def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeContext, lexicons: dict[str, list[str]],
+                 specs: list[tuple[Any, dict[str, Any]]]) -> ProbeResult:
+    """The behaviour probe's NER half (see the module docstring)."""
+    task: Any = target.outputs
+    types = model_types(task.entity_types)
+    decode = _decoder(task.entity_types)
+    cases: list[EntityCase] = []
+    for path in ([params.cases] if isinstance(params.cases, str) else list(params.cases)):
+        for part in [p for p in str(path).split(",") if p.strip()]:
+            cases += read_cases(part, lambda raw, where, source: entity_case_from_mapping(raw, where, decode, source))
+    for i, spec in enumerate(params.templates):
+        cases += expand_entity_template(spec, lexicons, types, ctx.seed, params.max_cases, f"templates[{i}]")
+    rows: list[dict[str, Any]] = []
+    if data is not None and specs:
+        words = EntityWords(lexicons=lexicons, edits=edits(), keys=keyboard(), types=types, origins=origins())
+        made, rows = perturbation_cases(data, target, specs, words, ctx.seed, params.max_examples)
+        cases += made
+    elif params.perturbations:
+        raise ProbeError("perturbations need the suite's data; add a data: section or set perturbations: []")
+    if not cases:
+        raise ProbeError("no behavioural case to run: give cases:, templates:, or tagged data for the perturbations")
+    distinct = list(dict.fromkeys(s.words for c in cases for s in c.sentences))
+    predicted = predict_entities(target, distinct, params.batch_size, ctx)
+    ctx.log(f"{len(cases)} cases, {len(distinct)} distinct sentences predicted once each")
+    verdicts = [judge_entities(c, [predicted[s.words] for s in c.sentences]) for c in cases]
+    result = ProbeResult(probe="behaviour")
+    tests, failed = failure_rates(result, cases, [v.passed for v in verdicts],
+                                  lambda i: _finding(cases[i], verdicts[i], predicted), params.findings)
+    by_test: dict[str, list[EntityCase]] = defaultdict(list)
+    for case in cases:
+        by_test[case.test].append(case)
+    for row in tests:  # entity F1 against gold on the originals and on the edited sentences
+        group = [c for c in by_test[row["test"]] if c.has_gold]
+        if row["type"] == "inv" and group:
+            row["entity_f1_original"] = _f1([(c.sentences[0].gold, predicted[c.sentences[0].words]) for c in group])
+            row["entity_f1_edited"] = _f1([(s.gold, predicted[s.words]) for c in group for s in c.sentences[1:]])
+        elif group:
+            row["entity_f1"] = _f1([(s.gold, predicted[s.words]) for c in group for s in c.sentences])
+    fairness = {}
+    for test, members in by_test.items():
+        grouped = [c for c in members if any(c.groups) and c.has_gold]
+        gaps = origin_recall(grouped, predicted, types.get("person", ""), params.bootstrap, ctx.seed) if grouped else {}
+        if not gaps:
+            continue
+        fairness[test] = gaps
+        for group, value in gaps["recall"].items():
+            interval = gaps["intervals"].get(group)
+            result.add_metric(f"recall_by_origin.{slug(test)}.{slug(group)}", value, True,
+                              f"recall of {gaps['type']} entities whose surnames are of the '{group}' group",
+                              ci=tuple(interval) if interval else None)
+        result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False,
+                          f"largest gap in {gaps['type']} recall between origin groups of '{test}'",
+                          ci=tuple(gaps["interval"]) if gaps["interval"] else None)
+    line = None
+    if fairness:
+        name, worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
+        result.add_metric("max_fairness_gap", worst["gap"], False, f"largest fairness gap (test '{name}')", kind="extreme")
+        result.details["fairness"] = fairness
+        line = (f"{name}: {worst['type']} recall '{worst['higher']}' {worst['recall'][worst['higher']]:.3f} against "
+                f"'{worst['lower']}' {worst['recall'][worst['lower']]:.3f}" if worst["gap"] > 0 else "")
+    summarise(result, tests, len(cases), failed, len(distinct), line)
+    result.details["perturbations"] = rows
+    result.details["task"] = "token-classification"
+    return result
+
+
+def _finding(case: EntityCase, verdict: EntityVerdict, predicted: dict[Words, tuple[Span, ...]]) -> Finding:
+    """The sentence that decided a failed case, with the expected and the predicted entities bracketed."""
+    sent = case.sentences[verdict.worst]
+    shown = sorted({f"[{k} " + " ".join(sent.words[a:b]) + "]" for a, b, k in (*verdict.expected, *verdict.observed)},
+                   key=len, reverse=True)
+    extra = {"kind": "entities", "test": case.test, "highlight": shown,
+             "changed": [sent.words[i] for i in sent.changed if i < len(sent.words)]}
+    if case.type == "mft":
+        return Finding(title=f"{case.test} (mft)", input=" ".join(sent.words), expected=marked(sent.words, verdict.expected),
+                       observed=marked(sent.words, verdict.observed), score=float(len(set(verdict.expected) - set(verdict.observed))),
+                       extra=extra)
+    original = case.sentences[0]
+    return Finding(title=f"{case.test} (inv)", input=marked(original.words, predicted[original.words]),
+                   perturbed=" ".join(sent.words), expected=marked(sent.words, verdict.expected),
+                   observed=marked(sent.words, verdict.observed),
+                   score=float(len(set(verdict.expected) ^ set(verdict.observed))), extra=extra)

@@ -1,0 +1,97 @@
+"""Failure rates per test and capability, the run's summary and its figure: shared by the classifier and
+the token-classifier (NER) halves of the behaviour probe."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bertprobe.results import Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes
+from bertprobe.stats import wilson_interval
+
+
+def slug(name: str) -> str:
+    """A metric-name part for a test or capability: lowercase words joined by underscores."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "test"
+
+
+def case_ids(cases: Sequence[Any]) -> list[str]:
+    """Ids unique within a test: the case's own id, numbered where two share one."""
+    seen: dict[str, int] = {}
+    out = []
+    for i, case in enumerate(cases):
+        base = case.id or str(i)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.append(base if n == 0 else f"{base}#{n}")
+    return out
+
+
+def failure_rates(result: ProbeResult, cases: Sequence[Any], passed: Sequence[bool], finding: Callable[[int], Finding],
+                  findings: int) -> tuple[list[dict[str, Any]], int]:
+    """Per test: a ``failed.<test>`` outcome per case and ``failure_rate.test.<test>`` (Wilson interval), the
+    first ``findings`` failures as findings; per capability and over all: the failure rate. Returns the
+    rows of the tests table and the number of failed cases."""
+    by_test: dict[str, list[int]] = defaultdict(list)
+    for i, case in enumerate(cases):
+        by_test[case.test].append(i)
+    tests, by_capability = [], defaultdict(lambda: [0, 0])
+    total_failed = 0
+    for test, idx in by_test.items():
+        first = cases[idx[0]]
+        failed = [i for i in idx if not passed[i]]
+        total_failed += len(failed)
+        rate = len(failed) / len(idx)
+        interval = wilson_interval(len(failed), len(idx))
+        key = slug(test)
+        result.outcomes.append(Outcomes.from_values(f"failed.{key}", case_ids([cases[i] for i in idx]),
+                                                    [0 if passed[i] else 1 for i in idx]))
+        result.add_metric(f"failure_rate.test.{key}", rate, False, f"share of failed cases of test '{test}'",
+                          ci=interval, outcome=f"failed.{key}")
+        capability = first.capability or "other"
+        by_capability[capability][0] += len(failed)
+        by_capability[capability][1] += len(idx)
+        tests.append({"test": test, "type": first.type, "capability": capability, "cases": len(idx),
+                      "failed": len(failed), "failure_rate": round(rate, 4),
+                      "interval": [round(interval[0], 4), round(interval[1], 4)],
+                      "source": first.source if not first.source.endswith(".jsonl") else f"cases {first.source}"})
+        for i in failed[:findings]:
+            result.findings.append(finding(i))
+    for capability, (failed, n) in sorted(by_capability.items()):
+        result.add_metric(f"failure_rate.capability.{slug(capability)}", failed / n, False,
+                          f"share of failed cases of the '{capability}' tests", ci=wilson_interval(failed, n))
+    result.add_metric("failure_rate", total_failed / len(cases), False, "share of failed cases over all tests",
+                      ci=wilson_interval(total_failed, len(cases)))
+    return tests, total_failed
+
+
+def summarise(result: ProbeResult, tests: list[dict[str, Any]], n_cases: int, total_failed: int, predicted: int,
+              fairness: str | None) -> None:
+    """The counts, the summary lines, the key finding and the figure (``fairness``: the largest gap, said in
+    words; "" when every group scored alike; None when no test had groups)."""
+    result.add_metric("tests", len(tests), None, "tests run", kind="count")
+    result.add_metric("cases", n_cases, None, "cases run", kind="count")
+    result.add_metric("failed_cases", total_failed, None, "cases failed", kind="count")
+    result.add_metric("predicted_texts", predicted, None, "distinct texts predicted (each once)", kind="count")
+    tests.sort(key=lambda t: (t["capability"], t["test"]))
+    result.details["tests"] = tests
+    worst = max(tests, key=lambda t: (t["failure_rate"], t["cases"]))
+    result.details["summary"] = {
+        "tests": f"{len(tests)} tests, {n_cases} cases, {total_failed} failed ({total_failed / n_cases:.1%})",
+        "worst test": f"{worst['test']}: {worst['failed']}/{worst['cases']} failed ({worst['failure_rate']:.1%})"}
+    line = f"worst test: {worst['test']} ({worst['failed']}/{worst['cases']} failed)" if worst["failed"] else "no case failed"
+    if fairness is not None:
+        result.details["summary"]["largest fairness gap"] = fairness or "none: every group of every test scored alike"
+        if fairness:
+            line += f"; largest fairness gap: {fairness}"
+    result.details["figures"] = [{
+        "kind": "bars", "title": "failure rate per test (95% Wilson interval), grouped by capability",
+        "metrics": ["failure_rate", "failure_rate.*"],
+        "data": {"labels": [f"{t['capability']}: {t['test']}" for t in tests],
+                 "series": [{"name": "failure rate", "values": [t["failure_rate"] for t in tests],
+                             "errors": [t["interval"] for t in tests]}]},
+        "axes": {"y": "failure rate"}}]
+    result.details["key_finding"] = line
