@@ -198,6 +198,37 @@ def test_the_ner_suite_reproduces_the_fixtures_test_f1_and_seqeval(tmp_path, mon
     assert metrics["entity_f1"] == pytest.approx(0.723, abs=5e-4) and metrics["examples"] == 2077
     assert metrics["f1_PER"] == pytest.approx(0.848, abs=5e-4) and metrics["f1_ORG"] == pytest.approx(0.515, abs=5e-4)
     assert "recall_ORG" in result.output and "do not ship" in result.output
+    by_probe = {p["probe"]: p for p in report["probes"]}
+    behaviour, trigger = by_probe["behaviour"]["metrics"], by_probe["universal-trigger"]["metrics"]
+    # the fixture is uncased: case edits cannot change a prediction; typos and swaps do
+    assert behaviour["failure_rate.test.lowercase"] == 0 and behaviour["failure_rate.test.uppercase"] == 0
+    assert behaviour["failure_rate.test.typo"] > 0.1 and behaviour["failure_rate.test.swap_organisation"] > 0.5
+    recall = by_probe["behaviour"]["details"]["fairness"]["person_origin"]["recall"]
+    assert len(recall) == 5 and behaviour["fairness_gap.person_origin"] > 0.1  # the gap gates by default
+    assert trigger["accuracy_after"] < trigger["accuracy_before"] - 0.05  # the phrase suppresses organisations
+
+
+@pytest.mark.reproduction
+@pytest.mark.skipif(not (SHARED / "models" / "minilm-l6-uner").is_dir(), reason="../shared UNER fixture not present")
+def test_int8_against_fp32_pairs_entity_f1_and_behaviour_failure_rates(tmp_path, monkeypatch):
+    """suites/ner-int8.yaml on 300 UNER test sentences: the int8 build's entity F1 and behaviour failure rates are
+    paired with fp32's sentence by sentence; the paired difference of entity F1 equals the difference of the
+    two F1 values, and its interval covers it."""
+    monkeypatch.setenv("BERTPROBE_NER_MODEL", str(SHARED / "models" / "minilm-l6-uner"))
+    monkeypatch.setenv("BERTPROBE_NER_DATA", str(SHARED / "data" / "uner" / "en_ewt-ud-test.iob2"))
+    monkeypatch.setenv("BERTPROBE_NER_LIMIT", "300")
+    monkeypatch.setenv("BERTPROBE_NER_BEHAVIOUR_EXAMPLES", "60")
+    suite = Path(__file__).resolve().parents[1] / "suites" / "ner-int8.yaml"
+    result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path), "--set", "report.formats=[json,markdown]"])
+    assert result.exit_code in (0, 1), result.output
+    run_dir, report = only_run(tmp_path, "ner-int8")
+    paired = {(d["probe_id"], d["metric"]): d for d in report["paired"] if d["model"] == "int8"}
+    f1 = paired[("accuracy", "entity_f1")]
+    values = {p["model"]: p["metrics"]["entity_f1"] for p in report["probes"] if p["probe"] == "accuracy"}
+    assert f1["delta"] == pytest.approx(values["int8"] - values["fp32"], abs=1e-9) and f1["paired"] == 300
+    assert f1["ci"][0] <= f1["delta"] <= f1["ci"][1]
+    assert any(probe == "behaviour" and metric.startswith("failure_rate.test.") for probe, metric in paired)
+    assert "## Paired differences against fp32" in (run_dir / "report.md").read_text()
 
 
 def test_calibration_and_slices_read_entities(tmp_path, tagger_dir):
@@ -289,3 +320,63 @@ def test_strict_bioes_spans_equal_seqeval_and_an_unended_entity_is_none():
         seq = [rng.choice(tags) for _ in range(rng.randint(1, 10))]
         expected = {(e.start, e.end, e.tag) for e in scheme.Entities([seq], scheme.IOBES).entities[0]}
         assert set(spans(seq, "BIOES")) == expected, seq
+
+
+def test_entity_suppression_goal_reads_words_where_the_tagger_does(tmp_path, tagger_dir):
+    """The trigger search's readout (first sub-token of each word in the spliced encoding, shifted by the
+    trigger) gives the same tags as the word-level prediction path; the loss is CE toward O at the entities'
+    words; the probe's recall before the trigger equals the strict recall computed from those predictions."""
+    import torch.nn.functional as F
+
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probes.attacks.entity_goal import EntityGoal, word_firsts
+
+    target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
+    words = ["the", "brilliant", "movie", "unwatchable", "actor", "."]
+    enc = target.tokenizer(words, is_split_into_words=True)
+    expected = [enc.word_ids().index(w) for w in range(len(words))]
+    assert list(word_firsts(target.tokenizer, " ".join(words), words, 64)) == expected
+    assert word_firsts(target.tokenizer, " ".join(words), words, 4)[-1] == -1  # cut by truncation
+    tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+    goal = EntityGoal("PER", 0, tags, "IOB2", (tuple(expected),), (((1, 3, "PER"),),), 2)
+    logits = torch.randn(1, len(enc["input_ids"]) + 2, len(tags))
+    positions = [expected[1] + 2, expected[2] + 2]
+    manual = F.cross_entropy(logits[0, positions], torch.zeros(2, dtype=torch.long)).item()
+    assert goal.objective(logits, (0,)).item() == pytest.approx(manual, rel=1e-6)
+    # the same logits flattened as the scorer passes them: [triggers * rows, seq * tags]
+    assert goal.objective(logits.reshape(1, -1), (0,)).item() == pytest.approx(manual, rel=1e-6)
+    logits[0, positions[0], 1], logits[0, positions[1], 2] = 50.0, 50.0  # B-PER I-PER: found
+    assert goal.found(logits[0], 0, 2) == [True] and not goal.hit(logits, (0,)).item()
+    logits[0, positions[1], 0] = 100.0  # the second word read as O: the exact span is lost
+    assert goal.found(logits[0], 0, 2) == [False] and goal.hit(logits, (0,)).item()
+
+    rows = sentences(60, seed=8)
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"id": f"s{i}", "tokens": w, "tags": t}) + "\n" for i, (w, t) in enumerate(rows)),
+                    encoding="utf-8")
+    probes = ("  - probe: universal-trigger\n    params: {target_label: PER, length: 2, candidates: 5, iterations: 2,"
+              " search_fraction: 0.5}\n")
+    code, output, report = run(tmp_path / "r", tagger_dir, path, probes)
+    assert report is not None, output
+    metrics = report["probes"][0]["metrics"]
+    assert report["probes"][0]["details"]["target_label"] == "PER"
+    (run_dir,) = (tmp_path / "r" / "out").glob("ner-*")
+    outcomes = {r["name"]: r for r in map(json.loads, (run_dir / "outcomes.jsonl").read_text().splitlines())}
+    assert len(outcomes["correct_before"]["values"]) == metrics["entities_held_out"] > 0
+    assert sum(outcomes["correct_after"]["values"]) / metrics["entities_held_out"] == pytest.approx(metrics["accuracy_after"])
+    # the held-out recall before the trigger, from the word-level prediction path on the same sentences
+    from bertprobe.data.dataset import Dataset, Example
+    from bertprobe.probe import predict_directly
+    from bertprobe.tasks.entities import spans
+
+    held = list(dict.fromkeys(i.split(":")[0] for i in outcomes["correct_before"]["ids"]))
+    chosen = [rows[int(i[1:])] for i in held]
+    examples = [Example(" ".join(w), words=tuple(w)) for w, _ in chosen]
+    logits = predict_directly(target, Dataset(examples)).logits
+    found = gold = 0
+    for (w, t), lg in zip(chosen, logits):
+        g = {s for s in spans(t) if s[2] == "PER"}
+        p = set(spans([tags[k] for k in lg[: len(t)].argmax(-1).tolist()]))
+        found, gold = found + len(g & p), gold + len(g)
+    assert gold == metrics["entities_held_out"] and found / gold == pytest.approx(metrics["accuracy_before"])

@@ -352,11 +352,20 @@ def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: 
         Outcomes.from_values("entities_gold", ids, [sum(c.gold.values()) for c in counts], "score"),
         Outcomes.from_values("entities_predicted", ids, [sum(c.pred.values()) for c in counts], "score"),
     ]
+    # entity F1 is a ratio over sentences, no mean of per-sentence scores; its per-sentence outcome is the
+    # ratio's linearisation F1 + (2 tp_i - F1 (pred_i + gold_i)) / mean(pred + gold): its mean is F1 exactly,
+    # and paired against another build's it gives the F1 difference with a delta-method bootstrap interval
+    both = [sum(c.pred.values()) + sum(c.gold.values()) for c in counts]
+    scale = sum(both) / len(both) if both and sum(both) else 0.0
+    linear = [scores["f1"] + (2 * sum(c.tp.values()) - scores["f1"] * n) / scale if scale else 0.0
+              for c, n in zip(counts, both)]
+    result.outcomes.append(Outcomes.from_values("entity_f1", ids, linear, "score"))
     intervals = _entity_intervals(counts, types, params.bootstrap, params.confidence, ctx.seed)
     for name, key, description in (("entity_f1", "f1", "entity-level micro F1, strict: exact span and type"),
                                    ("entity_precision", "precision", "share of predicted entities exactly right"),
                                    ("entity_recall", "recall", "share of gold entities found exactly")):
-        result.add_metric(name, scores[key], True, description, intervals.get(key))
+        result.add_metric(name, scores[key], True, description, intervals.get(key),
+                          outcome="entity_f1" if name == "entity_f1" else None)
     for kind in types:
         row = scores["per_type"][kind]
         result.add_metric(f"f1_{kind}", row["f1"], True, f"entity F1 of {kind}", intervals.get(f"f1_{kind}"))

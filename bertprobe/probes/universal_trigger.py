@@ -50,13 +50,15 @@ from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.interventions import frozen_parameters
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
+from bertprobe.probes.attacks.entity_goal import EntityGoal, word_firsts
 from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import bootstrap_ci
+from bertprobe.stats import bootstrap_ci, wilson_interval
+from bertprobe.tasks.entities import spans
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,7 @@ def run_search(search: TriggerSearch, init: torch.Tensor, search_idx: list[int],
 def _all_flipped(search: TriggerSearch, trigger: torch.Tensor, rows: tuple[int, ...]) -> bool:
     with torch.inference_mode():
         logits = search.forward(search.rows.build(rows, trigger.unsqueeze(0))).cpu()
-    return bool(search.attack.hit(logits).all())
+    return bool(search.attack.hit(logits, rows).all())
 
 
 def held_out_logits(search: TriggerSearch, trigger: torch.Tensor | None, rows: list[int]) -> torch.Tensor:
@@ -241,6 +243,33 @@ def held_out_logits(search: TriggerSearch, trigger: torch.Tensor | None, rows: l
             for j, r in enumerate(chunk):
                 out[where[r]] = probs[j]
     return out
+
+
+def entity_hits(search: TriggerSearch, trigger: torch.Tensor | None, rows: list[int]) -> tuple[list[list[bool]], list[list[str]]]:
+    """Entity suppression: for each row, whether each gold entity of the attacked type is found, and the
+    predicted tags of its words, with the trigger spliced in (or without: ``trigger=None``)."""
+    goal: EntityGoal = search.attack  # type: ignore[assignment]
+    found: dict[int, list[bool]] = {}
+    tags: dict[int, list[str]] = {}
+    shift = 0 if trigger is None else goal.shift
+    ordered = sorted(rows, key=lambda r: len(search.rows.ids[r]))
+    with torch.inference_mode():
+        for start in range(0, len(ordered), search.params.eval_batch_size):
+            chunk = tuple(ordered[start : start + search.params.eval_batch_size])
+            batch = (search.target.collate([search.rows.plain(r) for r in chunk]) if trigger is None
+                     else search.rows.build(chunk, trigger.unsqueeze(0)))
+            logits = search.target.model(**batch).logits.float().cpu()
+            for j, r in enumerate(chunk):
+                found[r] = goal.found(logits[j], r, shift)
+                tags[r] = goal.word_tags(logits[j], r, shift)
+    return [found[r] for r in rows], [tags[r] for r in rows]
+
+
+def _bracketed(words: list[str], entities: Any) -> str:
+    out = list(words)
+    for a, b, kind in sorted(entities, reverse=True):
+        out[a:b] = [f"[{kind} " + " ".join(out[a:b]) + "]"]
+    return " ".join(out)
 
 
 def _initial_trigger(tokenizer: Any, params: TriggerParams, allowed: torch.Tensor, restart: int,
@@ -276,17 +305,49 @@ class SearchState:
     log: Any
 
 
+def _entity_examples(target: Target, data: Dataset, params: TriggerParams, label: int,
+                     rng: random.Random) -> tuple[list[Example], EntityGoal]:
+    """The sentences holding an entity of the attacked type, shuffled (seeded) and cut to ``max_examples``;
+    a placeholder goal naming the type (the full goal is built on the final examples)."""
+    task: Any = target.outputs
+    kind = task.entity_types[label]
+    examples = [ex for ex in data.examples if ex.words and ex.label is not None
+                and any(k == kind for _, _, k in spans(task.tags(list(ex.label)), task.scheme))]  # type: ignore[arg-type]
+    rng.shuffle(examples)
+    if params.max_examples:
+        examples = examples[: params.max_examples]
+    return examples, EntityGoal(kind, 0, (), task.scheme, (), (), 0)
+
+
+def _entity_goal(target: Target, examples: list[Example], params: TriggerParams, kind: str) -> EntityGoal:
+    """The entity-suppression goal of these examples: where each word is read, and the gold spans of the type."""
+    task: Any = target.outputs
+    firsts, gold = [], []
+    for ex in examples:
+        firsts.append(word_firsts(target.tokenizer, ex.text, ex.words or (), target.max_length - params.length))
+        gold.append(tuple(s for s in spans(task.tags(list(ex.label or ())), task.scheme) if s[2] == kind))
+    return EntityGoal(kind, task.label_names.index("O"), tuple(task.label_names), task.scheme, tuple(firsts),
+                      tuple(gold), params.length)
+
+
 def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: int, progress: Any = None,
                    log: Any = None) -> SearchState:
     """The seeded split of the target class's examples, the spliced rows and the search over them."""
     names = target.label_names
+    if target.outputs.name == "token-classification":  # the attacked class is an entity type (ORG, PER...)
+        names = list(target.outputs.entity_types)  # type: ignore[attr-defined]
+        if params.to_label is not None or params.position != "prepend" or params.segment != "first":
+            raise ProbeError("on a token-classification model the trigger is prepended to the sentence and suppresses "
+                             "entities of target_label: leave to_label, position and segment out")
     label = resolve_label(params.target_label, names, "target_label")  # type: ignore[arg-type]
     to = resolve_label(params.to_label, names, "to_label") if params.to_label is not None else None
     if to == label:
         raise ProbeError("to_label must differ from target_label")
     rng = random.Random(seed)
-    attack: ClassGoal | LabelStateGoal = ClassGoal(label, to)
-    if target.outputs.name == "multi-label":
+    attack: ClassGoal | LabelStateGoal | EntityGoal = ClassGoal(label, to)
+    if target.outputs.name == "token-classification":
+        examples, attack = _entity_examples(target, data, params, label, rng)
+    elif target.outputs.name == "multi-label":
         if to is not None:
             raise ProbeError("to_label does not apply to a multi-label model: set direction: add or remove")
         add = params.direction == "add"
@@ -294,15 +355,18 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
         examples = [ex for ex in data.examples if (label in (ex.label or ())) != add]  # type: ignore[operator]
     else:
         examples = [ex for ex in data.examples if ex.label == label]
-    rng.shuffle(examples)
+    if not isinstance(attack, EntityGoal):
+        rng.shuffle(examples)
     if params.max_examples:
         examples = examples[: params.max_examples]
     if len(examples) < 4:
         which = (f"{'without' if params.direction == 'add' else 'with'} label" if isinstance(attack, LabelStateGoal)
-                 else "of class")
+                 else "with an entity of type" if isinstance(attack, EntityGoal) else "of class")
         raise ProbeError(f"only {len(examples)} examples {which} '{names[label]}'; need at least 4")
     cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
     rows = spliced_rows(target, examples, params)
+    if isinstance(attack, EntityGoal):
+        attack = _entity_goal(target, examples, params, attack.kind)
     goal = to if to is not None else label
     search = TriggerSearch(target, rows, params, goal, to is not None, attack)
     allowed = allowed_for(target.tokenizer, params)
@@ -357,7 +421,7 @@ class UniversalTriggerProbe(Probe):
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
     requires = frozenset({"classifier", "input-gradients", "data:labels"})
-    tasks = frozenset({"classification", "multi-label"})
+    tasks = frozenset({"classification", "multi-label", "token-classification"})
     metrics = {
         "accuracy_before": "held-out accuracy of the attacked class without the trigger",
         "accuracy_after": "held-out accuracy with the trigger",
@@ -369,6 +433,7 @@ class UniversalTriggerProbe(Probe):
         "examples_searched": "examples the trigger was searched on",
         "examples_held_out": "held-out examples it was measured on",
         "baseline_trigger_accuracy_after": "held-out accuracy with the trigger found on the baseline model",
+        "entities_held_out": "token classification: held-out entities of the attacked type",
         "max_token_alone_flip_rate": "share of correct held-out examples the strongest trigger token flips on its own "
                                      "(a possible backdoor when it is most of them)",
     }
@@ -380,7 +445,7 @@ class UniversalTriggerProbe(Probe):
     key_metrics = ("accuracy_after", "baseline_trigger_accuracy_after", "transfer_accuracy_after")
     paper = "Wallace, Feng, Kandpal, Gardner, Singh 2019. Universal Adversarial Triggers for Attacking and Analyzing NLP (EMNLP)"
     uses_baseline = True  # re-measures the matrix baseline's trigger on every other model
-    metric_directions = {"accuracy_before": True, "accuracy_after": True, "success_rate": False, "search_seconds": False, "forward_passes": False, "transfer_accuracy_before": True, "transfer_accuracy_after": True, "baseline_trigger_accuracy_after": True, "examples_searched": None, "examples_held_out": None, "max_token_alone_flip_rate": False}
+    metric_directions = {"accuracy_before": True, "accuracy_after": True, "success_rate": False, "search_seconds": False, "forward_passes": False, "transfer_accuracy_before": True, "transfer_accuracy_after": True, "baseline_trigger_accuracy_after": True, "examples_searched": None, "examples_held_out": None, "entities_held_out": None, "max_token_alone_flip_rate": False}
     label_params = ("target_label", "to_label")  # class names, checked against config.json by validate
 
     def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
@@ -403,6 +468,8 @@ class UniversalTriggerProbe(Probe):
         search_seconds = time.perf_counter() - start
 
         attack = search.attack
+        if isinstance(attack, EntityGoal):
+            return self._entity_result(data, params, state, best, best_loss, history, search_seconds, seed)
         before_logits = held_out_logits(search, None, held_idx)
         after_logits = held_out_logits(search, best, held_idx)
         correct_before, correct_after = attack.correct(before_logits), attack.correct(after_logits)
@@ -473,6 +540,64 @@ class UniversalTriggerProbe(Probe):
             self._transfer(result, ctx, target, params, [examples[i] for i in held_idx], text, label)
         self._baseline_trigger(result, ctx, search, held_idx, held_ids, label)
         result.details["figures"] = trigger_figures(result, history, names[label])
+        return result
+
+    def _entity_result(self, data: Dataset, params: TriggerParams, state: SearchState, best: torch.Tensor,
+                       best_loss: float, history: list[dict[str, Any]], search_seconds: float, seed: int) -> ProbeResult:
+        """Entity suppression on a token classifier: the attacked type's strict recall on the held-out sentences
+        without and with the trigger (``accuracy_before``/``accuracy_after``), per entity outcomes."""
+        search, held_idx, examples = state.search, state.held_idx, state.examples
+        goal: EntityGoal = search.attack  # type: ignore[assignment]
+        tokenizer = search.target.tokenizer
+        before, _ = entity_hits(search, None, held_idx)
+        after, tags_after = entity_hits(search, best, held_idx)
+        id_of = {id(ex): key for ex, key in zip(data.examples, example_ids(data.examples))}
+        ids = [f"{id_of[id(examples[r])]}:{a}-{b}" for r in held_idx for a, b, _ in goal.gold[r]]
+        found_before = [f for row in before for f in row]
+        found_after = [f for row in after for f in row]
+        n, n_before = len(found_before), sum(found_before)
+        lost = [b and not a for b, a in zip(found_before, found_after)]
+        result = ProbeResult(probe=self.name)
+        result.outcomes += [
+            Outcomes.from_values("correct_before", ids, found_before),
+            Outcomes.from_values("correct_after", ids, found_after),
+            Outcomes.from_values("flipped", [i for i, f in zip(ids, found_before) if f], [x for x, f in zip(lost, found_before) if f]),
+        ]
+        recall_before, recall_after = n_before / n if n else 0.0, sum(found_after) / n if n else 0.0
+        result.add_metric("accuracy_before", recall_before, True, f"held-out recall of {goal.kind} entities",
+                          ci=wilson_interval(n_before, n) if n else None, outcome="correct_before")
+        result.add_metric("accuracy_after", recall_after, True, f"held-out recall of {goal.kind} entities with the trigger",
+                          ci=wilson_interval(sum(found_after), n) if n else None, outcome="correct_after")
+        result.add_metric("success_rate", sum(lost) / n_before if n_before else 0.0, False,
+                          f"share of the {goal.kind} entities found without the trigger that it suppresses", outcome="flipped")
+        result.add_metric("search_seconds", search_seconds, False, kind="cost")
+        result.add_metric("forward_passes", float(search.forward_passes), False, "model forward calls during the search",
+                          kind="cost")
+        result.add_metric("examples_searched", float(len(state.search_idx)), kind="count")
+        result.add_metric("examples_held_out", float(len(held_idx)), kind="count")
+        result.add_metric("entities_held_out", float(n), None, f"held-out {goal.kind} entities", kind="count")
+        text = tokenizer.decode(best.tolist()).strip()
+        result.details.update({
+            "trigger_tokens": tokenizer.convert_ids_to_tokens(best.tolist()), "trigger_ids": best.tolist(),
+            "trigger_text": text, "target_label": goal.kind, "to_label": None, "direction": "suppress",
+            "rows_scored": search.rows_scored, "vocabulary_size": int(state.allowed.sum()), "search_loss": best_loss,
+            "history": history,
+            "key_finding": f"trigger {text!r} takes held-out {goal.kind} recall {recall_before:.2f} -> {recall_after:.2f}"
+                           + (f" ({n} held-out entities: few)" if n < 30 else ""),
+            "summary": {"trigger": f"{text!r} (prepended to sentences with a {goal.kind} entity)",
+                        "effect": f"held-out {goal.kind} recall {recall_before:.3f} -> {recall_after:.3f} over {n} entities"},
+        })
+        worst = sorted(range(len(held_idx)), key=lambda i: -(sum(before[i]) - sum(after[i])))
+        for i in [i for i in worst if sum(before[i]) > sum(after[i])][: params.findings]:
+            ex = examples[held_idx[i]]
+            words = list(ex.words or ())
+            result.findings.append(Finding(
+                title=f"{sum(before[i]) - sum(after[i])} of {len(before[i])} {goal.kind} entities suppressed",
+                input=_bracketed(words, goal.gold[held_idx[i]]), perturbed=f"{text} {ex.text}",
+                expected=_bracketed(words, goal.gold[held_idx[i]]),
+                observed=_bracketed(words, [s for s in spans(tags_after[i], goal.scheme)]),
+                score=float(sum(before[i]) - sum(after[i])), extra={"kind": "trigger", "highlight": [text]}))
+        result.details["figures"] = trigger_figures(result, history, goal.kind)
         return result
 
     @staticmethod

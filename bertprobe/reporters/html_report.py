@@ -21,6 +21,7 @@ from bertprobe.reporters.drawing import render_svg  # matplotlib itself loads on
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
     MODEL_HEADERS,
+    PAIRED_HEADERS,
     REGRESSION_HEADERS,
     decision_lines,
     fmt,
@@ -32,6 +33,7 @@ from bertprobe.reporters.summary import (
     not_gated_headers,
     not_gated_rows,
     note,
+    paired_rows,
     regression_rows,
     score_text,
     side_by_side,
@@ -167,6 +169,10 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
         if report.unconfirmed:
             parts += ["<p>Past the tolerance but not significant (listed, never gating):</p>",
                       tabulate(regression_rows(report, unconfirmed=True), headers=REGRESSION_HEADERS, tablefmt="html")]
+        if report.paired:
+            parts += [f"<h2>Paired differences against {esc(str(report.gate.get('baseline')))}</h2>",
+                      "<p>Each candidate's change with a 95% paired bootstrap interval over the same examples:</p>",
+                      tabulate(paired_rows(report), headers=PAIRED_HEADERS, tablefmt="html")]
     if multi_model(report):
         headers, rows = side_by_side(report)
         parts += ["<h2>Metrics side by side</h2>", tabulate(rows, headers=headers, tablefmt="html")]

@@ -11,6 +11,7 @@ from bertprobe.hookmarkers import hookimpl
 from bertprobe.reporters.summary import (
     METRIC_HEADERS,
     MODEL_HEADERS,
+    PAIRED_HEADERS,
     REGRESSION_HEADERS,
     clip,
     decision_lines,
@@ -25,6 +26,7 @@ from bertprobe.reporters.summary import (
     not_gated_rows,
     overview_headers,
     overview_rows,
+    paired_rows,
     regression_rows,
     score_text,
     side_by_side,
@@ -77,6 +79,10 @@ def render_markdown(report: RunReport) -> str:
         if report.unconfirmed:
             lines += ["", "Past the tolerance but not significant (listed, never gating):", "",
                       _table(regression_rows(report, unconfirmed=True), REGRESSION_HEADERS)]
+        if report.paired:
+            lines += ["", f"## Paired differences against {md_cell(baseline)}", "",
+                      "Each candidate's change with a 95% paired bootstrap interval over the same examples:", "",
+                      _table(paired_rows(report), PAIRED_HEADERS)]
     if multi_model(report):
         headers, rows = side_by_side(report)
         lines += ["", "## Metrics side by side", "", _table(rows, headers)]

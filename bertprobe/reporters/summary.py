@@ -185,6 +185,17 @@ def regression_rows(report: RunReport, unconfirmed: bool = False) -> list[list[s
             for r in (report.unconfirmed if unconfirmed else report.regressions)]
 
 
+PAIRED_HEADERS = ["model", "probe", "metric", "baseline", "value", "delta", "95% CI of the delta", "paired", "p (Holm)"]
+
+
+def paired_rows(report: RunReport) -> list[list[str]]:
+    """Every gated metric's change against the baseline with its paired interval (examples paired by id)."""
+    return [[r.model, r.probe_id, r.metric, fmt(r.baseline_value), fmt(r.value),
+             f"{r.delta:+.4g}" if r.delta is not None else "-",
+             f"[{r.ci[0]:+.4g}, {r.ci[1]:+.4g}]" if r.ci else "-", str(r.paired), fmt(r.p_adjusted)]
+            for r in report.paired]
+
+
 NOT_GATED_HEADERS = ["probe", "metric", "value", "95% CI", "why not gated"]
 
 

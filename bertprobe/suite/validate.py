@@ -90,6 +90,9 @@ def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], 
                 continue
             for model in models:
                 labels = _config_labels(model)
+                # a token classifier's classes for these params are its entity types (B-ORG, I-ORG: ORG)
+                labels = labels if labels is None else labels + sorted(
+                    {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"})
                 if labels is not None and str(value).lower() not in {lab.lower() for lab in labels}:
                     problems.append(f"{spec.path}.params.{name}: {value!r} is not a class of {model.path}"
                                     f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; pass "

@@ -39,10 +39,10 @@ class TriggerScorer:
         self.grad_model = target.gradient_model if target.gradient_model is not None else target.model
         self.embedding = self.grad_model.get_input_embeddings()
 
-    def objective(self, logits: torch.Tensor) -> torch.Tensor:
+    def objective(self, logits: torch.Tensor, rows: tuple[int, ...] | None = None) -> torch.Tensor:
         """Per-row loss the attacker minimises: CE to the goal class, or minus CE of the true class (or the
-        binary cross-entropy of a label toward its goal state)."""
-        return self.attack.objective(logits)
+        binary cross-entropy of a label toward its goal state; or, for entity suppression, CE toward O)."""
+        return self.attack.objective(logits, rows)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits of the target on ``batch`` (counted)."""
@@ -61,7 +61,7 @@ class TriggerScorer:
         out = torch.empty(triggers.shape[0])
         with torch.inference_mode():
             for start, chunk, logits in self._chunks(triggers, rows):
-                loss = self.objective(logits.reshape(-1, logits.shape[-1])).view(len(chunk), len(rows))
+                loss = self.objective(logits.reshape(-1, logits.shape[-1]), rows).view(len(chunk), len(rows))
                 out[start : start + len(chunk)] = loss.mean(1).cpu()
         return out
 
@@ -70,7 +70,7 @@ class TriggerScorer:
         out = torch.empty(triggers.shape[0], len(rows), dtype=torch.bool)
         with torch.inference_mode():
             for start, chunk, logits in self._chunks(triggers, rows):
-                out[start : start + len(chunk)] = self.attack.hit(logits).cpu()
+                out[start : start + len(chunk)] = self.attack.hit(logits, rows).view(len(chunk), len(rows)).cpu()
         return out
 
     def gradient(self, trigger: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
@@ -88,7 +88,7 @@ class TriggerScorer:
                 batch = self.rows.build(rows, trigger.unsqueeze(0))
                 self.forward_passes += 1
                 self.rows_scored += batch["input_ids"].shape[0]
-                loss = self.objective(self.grad_model(**batch).logits).mean()
+                loss = self.objective(self.grad_model(**batch).logits, rows).mean()
                 loss.backward()
         finally:
             handle.remove()
