@@ -191,7 +191,8 @@ def test_the_ner_suite_reproduces_the_fixtures_test_f1_and_seqeval(tmp_path, mon
     monkeypatch.setenv("BERTPROBE_NER_DATA", str(SHARED / "data" / "uner" / "en_ewt-ud-test.iob2"))
     monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
     suite = Path(__file__).resolve().parents[1] / "suites" / "ner.yaml"
-    result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path), "--set", "report.formats=[json]"])
+    result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path), "--set", "report.formats=[json]",
+                                       "--set", "probes.behaviour.params.max_examples=150"])
     assert result.exit_code == 1, result.output
     _, report = only_run(tmp_path, "ner")
     metrics = report["probes"][0]["metrics"]
@@ -211,13 +212,13 @@ def test_the_ner_suite_reproduces_the_fixtures_test_f1_and_seqeval(tmp_path, mon
 @pytest.mark.reproduction
 @pytest.mark.skipif(not (SHARED / "models" / "minilm-l6-uner").is_dir(), reason="../shared UNER fixture not present")
 def test_int8_against_fp32_pairs_entity_f1_and_behaviour_failure_rates(tmp_path, monkeypatch):
-    """suites/ner-int8.yaml on 300 UNER test sentences: the int8 build's entity F1 and behaviour failure rates are
+    """suites/ner-int8.yaml on 150 UNER test sentences: the int8 build's entity F1 and behaviour failure rates are
     paired with fp32's sentence by sentence; the paired difference of entity F1 equals the difference of the
     two F1 values, and its interval covers it."""
     monkeypatch.setenv("BERTPROBE_NER_MODEL", str(SHARED / "models" / "minilm-l6-uner"))
     monkeypatch.setenv("BERTPROBE_NER_DATA", str(SHARED / "data" / "uner" / "en_ewt-ud-test.iob2"))
-    monkeypatch.setenv("BERTPROBE_NER_LIMIT", "300")
-    monkeypatch.setenv("BERTPROBE_NER_BEHAVIOUR_EXAMPLES", "60")
+    monkeypatch.setenv("BERTPROBE_NER_LIMIT", "150")  # int8-dynamic is slow on AVX2-only CPUs: keep the check small
+    monkeypatch.setenv("BERTPROBE_NER_BEHAVIOUR_EXAMPLES", "30")
     suite = Path(__file__).resolve().parents[1] / "suites" / "ner-int8.yaml"
     result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path), "--set", "report.formats=[json,markdown]"])
     assert result.exit_code in (0, 1), result.output
@@ -225,7 +226,7 @@ def test_int8_against_fp32_pairs_entity_f1_and_behaviour_failure_rates(tmp_path,
     paired = {(d["probe_id"], d["metric"]): d for d in report["paired"] if d["model"] == "int8"}
     f1 = paired[("accuracy", "entity_f1")]
     values = {p["model"]: p["metrics"]["entity_f1"] for p in report["probes"] if p["probe"] == "accuracy"}
-    assert f1["delta"] == pytest.approx(values["int8"] - values["fp32"], abs=1e-9) and f1["paired"] == 300
+    assert f1["delta"] == pytest.approx(values["int8"] - values["fp32"], abs=1e-9) and f1["paired"] == 150
     assert f1["ci"][0] <= f1["delta"] <= f1["ci"][1]
     assert any(probe == "behaviour" and metric.startswith("failure_rate.test.") for probe, metric in paired)
     assert "## Paired differences against fp32" in (run_dir / "report.md").read_text()
@@ -355,7 +356,7 @@ def test_entity_suppression_goal_reads_words_where_the_tagger_does(tmp_path, tag
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps({"id": f"s{i}", "tokens": w, "tags": t}) + "\n" for i, (w, t) in enumerate(rows)),
                     encoding="utf-8")
-    probes = ("  - probe: universal-trigger\n    params: {target_label: PER, length: 2, candidates: 5, iterations: 2,"
+    probes = ("  - probe: universal-trigger\n    params: {target_label: PER, length: 2, candidates: 3, iterations: 1,"
               " search_fraction: 0.5}\n")
     code, output, report = run(tmp_path / "r", tagger_dir, path, probes)
     assert report is not None, output
