@@ -58,6 +58,11 @@ def main() -> None:
     print(f"per-word prediction passes over the data: {passes['word_logits']} for {len(sharing)} probes that read it "
           f"({passes['sentences']} sentences predicted); saved: {1 - passes['word_logits'] / len(sharing):.0%} of the passes; "
           f"behaviour predicted {passes['other']} distinct edited sentences once each")
+    if "behaviour" in probes:
+        b = probes["behaviour"]
+        total, distinct = b["details"]["sentences_in_cases"], int(b["metrics"]["predicted_texts"])
+        print(f"behaviour: {int(b['metrics']['cases'])} cases hold {total} sentences; {distinct} distinct predicted once "
+              f"each: {1 - distinct / total:.0%} of the forward passes saved")
     m = probes["accuracy"]["metrics"]
     print(f"entity F1 {m['entity_f1']:.4f} (model card 0.723): PER {m['f1_PER']:.4f} (0.848), LOC {m['f1_LOC']:.4f} "
           f"(0.726), ORG {m['f1_ORG']:.4f} (0.515); windowed sentences {int(m['windowed_sentences'])}")

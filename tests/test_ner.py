@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -94,15 +95,29 @@ def test_schemes_convert_through_spans():
     assert spans(["O", "I-PER", "I-PER"], "IOB2") == []  # strict IOB2: an orphan I- starts nothing
 
 
-def test_the_three_data_forms_give_identical_reports(tmp_path, tagger_dir):
-    forms = write_forms(tmp_path / "data", sentences())
+def test_the_four_data_forms_give_identical_reports(tmp_path, tagger_dir, monkeypatch):
+    """UNER's .iob2, CoNLL-2003's .conll, JSONL and a hub dataset (tokens and a ClassLabel sequence of tags,
+    whose names come from the feature; served here without the network) give the same report."""
+    import datasets
+
+    from bertprobe.data import tables
+
+    rows = sentences()
+    forms: dict[str, Any] = dict(write_forms(tmp_path / "data", rows))
+    names = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]  # another order than the model's: mapped by name
+    hub = datasets.Dataset.from_dict(
+        {"tokens": [w for w, _ in rows], "ner_tags": [[names.index(t) for t in ts] for _, ts in rows]},
+        features=datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                    "ner_tags": datasets.Sequence(datasets.ClassLabel(names=names))}))
+    monkeypatch.setattr(tables, "_read_hub", lambda spec: hub)
+    forms["hub"] = "someone/ner-sentences"
     seen = []
     for name, path in forms.items():
         code, output, report = run(tmp_path / name, tagger_dir, path)
         assert report is not None, output
         assert report["models"][0]["task"] == "token-classification"
         seen.append({k: v for k, v in report["probes"][0]["metrics"].items()})
-    assert seen[0] == seen[1] == seen[2] and seen[0]["examples"] == 30
+    assert seen[0] == seen[1] == seen[2] == seen[3] and seen[0]["examples"] == 30
 
 
 def test_the_fixtures_numbers_equal_seqeval_on_a_tiny_model(tmp_path, tagger_dir):

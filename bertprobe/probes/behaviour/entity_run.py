@@ -164,7 +164,8 @@ def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeCo
         raise ProbeError("perturbations need the suite's data; add a data: section or set perturbations: []")
     if not cases:
         raise ProbeError("no behavioural case to run: give cases:, templates:, or tagged data for the perturbations")
-    distinct = list(dict.fromkeys(s.words for c in cases for s in c.sentences))
+    every = [s.words for c in cases for s in c.sentences]
+    distinct = list(dict.fromkeys(every))
     predicted = predict_entities(target, distinct, params.batch_size, ctx)
     ctx.log(f"{len(cases)} cases, {len(distinct)} distinct sentences predicted once each")
     verdicts = [judge_entities(c, [predicted[s.words] for s in c.sentences]) for c in cases]
@@ -206,6 +207,7 @@ def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeCo
     summarise(result, tests, len(cases), failed, len(distinct), line)
     result.details["perturbations"] = rows
     result.details["task"] = "token-classification"
+    result.details["sentences_in_cases"] = len(every)  # predicted as len(distinct) sentences, each once
     return result
 
 
@@ -214,7 +216,7 @@ def _finding(case: EntityCase, verdict: EntityVerdict, predicted: dict[Words, tu
     sent = case.sentences[verdict.worst]
     shown = sorted({f"[{k} " + " ".join(sent.words[a:b]) + "]" for a, b, k in (*verdict.expected, *verdict.observed)},
                    key=len, reverse=True)
-    extra = {"kind": "entities", "test": case.test, "highlight": shown,
+    extra = {"kind": "entities", "test": case.test, "highlight": shown, "gold": marked(sent.words, sent.gold),
              "changed": [sent.words[i] for i in sent.changed if i < len(sent.words)]}
     if case.type == "mft":
         return Finding(title=f"{case.test} (mft)", input=" ".join(sent.words), expected=marked(sent.words, verdict.expected),
