@@ -22,6 +22,14 @@ Implementation and deviations:
     one example of 872 changed at the baseline (fp16 against fp32); it is kept in
     ``details["prunable_fraction_plain"]``. Michel et al. read the curve by eye.
   * ``max_single_head_drop`` carries the paired bootstrap CI of that head's drop.
+  * Sequential sweeps (``sequential``, on by default; not in the papers): single-head and layer ablations
+    run on growing blocks of the examples (256, 512, 1,024 ..., in an order fixed by the seed), and a
+    unit stops once its paired interval lies wholly inside the tolerance band or wholly outside it, with
+    an alpha-spending rule valid under optional stopping (``bertprobe.sequential``); ambiguous units run
+    to the end. Each row says how many examples it used and where it settled; ``ablation_passes`` counts
+    full-pass equivalents. ``sequential: false`` is the exact mode (every unit on every example). Metrics
+    recomputed from sums (micro-F1, entity F1) and data of at most one block always run exact. The
+    pruning curve is not sequential yet: its ten or so points cost the same in both modes.
   * Speed, not in the papers: single-head and layer ablations are units of one ``HeadSweep``
     (resumable; an executor such as ``ray`` shards them over workers with identical numbers). The
     plain pass caches the hidden states entering every layer (``layer_cache``), and each ablation runs
@@ -36,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -64,6 +72,7 @@ from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 from bertprobe.results.outcomes import Outcomes, example_ids
+from bertprobe.sequential import classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci, gini
 
 
@@ -90,6 +99,9 @@ class HeadParams:
     confidence: float = 0.95  # level of the intervals and of the prunable test
     findings: int = 5  # most important heads listed in the report
     metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1), subset_accuracy
+    sequential: bool = True  # ablations on growing blocks of examples, each stopped once decided (false: every unit on all)
+    sequential_block: int = 256  # examples of the first look; each next look doubles them
+    interim_share: float = 0.2  # share of alpha the interim looks spend (Bonferroni); the final look spends the rest
 
     def __post_init__(self) -> None:
         if not 0 < self.step <= 1:
@@ -98,6 +110,10 @@ class HeadParams:
             raise ValueError("physical_fraction must lie in [0, 1)")
         if self.tolerance < 0:
             raise ValueError("tolerance must be >= 0")
+        if self.sequential_block < 16:
+            raise ValueError("sequential_block must be at least 16")
+        if not 0 < self.interim_share < 1:
+            raise ValueError("interim_share must lie strictly between 0 and 1")
 
 
 class Evaluator:
@@ -199,9 +215,12 @@ class HeadSweep(Sweep):
     layer_cache: bool = True
     cache_budget_mb: float | None = None
     metric: str = "auto"
+    rows: tuple[int, ...] | None = None  # a block of the examples (sequential sweeps); None: all of them
 
     def evaluator(self, target: Target, data: Dataset) -> Evaluator:
         """The evaluator these settings describe, its layer cache enabled but still empty."""
+        if self.rows is not None:
+            data = Dataset([data.examples[i] for i in self.rows], name=data.name, label_names=data.label_names)
         ev = Evaluator(target, data, self.batch_size, self.metric)
         ev.budget = self.stack_budget
         if self.layer_cache:
@@ -374,11 +393,13 @@ class HeadPruningProbe(Probe):
         "speedup_latency": "relative examples/s gain at batch 1 (latency)",
         "baseline": "accuracy of the unmodified model",
         "importance_cost_passes": "importance wall time in units of one plain evaluation pass",
+        "ablation_passes": "single-head and layer ablations in full-pass equivalents (sequential sweeps stop decided units early)",
+        "ablation_passes_saved": "share of one full pass per unit the sequential sweep did not need",
     }
     Params = HeadParams
     key_metrics = ("max_single_head_drop", "layer_max_drop", "prunable_fraction")  # descriptive: no default bound
     paper = "Michel, Levy, Neubig 2019. Are Sixteen Heads Really Better than One? (NeurIPS); Kovaleva, Romanov, Rogers, Rumshisky 2019. Revealing the Dark Secrets of BERT (EMNLP)"
-    metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True, "speedup_latency": True}
+    metric_directions = {"baseline": True, "importance_gini": None, "importance_cost_passes": False, "layer_max_drop": False, "prunable_fraction": True, "max_single_head_drop": False, "heads_improving_when_removed": None, "speedup": True, "speedup_latency": True, "ablation_passes": False, "ablation_passes_saved": None}
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
@@ -416,24 +437,16 @@ class HeadPruningProbe(Probe):
                 heatmap_spec("head importance (normalised per layer)", layer_head_heatmap(norm))]
 
         if params.ablation:
-            deltas = self._ablate(result, ev, sweep, base_correct, params, ctx)
+            deltas = self._ablate(result, ev, sweep, data, base_correct, params, ctx)
             maps.append(heatmap_spec("accuracy change when the head is removed", layer_head_heatmap(deltas)))
         if params.layers:
             units = [(f"layer{layer}", ("mask", [(layer, h) for h in range(heads) if ev.real[layer, h]]))
                      for layer in range(layers)]
             rows = []
-            for layer, correct in enumerate(ctx.map(sweep, units, desc="layer ablation", group=params.stack)):
-                if ev.score.decomposable:
-                    diff = base_correct.astype(np.float64) - np.asarray(correct, dtype=np.float64)
-                    ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=10_000 + layer) if params.bootstrap else None
-                    rows.append({"layer": layer, "drop": float(diff.mean()), "ci": ci})
-                else:
-                    changed = _outcomes(correct)
-                    low, high = paired_drop_ci(ev.score, base_correct, changed, params.bootstrap, params.confidence,
-                                               10_000 + layer) if params.bootstrap else (None, None)
-                    rows.append({"layer": layer, "drop": base - ev.score.value(changed),
-                                 "ci": (-high, -low) if high is not None else None})
-            ev.passes += layers
+            for layer, row in enumerate(self._sweep_units(units, ev, sweep, data, base_correct, params, ctx,
+                                                          "layer ablation", [10_000 + layer for layer in range(layers)])):
+                rows.append({"layer": layer, "drop": -row["delta"], "ci": (-row["ci"][1], -row["ci"][0]) if row["ci"] else None,
+                             **{k: row[k] for k in ("examples", "settled") if k in row}})
             result.details["layer_ablation"] = rows
             worst_layer = max(rows, key=lambda r: r["drop"])
             result.add_metric("layer_max_drop", worst_layer["drop"], False,
@@ -454,18 +467,83 @@ class HeadPruningProbe(Probe):
             result.details["prunable_fraction_plain"] = prunable_fraction(curve, base, params.tolerance)
             if params.physical:
                 self._physical(result, target, ev, curve, params, ranking)
+        if ev.__dict__.get("sweep_units"):
+            used, exact = ev.__dict__["sweep_passes"], ev.__dict__["sweep_units"]
+            result.add_metric("ablation_passes", used, False, "single-head and layer ablations in full-pass equivalents "
+                              "(examples evaluated / examples)", kind="cost")
+            result.add_metric("ablation_passes_saved", 1 - used / exact, None, "share of the exact sweep's passes (one "
+                              "full pass per unit) the sequential sweep did not need", kind="cost")
+            result.details["summary"] = {**result.details.get("summary", {}), "ablation passes":
+                                         f"{used:.1f} full-pass equivalents for {exact} units ({1 - used / exact:.0%} saved)"
+                                         + ("" if params.sequential else "; sequential: false")}
         result.details["figures"] = maps + head_figures(result, params.tolerance)
         result.details["evaluations"] = ev.passes
         top = raw.flatten().argsort(descending=True)[:3].tolist()
         result.details["summary"] = {
             **result.details.get("summary", {}),
             "most important heads": ", ".join(f"L{f // heads}H{f % heads}" for f in top),
-            "evaluations": f"{ev.passes} passes over {len(ev.labels)} examples",
+            "evaluations": f"{ev.passes:.4g} passes over {len(ev.labels)} examples",
             "layer cache": ev.cache_note,
         }
         return result
 
-    def _ablate(self, result: ProbeResult, ev: Evaluator, sweep: HeadSweep, base_correct: np.ndarray,
+    def _sweep_units(self, units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, data: Dataset,
+                     base_correct: np.ndarray, params: HeadParams, ctx: ProbeContext, desc: str,
+                     seeds: list[int]) -> list[dict[str, Any]]:
+        """Each unit's change of the metric against the plain model, with its paired interval, the examples it
+        used and where it settled against the tolerance: sequentially on growing blocks of the examples
+        (``bertprobe.sequential``) where the outcome is a per-example 0/1, else every unit on all examples."""
+        n = len(base_correct)
+        sequential = (params.sequential and ev.score.decomposable and base_correct.ndim == 1
+                      and len(looks(n, params.sequential_block)) > 1)
+        rows: list[dict[str, Any]] = []
+        if not sequential:
+            for seed, values in zip(seeds, ctx.map(sweep, units, desc=desc, group=params.stack)):
+                correct = _outcomes(values)
+                if ev.score.decomposable:
+                    diff = correct.astype(np.float64) - base_correct.astype(np.float64)
+                    delta = float(diff.mean())
+                    ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=seed) if params.bootstrap else None
+                else:
+                    delta = ev.score.value(correct) - ev.score.value(base_correct)
+                    ci = paired_drop_ci(ev.score, base_correct, correct, params.bootstrap, params.confidence,
+                                        seed) if params.bootstrap else None
+                rows.append({"delta": delta, "ci": ci, "examples": n, "settled": classify(ci, params.tolerance)})
+            ev.passes += len(units)
+            self._count(ev, float(len(units)), len(units))
+            return rows
+        order = np.random.default_rng(ctx.seed).permutation(n)
+        settings = {f.name: getattr(sweep, f.name) for f in fields(sweep) if f.name != "rows"}
+
+        def evaluate(open_units: list[tuple[str, Any]], a: int, b: int) -> list[np.ndarray]:
+            block = HeadSweep(**settings, rows=tuple(int(i) for i in order[a:b])).bind(ev.target, data)
+            settled = len(units) - len(open_units)
+            values = ctx.map(block, [(f"{key}@{a}:{b}", unit) for key, unit in open_units],
+                             desc=f"{desc}: {settled} settled, {len(open_units)} open, examples {a}-{b} of {n}",
+                             group=params.stack)
+            if block.__dict__.get("_state") is not None and block.state().cache is not None:
+                ev.passes += (b - a) / n  # the block's plain pass that fills its layer cache
+            return [_outcomes(v) for v in values]
+
+        done = run_sequential(units, base_correct, order, evaluate, params.tolerance, params.confidence,
+                              params.interim_share, params.bootstrap, ctx.seed, params.sequential_block)
+        for state in done.units:
+            seen = order[: state.seen]
+            changed = np.concatenate(state.outcomes)
+            delta = float(changed.mean() - base_correct[seen].astype(np.float64).mean())
+            rows.append({"delta": delta, "ci": state.ci, "examples": state.seen, "settled": state.settled,
+                         "look": state.look})
+        ev.passes += done.passes
+        self._count(ev, done.passes, len(units))
+        return rows
+
+    @staticmethod
+    def _count(ev: Evaluator, used: float, units: int) -> None:
+        """Running totals of the sweeps' passes (full-pass equivalents) against one full pass per unit."""
+        ev.__dict__["sweep_passes"] = ev.__dict__.get("sweep_passes", 0.0) + used
+        ev.__dict__["sweep_units"] = ev.__dict__.get("sweep_units", 0) + units
+
+    def _ablate(self, result: ProbeResult, ev: Evaluator, sweep: HeadSweep, data: Dataset, base_correct: np.ndarray,
                 params: HeadParams, ctx: ProbeContext) -> torch.Tensor:
         """Each head removed alone: the ablation table, its metrics and findings; returns the accuracy changes."""
         layers, heads = ev.shape
@@ -474,21 +552,12 @@ class HeadPruningProbe(Probe):
         pairs = [(layer, head) for layer in range(layers) for head in range(heads) if ev.real[layer, head]]
         # each head is a work unit (a resumed run continues the sweep where it stopped; an executor may
         # shard them); groups of units share forward passes, stacked along the batch where the device pays
-        outcomes = ctx.map(sweep, [(f"L{layer}H{head}", (params.mode, [(layer, head)])) for layer, head in pairs],
-                           desc=f"head ablation ({params.mode})", group=params.stack)
-        ev.passes += len(pairs)
-        for (layer, head), correct_list in zip(pairs, outcomes):
-            correct = _outcomes(correct_list)
-            if ev.score.decomposable:
-                diff = correct.astype(np.float64) - base_correct.astype(np.float64)
-                delta = float(diff.mean())
-                ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=layer * heads + head) if params.bootstrap else None
-            else:
-                delta = ev.score.value(correct) - ev.score.value(base_correct)
-                ci = paired_drop_ci(ev.score, base_correct, correct, params.bootstrap, params.confidence,
-                                    layer * heads + head) if params.bootstrap else None
-            deltas[layer, head] = delta
-            table.append({"layer": layer, "head": head, "delta": delta, "ci": ci})
+        units = [(f"L{layer}H{head}", (params.mode, [(layer, head)])) for layer, head in pairs]
+        rows = self._sweep_units(units, ev, sweep, data, base_correct, params, ctx, f"head ablation ({params.mode})",
+                                 [layer * heads + head for layer, head in pairs])
+        for (layer, head), row in zip(pairs, rows):
+            deltas[layer, head] = row["delta"]
+            table.append({"layer": layer, "head": head, **row})
         result.details["ablation"] = table
         worst = min(table, key=lambda r: r["delta"]) if table else None
         drop_ci = (-worst["ci"][1], -worst["ci"][0]) if worst and worst["ci"] else None

@@ -1,0 +1,142 @@
+"""Sequential unit sweeps: evaluate each unit on growing blocks of examples and stop it once decided.
+
+A unit (a head or a layer removed) changes some predictions; its paired accuracy change against the
+plain model is decided when its interval lies wholly inside the tolerance band ``[-tol, +tol]``, wholly
+below it (a drop larger than ``tol``) or wholly above it (a gain larger than ``tol``). With more examples
+most units are decided long before the last one; a full pass per unit only confirms them.
+
+The rule is valid under optional stopping by alpha spending: looks at 256, 512, 1,024 ... examples (the
+order fixed by the seed) and finally at all of them. Interim looks together spend ``interim_share`` of
+alpha (Bonferroni: an equal part each); the final look spends the rest. An interim interval is the
+Agresti-Min adjusted Wald interval for a difference of matched proportions (Agresti & Min 2005: half an
+example added to each cell of the 2 x 2 table, so a unit that changed nothing on the first examples still
+gets a width), at its look's level. A unit that reaches the end gets the exact mode's paired percentile
+bootstrap at the final level (``1 - (1 - interim_share) alpha``): with alpha 0.05 and the default share
+0.2, 96% instead of 95%, so a unit the exact mode finds just inside a boundary may read as straddling it.
+Only per-example binary outcomes (accuracy, subset accuracy, multiple choice) can be sequential; a metric
+recomputed from sums (micro-F1, entity F1) runs the exact sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+from zlib import crc32
+
+import numpy as np
+
+from bertprobe.stats import bootstrap_ci
+
+FIRST_BLOCK = 256
+
+
+def looks(n: int, first: int = FIRST_BLOCK) -> list[int]:
+    """Cumulative example counts at which units are judged: first, 2 first, 4 first ... then ``n``."""
+    out, k = [], first
+    while k < n:
+        out.append(k)
+        k *= 2
+    return out + [n]
+
+
+def agresti_min(base: np.ndarray, changed: np.ndarray, alpha: float) -> tuple[float, float]:
+    """Two-sided ``1 - alpha`` interval of mean(changed) - mean(base) for paired 0/1 outcomes, adjusted by
+    half an example per cell of the 2 x 2 table (Agresti & Min 2005)."""
+    n = base.size
+    up = float(np.sum(changed & ~base)) + 0.5
+    down = float(np.sum(~changed & base)) + 0.5
+    total = n + 2.0
+    d = (up - down) / total
+    var = max(((up + down) / total - d * d) / total, 0.0)
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    half = z * var ** 0.5
+    return d - half, d + half
+
+
+def classify(ci: tuple[float, float] | None, tolerance: float) -> str:
+    """Where an interval of the accuracy change lies against ``[-tolerance, +tolerance]``: ``within``,
+    ``drop`` (wholly below -tolerance), ``gain`` (wholly above +tolerance) or ``straddles``."""
+    if ci is None:
+        return "straddles"
+    low, high = ci
+    if low >= -tolerance - 1e-12 and high <= tolerance + 1e-12:
+        return "within"
+    if high < -tolerance:
+        return "drop"
+    if low > tolerance:
+        return "gain"
+    return "straddles"
+
+
+@dataclass
+class UnitState:
+    """One unit's outcomes so far (in the seeded order), and where it settled."""
+
+    key: str
+    unit: Any
+    outcomes: list[np.ndarray] = field(default_factory=list)
+    settled: str = ""  # within / drop / gain, or straddles at the end; "" while open
+    look: int = -1
+    ci: tuple[float, float] | None = None
+
+    @property
+    def seen(self) -> int:
+        return sum(o.size for o in self.outcomes)
+
+
+@dataclass(frozen=True)
+class SequentialResult:
+    """Per unit: its outcomes on the examples it used (in the order's first ``examples`` positions), its
+    interval and class; and the cost in full-pass equivalents."""
+
+    units: list[UnitState]
+    order: np.ndarray
+    looks: list[int]
+    passes: float  # unit evaluations in full-pass equivalents (examples used / examples)
+
+
+def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, order: np.ndarray,
+                   evaluate: Callable[[list[tuple[str, Any]], int, int], list[np.ndarray]], tolerance: float,
+                   confidence: float = 0.95, interim_share: float = 0.2, resamples: int = 1000, seed: int = 0,
+                   first: int = FIRST_BLOCK, progress: Callable[[str], None] | None = None) -> SequentialResult:
+    """Evaluate the open units on each next block of ``order`` (``evaluate(units, a, b)`` returns each unit's
+    0/1 outcomes on ``order[a:b]``), judge them, and stop the decided ones (see the module docstring)."""
+    n = base.size
+    marks = looks(n, first)
+    alpha = 1 - confidence
+    interim = len(marks) - 1
+    alpha_look = alpha * interim_share / interim if interim else 0.0
+    alpha_final = alpha * (1 - interim_share) if interim else alpha
+    states = [UnitState(k, u) for k, u in keys_units]
+    start = 0
+    used = 0
+    for look, end in enumerate(marks):
+        open_ = [s for s in states if not s.settled]
+        if not open_:
+            break
+        if progress is not None:
+            progress(f"{len(states) - len(open_)} settled, {len(open_)} open; examples {start}-{end} of {n}")
+        values = evaluate([(s.key, s.unit) for s in open_], start, end)
+        used += len(open_) * (end - start)
+        seen_base = base[order[:end]].astype(bool)
+        final = end == n
+        for s, v in zip(open_, values):
+            s.outcomes.append(np.asarray(v).astype(bool))
+            changed = np.concatenate(s.outcomes)
+            if final:
+                diff = changed.astype(np.float64) - seen_base.astype(np.float64)
+                s.ci = bootstrap_ci(diff, resamples, 1 - alpha_final, seed + crc32(s.key.encode()) % 10_000) if resamples else \
+                    agresti_min(seen_base, changed, alpha_final)
+                s.settled, s.look = classify(s.ci, tolerance), look
+                continue
+            s.ci = agresti_min(seen_base, changed, alpha_look)
+            verdict = classify(s.ci, tolerance)
+            if verdict != "straddles":
+                s.settled, s.look = verdict, look
+        start = end
+    return SequentialResult(states, order, marks, used / n if n else 0.0)
+
+
+__all__ = ["SequentialResult", "UnitState", "agresti_min", "classify", "looks", "run_sequential"]

@@ -1,0 +1,100 @@
+"""Sequential head sweeps: units stopped once their interval is decided, ambiguous ones run to the end, and
+every unit classified as the exact sweep classifies it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertprobe.data import Dataset, Example
+from bertprobe.model import ModelSpec, load_target
+from bertprobe.params import parse_params
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.sequential import agresti_min, classify, looks, run_sequential
+from bertprobe.stats import bootstrap_ci
+from bertprobe.testing import sentiment_examples
+
+
+def test_looks_double_from_the_first_block_and_end_at_all_examples():
+    assert looks(3000) == [256, 512, 1024, 2048, 3000]
+    assert looks(200) == [200] and looks(512) == [256, 512]
+
+
+def test_the_agresti_min_interval_has_width_when_nothing_changed_and_covers_the_difference():
+    base = np.ones(256, dtype=bool)
+    low, high = agresti_min(base, base.copy(), 0.01)
+    assert low < 0 < high and high - low > 0.005  # nothing changed yet: not "exactly zero"
+    rng = np.random.default_rng(0)
+    base = rng.random(5000) < 0.9
+    changed = base.copy()
+    flip = rng.random(5000) < 0.04
+    changed[flip] = ~changed[flip]
+    low, high = agresti_min(base, changed, 0.05)
+    assert low <= changed.mean() - base.mean() <= high
+
+
+def planted(n: int, rate_down: float, rate_up: float, seed: int) -> np.ndarray:
+    """Outcomes of a unit that turns right answers wrong at ``rate_down`` and wrong ones right at ``rate_up``."""
+    rng = np.random.default_rng(seed)
+    base = np.random.default_rng(99).random(n) < 0.9
+    out = base.copy()
+    u = rng.random(n)
+    out[base & (u < rate_down)] = False
+    out[~base & (u < rate_up)] = True
+    return out
+
+
+def test_clear_units_stop_early_the_ambiguous_one_runs_to_the_end_and_all_classify_as_exact():
+    n = 4000
+    base = np.random.default_rng(99).random(n) < 0.9
+    units = {"quiet": planted(n, 0.001, 0.002, 1), "harmful": planted(n, 0.12, 0.0, 2),
+             "helpful": planted(n, 0.0, 0.6, 3), "edge": planted(n, 0.011, 0.0, 4)}
+    order = np.random.default_rng(5).permutation(n)
+    calls: list[tuple[str, int, int]] = []
+
+    def evaluate(open_units, a, b):
+        calls.extend((key, a, b) for key, _ in open_units)
+        return [units[key][order[a:b]] for key, _ in open_units]
+
+    done = run_sequential([(k, k) for k in units], base, order, evaluate, tolerance=0.01, resamples=2000, seed=0)
+    by = {s.key: s for s in done.units}
+    assert by["harmful"].settled == "drop" and by["harmful"].seen == 256  # decided at the first look
+    assert by["helpful"].settled == "gain" and by["helpful"].seen == 256
+    assert by["quiet"].settled == "within" and by["quiet"].seen < n
+    assert by["edge"].seen == n  # ambiguous: its interval straddles -0.01 until the end
+    assert done.passes == pytest.approx(sum(s.seen for s in done.units) / n)
+    assert done.passes < 0.5 * len(units)
+    for key, outcome in units.items():  # the exact sweep's classification (95% paired bootstrap on all examples)
+        exact = classify(bootstrap_ci(outcome.astype(float) - base.astype(float), 2000, 0.95, 0), 0.01)
+        if exact != "straddles":
+            assert by[key].settled == exact, key
+    # every unit was evaluated on consecutive blocks of the seeded order, once each
+    for key in units:
+        spans = [(a, b) for k, a, b in calls if k == key]
+        assert spans[0][0] == 0 and all(p[1] == q[0] for p, q in zip(spans, spans[1:]))
+
+
+@pytest.fixture(scope="module")
+def trained(trained_model):
+    return load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu", batch_size=64))
+
+
+def test_the_probe_sweeps_sequentially_and_agrees_with_the_exact_mode(trained):
+    """On 1,100 sentences (looks at 256, 512, 1,024, 1,100) with a 5-point tolerance: the sequential sweep
+    classifies every head and layer as the exact one (except where the exact interval straddles), uses fewer
+    passes, and each unit's row says how many examples it used."""
+    data = Dataset([Example(t, label=y) for t, y in sentiment_examples(1100, 3)], name="s")
+    common = {"bootstrap": 500, "tolerance": 0.05, "pruning": False}
+    exact = HeadPruningProbe().run(trained, data, parse_params(HeadParams, {**common, "sequential": False}, "p"),
+                                   ProbeContext(seed=0))
+    seq = HeadPruningProbe().run(trained, data, parse_params(HeadParams, common, "p"), ProbeContext(seed=0))
+    for table in ("ablation", "layer_ablation"):
+        for e, s in zip(exact.details[table], seq.details[table]):
+            assert e["examples"] == 1100 and 256 <= s["examples"] <= 1100
+            if e["settled"] != "straddles":
+                assert s["settled"] == e["settled"], (table, e, s)
+    assert seq.value("ablation_passes") < exact.value("ablation_passes") == len(exact.details["ablation"]) + len(
+        exact.details["layer_ablation"])
+    assert exact.value("ablation_passes_saved") == 0 and seq.value("ablation_passes_saved") > 0
+    assert seq.value("baseline") == exact.value("baseline")
