@@ -5,14 +5,15 @@ plain model is decided when its interval lies wholly inside the tolerance band `
 below it (a drop larger than ``tol``) or wholly above it (a gain larger than ``tol``). With more examples
 most units are decided long before the last one; a full pass per unit only confirms them.
 
-The rule is valid under optional stopping by alpha spending: looks at 256, 512, 1,024 ... examples (the
+The rule is valid under optional stopping by alpha spending: looks at 256, 384, 576, 864 ... examples (the
 order fixed by the seed) and finally at all of them. Interim looks together spend ``interim_share`` of
 alpha (Bonferroni: an equal part each); the final look spends the rest. An interim interval is the
 Agresti-Min adjusted Wald interval for a difference of matched proportions (Agresti & Min 2005: half an
 example added to each cell of the 2 x 2 table, so a unit that changed nothing on the first examples still
-gets a width), at its look's level. A unit that reaches the end gets the exact mode's paired percentile
-bootstrap at the final level (``1 - (1 - interim_share) alpha``): with alpha 0.05 and the default share
-0.2, 96% instead of 95%, so a unit the exact mode finds just inside a boundary may read as straddling it.
+gets a width), at its look's level. A unit that reaches the end gets the exact mode's interval (its
+paired percentile bootstrap at ``confidence``, the same resamples), so it reads exactly as in the exact
+mode. The stated error: a unit is misjudged with probability at most ``alpha`` at the final look plus
+``interim_share * alpha`` over the interim ones (1.2 alpha with the defaults: 0.06 at 95%).
 Only per-example binary outcomes (accuracy, subset accuracy, multiple choice) can be sequential; a metric
 recomputed from sums (micro-F1, entity F1) runs the exact sweep.
 """
@@ -30,14 +31,16 @@ import numpy as np
 from bertprobe.stats import bootstrap_ci
 
 FIRST_BLOCK = 256
+GROWTH = 1.5
 
 
-def looks(n: int, first: int = FIRST_BLOCK) -> list[int]:
-    """Cumulative example counts at which units are judged: first, 2 first, 4 first ... then ``n``."""
+def looks(n: int, first: int = FIRST_BLOCK, growth: float = GROWTH) -> list[int]:
+    """Cumulative example counts at which units are judged: first, then ``growth`` times the last (rounded to
+    a multiple of 32, so blocks batch evenly) ... then ``n``."""
     out, k = [], first
     while k < n:
         out.append(k)
-        k *= 2
+        k = max(k + 32, int(round(k * growth / 32)) * 32)
     return out + [n]
 
 
@@ -100,15 +103,15 @@ class SequentialResult:
 def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, order: np.ndarray,
                    evaluate: Callable[[list[tuple[str, Any]], int, int], list[np.ndarray]], tolerance: float,
                    confidence: float = 0.95, interim_share: float = 0.2, resamples: int = 1000, seed: int = 0,
-                   first: int = FIRST_BLOCK, progress: Callable[[str], None] | None = None) -> SequentialResult:
+                   first: int = FIRST_BLOCK, progress: Callable[[str], None] | None = None,
+                   seeds: dict[str, int] | None = None, growth: float = GROWTH) -> SequentialResult:
     """Evaluate the open units on each next block of ``order`` (``evaluate(units, a, b)`` returns each unit's
     0/1 outcomes on ``order[a:b]``), judge them, and stop the decided ones (see the module docstring)."""
     n = base.size
-    marks = looks(n, first)
+    marks = looks(n, first, growth)
     alpha = 1 - confidence
     interim = len(marks) - 1
     alpha_look = alpha * interim_share / interim if interim else 0.0
-    alpha_final = alpha * (1 - interim_share) if interim else alpha
     states = [UnitState(k, u) for k, u in keys_units]
     start = 0
     used = 0
@@ -127,8 +130,8 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
             changed = np.concatenate(s.outcomes)
             if final:
                 diff = changed.astype(np.float64) - seen_base.astype(np.float64)
-                s.ci = bootstrap_ci(diff, resamples, 1 - alpha_final, seed + crc32(s.key.encode()) % 10_000) if resamples else \
-                    agresti_min(seen_base, changed, alpha_final)
+                unit_seed = seeds[s.key] if seeds and s.key in seeds else seed + crc32(s.key.encode()) % 10_000
+                s.ci = bootstrap_ci(diff, resamples, confidence, unit_seed) if resamples else None
                 s.settled, s.look = classify(s.ci, tolerance), look
                 continue
             s.ci = agresti_min(seen_base, changed, alpha_look)

@@ -23,7 +23,7 @@ Implementation and deviations:
     ``details["prunable_fraction_plain"]``. Michel et al. read the curve by eye.
   * ``max_single_head_drop`` carries the paired bootstrap CI of that head's drop.
   * Sequential sweeps (``sequential``, on by default; not in the papers): single-head and layer ablations
-    run on growing blocks of the examples (256, 512, 1,024 ..., in an order fixed by the seed), and a
+    run on growing blocks of the examples (256, 384, 576 ..., in an order fixed by the seed), and a
     unit stops once its paired interval lies wholly inside the tolerance band or wholly outside it, with
     an alpha-spending rule valid under optional stopping (``bertprobe.sequential``); ambiguous units run
     to the end. Each row says how many examples it used and where it settled; ``ablation_passes`` counts
@@ -100,8 +100,9 @@ class HeadParams:
     findings: int = 5  # most important heads listed in the report
     metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1), subset_accuracy
     sequential: bool = True  # ablations on growing blocks of examples, each stopped once decided (false: every unit on all)
-    sequential_block: int = 256  # examples of the first look; each next look doubles them
-    interim_share: float = 0.2  # share of alpha the interim looks spend (Bonferroni); the final look spends the rest
+    sequential_block: int = 256  # examples of the first look
+    sequential_growth: float = 1.5  # each next look holds this many times the examples of the one before
+    interim_share: float = 0.2  # extra alpha the interim looks spend together (Bonferroni); the final look is the exact interval
 
     def __post_init__(self) -> None:
         if not 0 < self.step <= 1:
@@ -112,6 +113,8 @@ class HeadParams:
             raise ValueError("tolerance must be >= 0")
         if self.sequential_block < 16:
             raise ValueError("sequential_block must be at least 16")
+        if self.sequential_growth <= 1:
+            raise ValueError("sequential_growth must be above 1")
         if not 0 < self.interim_share < 1:
             raise ValueError("interim_share must lie strictly between 0 and 1")
 
@@ -495,7 +498,7 @@ class HeadPruningProbe(Probe):
         (``bertprobe.sequential``) where the outcome is a per-example 0/1, else every unit on all examples."""
         n = len(base_correct)
         sequential = (params.sequential and ev.score.decomposable and base_correct.ndim == 1
-                      and len(looks(n, params.sequential_block)) > 1)
+                      and len(looks(n, params.sequential_block, params.sequential_growth)) > 1)
         rows: list[dict[str, Any]] = []
         if not sequential:
             for seed, values in zip(seeds, ctx.map(sweep, units, desc=desc, group=params.stack)):
@@ -526,7 +529,8 @@ class HeadPruningProbe(Probe):
             return [_outcomes(v) for v in values]
 
         done = run_sequential(units, base_correct, order, evaluate, params.tolerance, params.confidence,
-                              params.interim_share, params.bootstrap, ctx.seed, params.sequential_block)
+                              params.interim_share, params.bootstrap, ctx.seed, params.sequential_block,
+                              seeds={key: seed for (key, _), seed in zip(units, seeds)}, growth=params.sequential_growth)
         for state in done.units:
             seen = order[: state.seen]
             changed = np.concatenate(state.outcomes)
