@@ -128,8 +128,10 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
         for s, v in zip(open_, values):
             s.outcomes.append(np.asarray(v).astype(bool))
             changed = np.concatenate(s.outcomes)
-            if final:
-                diff = changed.astype(np.float64) - seen_base.astype(np.float64)
+            if final:  # every example seen: the exact mode's interval, on the examples in their own order
+                restored = np.empty(n, dtype=bool)
+                restored[order] = changed
+                diff = restored.astype(np.float64) - base.astype(np.float64)
                 unit_seed = seeds[s.key] if seeds and s.key in seeds else seed + crc32(s.key.encode()) % 10_000
                 s.ci = bootstrap_ci(diff, resamples, confidence, unit_seed) if resamples else None
                 s.settled, s.look = classify(s.ci, tolerance), look
