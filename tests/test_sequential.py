@@ -11,7 +11,7 @@ from bertprobe.model import ModelSpec, load_target
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
-from bertprobe.sequential import agresti_min, classify, looks, run_sequential
+from bertprobe.probes.head_pruning.sequential import agresti_min, classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci
 from bertprobe.testing import sentiment_examples
 

@@ -23,7 +23,7 @@ PACKAGE = "bertprobe"
 # Floors from the bottom up. A module imports from its own floor or lower ones, never from a higher one.
 # A name ending in "." takes a whole subpackage.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "sequential", "hub",
+    ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "hub",
                     "hookmarkers", "hookspecs", "environment")),
     ("results", ("results.",)),
     ("data", ("data.",)),

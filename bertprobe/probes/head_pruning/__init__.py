@@ -25,7 +25,7 @@ Implementation and deviations:
   * Sequential sweeps (``sequential``, on by default; not in the papers): single-head and layer ablations
     run on growing blocks of the examples (256, 384, 576 ..., in an order fixed by the seed), and a
     unit stops once its paired interval lies wholly inside the tolerance band or wholly outside it, with
-    an alpha-spending rule valid under optional stopping (``bertprobe.sequential``); ambiguous units run
+    an alpha-spending rule valid under optional stopping (``head_pruning.sequential``); ambiguous units run
     to the end. Each row says how many examples it used and where it settled; ``ablation_passes`` counts
     full-pass equivalents. ``sequential: false`` is the exact mode (every unit on every example). Metrics
     recomputed from sums (micro-F1, entity F1) and data of at most one block always run exact. The
@@ -69,10 +69,10 @@ from bertprobe.model.pruning import (
 from bertprobe.model.target import Encoded, Target
 from bertprobe.model.timing import compare_speed
 from bertprobe.probe import Probe, ProbeContext, Sweep
+from bertprobe.probes.head_pruning.sequential import classify, looks, run_sequential
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.sequential import classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci, gini
 
 
@@ -495,7 +495,7 @@ class HeadPruningProbe(Probe):
                      seeds: list[int]) -> list[dict[str, Any]]:
         """Each unit's change of the metric against the plain model, with its paired interval, the examples it
         used and where it settled against the tolerance: sequentially on growing blocks of the examples
-        (``bertprobe.sequential``) where the outcome is a per-example 0/1, else every unit on all examples."""
+        (``head_pruning.sequential``) where the outcome is a per-example 0/1, else every unit on all examples."""
         n = len(base_correct)
         sequential = (params.sequential and ev.score.decomposable and base_correct.ndim == 1
                       and len(looks(n, params.sequential_block, params.sequential_growth)) > 1)
