@@ -17,8 +17,9 @@ from bertprobe.probes.behaviour.entity_cases import (
     judge_entities,
 )
 from bertprobe.probes.behaviour.entity_edits import EntityWords, Tagged, entity_catalogue, follow, model_types
-from bertprobe.probes.behaviour.entity_run import _decoder, marked, origin_recall
+from bertprobe.probes.behaviour.entity_run import _decoder, origin_recall
 from bertprobe.probes.behaviour.lexicon import builtin_lexicons, edits, keyboard, origins
+from bertprobe.tasks.entities import marked
 
 TYPES = {"person": "PER", "place": "LOC", "organisation": "ORG"}
 # hand-written sentences: a multi-word entity, entities at both ends, a split contraction, an unsplit one,

@@ -334,7 +334,7 @@ def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, conf
 def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: Any, ctx: ProbeContext) -> None:
     """The NER audit: strict entity P/R/F1 (seqeval's strict mode; micro and per type, bootstrap intervals over
     sentences), token accuracy, sentence exact match, an error breakdown, and per-sentence outcomes."""
-    from bertprobe.tasks.entities import entity_scores, error_kinds, sentence_counts, spans
+    from bertprobe.tasks.entities import bracketed, entity_scores, error_kinds, marked, sentence_counts, spans
 
     task = target.outputs
     scheme = str(task.settings.get("scheme", "IOB2"))
@@ -391,22 +391,14 @@ def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: 
                       f"sentences longer than {target.max_length} sub-tokens, predicted in windows", kind="count")
     result.add_metric("examples", float(len(data)), None, "sentences evaluated", kind="count")
 
-    def marked(words: Sequence[str], tags: list[str]) -> str:
-        out = list(words)
-        for a, b, kind in sorted(spans(tags, scheme), reverse=True):
-            out[a:b] = [f"[{kind} " + " ".join(out[a:b]) + "]"]
-        return " ".join(out)
-
     worst = sorted(range(len(data)), key=lambda i: -(sum(counts[i].gold.values()) + sum(counts[i].pred.values())
                                                       - 2 * sum(counts[i].tp.values())))
-    def bracketed(words: Sequence[str], tags: list[str]) -> list[str]:
-        return [f"[{kind} " + " ".join(words[a:b]) + "]" for a, b, kind in spans(tags, scheme)]
-
     for i in [i for i in worst if not exact[i]][: params.findings]:
         words_i = data.examples[i].words or ()
-        marks = sorted(set(bracketed(words_i, golds[i]) + bracketed(words_i, preds[i])), key=len, reverse=True)
+        gold_i, pred_i = spans(golds[i], scheme), spans(preds[i], scheme)
+        marks = sorted(set(bracketed(words_i, gold_i) + bracketed(words_i, pred_i)), key=len, reverse=True)
         result.findings.append(Finding(title="entities wrong", input=" ".join(words_i),
-                                       expected=marked(words_i, golds[i]), observed=marked(words_i, preds[i]),
+                                       expected=marked(words_i, gold_i), observed=marked(words_i, pred_i),
                                        score=float(sum(counts[i].gold.values()) - sum(counts[i].tp.values())),
                                        extra={"kind": "entities", "id": ids[i], "highlight": marks}))
     result.details["entity_types"] = types

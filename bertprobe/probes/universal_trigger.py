@@ -58,7 +58,7 @@ from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_labe
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, wilson_interval
-from bertprobe.tasks.entities import spans
+from bertprobe.tasks.entities import marked, spans
 
 
 @dataclass(frozen=True)
@@ -263,13 +263,6 @@ def entity_hits(search: TriggerSearch, trigger: torch.Tensor | None, rows: list[
                 found[r] = goal.found(logits[j], r, shift)
                 tags[r] = goal.word_tags(logits[j], r, shift)
     return [found[r] for r in rows], [tags[r] for r in rows]
-
-
-def _bracketed(words: list[str], entities: Any) -> str:
-    out = list(words)
-    for a, b, kind in sorted(entities, reverse=True):
-        out[a:b] = [f"[{kind} " + " ".join(out[a:b]) + "]"]
-    return " ".join(out)
 
 
 def _initial_trigger(tokenizer: Any, params: TriggerParams, allowed: torch.Tensor, restart: int,
@@ -593,9 +586,9 @@ class UniversalTriggerProbe(Probe):
             words = list(ex.words or ())
             result.findings.append(Finding(
                 title=f"{sum(before[i]) - sum(after[i])} of {len(before[i])} {goal.kind} entities suppressed",
-                input=_bracketed(words, goal.gold[held_idx[i]]), perturbed=f"{text} {ex.text}",
-                expected=_bracketed(words, goal.gold[held_idx[i]]),
-                observed=_bracketed(words, [s for s in spans(tags_after[i], goal.scheme)]),
+                input=marked(words, goal.gold[held_idx[i]]), perturbed=f"{text} {ex.text}",
+                expected=marked(words, goal.gold[held_idx[i]]),
+                observed=marked(words, [s for s in spans(tags_after[i], goal.scheme)]),
                 score=float(sum(before[i]) - sum(after[i])), extra={"kind": "trigger", "highlight": [text]}))
         result.details["figures"] = trigger_figures(result, history, goal.kind)
         return result

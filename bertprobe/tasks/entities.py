@@ -106,6 +106,19 @@ def encode(spans_: Sequence[Span], length: int, scheme: str = "IOB2") -> list[st
     return tags
 
 
+def bracketed(words: Sequence[str], entities: Sequence[Span]) -> list[str]:
+    """Each entity as it is shown in findings: ``[PER Maria Lopez]``."""
+    return [f"[{kind} " + " ".join(words[a:b]) + "]" for a, b, kind in entities]
+
+
+def marked(words: Sequence[str], entities: Sequence[Span]) -> str:
+    """The sentence with each entity bracketed and typed: ``[PER Maria Lopez] lives in [LOC Lima]``."""
+    out = list(words)
+    for a, b, kind in sorted(entities, reverse=True):
+        out[a:b] = [f"[{kind} " + " ".join(out[a:b]) + "]"]
+    return " ".join(out)
+
+
 def convert(tags: Sequence[str], source: str, target: str) -> list[str]:
     """``tags`` re-written from scheme ``source`` into ``target`` (decoded to spans and encoded again)."""
     if source == target:

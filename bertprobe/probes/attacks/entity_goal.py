@@ -90,10 +90,6 @@ class EntityGoal:
         cube, owners = self._rows(logits, rows)
         return torch.tensor([not any(self.found(cube[i], r, self.shift)) for i, r in enumerate(owners)])
 
-    def correct(self, logits: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
-        cube, owners = self._rows(logits, rows)
-        return torch.tensor([all(self.found(cube[i], r, self.shift)) for i, r in enumerate(owners)])
-
 
 def word_firsts(tokenizer: Any, text: str, words: Sequence[str], max_length: int) -> tuple[int, ...]:
     """Token index of each word's first sub-token when ``text`` (the words joined by spaces) is encoded as

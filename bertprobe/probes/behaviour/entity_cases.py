@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bertprobe.errors import DataError, ProbeError
-from bertprobe.probes.behaviour.entity_edits import FAMILIES, Span, Tagged, WordMap, follow, identity_map
+from bertprobe.probes.behaviour.entity_edits import Span, Tagged, WordMap, follow, identity_map
 from bertprobe.registry import check_keys, did_you_mean
 
 KEYS = ("test", "capability", "type", "tokens", "tags", "maps", "id")
@@ -250,10 +250,6 @@ def _filled(test: str, spec: dict[str, Any], pieces: list[str], slots: list[tupl
     sentence = Tagged(tuple(words), tuple((a, b, k) for a, b, k in spans))
     return EntityCase(test=test, type="mft", sentences=(sentence,), capability=str(spec.get("capability") or "templates"),
                       id=f"t{n}", source="template")
-
-
-def families_note() -> str:
-    return "; ".join(f"{family}: {'/'.join(names)}" for family, names in FAMILIES.items())
 
 
 __all__ = ["EntityCase", "EntityVerdict", "entity_case_from_mapping", "expand_entity_template", "judge_entities"]

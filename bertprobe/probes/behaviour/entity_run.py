@@ -30,17 +30,9 @@ from bertprobe.probes.behaviour.lexicon import edits, keyboard, origins
 from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
 from bertprobe.registry import did_you_mean
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.tasks.entities import detect_scheme, spans, split_tag
+from bertprobe.tasks.entities import bracketed, detect_scheme, marked, spans, split_tag
 
 Words = tuple[str, ...]
-
-
-def marked(words: Sequence[str], entities: Sequence[Span]) -> str:
-    """The sentence with each entity bracketed and typed: ``[PER Maria Lopez] lives in [LOC Lima]``."""
-    out = list(words)
-    for a, b, kind in sorted(entities, reverse=True):
-        out[a:b] = [f"[{kind} " + " ".join(out[a:b]) + "]"]
-    return " ".join(out)
 
 
 def _decoder(entity_types: Sequence[str]) -> Any:
@@ -214,8 +206,7 @@ def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeCo
 def _finding(case: EntityCase, verdict: EntityVerdict, predicted: dict[Words, tuple[Span, ...]]) -> Finding:
     """The sentence that decided a failed case, with the expected and the predicted entities bracketed."""
     sent = case.sentences[verdict.worst]
-    shown = sorted({f"[{k} " + " ".join(sent.words[a:b]) + "]" for a, b, k in (*verdict.expected, *verdict.observed)},
-                   key=len, reverse=True)
+    shown = sorted(set(bracketed(sent.words, (*verdict.expected, *verdict.observed))), key=len, reverse=True)
     extra = {"kind": "entities", "test": case.test, "highlight": shown, "gold": marked(sent.words, sent.gold),
              "changed": [sent.words[i] for i in sent.changed if i < len(sent.words)]}
     if case.type == "mft":

@@ -141,6 +141,8 @@ class Evaluator:
         self.examples = data.examples
         self.batches = list(target.batches(self.encoded, batch_size))
         self.passes = 0
+        self.sweep_passes = 0.0  # the ablation sweeps' unit evaluations, in full-pass equivalents ...
+        self.sweep_units = 0  # ... against one full pass per unit
         self.budget: int | None = None  # stacking budget (None: the device's default, see interventions.stack_size)
         self.cache: LayerCache | None = None
         self.cache_note = "off"
@@ -470,8 +472,8 @@ class HeadPruningProbe(Probe):
             result.details["prunable_fraction_plain"] = prunable_fraction(curve, base, params.tolerance)
             if params.physical:
                 self._physical(result, target, ev, curve, params, ranking)
-        if ev.__dict__.get("sweep_units"):
-            used, exact = ev.__dict__["sweep_passes"], ev.__dict__["sweep_units"]
+        if ev.sweep_units:
+            used, exact = ev.sweep_passes, ev.sweep_units
             result.add_metric("ablation_passes", used, False, "single-head and layer ablations in full-pass equivalents "
                               "(examples evaluated / examples)", kind="cost")
             result.add_metric("ablation_passes_saved", 1 - used / exact, None, "share of the exact sweep's passes (one "
@@ -513,7 +515,7 @@ class HeadPruningProbe(Probe):
                                         seed) if params.bootstrap else None
                 rows.append({"delta": delta, "ci": ci, "examples": n, "settled": classify(ci, params.tolerance)})
             ev.passes += len(units)
-            self._count(ev, float(len(units)), len(units))
+            ev.sweep_passes, ev.sweep_units = ev.sweep_passes + len(units), ev.sweep_units + len(units)
             return rows
         order = np.random.default_rng(ctx.seed).permutation(n)
         settings = {f.name: getattr(sweep, f.name) for f in fields(sweep) if f.name != "rows"}
@@ -538,14 +540,8 @@ class HeadPruningProbe(Probe):
             rows.append({"delta": delta, "ci": state.ci, "examples": state.seen, "settled": state.settled,
                          "look": state.look})
         ev.passes += done.passes
-        self._count(ev, done.passes, len(units))
+        ev.sweep_passes, ev.sweep_units = ev.sweep_passes + done.passes, ev.sweep_units + len(units)
         return rows
-
-    @staticmethod
-    def _count(ev: Evaluator, used: float, units: int) -> None:
-        """Running totals of the sweeps' passes (full-pass equivalents) against one full pass per unit."""
-        ev.__dict__["sweep_passes"] = ev.__dict__.get("sweep_passes", 0.0) + used
-        ev.__dict__["sweep_units"] = ev.__dict__.get("sweep_units", 0) + units
 
     def _ablate(self, result: ProbeResult, ev: Evaluator, sweep: HeadSweep, data: Dataset, base_correct: np.ndarray,
                 params: HeadParams, ctx: ProbeContext) -> torch.Tensor:
