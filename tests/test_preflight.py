@@ -66,22 +66,23 @@ def test_a_list_of_labels_for_a_single_label_model_is_refused_by_both(tmp_path, 
     assert "label ['positive'] on line 1 of" in line and "single-label classifier" in line
 
 
+def with_architecture(source: Path, folder: Path, architecture: str) -> Path:
+    """A copy of the model at ``source`` whose config names another architecture."""
+    shutil.copytree(source, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["architectures"] = [architecture]
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
 def test_a_task_the_architecture_does_not_tell_is_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):
-    model = tmp_path / "other"
-    shutil.copytree(tiny_clf_dir, model)
-    config = json.loads((model / "config.json").read_text())
-    config["architectures"] = ["BertForQuestionAnswering"]
-    (model / "config.json").write_text(json.dumps(config))
+    model = with_architecture(tiny_clf_dir, tmp_path / "other", "BertForQuestionAnswering")
     line = same_refusal(suite_file(tmp_path, model, sst_tsv))
     assert "cannot tell the task from the config" in line and "BertForQuestionAnswering" in line
 
 
 def test_sentence_labels_for_a_token_classifier_are_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):
-    model = tmp_path / "tagger"
-    shutil.copytree(tiny_clf_dir, model)
-    config = json.loads((model / "config.json").read_text())
-    config["architectures"] = ["BertForTokenClassification"]
-    (model / "config.json").write_text(json.dumps(config))
+    model = with_architecture(tiny_clf_dir, tmp_path / "tagger", "BertForTokenClassification")
     line = same_refusal(suite_file(tmp_path, model, sst_tsv))
     assert "is a token-classification model, which needs one tag per word" in line and "line 2 of" in line
 
