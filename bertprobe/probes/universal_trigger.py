@@ -298,18 +298,11 @@ class SearchState:
     log: Any
 
 
-def _entity_examples(target: Target, data: Dataset, params: TriggerParams, label: int,
-                     rng: random.Random) -> tuple[list[Example], EntityGoal]:
-    """The sentences holding an entity of the attacked type, shuffled (seeded) and cut to ``max_examples``;
-    a placeholder goal naming the type (the full goal is built on the final examples)."""
+def _entity_examples(target: Target, data: Dataset, kind: str) -> list[Example]:
+    """The sentences holding a gold entity of the attacked type."""
     task: Any = target.outputs
-    kind = task.entity_types[label]
-    examples = [ex for ex in data.examples if ex.words and ex.label is not None
-                and any(k == kind for _, _, k in spans(task.tags(list(ex.label)), task.scheme))]  # type: ignore[arg-type]
-    rng.shuffle(examples)
-    if params.max_examples:
-        examples = examples[: params.max_examples]
-    return examples, EntityGoal(kind, 0, (), task.scheme, (), (), 0)
+    return [ex for ex in data.examples if ex.words and ex.label is not None
+            and any(k == kind for _, _, k in spans(task.tags(list(ex.label)), task.scheme))]  # type: ignore[arg-type]
 
 
 def _entity_goal(target: Target, examples: list[Example], params: TriggerParams, kind: str) -> EntityGoal:
@@ -338,8 +331,9 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
         raise ProbeError("to_label must differ from target_label")
     rng = random.Random(seed)
     attack: ClassGoal | LabelStateGoal | EntityGoal = ClassGoal(label, to)
-    if target.outputs.name == "token-classification":
-        examples, attack = _entity_examples(target, data, params, label, rng)
+    entities = target.outputs.name == "token-classification"
+    if entities:
+        examples = _entity_examples(target, data, names[label])
     elif target.outputs.name == "multi-label":
         if to is not None:
             raise ProbeError("to_label does not apply to a multi-label model: set direction: add or remove")
@@ -348,18 +342,17 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
         examples = [ex for ex in data.examples if (label in (ex.label or ())) != add]  # type: ignore[operator]
     else:
         examples = [ex for ex in data.examples if ex.label == label]
-    if not isinstance(attack, EntityGoal):
-        rng.shuffle(examples)
+    rng.shuffle(examples)
     if params.max_examples:
         examples = examples[: params.max_examples]
     if len(examples) < 4:
         which = (f"{'without' if params.direction == 'add' else 'with'} label" if isinstance(attack, LabelStateGoal)
-                 else "with an entity of type" if isinstance(attack, EntityGoal) else "of class")
+                 else "with an entity of type" if entities else "of class")
         raise ProbeError(f"only {len(examples)} examples {which} '{names[label]}'; need at least 4")
     cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
     rows = spliced_rows(target, examples, params)
-    if isinstance(attack, EntityGoal):
-        attack = _entity_goal(target, examples, params, attack.kind)
+    if entities:
+        attack = _entity_goal(target, examples, params, names[label])
     goal = to if to is not None else label
     search = TriggerSearch(target, rows, params, goal, to is not None, attack)
     allowed = allowed_for(target.tokenizer, params)
