@@ -1,16 +1,20 @@
 """Benchmark: sequential against exact head sweeps on the SST-2 fixture, at growing data sizes, CPU.
 
-For each size (872 = SST-2 dev; larger sizes add sentences sampled from SST-2 train by seed: that the
-fixture saw them in training does not matter for cost), runs head-pruning's single-head and layer
-ablations (72 heads + 6 layers = 78 units) twice in the same process: ``sequential: false`` (one full pass
-per unit; cached in benchmarks/.cache, since it does not depend on the sequential rule) and the default
-sequential sweep. Prints wall time, the ablations' full-pass equivalents and
-their ratio, and checks the issue's targets: at 3,000 at most a third of the exact passes, at 8,000 at
-most a fifth, at 872 no more than the exact passes plus 5%; every unit classified as in the exact mode
-(within, drop or gain against the tolerance) unless its exact interval straddles it. The pruning curve
-is left out (``pruning: false``): its cost is the same in both modes.
+Sizes: 872 = SST-2 dev; larger sizes add sentences sampled from SST-2 train by seed, each size a prefix of
+the largest (that the fixture saw them in training does not matter for cost). The exact mode's work, one
+full pass per unit (72 single heads + 6 layers = 78 units), is computed once at the largest size: the
+plain model's and every unit's per-example correctness, timed (that is the exact mode's wall time at that
+size) and cached in benchmarks/.cache as .npz (no pickles). The exact classes at each size come from those
+outcomes, with the probe's own bootstrap seeds. The sequential rule is then replayed on the same outcomes
+(its passes and classes follow from them), and ``--timed`` also runs the probe's sequential sweep for real
+at each size, to time it and check that it uses the replayed passes.
 
-Usage: python benchmarks/heads_sequential.py [--sizes 872,3000,8000] [--tolerance 0.01]
+Prints the ablations' full-pass equivalents, sequential against exact, with their ratio, and checks the
+issue's targets: at 3,000 at most a third of the exact passes, at 8,000 at most a fifth, at 872 no more than
+the exact passes plus 5%; every unit classified as in the exact mode (within, drop or gain against the
+tolerance) unless its exact interval straddles it. The pruning curve is left out (``pruning: false``).
+
+Usage: python benchmarks/heads_sequential.py [--sizes 872,3000,8000] [--tolerance 0.01] [--timed]
 """
 
 from __future__ import annotations
@@ -19,79 +23,137 @@ import argparse
 import random
 import time
 
-from common import SHARED, SST2_DEV, SST2_MODEL, require, sst2_target
+import numpy as np
+from common import REPO, SHARED, SST2_DEV, SST2_MODEL, require, sst2_target
 
 from bertprobe.data import Dataset, DataSpec, align_labels, load_table
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe, HeadSweep
+from bertprobe.probes.head_pruning.sequential import classify, run_sequential
+from bertprobe.stats import bootstrap_ci
 
 TRAIN = SHARED / "data" / "sst2" / "train.tsv"
 TARGETS = {3000: 1 / 3, 8000: 1 / 5}
+SEED = 13
 
 
 def data_of(size: int, target) -> Dataset:
+    """SST-2 dev, then train sentences sampled by seed: each size is a prefix of the largest one asked."""
     dev = load_table(DataSpec(path=str(SST2_DEV), text="sentence"))
     examples = list(dev.examples)
     if size > len(examples):
         train = load_table(DataSpec(path=str(TRAIN), text="sentence")).examples
         seen = {ex.text for ex in examples}
         pool = [ex for ex in train if ex.text not in seen and len(ex.text.split()) >= 4]
-        examples += random.Random(13).sample(pool, size - len(examples))
+        random.Random(SEED).shuffle(pool)
+        examples += pool[: size - len(examples)]
     examples = [type(ex)(ex.text, label=ex.label, id=f"x{i}") for i, ex in enumerate(examples[:size])]
     return align_labels(Dataset(examples, name=f"sst2-{size}", label_names=dev.label_names), target.label_names)
 
 
-def exact_run(size: int, target, data, tolerance: float):
-    """The exact sweep of this size, cached in benchmarks/.cache (it does not change with the sequential rule)."""
-    import json
+def units_of(layers: int, heads: int) -> list[tuple[str, tuple[str, list[tuple[int, int]]], int]]:
+    """The probe's units with its bootstrap seeds: each head alone, then each layer's heads together."""
+    out = [(f"L{layer}H{head}", ("mask", [(layer, head)]), layer * heads + head)
+           for layer in range(layers) for head in range(heads)]
+    return out + [(f"layer{layer}", ("mask", [(layer, h) for h in range(heads)]), 10_000 + layer)
+                  for layer in range(layers)]
 
-    from common import REPO
 
-    cache = REPO / "benchmarks" / ".cache" / f"heads-exact-{size}-{tolerance}.json"
+def exact_outcomes(size: int, target) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
+    """The plain model's and every unit's per-example correctness at ``size`` (cached), and the seconds the
+    exact mode took to compute them (one full pass per unit, the plain pass included)."""
+    cache = REPO / "benchmarks" / ".cache" / f"heads-outcomes-{size}.npz"
     if cache.is_file():
-        return json.loads(cache.read_text())
-    params = parse_params(HeadParams, {"sequential": False, "pruning": False, "tolerance": tolerance}, "p")
+        with np.load(cache, allow_pickle=False) as z:
+            return z["base"], {k[2:]: z[k] for k in z.files if k.startswith("u:")}, float(z["seconds"])
+    data = data_of(size, target)
+    sweep = HeadSweep()
     start = time.perf_counter()
-    result = HeadPruningProbe().run(target, data, params, ProbeContext(seed=13))
-    out = {"seconds": time.perf_counter() - start, "passes": result.value("ablation_passes"),
-           "ablation": result.details["ablation"], "layer_ablation": result.details["layer_ablation"]}
+    ev = sweep.evaluator(target, data)
+    base = ev.correct().astype(bool)
+    layers, heads = ev.shape
+    units = units_of(layers, heads)
+    out: dict[str, np.ndarray] = {}
+    for i in range(0, len(units), 24):
+        chunk = units[i:i + 24]
+        for (key, _, _), values in zip(chunk, sweep.run(ev, [u for _, u, _ in chunk])):
+            out[key] = np.asarray(values, dtype=bool)
+        print(f"  exact outcomes at {size}: {min(i + 24, len(units))}/{len(units)} units, "
+              f"{time.perf_counter() - start:.0f} s", flush=True)
+    seconds = time.perf_counter() - start
     cache.parent.mkdir(exist_ok=True)
-    cache.write_text(json.dumps(out))
+    np.savez(cache, base=base, seconds=np.float64(seconds), **{f"u:{k}": v for k, v in out.items()})
+    return base, out, seconds
+
+
+def exact_classes(base: np.ndarray, outcomes: dict[str, np.ndarray], seeds: dict[str, int], n: int,
+                  tolerance: float) -> dict[str, str]:
+    """Each unit's class in the exact mode on the first ``n`` examples (the probe's bootstrap and seeds)."""
+    out = {}
+    for key, changed in outcomes.items():
+        diff = changed[:n].astype(np.float64) - base[:n].astype(np.float64)
+        out[key] = classify(bootstrap_ci(diff, 1000, 0.95, seeds[key]), tolerance)
     return out
+
+
+def replay(base: np.ndarray, outcomes: dict[str, np.ndarray], seeds: dict[str, int], n: int,
+           params: HeadParams):
+    """The sequential rule on the recorded outcomes of the first ``n`` examples, in the probe's order."""
+    order = np.random.default_rng(SEED).permutation(n)
+    keys = list(outcomes)
+
+    def evaluate(open_units, a, b):
+        return [outcomes[key][:n][order[a:b]] for key, _ in open_units]
+
+    return run_sequential([(k, k) for k in keys], base[:n], order, evaluate, params.tolerance, params.confidence,
+                          params.interim_share, params.bootstrap, SEED, params.sequential_block, seeds=seeds,
+                          growth=params.sequential_growth)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="872,3000,8000")
     parser.add_argument("--tolerance", type=float, default=0.01)
+    parser.add_argument("--timed", action="store_true", help="also run the probe's sequential sweep at each size")
     args = parser.parse_args()
     require(SST2_MODEL, SST2_DEV, TRAIN)
     target = sst2_target()
-    print(f"{'examples':>8}  {'exact s':>8}  {'seq s':>7}  {'exact passes':>12}  {'seq passes':>10}  {'ratio':>6}  "
-          f"{'target':>7}  disagreements (exact interval not straddling)")
-    for size in [int(s) for s in args.sizes.split(",")]:
-        data = data_of(size, target)
-        exact = exact_run(size, target, data, args.tolerance)
-        params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance}, "p")
-        start = time.perf_counter()
-        seq = HeadPruningProbe().run(target, data, params, ProbeContext(seed=13))
-        t_exact, t_seq = exact["seconds"], time.perf_counter() - start
-        disagree = []
-        for table in ("ablation", "layer_ablation"):
-            for e, s in zip(exact[table], seq.details[table]):
-                if e["settled"] != "straddles" and e["settled"] != s["settled"]:
-                    disagree.append(f"{table} {e.get('layer')},{e.get('head', '-')}: {e['settled']} vs {s['settled']}")
-        used, full = seq.value("ablation_passes"), exact["passes"]
-        ratio = used / full
+    sizes = [int(s) for s in args.sizes.split(",")]
+    base, outcomes, seconds = exact_outcomes(max(sizes), target)
+    layers = 1 + max(int(k[5:]) for k in outcomes if k.startswith("layer"))
+    heads = sum(k.startswith("L0H") for k in outcomes)
+    seeds = {key: seed for key, _, seed in units_of(layers, heads)}
+    params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance}, "p")
+    print(f"exact mode at {max(sizes)} examples: {len(outcomes)} units + the plain pass in {seconds:.1f} s")
+    print(f"{'examples':>8}  {'exact passes':>12}  {'seq passes':>10}  {'ratio':>6}  {'target':>11}  "
+          f"{'seq s':>6}  disagreements (exact interval not straddling)")
+    for size in sizes:
+        exact = exact_classes(base, outcomes, seeds, size, args.tolerance)
+        seq = replay(base, outcomes, seeds, size, params)
+        got = {s.key: s for s in seq.units}
+        disagree = [f"{k}: {c} vs {got[k].settled}" for k, c in exact.items()
+                    if c != "straddles" and c != got[k].settled]
+        full = float(len(outcomes))
+        ratio = seq.passes / full
         bound = TARGETS.get(size, 1.05)
-        ok = "ok" if ratio <= bound + 1e-9 else "MISSED"
-        print(f"{size:8d}  {t_exact:8.1f}  {t_seq:7.1f}  {full:12.1f}  {used:10.1f}  {ratio:6.3f}  <={bound:.3f} {ok}  "
-              f"{len(disagree)}" + (f": {'; '.join(disagree[:5])}" if disagree else ""))
-        settled = [r["examples"] for r in seq.details["ablation"]]
-        print(f"          single heads: median {sorted(settled)[len(settled) // 2]} examples used of {size}; "
-              f"{sum(r['settled'] == 'within' for r in seq.details['ablation'])} within, "
-              f"{sum(r['settled'] == 'straddles' for r in seq.details['ablation'])} straddling at the end")
+        timing = "-"
+        if args.timed:
+            probe_params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance}, "p")
+            start = time.perf_counter()
+            run = HeadPruningProbe().run(target, data_of(size, target), probe_params, ProbeContext(seed=SEED))
+            timing = f"{time.perf_counter() - start:.0f}"
+            if abs(run.value("ablation_passes") - seq.passes) > 0.05:
+                timing += f" (the probe used {run.value('ablation_passes'):.1f} passes)"
+        print(f"{size:8d}  {full:12.1f}  {seq.passes:10.1f}  {ratio:6.3f}  "
+              f"<={bound:.3f} {'ok' if ratio <= bound + 1e-9 else 'MISSED':>6}  {timing:>6}  {len(disagree)}"
+              + (f": {'; '.join(disagree[:5])}" if disagree else ""))
+        used = sorted(s.seen for s in seq.units if s.key.startswith("L"))
+        print(f"          single heads: median {used[len(used) // 2]} examples used of {size}; "
+              f"{sum(s.settled == 'within' for s in seq.units)} units within, "
+              f"{sum(s.settled == 'straddles' for s in seq.units)} straddling at the end; exact: "
+              f"{sum(c == 'within' for c in exact.values())} within, "
+              f"{sum(c == 'straddles' for c in exact.values())} straddling")
 
 
 if __name__ == "__main__":

@@ -11,28 +11,41 @@ from bertprobe.model import ModelSpec, load_target
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
-from bertprobe.probes.head_pruning.sequential import agresti_min, classify, looks, run_sequential
+from bertprobe.probes.head_pruning.betting import BettingSequence, delta_grid
+from bertprobe.probes.head_pruning.sequential import classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci
 from bertprobe.testing import sentiment_examples
 
 
 def test_looks_grow_from_the_first_block_and_end_at_all_examples():
-    assert looks(3000, growth=2) == [256, 512, 1024, 2048, 3000]
-    assert looks(3000) == [256, 384, 576, 864, 1280, 1920, 2880, 3000]
-    assert looks(200) == [200] and looks(512, growth=2) == [256, 512]
+    assert looks(3000, first=256, growth=2) == [256, 512, 1024, 2048, 3000]
+    assert looks(1000) == [128, 160, 192, 256, 320, 384, 480, 608, 768, 960, 1000]
+    assert looks(100) == [100] and looks(512, first=256, growth=2) == [256, 512]
 
 
-def test_the_agresti_min_interval_has_width_when_nothing_changed_and_covers_the_difference():
-    base = np.ones(256, dtype=bool)
-    low, high = agresti_min(base, base.copy(), 0.01)
-    assert low < 0 < high and high - low > 0.005  # nothing changed yet: not "exactly zero"
-    rng = np.random.default_rng(0)
-    base = rng.random(5000) < 0.9
-    changed = base.copy()
-    flip = rng.random(5000) < 0.04
-    changed[flip] = ~changed[flip]
-    low, high = agresti_min(base, changed, 0.05)
-    assert low <= changed.mean() - base.mean() <= high
+def test_the_betting_sequence_waits_for_a_zero_count_to_mean_something_and_covers_the_difference():
+    """No changes on the first 300 examples: a change of 1% is not yet ruled out (0.99^300 = 0.05 is no
+    evidence at 1%); on 800 it is. A 4% flip rate's difference (-0.02) lies inside the sequence at every look in most runs."""
+    grid = delta_grid(0.01)
+    quiet = BettingSequence(0.01, grid)
+    quiet.update(np.zeros(300))
+    low, high = quiet.interval()
+    assert low < -0.01 and high > 0.01
+    quiet.update(np.zeros(500))
+    low, high = quiet.interval()
+    assert -0.01 <= low < 0 < high <= 0.01
+    missed = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        x = np.where(rng.random(1500) < 0.04, np.where(rng.random(1500) < 0.75, -1.0, 1.0), 0.0)  # mean -0.02
+        bet = BettingSequence(0.05, grid)
+        out = False
+        for a in range(0, 1500, 300):
+            bet.update(x[a:a + 300])
+            low, high = bet.interval()
+            out |= not low <= -0.02 <= high
+        missed += out
+    assert missed <= 5  # time-uniform at 5% per side: out at any of the five looks in at most 10% of runs
 
 
 def planted(n: int, rate_down: float, rate_up: float, seed: int) -> np.ndarray:
@@ -61,8 +74,8 @@ def test_clear_units_stop_early_the_ambiguous_one_runs_to_the_end_and_all_classi
     done = run_sequential([(k, k) for k in units], base, order, evaluate, tolerance=0.01, resamples=2000, seed=0,
                           seeds={"edge": 7})
     by = {s.key: s for s in done.units}
-    assert by["harmful"].settled == "drop" and by["harmful"].seen == 256  # decided at the first look
-    assert by["helpful"].settled == "gain" and by["helpful"].seen <= 384
+    assert by["harmful"].settled == "drop" and by["harmful"].seen <= 256  # decided within the first looks
+    assert by["helpful"].settled == "gain" and by["helpful"].seen <= 256
     assert by["quiet"].settled == "within" and by["quiet"].seen < n
     assert by["edge"].seen == n  # ambiguous: its interval straddles -0.01 until the end ...
     # ... where it reads exactly as in the exact mode (the same paired bootstrap, seed and examples)
@@ -85,7 +98,7 @@ def trained(trained_model):
 
 
 def test_the_probe_sweeps_sequentially_and_agrees_with_the_exact_mode(trained):
-    """On 1,100 sentences (looks at 256, 384, 576, 864, 1,100) with a 5-point tolerance: the sequential sweep
+    """On 1,100 sentences (looks at 128, 160, 192 ... 960, 1,100) with a 5-point tolerance: the sequential sweep
     classifies every head and layer as the exact one (except where the exact interval straddles), uses fewer
     passes, and each unit's row says how many examples it used."""
     data = Dataset([Example(t, label=y) for t, y in sentiment_examples(1100, 3)], name="s")
@@ -95,7 +108,7 @@ def test_the_probe_sweeps_sequentially_and_agrees_with_the_exact_mode(trained):
     seq = HeadPruningProbe().run(trained, data, parse_params(HeadParams, common, "p"), ProbeContext(seed=0))
     for table in ("ablation", "layer_ablation"):
         for e, s in zip(exact.details[table], seq.details[table]):
-            assert e["examples"] == 1100 and 256 <= s["examples"] <= 1100
+            assert e["examples"] == 1100 and 128 <= s["examples"] <= 1100
             if e["settled"] != "straddles":
                 assert s["settled"] == e["settled"], (table, e, s)
     assert seq.value("ablation_passes") < exact.value("ablation_passes") == len(exact.details["ablation"]) + len(

@@ -100,9 +100,9 @@ class HeadParams:
     findings: int = 5  # most important heads listed in the report
     metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1), subset_accuracy
     sequential: bool = True  # ablations on growing blocks of examples, each stopped once decided (false: every unit on all)
-    sequential_block: int = 256  # examples of the first look
-    sequential_growth: float = 1.5  # each next look holds this many times the examples of the one before
-    interim_share: float = 0.2  # extra alpha the interim looks spend together (Bonferroni); the final look is the exact interval
+    sequential_block: int = 128  # examples of the first look
+    sequential_growth: float = 1.25  # each next look holds this many times the examples of the one before
+    interim_share: float = 0.2  # error of a unit settled before the end, per side, as a share of 1 - confidence (time-uniform); the final look is the exact interval
 
     def __post_init__(self) -> None:
         if not 0 < self.step <= 1:

@@ -5,15 +5,13 @@ plain model is decided when its interval lies wholly inside the tolerance band `
 below it (a drop larger than ``tol``) or wholly above it (a gain larger than ``tol``). With more examples
 most units are decided long before the last one; a full pass per unit only confirms them.
 
-The rule is valid under optional stopping by alpha spending: looks at 256, 384, 576, 864 ... examples (the
-order fixed by the seed) and finally at all of them. Interim looks together spend ``interim_share`` of
-alpha (Bonferroni: an equal part each); the final look spends the rest. An interim interval is the
-Agresti-Min adjusted Wald interval for a difference of matched proportions (Agresti & Min 2005: half an
-example added to each cell of the 2 x 2 table, so a unit that changed nothing on the first examples still
-gets a width), at its look's level. A unit that reaches the end gets the exact mode's interval (its
+Looks come at 128, 160, 192, 256 ... examples (each ``growth`` times the last, in an order fixed by the seed)
+and finally at all of them. An interim interval is a betting confidence sequence (Waudby-Smith & Ramdas
+2024; ``head_pruning.betting``), valid however often it is looked at, at ``interim_share * (1 - confidence)``
+per side; no alpha is split between looks. A unit that reaches the end gets the exact mode's interval (its
 paired percentile bootstrap at ``confidence``, the same resamples), so it reads exactly as in the exact
-mode. The stated error: a unit is misjudged with probability at most ``alpha`` at the final look plus
-``interim_share * alpha`` over the interim ones (1.2 alpha with the defaults: 0.06 at 95%).
+mode. The stated error: a unit settled before the end is misjudged with probability at most
+``interim_share * (1 - confidence)`` (0.01 with the defaults), one that reaches the end as in the exact mode.
 Only per-example binary outcomes (accuracy, subset accuracy, multiple choice) can be sequential; a metric
 recomputed from sums (micro-F1, entity F1) runs the exact sweep.
 """
@@ -22,16 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 from zlib import crc32
 
 import numpy as np
 
+from bertprobe.probes.head_pruning.betting import BettingSequence, delta_grid
 from bertprobe.stats import bootstrap_ci
 
-FIRST_BLOCK = 256
-GROWTH = 1.5
+FIRST_BLOCK = 128
+GROWTH = 1.25
 
 
 def looks(n: int, first: int = FIRST_BLOCK, growth: float = GROWTH) -> list[int]:
@@ -42,20 +40,6 @@ def looks(n: int, first: int = FIRST_BLOCK, growth: float = GROWTH) -> list[int]
         out.append(k)
         k = max(k + 32, int(round(k * growth / 32)) * 32)
     return out + [n]
-
-
-def agresti_min(base: np.ndarray, changed: np.ndarray, alpha: float) -> tuple[float, float]:
-    """Two-sided ``1 - alpha`` interval of mean(changed) - mean(base) for paired 0/1 outcomes, adjusted by
-    half an example per cell of the 2 x 2 table (Agresti & Min 2005)."""
-    n = base.size
-    up = float(np.sum(changed & ~base)) + 0.5
-    down = float(np.sum(~changed & base)) + 0.5
-    total = n + 2.0
-    d = (up - down) / total
-    var = max(((up + down) / total - d * d) / total, 0.0)
-    z = NormalDist().inv_cdf(1 - alpha / 2)
-    half = z * var ** 0.5
-    return d - half, d + half
 
 
 def classify(ci: tuple[float, float] | None, tolerance: float) -> str:
@@ -109,10 +93,9 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
     0/1 outcomes on ``order[a:b]``), judge them, and stop the decided ones (see the module docstring)."""
     n = base.size
     marks = looks(n, first, growth)
-    alpha = 1 - confidence
-    interim = len(marks) - 1
-    alpha_look = alpha * interim_share / interim if interim else 0.0
+    grid = delta_grid(tolerance)
     states = [UnitState(k, u) for k, u in keys_units]
+    bets = {s.key: BettingSequence(interim_share * (1 - confidence), grid) for s in states}
     start = 0
     used = 0
     for look, end in enumerate(marks):
@@ -136,7 +119,9 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
                 s.ci = bootstrap_ci(diff, resamples, confidence, unit_seed) if resamples else None
                 s.settled, s.look = classify(s.ci, tolerance), look
                 continue
-            s.ci = agresti_min(seen_base, changed, alpha_look)
+            fresh = s.outcomes[-1].astype(np.float64) - seen_base[start:end].astype(np.float64)
+            bets[s.key].update(fresh)
+            s.ci = bets[s.key].interval()
             verdict = classify(s.ci, tolerance)
             if verdict != "straddles":
                 s.settled, s.look = verdict, look
@@ -144,4 +129,4 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
     return SequentialResult(states, order, marks, used / n if n else 0.0)
 
 
-__all__ = ["SequentialResult", "UnitState", "agresti_min", "classify", "looks", "run_sequential"]
+__all__ = ["SequentialResult", "UnitState", "classify", "looks", "run_sequential"]
