@@ -40,3 +40,34 @@ def sst2_dev(target: Any) -> Any:
     from bertprobe.data import DataSpec, align_labels, load_table
 
     return align_labels(load_table(DataSpec(path=str(SST2_DEV), text="sentence")), target.label_names)
+
+
+# Base-size configurations (transformers' defaults are these checkpoints' own): name -> (model_type, layers x hidden)
+BASE_SIZES = {"bert-base": ("bert", "12 x 768, bert-base-uncased"),
+              "distilbert-base": ("distilbert", "6 x 768, distilbert-base-uncased")}
+
+
+def base_size_model(name: str, seed: int = 0) -> Path:
+    """A seeded random-weight two-class classifier with the configuration of ``bert-base-uncased`` (12 layers,
+    hidden 768, about 110M parameters) or ``distilbert-base-uncased`` (6 x 768), and the SST-2 fixture's
+    tokenizer (the same uncased 30,522-token vocabulary); saved once under benchmarks/.cache, no download.
+    Random weights are right for timing fixed work (not for what adaptive algorithms save)."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    model_type, _ = BASE_SIZES[name]
+    out = REPO / "benchmarks" / ".cache" / f"{name}-random-{seed}"
+    if (out / "model.safetensors").is_file():
+        return out
+    require(SST2_MODEL)
+    config = AutoConfig.for_model(model_type, num_labels=2, id2label={0: "negative", 1: "positive"},
+                                  label2id={"negative": 0, "positive": 1})
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_config(config)
+    out.mkdir(parents=True, exist_ok=True)
+    model.half().save_pretrained(out)  # stored in fp16 like the fixtures; computed in fp32 on a CPU
+    for name_ in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(SST2_MODEL / name_, out / name_)
+    return out

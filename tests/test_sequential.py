@@ -48,6 +48,24 @@ def test_the_betting_sequence_waits_for_a_zero_count_to_mean_something_and_cover
     assert missed <= 5  # time-uniform at 5% per side: out at any of the five looks in at most 10% of runs
 
 
+def test_prunable_fraction_from_the_steps_intervals_reads_as_the_joint_bootstrap():
+    """At full data the steps' own intervals (paired bootstrap at 1 - 2 alpha, the curve's seed) give exactly
+    prunable_fraction_interval's value and interval, so a sequential curve whose steps all ran to the end
+    reads as the exact one."""
+    from bertprobe.probes.head_pruning import prunable_fraction_interval, prunable_from_intervals
+
+    n = 600
+    base = np.random.default_rng(99).random(n) < 0.9
+    steps = [planted(n, rate, 0.0, seed) for seed, rate in enumerate([0.0, 0.01, 0.03, 0.05, 0.3])]
+    fractions = [0.2, 0.4, 0.6, 0.8, 1.0]
+    for tolerance in (0.02, 0.04, 0.06):
+        joint = prunable_fraction_interval(base, steps, fractions, tolerance, 0.95, 400, 3)
+        points = [{"fraction": f, "ci": bootstrap_ci(c.astype(float) - base.astype(float), 400, 0.9, 3)}
+                  for f, c in zip(fractions, steps)]
+        assert prunable_from_intervals(points, tolerance) == joint
+        assert joint[1] < joint[2] or tolerance != 0.04  # one tolerance where the interval has width
+
+
 def planted(n: int, rate_down: float, rate_up: float, seed: int) -> np.ndarray:
     """Outcomes of a unit that turns right answers wrong at ``rate_down`` and wrong ones right at ``rate_up``."""
     rng = np.random.default_rng(seed)
@@ -102,7 +120,7 @@ def test_the_probe_sweeps_sequentially_and_agrees_with_the_exact_mode(trained):
     classifies every head and layer as the exact one (except where the exact interval straddles), uses fewer
     passes, and each unit's row says how many examples it used."""
     data = Dataset([Example(t, label=y) for t, y in sentiment_examples(1100, 3)], name="s")
-    common = {"bootstrap": 500, "tolerance": 0.05, "pruning": False}
+    common = {"bootstrap": 500, "tolerance": 0.05, "step": 0.25}
     exact = HeadPruningProbe().run(trained, data, parse_params(HeadParams, {**common, "sequential": False}, "p"),
                                    ProbeContext(seed=0))
     seq = HeadPruningProbe().run(trained, data, parse_params(HeadParams, common, "p"), ProbeContext(seed=0))
@@ -111,10 +129,15 @@ def test_the_probe_sweeps_sequentially_and_agrees_with_the_exact_mode(trained):
             assert e["examples"] == 1100 and 128 <= s["examples"] <= 1100
             if e["settled"] != "straddles":
                 assert s["settled"] == e["settled"], (table, e, s)
-    assert seq.value("ablation_passes") < exact.value("ablation_passes") == len(exact.details["ablation"]) + len(
-        exact.details["layer_ablation"])
+    units = len(exact.details["ablation"]) + len(exact.details["layer_ablation"]) + len(exact.details["pruning_curve"]) - 1
+    assert seq.value("ablation_passes") < exact.value("ablation_passes") == units
     assert exact.value("ablation_passes_saved") == 0 and seq.value("ablation_passes_saved") > 0
     assert seq.value("baseline") == exact.value("baseline")
+    # the pruning curve's steps are sequential units too: each says what it used; prunable_fraction agrees
+    steps = seq.details["pruning_curve"][1:]
+    assert all(128 <= p["examples"] <= 1100 and p["settled"] in ("within", "drop", "straddles") for p in steps)
+    assert any(p["examples"] < 1100 for p in steps)  # pruning every head is decided at once
+    assert seq.value("prunable_fraction") == exact.value("prunable_fraction")
 
 
 @pytest.mark.sweeps

@@ -23,13 +23,15 @@ Implementation and deviations:
     ``details["prunable_fraction_plain"]``. Michel et al. read the curve by eye.
   * ``max_single_head_drop`` carries the paired bootstrap CI of that head's drop.
   * Sequential sweeps (``sequential``, on by default; not in the papers): single-head and layer ablations
-    run on growing blocks of the examples (256, 384, 576 ..., in an order fixed by the seed), and a
-    unit stops once its paired interval lies wholly inside the tolerance band or wholly outside it, with
-    an alpha-spending rule valid under optional stopping (``head_pruning.sequential``); ambiguous units run
-    to the end. Each row says how many examples it used and where it settled; ``ablation_passes`` counts
-    full-pass equivalents. ``sequential: false`` is the exact mode (every unit on every example). Metrics
-    recomputed from sums (micro-F1, entity F1) and data of at most one block always run exact. The
-    pruning curve is not sequential yet: its ten or so points cost the same in both modes.
+    and the pruning curve's steps run on growing blocks of the examples (128, 160, 192, 256 ..., in an
+    order fixed by the seed), and a unit stops once its paired interval lies wholly inside the tolerance
+    band or wholly outside it (a curve step: wholly above or below ``-tolerance``), by a betting
+    confidence sequence valid at every look (``head_pruning.sequential``, ``head_pruning.betting``);
+    ambiguous units run to the end and get the exact mode's interval. Each row and curve point says how
+    many examples it used and where it settled; ``prunable_fraction``'s interval is read from the steps'
+    intervals; ``ablation_passes`` counts full-pass equivalents. ``sequential: false`` is the exact mode
+    (every unit on every example). Metrics recomputed from sums (micro-F1, entity F1) and data of at most
+    one block always run exact.
   * Speed, not in the papers: single-head and layer ablations are units of one ``HeadSweep``
     (resumable; an executor such as ``ray`` shards them over workers with identical numbers). The
     plain pass caches the hidden states entering every layer (``layer_cache``), and each ablation runs
@@ -44,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -69,7 +72,7 @@ from bertprobe.model.pruning import (
 from bertprobe.model.target import Encoded, Target
 from bertprobe.model.timing import compare_speed
 from bertprobe.probe import Probe, ProbeContext, Sweep
-from bertprobe.probes.head_pruning.sequential import classify, looks, run_sequential
+from bertprobe.probes.head_pruning.sequential import classify, classify_drop, looks, run_sequential
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 from bertprobe.results.outcomes import Outcomes, example_ids
@@ -262,12 +265,17 @@ class HeadSweep(Sweep):
 
 
 def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams, base: float,
-                  ctx: ProbeContext, sweep: HeadSweep | None = None) -> list[dict[str, Any]]:
+                  ctx: ProbeContext, sweep: HeadSweep | None = None, data: Dataset | None = None,
+                  base_correct: np.ndarray | None = None) -> list[dict[str, Any]]:
     """Prune heads from least to most important in steps; optionally re-rank after each step (Michel).
 
     Without re-ranking every step's heads are known up front, so with a ``sweep`` the steps are work
     units of it (stacked along the batch where the device pays, resumable, shardable); re-ranking
-    needs each step's model before the next, so it evaluates them one after another."""
+    needs each step's model before the next, so it evaluates them one after another. Sequential sweeps
+    (with ``data`` and ``base_correct``) stop each step once its drop is decided against the tolerance
+    (``classify_drop``, one-sided bounds at ``params.confidence``, as ``prunable_fraction_interval`` reads
+    them): such a point carries ``ci``, ``examples`` and ``settled`` instead of its per-example outcomes,
+    and its metric is the baseline plus its paired change on the examples it used."""
     layers, heads = ev.shape
     real = ev.real
     total = int(real.sum())
@@ -306,10 +314,37 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
             break
     if stacked:
         units = [(f"curve{k}", ("mask", cells)) for k, cells in points]
+        if data is not None and base_correct is not None and sequential_ok(ev, params, base_correct):
+            one_sided = 1 - 2 * (1 - params.confidence)  # its bounds are prunable_fraction's one-sided ones
+            rows = sweep_units(units, ev, sweep, data, base_correct, params, ctx, "pruning curve",  # type: ignore[arg-type]
+                               [ctx.seed] * len(units), decide=classify_drop, confidence=one_sided,
+                               resamples=max(params.bootstrap, 200))
+            for (_, cells), row in zip(points, rows):
+                curve.append({"fraction": len(cells) / total, "heads_pruned": len(cells), "metric": base + row["delta"],
+                              "pruned": [list(p) for p in cells], **row})
+            return curve
         for (_, cells), values in zip(points, ctx.map(sweep, units, desc="pruning curve", group=params.stack)):
             curve.append(point(cells, _outcomes(values)))
         ev.passes += len(points)
+        ev.sweep_passes, ev.sweep_units = ev.sweep_passes + len(points), ev.sweep_units + len(points)
     return curve
+
+
+def prunable_from_intervals(points: list[dict[str, Any]], tolerance: float) -> tuple[float, float, float]:
+    """``prunable_fraction_interval``'s reading from each step's own interval of the accuracy change (a
+    sequential curve): ``high`` runs while no drop is significantly larger than the tolerance (upper bound of
+    the change >= -tolerance), ``low`` while every drop is significantly within it (lower bound >= -tolerance)."""
+    high = low = 0.0
+    high_open = low_open = True
+    for p in points:
+        lower, upper = p["ci"] if p.get("ci") else (float("-inf"), float("inf"))
+        high_open = high_open and upper >= -tolerance - 1e-12
+        low_open = low_open and lower >= -tolerance - 1e-12
+        if high_open:
+            high = p["fraction"]
+        if low_open:
+            low = p["fraction"]
+    return high, low, high
 
 
 def _outcomes(values: Any) -> np.ndarray:
@@ -377,6 +412,68 @@ def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray]
     return high, low, high
 
 
+def sequential_ok(ev: Evaluator, params: HeadParams, base_correct: np.ndarray) -> bool:
+    """Whether sweeps run sequentially: asked for, a per-example 0/1 outcome, and more than one look."""
+    return bool(params.sequential and ev.score.decomposable and base_correct.ndim == 1
+                and len(looks(len(base_correct), params.sequential_block, params.sequential_growth)) > 1)
+
+
+def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, data: Dataset,
+                base_correct: np.ndarray, params: HeadParams, ctx: ProbeContext, desc: str, seeds: list[int],
+                decide: Callable[[tuple[float, float] | None, float], str] = classify,
+                confidence: float | None = None, resamples: int | None = None) -> list[dict[str, Any]]:
+    """Each unit's change of the metric against the plain model, with its paired interval, the examples it
+    used and where it settled against the tolerance: sequentially on growing blocks of the examples
+    (``head_pruning.sequential``) where the outcome is a per-example 0/1, else every unit on all examples.
+    ``decide``, ``confidence`` and ``resamples`` change how a unit is judged (the pruning curve's points: against
+    ``-tolerance`` only, one-sided bounds at ``params.confidence``); the interim level stays the params'."""
+    n = len(base_correct)
+    level = params.confidence if confidence is None else confidence
+    resamples = params.bootstrap if resamples is None else resamples
+    rows: list[dict[str, Any]] = []
+    if not sequential_ok(ev, params, base_correct):
+        for seed, values in zip(seeds, ctx.map(sweep, units, desc=desc, group=params.stack)):
+            correct = _outcomes(values)
+            if ev.score.decomposable:
+                diff = correct.astype(np.float64) - base_correct.astype(np.float64)
+                delta = float(diff.mean())
+                ci = bootstrap_ci(diff, resamples, level, seed=seed) if resamples else None
+            else:
+                delta = ev.score.value(correct) - ev.score.value(base_correct)
+                ci = paired_drop_ci(ev.score, base_correct, correct, resamples, level, seed) if resamples else None
+            rows.append({"delta": delta, "ci": ci, "examples": n, "settled": decide(ci, params.tolerance)})
+        ev.passes += len(units)
+        ev.sweep_passes, ev.sweep_units = ev.sweep_passes + len(units), ev.sweep_units + len(units)
+        return rows
+    order = np.random.default_rng(ctx.seed).permutation(n)
+    settings = {f.name: getattr(sweep, f.name) for f in fields(sweep) if f.name != "rows"}
+
+    def evaluate(open_units: list[tuple[str, Any]], a: int, b: int) -> list[np.ndarray]:
+        block = HeadSweep(**settings, rows=tuple(int(i) for i in order[a:b])).bind(ev.target, data)
+        settled = len(units) - len(open_units)
+        values = ctx.map(block, [(f"{key}@{a}:{b}", unit) for key, unit in open_units],
+                         desc=f"{desc}: {settled} settled, {len(open_units)} open, examples {a}-{b} of {n}",
+                         group=params.stack)
+        if block.__dict__.get("_state") is not None and block.state().cache is not None:
+            ev.passes += (b - a) / n  # the block's plain pass that fills its layer cache
+        return [_outcomes(v) for v in values]
+
+    done = run_sequential(units, base_correct, order, evaluate, params.tolerance, level, params.interim_share,
+                          resamples, ctx.seed, params.sequential_block,
+                          seeds={key: seed for (key, _), seed in zip(units, seeds)}, growth=params.sequential_growth,
+                          decide=decide, interim_alpha=params.interim_share * (1 - params.confidence))
+    for state in done.units:
+        seen = order[: state.seen]
+        changed = np.concatenate(state.outcomes)
+        delta = float(changed.mean() - base_correct[seen].astype(np.float64).mean())
+        rows.append({"delta": delta, "ci": state.ci, "examples": state.seen, "settled": state.settled,
+                     "look": state.look})
+    ev.passes += done.passes
+    ev.sweep_passes, ev.sweep_units = ev.sweep_passes + done.passes, ev.sweep_units + len(units)
+    return rows
+
+
+
 class HeadPruningProbe(Probe):
     """Head importance map, single-head and layer ablations, pruning curve (Michel 2019; Kovaleva 2019).
 
@@ -398,7 +495,7 @@ class HeadPruningProbe(Probe):
         "speedup_latency": "relative examples/s gain at batch 1 (latency)",
         "baseline": "accuracy of the unmodified model",
         "importance_cost_passes": "importance wall time in units of one plain evaluation pass",
-        "ablation_passes": "single-head and layer ablations in full-pass equivalents (sequential sweeps stop decided units early)",
+        "ablation_passes": "single-head and layer ablations and pruning-curve steps in full-pass equivalents (sequential sweeps stop decided units early)",
         "ablation_passes_saved": "share of one full pass per unit the sequential sweep did not need",
     }
     Params = HeadParams
@@ -448,7 +545,7 @@ class HeadPruningProbe(Probe):
             units = [(f"layer{layer}", ("mask", [(layer, h) for h in range(heads) if ev.real[layer, h]]))
                      for layer in range(layers)]
             rows = []
-            for layer, row in enumerate(self._sweep_units(units, ev, sweep, data, base_correct, params, ctx,
+            for layer, row in enumerate(sweep_units(units, ev, sweep, data, base_correct, params, ctx,
                                                           "layer ablation", [10_000 + layer for layer in range(layers)])):
                 rows.append({"layer": layer, "drop": -row["delta"], "ci": (-row["ci"][1], -row["ci"][0]) if row["ci"] else None,
                              **{k: row[k] for k in ("examples", "settled") if k in row}})
@@ -458,13 +555,16 @@ class HeadPruningProbe(Probe):
                               "largest accuracy drop from removing one layer's heads (CI: paired bootstrap of that "
                               "layer's drop)", ci=worst_layer["ci"], kind="extreme")
         if params.pruning:
-            curve = pruning_curve(ev, ranking, params, base, ctx, sweep)
+            curve = pruning_curve(ev, ranking, params, base, ctx, sweep, data, base_correct)
             result.details["pruning_curve"] = [{k: v for k, v in p.items() if k not in ("pruned", "correct")}
                                                for p in curve]
-            steps = [p for p in curve if "correct" in p]
-            value, low, high = prunable_fraction_interval(
-                base_correct, [p["correct"] for p in steps], [p["fraction"] for p in steps], params.tolerance,
-                params.confidence, max(params.bootstrap, 200), ctx.seed, ev.score)
+            if any("settled" in p for p in curve):  # sequential: each step's own interval
+                value, low, high = prunable_from_intervals(curve[1:], params.tolerance)
+            else:
+                steps = [p for p in curve if "correct" in p]
+                value, low, high = prunable_fraction_interval(
+                    base_correct, [p["correct"] for p in steps], [p["fraction"] for p in steps], params.tolerance,
+                    params.confidence, max(params.bootstrap, 200), ctx.seed, ev.score)
             result.add_metric("prunable_fraction", value, True,
                               f"largest share of heads pruned whose paired accuracy drop is not significantly larger "
                               f"than {params.tolerance:g} (one-sided {params.confidence:.0%} bootstrap); the interval "
@@ -474,7 +574,8 @@ class HeadPruningProbe(Probe):
                 self._physical(result, target, ev, curve, params, ranking)
         if ev.sweep_units:
             used, exact = ev.sweep_passes, ev.sweep_units
-            result.add_metric("ablation_passes", used, False, "single-head and layer ablations in full-pass equivalents "
+            result.add_metric("ablation_passes", used, False, "single-head and layer ablations and pruning-curve steps in "
+                              "full-pass equivalents "
                               "(examples evaluated / examples)", kind="cost")
             result.add_metric("ablation_passes_saved", 1 - used / exact, None, "share of the exact sweep's passes (one "
                               "full pass per unit) the sequential sweep did not need", kind="cost")
@@ -492,57 +593,6 @@ class HeadPruningProbe(Probe):
         }
         return result
 
-    def _sweep_units(self, units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, data: Dataset,
-                     base_correct: np.ndarray, params: HeadParams, ctx: ProbeContext, desc: str,
-                     seeds: list[int]) -> list[dict[str, Any]]:
-        """Each unit's change of the metric against the plain model, with its paired interval, the examples it
-        used and where it settled against the tolerance: sequentially on growing blocks of the examples
-        (``head_pruning.sequential``) where the outcome is a per-example 0/1, else every unit on all examples."""
-        n = len(base_correct)
-        sequential = (params.sequential and ev.score.decomposable and base_correct.ndim == 1
-                      and len(looks(n, params.sequential_block, params.sequential_growth)) > 1)
-        rows: list[dict[str, Any]] = []
-        if not sequential:
-            for seed, values in zip(seeds, ctx.map(sweep, units, desc=desc, group=params.stack)):
-                correct = _outcomes(values)
-                if ev.score.decomposable:
-                    diff = correct.astype(np.float64) - base_correct.astype(np.float64)
-                    delta = float(diff.mean())
-                    ci = bootstrap_ci(diff, params.bootstrap, params.confidence, seed=seed) if params.bootstrap else None
-                else:
-                    delta = ev.score.value(correct) - ev.score.value(base_correct)
-                    ci = paired_drop_ci(ev.score, base_correct, correct, params.bootstrap, params.confidence,
-                                        seed) if params.bootstrap else None
-                rows.append({"delta": delta, "ci": ci, "examples": n, "settled": classify(ci, params.tolerance)})
-            ev.passes += len(units)
-            ev.sweep_passes, ev.sweep_units = ev.sweep_passes + len(units), ev.sweep_units + len(units)
-            return rows
-        order = np.random.default_rng(ctx.seed).permutation(n)
-        settings = {f.name: getattr(sweep, f.name) for f in fields(sweep) if f.name != "rows"}
-
-        def evaluate(open_units: list[tuple[str, Any]], a: int, b: int) -> list[np.ndarray]:
-            block = HeadSweep(**settings, rows=tuple(int(i) for i in order[a:b])).bind(ev.target, data)
-            settled = len(units) - len(open_units)
-            values = ctx.map(block, [(f"{key}@{a}:{b}", unit) for key, unit in open_units],
-                             desc=f"{desc}: {settled} settled, {len(open_units)} open, examples {a}-{b} of {n}",
-                             group=params.stack)
-            if block.__dict__.get("_state") is not None and block.state().cache is not None:
-                ev.passes += (b - a) / n  # the block's plain pass that fills its layer cache
-            return [_outcomes(v) for v in values]
-
-        done = run_sequential(units, base_correct, order, evaluate, params.tolerance, params.confidence,
-                              params.interim_share, params.bootstrap, ctx.seed, params.sequential_block,
-                              seeds={key: seed for (key, _), seed in zip(units, seeds)}, growth=params.sequential_growth)
-        for state in done.units:
-            seen = order[: state.seen]
-            changed = np.concatenate(state.outcomes)
-            delta = float(changed.mean() - base_correct[seen].astype(np.float64).mean())
-            rows.append({"delta": delta, "ci": state.ci, "examples": state.seen, "settled": state.settled,
-                         "look": state.look})
-        ev.passes += done.passes
-        ev.sweep_passes, ev.sweep_units = ev.sweep_passes + done.passes, ev.sweep_units + len(units)
-        return rows
-
     def _ablate(self, result: ProbeResult, ev: Evaluator, sweep: HeadSweep, data: Dataset, base_correct: np.ndarray,
                 params: HeadParams, ctx: ProbeContext) -> torch.Tensor:
         """Each head removed alone: the ablation table, its metrics and findings; returns the accuracy changes."""
@@ -553,7 +603,7 @@ class HeadPruningProbe(Probe):
         # each head is a work unit (a resumed run continues the sweep where it stopped; an executor may
         # shard them); groups of units share forward passes, stacked along the batch where the device pays
         units = [(f"L{layer}H{head}", (params.mode, [(layer, head)])) for layer, head in pairs]
-        rows = self._sweep_units(units, ev, sweep, data, base_correct, params, ctx, f"head ablation ({params.mode})",
+        rows = sweep_units(units, ev, sweep, data, base_correct, params, ctx, f"head ablation ({params.mode})",
                                  [layer * heads + head for layer, head in pairs])
         for (layer, head), row in zip(pairs, rows):
             deltas[layer, head] = row["delta"]

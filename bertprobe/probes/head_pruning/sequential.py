@@ -42,6 +42,19 @@ def looks(n: int, first: int = FIRST_BLOCK, growth: float = GROWTH) -> list[int]
     return out + [n]
 
 
+def classify_drop(ci: tuple[float, float] | None, tolerance: float) -> str:
+    """Where an interval of the accuracy change lies against ``-tolerance`` alone (a pruning-curve point:
+    ``prunable_fraction`` asks whether its drop is within the tolerance, not whether it gains): ``within``
+    (wholly at or above), ``drop`` (wholly below) or ``straddles``."""
+    if ci is None:
+        return "straddles"
+    if ci[0] >= -tolerance - 1e-12:
+        return "within"
+    if ci[1] < -tolerance:
+        return "drop"
+    return "straddles"
+
+
 def classify(ci: tuple[float, float] | None, tolerance: float) -> str:
     """Where an interval of the accuracy change lies against ``[-tolerance, +tolerance]``: ``within``,
     ``drop`` (wholly below -tolerance), ``gain`` (wholly above +tolerance) or ``straddles``."""
@@ -88,14 +101,19 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
                    evaluate: Callable[[list[tuple[str, Any]], int, int], list[np.ndarray]], tolerance: float,
                    confidence: float = 0.95, interim_share: float = 0.2, resamples: int = 1000, seed: int = 0,
                    first: int = FIRST_BLOCK, progress: Callable[[str], None] | None = None,
-                   seeds: dict[str, int] | None = None, growth: float = GROWTH) -> SequentialResult:
+                   seeds: dict[str, int] | None = None, growth: float = GROWTH,
+                   decide: Callable[[tuple[float, float] | None, float], str] = classify,
+                   interim_alpha: float | None = None) -> SequentialResult:
     """Evaluate the open units on each next block of ``order`` (``evaluate(units, a, b)`` returns each unit's
-    0/1 outcomes on ``order[a:b]``), judge them, and stop the decided ones (see the module docstring)."""
+    0/1 outcomes on ``order[a:b]``), judge them with ``decide`` (``classify``, or ``classify_drop`` for the
+    pruning curve), and stop the decided ones (see the module docstring). ``interim_alpha`` (per side)
+    defaults to ``interim_share * (1 - confidence)``."""
     n = base.size
     marks = looks(n, first, growth)
     grid = delta_grid(tolerance)
     states = [UnitState(k, u) for k, u in keys_units]
-    bets = {s.key: BettingSequence(interim_share * (1 - confidence), grid) for s in states}
+    alpha = interim_alpha if interim_alpha is not None else interim_share * (1 - confidence)
+    bets = {s.key: BettingSequence(alpha, grid) for s in states}
     start = 0
     used = 0
     for look, end in enumerate(marks):
@@ -117,16 +135,16 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
                 diff = restored.astype(np.float64) - base.astype(np.float64)
                 unit_seed = seeds[s.key] if seeds and s.key in seeds else seed + crc32(s.key.encode()) % 10_000
                 s.ci = bootstrap_ci(diff, resamples, confidence, unit_seed) if resamples else None
-                s.settled, s.look = classify(s.ci, tolerance), look
+                s.settled, s.look = decide(s.ci, tolerance), look
                 continue
             fresh = s.outcomes[-1].astype(np.float64) - seen_base[start:end].astype(np.float64)
             bets[s.key].update(fresh)
             s.ci = bets[s.key].interval()
-            verdict = classify(s.ci, tolerance)
+            verdict = decide(s.ci, tolerance)
             if verdict != "straddles":
                 s.settled, s.look = verdict, look
         start = end
     return SequentialResult(states, order, marks, used / n if n else 0.0)
 
 
-__all__ = ["SequentialResult", "UnitState", "classify", "looks", "run_sequential"]
+__all__ = ["SequentialResult", "UnitState", "classify", "classify_drop", "looks", "run_sequential"]

@@ -1,0 +1,126 @@
+"""Benchmark: the heavy suites' probes at MiniLM size and at BERT-base size, fp32 and bf16, on the CPU.
+
+For each probe of ``suites/sst2.yaml``, ``internals.yaml``, ``backdoor.yaml`` and ``behaviour.yaml``, on the
+MiniLM-L6 SST-2 fixture and on seeded random-weight classifiers with the configurations of
+``bert-base-uncased`` (12 x 768) and ``distilbert-base-uncased`` (6 x 768) (``common.base_size_model``; no
+download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads`` torch threads, it prints:
+
+* the probe's wall time (its own ``duration_s`` in the report);
+* the passes it used, in full-pass equivalents: rows run through encoder layers, counted by a forward
+  hook on every layer, divided by layers x examples (a gradient pass counts as its forward; the layer
+  cache's partial passes count the layers they run);
+* the model-only bound: that many bare full passes over the same examples, timed in the same run, and
+  the ratio of the wall time to it (1.0 = the probe does nothing but forward passes).
+
+Usage: python benchmarks/base_size.py [--models minilm,bert-base] [--dtypes float32,bfloat16]
+       [--examples 872] [--suites sst2,internals,backdoor,behaviour] [--threads 2]
+
+Random weights are right for timing fixed work; what adaptive algorithms save is measured on the real
+fixtures (``heads_sequential.py``). A random model flips no backdoor and fails behaviour tests at random,
+so those probes do the work of a real model that needs every stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from common import REPO, SST2_DEV, SST2_MODEL, base_size_model, require
+
+from bertprobe.model import ModelSpec, load_target
+from bertprobe.plugins import build_plugins
+from bertprobe.run.control import RunControl
+from bertprobe.suite import load_suite
+from bertprobe.suite.overrides import SuiteOverrides
+
+LAYER_CLASSES = ("BertLayer", "TransformerBlock")  # BERT / MiniLM, DistilBERT
+
+
+class LayerRows:
+    """Rows through encoder layers, from a global forward pre-hook (this process only)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def __enter__(self) -> LayerRows:
+        def hook(module: torch.nn.Module, args: tuple) -> None:
+            if type(module).__name__ in LAYER_CLASSES and args and isinstance(args[0], torch.Tensor):
+                self.rows += int(args[0].shape[0])
+
+        self._handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.remove()
+
+
+def bare_pass_seconds(path: Path, dtype: str, examples: int) -> tuple[float, int]:
+    """Best of three plain forward passes over the first ``examples`` dev sentences (the harness's batches),
+    after one to warm up."""
+    from bertprobe.data import DataSpec, load_table
+
+    target = load_target(ModelSpec(path=str(path), device="cpu", max_length=128, dtype=dtype))
+    data = load_table(DataSpec(path=str(SST2_DEV), text="sentence"))
+    encoded = target.encode(data.examples[:examples])
+    best = float("inf")
+    for rep in range(4):
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for _, batch in target.batches(encoded, None):
+                target.forward(batch)
+        best = min(best, time.perf_counter() - start) if rep else best
+    return best, target.model.config.num_hidden_layers if hasattr(target.model.config, "num_hidden_layers") \
+        else target.model.config.n_layers
+
+
+def run_probe(suite_file: Path, probe_id: str, path: Path, dtype: str, examples: int, threads: int,
+              out: Path) -> tuple[float, int, str]:
+    """The probe alone (``--only``) through the harness: its duration_s, the layer rows, its status."""
+    from bertprobe.harness import run_suite
+
+    suite = load_suite(suite_file, env={"BERTPROBE_SST2_DATA": str(SST2_DEV)})
+    overrides = SuiteOverrides(models=(str(path),), data=str(SST2_DEV), dtype=dtype, limit=examples,
+                               only=(probe_id,), device="cpu")
+    with LayerRows() as counter:
+        session = run_suite(suite, build_plugins(), overrides, RunControl(out=str(out), threads=threads))
+    report = json.loads((Path(session.run_dir) / "report.json").read_text())
+    probe = report["probes"][0]
+    return float(probe["duration_s"]), counter.rows, probe["status"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="minilm,bert-base")
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--examples", type=int, default=872)
+    parser.add_argument("--suites", default="sst2,internals,backdoor,behaviour")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    require(SST2_MODEL, SST2_DEV)
+    torch.set_num_threads(args.threads)
+    paths = {m: SST2_MODEL if m == "minilm" else base_size_model(m) for m in args.models.split(",")}
+    print(f"{args.examples} SST-2 dev sentences, {args.threads} threads, CPU")
+    print(f"{'suite/probe':34} {'model':16} {'dtype':8} {'wall s':>8} {'passes':>8} {'bare pass s':>11} "
+          f"{'bound s':>8} {'x bound':>7}  status")
+    with tempfile.TemporaryDirectory() as tmp:
+        for model, path in paths.items():
+            for dtype in args.dtypes.split(","):
+                one, layers = bare_pass_seconds(path, dtype, args.examples)
+                for name in args.suites.split(","):
+                    suite_file = REPO / "suites" / f"{name}.yaml"
+                    suite = load_suite(suite_file, env={"BERTPROBE_SST2_DATA": str(SST2_DEV)})
+                    for spec in suite.probes:
+                        seconds, rows, status = run_probe(suite_file, spec.id, path, dtype, args.examples,
+                                                          args.threads, Path(tmp))
+                        passes = rows / (layers * args.examples)
+                        bound = passes * one
+                        print(f"{name + '/' + spec.id:34} {model:16} {dtype:8} {seconds:8.1f} {passes:8.1f} "
+                              f"{one:11.2f} {bound:8.1f} {seconds / max(bound, 1e-9):7.2f}  {status}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
