@@ -13,7 +13,7 @@ download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads
   the ratio of the wall time to it (1.0 = the probe does nothing but forward passes).
 
 Usage: python benchmarks/base_size.py [--models minilm,bert-base] [--dtypes float32,bfloat16]
-       [--examples 872] [--suites sst2,internals,backdoor,behaviour] [--threads 2]
+       [--examples 872] [--suites sst2,internals,backdoor,behaviour] [--threads 2] [--only head-pruning,...]
 
 Random weights are right for timing fixed work; what adaptive algorithms save is measured on the real
 fixtures (``heads_sequential.py``). A random model flips no backdoor and fails behaviour tests at random,
@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=872)
     parser.add_argument("--suites", default="sst2,internals,backdoor,behaviour")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--only", default="", help="comma-separated probe ids to measure (default: every probe)")
     args = parser.parse_args()
     require(SST2_MODEL, SST2_DEV)
     torch.set_num_threads(args.threads)
@@ -114,6 +115,8 @@ def main() -> None:
                     suite_file = REPO / "suites" / f"{name}.yaml"
                     suite = load_suite(suite_file, env={"BERTPROBE_SST2_DATA": str(SST2_DEV)})
                     for spec in suite.probes:
+                        if args.only and spec.id not in args.only.split(","):
+                            continue
                         seconds, rows, status = run_probe(suite_file, spec.id, path, dtype, args.examples,
                                                           args.threads, Path(tmp))
                         passes = rows / (layers * args.examples)

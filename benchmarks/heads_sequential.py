@@ -12,7 +12,8 @@ at each size, to time it and check that it uses the replayed passes.
 Prints the ablations' full-pass equivalents, sequential against exact, with their ratio, and checks the
 issue's targets: at 3,000 at most a third of the exact passes, at 8,000 at most a fifth, at 872 no more than
 the exact passes plus 5%; every unit classified as in the exact mode (within, drop or gain against the
-tolerance) unless its exact interval straddles it. The pruning curve is left out (``pruning: false``).
+tolerance) unless its exact interval straddles it. The pruning curve is left out (``pruning: false``). Also
+prints the replayed passes with the stricter ``interim_share: 0.2``.
 
 Usage: python benchmarks/heads_sequential.py [--sizes 872,3000,8000] [--tolerance 0.01] [--timed]
 """
@@ -148,6 +149,10 @@ def main() -> None:
         print(f"{size:8d}  {full:12.1f}  {seq.passes:10.1f}  {ratio:6.3f}  "
               f"<={bound:.3f} {'ok' if ratio <= bound + 1e-9 else 'MISSED':>6}  {timing:>6}  {len(disagree)}"
               + (f": {'; '.join(disagree[:5])}" if disagree else ""))
+        strict = replay(base, outcomes, seeds, size, parse_params(
+            HeadParams, {"pruning": False, "tolerance": args.tolerance, "interim_share": 0.2}, "p"))
+        print(f"          interim_share 0.2 (1% per side instead of 2.5%): {strict.passes:.1f} passes, ratio "
+              f"{strict.passes / full:.3f}")
         used = sorted(s.seen for s in seq.units if s.key.startswith("L"))
         print(f"          single heads: median {used[len(used) // 2]} examples used of {size}; "
               f"{sum(s.settled == 'within' for s in seq.units)} units within, "

@@ -23,8 +23,8 @@ Implementation and deviations:
     ``details["prunable_fraction_plain"]``. Michel et al. read the curve by eye.
   * ``max_single_head_drop`` carries the paired bootstrap CI of that head's drop.
   * Sequential sweeps (``sequential``, on by default; not in the papers): single-head and layer ablations
-    and the pruning curve's steps run on growing blocks of the examples (128, 160, 192, 256 ..., in an
-    order fixed by the seed), and a unit stops once its paired interval lies wholly inside the tolerance
+    and the pruning curve's steps run on growing blocks of the examples (256, 384, 576 ..., in an order
+    fixed by the seed; from ``sequential_min``, 2,000, examples), and a unit stops once its paired interval lies wholly inside the tolerance
     band or wholly outside it (a curve step: wholly above or below ``-tolerance``), by a betting
     confidence sequence valid at every look (``head_pruning.sequential``, ``head_pruning.betting``);
     ambiguous units run to the end and get the exact mode's interval. Each row and curve point says how
@@ -103,9 +103,10 @@ class HeadParams:
     findings: int = 5  # most important heads listed in the report
     metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1), subset_accuracy
     sequential: bool = True  # ablations on growing blocks of examples, each stopped once decided (false: every unit on all)
-    sequential_block: int = 128  # examples of the first look
-    sequential_growth: float = 1.25  # each next look holds this many times the examples of the one before
-    interim_share: float = 0.2  # error of a unit settled before the end, per side, as a share of 1 - confidence (time-uniform); the final look is the exact interval
+    sequential_min: int = 2000  # fewest examples run sequentially (below, a few percent saved do not pay for the blocks)
+    sequential_block: int = 256  # examples of the first look
+    sequential_growth: float = 1.5  # each next look holds this many times the examples of the one before
+    interim_share: float = 0.5  # error of a unit settled before the end, per side, as a share of 1 - confidence (0.5: the exact interval's own 2.5% per side; time-uniform); the final look is the exact interval
 
     def __post_init__(self) -> None:
         if not 0 < self.step <= 1:
@@ -114,6 +115,8 @@ class HeadParams:
             raise ValueError("physical_fraction must lie in [0, 1)")
         if self.tolerance < 0:
             raise ValueError("tolerance must be >= 0")
+        if self.sequential_min < 0:
+            raise ValueError("sequential_min must be at least 0")
         if self.sequential_block < 16:
             raise ValueError("sequential_block must be at least 16")
         if self.sequential_growth <= 1:
@@ -413,8 +416,11 @@ def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray]
 
 
 def sequential_ok(ev: Evaluator, params: HeadParams, base_correct: np.ndarray) -> bool:
-    """Whether sweeps run sequentially: asked for, a per-example 0/1 outcome, and more than one look."""
+    """Whether sweeps run sequentially: asked for, a per-example 0/1 outcome, at least ``sequential_min``
+    examples (on SST-2 dev, 872, the sequential sweep saved 3% of the passes and took 1.24x the wall time:
+    each block pays its own plain pass and pads its own batches) and more than one look."""
     return bool(params.sequential and ev.score.decomposable and base_correct.ndim == 1
+                and len(base_correct) >= params.sequential_min
                 and len(looks(len(base_correct), params.sequential_block, params.sequential_growth)) > 1)
 
 
@@ -620,6 +626,8 @@ class HeadPruningProbe(Probe):
         helps = [r for r in sorted(table, key=lambda r: -r["delta"]) if r["delta"] > 0][: params.findings]
         for row, title in [(r, "removal hurts") for r in hurt] + [(r, "removal helps") for r in helps]:
             ci = f" (CI {row['ci'][0]:+.4f}..{row['ci'][1]:+.4f})" if row["ci"] else ""
+            if row["examples"] < len(base_correct):  # a sequential unit stopped once decided
+                ci += f" on {row['examples']} of {len(base_correct)} examples ({row['settled']})"
             result.findings.append(Finding(
                 title=f"layer {row['layer']} head {row['head']}: {title}",
                 observed=f"accuracy change {row['delta']:+.4f}{ci}",

@@ -5,13 +5,14 @@ plain model is decided when its interval lies wholly inside the tolerance band `
 below it (a drop larger than ``tol``) or wholly above it (a gain larger than ``tol``). With more examples
 most units are decided long before the last one; a full pass per unit only confirms them.
 
-Looks come at 128, 160, 192, 256 ... examples (each ``growth`` times the last, in an order fixed by the seed)
+Looks come at 256, 384, 576, 864 ... examples (each ``growth`` times the last, in an order fixed by the seed)
 and finally at all of them. An interim interval is a betting confidence sequence (Waudby-Smith & Ramdas
 2024; ``head_pruning.betting``), valid however often it is looked at, at ``interim_share * (1 - confidence)``
 per side; no alpha is split between looks. A unit that reaches the end gets the exact mode's interval (its
 paired percentile bootstrap at ``confidence``, the same resamples), so it reads exactly as in the exact
-mode. The stated error: a unit settled before the end is misjudged with probability at most
-``interim_share * (1 - confidence)`` (0.01 with the defaults), one that reaches the end as in the exact mode.
+mode. The stated error: a unit settled before the end is misjudged in a given direction with probability at
+most ``interim_share * (1 - confidence)`` (0.025 with head-pruning's defaults: the exact interval's own level
+per side), one that reaches the end as in the exact mode; in all, at most twice the exact mode's.
 Only per-example binary outcomes (accuracy, subset accuracy, multiple choice) can be sequential; a metric
 recomputed from sums (micro-F1, entity F1) runs the exact sweep.
 """
@@ -28,8 +29,8 @@ import numpy as np
 from bertprobe.probes.head_pruning.betting import BettingSequence, delta_grid
 from bertprobe.stats import bootstrap_ci
 
-FIRST_BLOCK = 128
-GROWTH = 1.25
+FIRST_BLOCK = 256
+GROWTH = 1.5
 
 
 def looks(n: int, first: int = FIRST_BLOCK, growth: float = GROWTH) -> list[int]:
@@ -99,7 +100,7 @@ class SequentialResult:
 
 def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, order: np.ndarray,
                    evaluate: Callable[[list[tuple[str, Any]], int, int], list[np.ndarray]], tolerance: float,
-                   confidence: float = 0.95, interim_share: float = 0.2, resamples: int = 1000, seed: int = 0,
+                   confidence: float = 0.95, interim_share: float = 0.5, resamples: int = 1000, seed: int = 0,
                    first: int = FIRST_BLOCK, progress: Callable[[str], None] | None = None,
                    seeds: dict[str, int] | None = None, growth: float = GROWTH,
                    decide: Callable[[tuple[float, float] | None, float], str] = classify,
