@@ -24,9 +24,10 @@ Implementation and deviations:
   * ``max_single_head_drop`` carries the paired bootstrap CI of that head's drop.
   * Sequential sweeps (``sequential``, on by default; not in the papers): single-head and layer ablations
     and the pruning curve's steps run on growing blocks of the examples (256, 384, 576 ..., in an order
-    fixed by the seed; from ``sequential_min``, 2,000, examples), and a unit stops once its paired interval lies wholly inside the tolerance
-    band or wholly outside it (a curve step: wholly above or below ``-tolerance``), by a betting
-    confidence sequence valid at every look (``head_pruning.sequential``, ``head_pruning.betting``);
+    fixed by the seed; from ``sequential_min``, 2,000, examples), and a unit stops once its paired
+    interval lies wholly inside the tolerance band or wholly outside it (a curve step: wholly above or
+    below ``-tolerance``), by a betting confidence sequence valid at every look
+    (``head_pruning.sequential``, ``head_pruning.betting``);
     ambiguous units run to the end and get the exact mode's interval. Each row and curve point says how
     many examples it used and where it settled; ``prunable_fraction``'s interval is read from the steps'
     intervals; ``ablation_passes`` counts full-pass equivalents. ``sequential: false`` is the exact mode
