@@ -125,21 +125,19 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
             progress(f"{len(states) - len(open_)} settled, {len(open_)} open; examples {start}-{end} of {n}")
         values = evaluate([(s.key, s.unit) for s in open_], start, end)
         used += len(open_) * (end - start)
-        seen_base = base[order[:end]].astype(bool)
+        block_base = base[order[start:end]].astype(np.float64)
         final = end == n
         for s, v in zip(open_, values):
             s.outcomes.append(np.asarray(v).astype(bool))
-            changed = np.concatenate(s.outcomes)
             if final:  # every example seen: the exact mode's interval, on the examples in their own order
                 restored = np.empty(n, dtype=bool)
-                restored[order] = changed
+                restored[order] = np.concatenate(s.outcomes)
                 diff = restored.astype(np.float64) - base.astype(np.float64)
                 unit_seed = seeds[s.key] if seeds and s.key in seeds else seed + crc32(s.key.encode()) % 10_000
                 s.ci = bootstrap_ci(diff, resamples, confidence, unit_seed) if resamples else None
                 s.settled, s.look = decide(s.ci, tolerance), look
                 continue
-            fresh = s.outcomes[-1].astype(np.float64) - seen_base[start:end].astype(np.float64)
-            bets[s.key].update(fresh)
+            bets[s.key].update(s.outcomes[-1].astype(np.float64) - block_base)
             s.ci = bets[s.key].interval()
             verdict = decide(s.ci, tolerance)
             if verdict != "straddles":
