@@ -14,7 +14,7 @@ from bertprobe.errors import ProbeError
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
-from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe, crowd_z, parse_pairs
+from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe, PairScan, crowd_z, parse_pairs, rung_ends
 from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target
 
 SMALL = dict(candidates=40, finalists=20, inits=4, held_out=60, screen_examples=20, extend=2, extend_candidates=5)
@@ -107,6 +107,52 @@ def test_pairs_are_work_units_and_can_be_named(poisoned, data):
         BackdoorParams(pairs=("positive",))
 
 
+def test_successive_halving_measures_only_the_finalists_on_every_row_and_keeps_the_planted_token(poisoned, data):
+    assert rung_ends(100, 8, 4) == [8, 32, 100] and rung_ends(100, 25, 4) == [25, 100] and rung_ends(5, 8, 4) == [5]
+    params = BackdoorParams(**{**SMALL, "finalists": 5, "screen_examples": 8, "halving": 4, "max_length": 1},
+                            pairs=("positive->negative",))
+    result = BackdoorScanProbe().run(poisoned, data, params, _context())
+    (pair,) = result.details["pairs"]
+    assert result.details["suspected_trigger"] == "zq"
+    assert len(pair["triggers"]) == 5 and result.value("candidates_measured") == 5  # only the finalists are rated
+    # forward rows: 40 candidates x 8 rows, the best 10 x 24 more, the best 5 x the last 28, then the finding's 60
+    assert pair["rows_scored"] - pair["backward_rows"] == 40 * 8 + 10 * 24 + 5 * 28 + 60
+    # one rung is the plain exact check: every candidate on every row (the finalists rated the same)
+    full = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**params.__dict__, "screen_examples": 60}),
+                                   _context())
+    (whole,) = full.details["pairs"]
+    assert whole["rows_scored"] - whole["backward_rows"] == 40 * 60 + 60
+    rated = {t["text"]: t["flip_rate"] for t in whole["triggers"]}
+    assert all(rated.get(t["text"], t["flip_rate"]) == t["flip_rate"] for t in pair["triggers"])
+    assert result.value("model_rows") == pair["rows_scored"] + pair["backward_rows"]
+
+
+def test_gradient_windows_take_turns_over_every_search_example():
+    search = [Example(f"s{i}") for i in range(20)]
+    scan = PairScan(None, search, [], 0, torch.ones(5, dtype=torch.bool), BackdoorParams(gradient_rows=8),  # type: ignore[arg-type]
+                    random.Random(0))
+    windows = scan.windows(3)
+    assert windows[0] == tuple(range(8)) and windows[1] == tuple(range(8, 16))
+    assert windows[2] == (16, 17, 18, 19, 0, 1, 2, 3)
+    assert scan.windows(1) == [tuple(range(8))]
+    assert PairScan(None, search[:5], [], 0, torch.ones(5, dtype=torch.bool), BackdoorParams(), random.Random(0)).windows(2) \
+        == [tuple(range(5))] * 2  # type: ignore[arg-type]
+
+
+def test_a_suspicious_token_ends_the_search_for_phrases_unless_asked(poisoned, data):
+    lines: list[str] = []
+    params = BackdoorParams(**{**SMALL, "max_length": 2}, pairs=("positive->negative",))
+    stopped = BackdoorScanProbe().run(poisoned, data, params, _context(log=lines.append))
+    (pair,) = stopped.details["pairs"]
+    assert {t["length"] for t in pair["triggers"]} == {1}
+    assert any("a trigger of 1 token(s) is suspicious: no longer ones are searched" in line for line in lines)
+    on = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**params.__dict__, "extend_found": True}), _context())
+    (longer,) = on.details["pairs"]
+    assert {t["length"] for t in longer["triggers"]} == {1, 2}
+    assert on.details["suspected_trigger"] == stopped.details["suspected_trigger"] == "zq"  # the shortest stays the finding
+    assert on.value("model_rows") > stopped.value("model_rows")
+
+
 def test_pair_scans_rebuilt_in_a_worker_give_the_same_scan(poisoned, data):
     """What a worker process does with the sweep: unpickle it (the bound model and state stay behind), load
     its own model and reference from their specs, rebuild the state, scan the pair: the same result."""
@@ -133,6 +179,8 @@ def test_pair_scans_rebuilt_in_a_worker_give_the_same_scan(poisoned, data):
     mine = dict(values[0])
     for scan in (mine, there):
         scan.pop("seconds")
+        for stage in scan["stages"]:
+            stage.pop("seconds")
     assert there == mine
     assert any(t.get("reference_flip_rate") is not None for t in there["triggers"])  # the worker loaded the reference
     # a reference that is a variant (a matrix model with pruned heads) is derived in the worker as the harness does
@@ -180,11 +228,14 @@ def test_relaxation_and_first_order_rankings_both_put_the_planted_token_on_top(p
     scorers = [TriggerScorer(poisoned, SplicedRows(poisoned, positives, 1, pos, rng=random.Random(0)), 0, True)
                for pos in ("start", "middle", "end")]
     mask = torch.tensor([poisoned.tokenizer.mask_token_id])
-    logits = relaxed_token_scores(scorers, mask, 0, allowed, tuple(range(16)), steps=30, lr=0.5)
+    windows = [tuple(range(8)), tuple(range(8, 16))]  # minibatches: the steps take turns over the two halves
+    logits = relaxed_token_scores(scorers, mask, 0, allowed, windows, steps=30, lr=0.5)
     zq = poisoned.tokenizer.convert_tokens_to_ids("zq")
     assert int((logits > logits[zq]).sum()) < 3
     assert torch.isinf(logits[~allowed[: len(logits)]]).all()  # never a special token
+    # each step one window of 8 rows (one length bucket), every row went backward
     assert sum(s.forward_passes for s in scorers) == 30
+    assert sum(s.rows_scored for s in scorers) == sum(s.backward_rows for s in scorers) == 30 * 8
     assert merge_rankings([5, 1, 2], [1, 7, 8], 4).tolist() == [5, 1, 7, 2]
 
 
@@ -195,12 +246,10 @@ def test_fixture_backdoor_is_named_and_the_clean_model_is_not_flagged():
     from bertprobe.data import DataSpec, load_table
 
     data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label"))
-    # the planted direction (the benchmark scans both, with the defaults); half the candidates and
-    # relaxation starts still name 'bb' (a quarter did not) in about two thirds of the time. One-token
-    # triggers: the planted 'bb' is one token, and phrases (max_length 2, the default that the benchmark and
-    # suites/backdoor.yaml use) took the two scans from 150 s to 343 s on 2 cores (clean: max flip 0.59,
-    # robust z 1.2; backdoored: 'bb' flips 1.00, z 6.7)
-    params = BackdoorParams(pairs=("1->0",), candidates=100, inits=4, relax_steps=20, max_length=1)
+    # the planted direction, the default screening and rankings (benchmarks/backdoor_screening.py scans both
+    # directions with phrases: the same verdicts as the unscreened scan at 0.35 and 0.42 of its model rows);
+    # one-token triggers, since the planted 'bb' is one token and the phrase search costs a clean model a third
+    params = BackdoorParams(pairs=("1->0",), max_length=1)
     found = {}
     for name in ("minilm-l6-sst2-backdoor-bb", "minilm-l6-sst2"):
         target = load_target(ModelSpec(path=str(SHARED / "models" / name), device="cpu"))
@@ -237,8 +286,15 @@ def test_a_universal_trigger_whose_token_alone_flips_nearly_everything_is_named_
 
 def test_the_scan_says_what_it_is_doing_stage_by_stage(poisoned, data):
     lines: list[str] = []
-    BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**SMALL, "pairs": ("positive->negative",)}),
-                            _context(log=lines.append))
+    result = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**SMALL, "pairs": ("positive->negative",),
+                                                                       "extend_found": True}),
+                                     _context(log=lines.append))
+    # where the time went, stage by stage: every model row of the scan but the finding's own (held_out rows)
+    (pair,) = result.details["pairs"]
+    assert [s["stage"] for s in pair["stages"]] == ["first-order ranking", "relaxed inversion", "exact check, 1 token",
+                                                    "extension to 2 tokens", "exact check, 2 tokens"]
+    assert sum(s["model_rows"] for s in pair["stages"]) == pair["rows_scored"] + pair["backward_rows"] - 60
+    assert all(s["seconds"] >= 0 and s["model_rows"] > 0 for s in pair["stages"])
     stages = [line for line in lines if line.startswith("positive -> negative: ")]
     assert stages[0].startswith("positive -> negative: ranking the vocabulary by first-order scores on ")
     assert any("measuring 40 single tokens on 60 held-out examples" in line for line in stages)

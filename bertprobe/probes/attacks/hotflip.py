@@ -36,6 +36,7 @@ class TriggerScorer:
         self.per_candidate = per_candidate
         self.forward_passes = 0
         self.rows_scored = 0
+        self.backward_rows = 0  # rows that also went backward (gradients), counted in rows_scored too
         self.grad_model = target.gradient_model if target.gradient_model is not None else target.model
         self.embedding = self.grad_model.get_input_embeddings()
 
@@ -73,8 +74,17 @@ class TriggerScorer:
                 out[start : start + len(chunk)] = self.attack.hit(logits, rows).view(len(chunk), len(rows)).cpu()
         return out
 
+    def buckets(self, rows: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """``rows`` in groups of similar length for a backward pass: on a CPU, groups of 8 (padding a batch to its
+        longest row wastes more than a smaller batch loses: 1.25x faster on SST-2); on a GPU, all at once."""
+        if self.target.device.type == "cuda" or len(rows) <= 8:
+            return [rows]
+        ordered = sorted(rows, key=lambda r: len(self.rows.ids[r]))
+        return [tuple(ordered[i : i + 8]) for i in range(0, len(ordered), 8)]
+
     def gradient(self, trigger: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
-        """d(mean objective)/d(trigger embeddings), averaged over the rows: ``length x dim``."""
+        """d(mean objective)/d(trigger embeddings), averaged over the rows: ``length x dim`` (the rows taken in
+        length buckets, ``buckets``; the sum is the same)."""
         captured: dict[str, torch.Tensor] = {}
 
         def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
@@ -82,20 +92,25 @@ class TriggerScorer:
             captured["emb"] = leaf
             return leaf
 
-        handle = self.embedding.register_forward_hook(hook)
-        try:
-            with torch.enable_grad():
-                batch = self.rows.build(rows, trigger.unsqueeze(0))
-                self.forward_passes += 1
-                self.rows_scored += batch["input_ids"].shape[0]
-                loss = self.objective(self.grad_model(**batch).logits, rows).mean()
-                loss.backward()
-        finally:
-            handle.remove()
-        _, _, _, slots = self.rows.template(rows)
-        grad = captured["emb"].grad  # rows x T x D
-        picked = grad.gather(1, slots.to(grad.device).unsqueeze(-1).expand(-1, -1, grad.shape[-1]))
-        return picked.mean(0)
+        total = None
+        for bucket in self.buckets(rows):
+            handle = self.embedding.register_forward_hook(hook)
+            try:
+                with torch.enable_grad():
+                    batch = self.rows.build(bucket, trigger.unsqueeze(0))
+                    self.forward_passes += 1
+                    self.rows_scored += batch["input_ids"].shape[0]
+                    self.backward_rows += batch["input_ids"].shape[0]
+                    loss = self.objective(self.grad_model(**batch).logits, bucket).sum() / len(rows)
+                    loss.backward()
+            finally:
+                handle.remove()
+            _, _, _, slots = self.rows.template(bucket)
+            grad = captured["emb"].grad  # rows x T x D
+            picked = grad.gather(1, slots.to(grad.device).unsqueeze(-1).expand(-1, -1, grad.shape[-1])).sum(0)
+            total = picked if total is None else total + picked
+        assert total is not None
+        return total / len(rows)
 
     def token_scores(self, grad: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         """First-order gain of every vocabulary token in every slot (``length x vocab``; -inf if not allowed)."""
@@ -113,10 +128,11 @@ class TriggerScorer:
 
 
 def relaxed_token_scores(scorers: list[TriggerScorer], trigger: torch.Tensor, slot: int, allowed: torch.Tensor,
-                         rows: tuple[int, ...], steps: int = 40, lr: float = 0.5) -> torch.Tensor:
+                         windows: list[tuple[int, ...]], steps: int = 40, lr: float = 0.5) -> torch.Tensor:
     """Trigger inversion by a convex relaxation, after DBS (Shen et al. 2022): slot ``slot`` holds a softmax
-    mixture of the allowed tokens' embeddings, whose logits Adam fits to the attack objective (each step
-    on the next scorer's rows: one scorer per insertion position). Returns the logits over the whole
+    mixture of the allowed tokens' embeddings, whose logits Adam fits to the attack objective (step ``i`` on
+    scorer ``i mod len(scorers)``, one per insertion position, and on window ``(i // len(scorers)) mod
+    len(windows)`` of its rows: a minibatch). Returns the logits over the whole
     vocabulary (-inf where not allowed): tokens the optimisation leans on rank first.
 
     Deviation from DBS: a fixed temperature of 1, no dynamic bound scaling, ``steps`` fixed.
@@ -129,26 +145,30 @@ def relaxed_token_scores(scorers: list[TriggerScorer], trigger: torch.Tensor, sl
     optim = torch.optim.Adam([theta], lr=lr)
     for step in range(steps):
         scorer = scorers[step % len(scorers)]
-        batch = scorer.rows.build(rows, trigger.unsqueeze(0))
-        slots = scorer.rows.template(rows)[3][:, slot].to(table.device)
-        soft = torch.softmax(theta, 0) @ table
+        rows = windows[(step // len(scorers)) % len(windows)]
+        optim.zero_grad()
+        for bucket in scorer.buckets(rows):  # the gradient of the mean over rows, a length bucket at a time
+            batch = scorer.rows.build(bucket, trigger.unsqueeze(0))
+            slots = scorer.rows.template(bucket)[3][:, slot].to(table.device)
+            soft = torch.softmax(theta, 0) @ table
 
-        def hook(_module: Any, _inputs: Any, output: torch.Tensor) -> torch.Tensor:
-            output = output.clone()
-            output[torch.arange(output.shape[0], device=output.device), slots] = soft.to(output.dtype)
-            return output
+            def hook(_module: Any, _inputs: Any, output: torch.Tensor, slots: torch.Tensor = slots,
+                     soft: torch.Tensor = soft) -> torch.Tensor:
+                output = output.clone()
+                output[torch.arange(output.shape[0], device=output.device), slots] = soft.to(output.dtype)
+                return output
 
-        handle = scorer.embedding.register_forward_hook(hook)
-        try:
-            with torch.enable_grad():
-                scorer.forward_passes += 1
-                scorer.rows_scored += batch["input_ids"].shape[0]
-                loss = scorer.objective(scorer.grad_model(**batch).logits).mean()
-                optim.zero_grad()
-                loss.backward()
-                optim.step()
-        finally:
-            handle.remove()
+            handle = scorer.embedding.register_forward_hook(hook)
+            try:
+                with torch.enable_grad():
+                    scorer.forward_passes += 1
+                    scorer.rows_scored += batch["input_ids"].shape[0]
+                    scorer.backward_rows += batch["input_ids"].shape[0]
+                    loss = scorer.objective(scorer.grad_model(**batch).logits, bucket).sum() / len(rows)
+                    loss.backward()
+            finally:
+                handle.remove()
+        optim.step()
     out = torch.full((allowed.shape[0],), -math.inf)
     out[vocab.cpu()] = theta.detach().float().cpu()
     return out
