@@ -142,6 +142,46 @@ def test_the_probe_sweeps_sequentially_and_agrees_with_the_exact_mode(trained):
     assert seq.value("prunable_fraction") == exact.value("prunable_fraction")
 
 
+def test_a_stopped_sequential_sweep_keeps_its_settled_blocks_and_resumes_to_the_same_result(trained):
+    """Each block of open units is a work unit of its own (``unit@a:b``): a run stopped part-way keeps every finished
+    block (the harness stores them as ``unit_result`` events), and the resumed run, replaying the same rule on
+    them, only evaluates what was not finished and reaches the same tables."""
+    data = Dataset([Example(t, label=y) for t, y in sentiment_examples(1100, 3)], name="s")
+    params = parse_params(HeadParams, {"bootstrap": 200, "tolerance": 0.05, "pruning": False, "sequential_min": 1000,
+                                       "sequential_block": 128, "sequential_growth": 1.25}, "p")
+    store: dict[str, object] = {}
+    computed: list[str] = []
+
+    def storing_map(limit: int | None):
+        def map_(fn, units, desc="", group=0):
+            out = []
+            for key, unit in units:
+                if key not in store:
+                    if limit is not None and len(computed) >= limit:
+                        raise KeyboardInterrupt
+                    store[key] = fn([unit])[0] if group else fn(unit)
+                    computed.append(key)
+                out.append(store[key])
+            return out
+        return map_
+
+    whole = HeadPruningProbe().run(trained, data, params, ProbeContext(seed=0, map=storing_map(None)))
+    total, half = len(computed), len(computed) // 2
+    assert total > len(whole.details["ablation"]) + len(whole.details["layer_ablation"])  # several looks
+    store.clear()
+    computed.clear()
+    with pytest.raises(KeyboardInterrupt):
+        HeadPruningProbe().run(trained, data, params, ProbeContext(seed=0, map=storing_map(half)))
+    first = len(computed)
+    assert first == half and any("@0:128" in key for key in store)  # the finished blocks are kept
+    resumed = HeadPruningProbe().run(trained, data, params, ProbeContext(seed=0, map=storing_map(None)))
+    assert len(computed) == total  # the resumed run evaluated only the other half
+    assert not set(computed[first:]) & set(computed[:first])  # nothing finished is evaluated again
+    for table in ("ablation", "layer_ablation"):
+        assert [(r["examples"], r["settled"], r["ci"]) for r in resumed.details[table]] == \
+            [(r["examples"], r["settled"], r["ci"]) for r in whole.details[table]]
+
+
 @pytest.mark.sweeps
 def test_on_thousands_of_sst2_sentences_sequential_and_exact_head_tables_agree():
     """The SST-2 fixture on dev plus sentences sampled from train (3,000 in all): every head and layer the exact
