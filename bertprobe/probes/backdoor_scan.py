@@ -40,7 +40,7 @@ resumable, and an executor such as ``ray`` may scan the pairs in parallel worker
    rate measured. Successive halving (Jamieson & Talwalkar 2016): all K on the first ``screen_examples``
    (8) rows, the best quarter (``halving``) on four times as many, and so on; the best ``finalists`` (10,
    the report's top) on all ``held_out`` rows (phrases the same way). A trigger that flips 90% shows at
-   least 6 of 8 with probability 0.96, while the 50th-best ordinary word of 200 shows about 3. The best
+   least 6 of 8 with probability 0.96, and the cut after 8 rows keeps 50 of 200. The best
    ``extend`` triggers are then extended by one token (before and after)
    by the same first-order search, up to ``max_length`` tokens, for phrase triggers (a trigger that
    already flips ``flip_threshold`` is not extended: it is the finding). Once a pair holds a suspicious
