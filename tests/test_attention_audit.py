@@ -213,3 +213,23 @@ def test_head_similarity_map_is_ordered_by_cluster(tmp_path):
         places = sorted(position[m] for m in members)
         assert places == list(range(places[0], places[0] + len(members)))
     assert sorted(spec["rows"]) == sorted(f"L{i}H{j}" for i in range(2) for j in range(4))
+
+
+@pytest.mark.parametrize("n,k", [(12, 3), (72, 5), (144, 5), (30, 1)])
+def test_average_linkage_partitions_as_scipy_does(n, k):
+    """The Lance-Williams update against SciPy's UPGMA, cut at ``k`` clusters: the same partition, clusters
+    numbered in the order of their first member."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    from bertprobe.probes.attention_audit import average_linkage
+
+    points = torch.rand(n, 6, generator=torch.Generator().manual_seed(n))
+    dist = torch.cdist(points.double(), points.double())
+    dist.fill_diagonal_(0)
+    labels = average_linkage(dist, k)
+    theirs = fcluster(linkage(squareform(dist.numpy(), checks=False), method="average"), t=k, criterion="maxclust")
+    as_sets = lambda lab: {frozenset(i for i in range(n) if lab[i] == c) for c in set(lab)}  # noqa: E731
+    assert as_sets(labels) == as_sets(list(theirs)) and len(set(labels)) == k
+    firsts = [labels.index(c) for c in range(k)]
+    assert firsts == sorted(firsts)

@@ -216,22 +216,30 @@ def js_distance_matrix(dists: torch.Tensor, budget: int = 1 << 18) -> torch.Tens
 
 
 def average_linkage(dist: torch.Tensor, k: int) -> list[int]:
-    """Agglomerative clustering (average linkage) into ``k`` clusters; returns a label per item."""
-    clusters = [[i] for i in range(dist.shape[0])]
-    d = dist.double()
-    while len(clusters) > k:
-        best, pair = math.inf, (0, 1)
-        for a in range(len(clusters)):
-            for b in range(a + 1, len(clusters)):
-                value = float(d[clusters[a]][:, clusters[b]].mean())
-                if value < best:
-                    best, pair = value, (a, b)
-        a, b = pair
-        clusters[a] = clusters[a] + clusters[b]
-        del clusters[b]
-    labels = [0] * dist.shape[0]
-    for c, members in enumerate(clusters):
-        for m in members:
+    """Agglomerative clustering (average linkage, UPGMA) into ``k`` clusters; returns a label per item, clusters
+    numbered in the order of their first member. Each merge joins the closest pair (the first in row order on
+    a tie) and updates the merged cluster's distances by the Lance-Williams formula, ``d(a+b, c) = (|a| d(a, c)
+    + |b| d(b, c)) / (|a| + |b|)``, the mean over member pairs without recomputing it: O(n^2) a merge, where
+    averaging every pair of clusters afresh cost O(n^3) (seconds for 72 heads, minutes for 144)."""
+    n = dist.shape[0]
+    d = dist.double().clone()
+    d.fill_diagonal_(math.inf)
+    sizes = torch.ones(n, dtype=torch.float64)
+    active = torch.ones(n, dtype=torch.bool)
+    members = [[i] for i in range(n)]
+    for _ in range(max(0, n - k)):
+        masked = d.masked_fill(~(active.unsqueeze(0) & active.unsqueeze(1)), math.inf).triu(1)
+        masked = masked.masked_fill(torch.ones_like(masked, dtype=torch.bool).tril(), math.inf)
+        a, b = divmod(int(masked.argmin()), n)
+        merged = (sizes[a] * d[a] + sizes[b] * d[b]) / (sizes[a] + sizes[b])
+        d[a], d[:, a] = merged, merged
+        d[a, a] = math.inf
+        sizes[a] += sizes[b]
+        active[b] = False
+        members[a] += members[b]
+    labels = [0] * n
+    for c, i in enumerate(i for i in range(n) if active[i]):
+        for m in members[i]:
             labels[m] = c
     return labels
 
