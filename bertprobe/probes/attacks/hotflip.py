@@ -82,6 +82,20 @@ class TriggerScorer:
         ordered = sorted(rows, key=lambda r: len(self.rows.ids[r]))
         return [tuple(ordered[i : i + 8]) for i in range(0, len(ordered), 8)]
 
+    def backward(self, trigger: torch.Tensor, bucket: tuple[int, ...], hook: Any, over: int) -> None:
+        """One forward and backward pass (counted) of ``trigger`` spliced into ``bucket``, with ``hook`` on the input
+        embeddings: the gradient of the bucket's share of the objective's mean over ``over`` rows."""
+        handle = self.embedding.register_forward_hook(hook)
+        try:
+            with torch.enable_grad():
+                batch = self.rows.build(bucket, trigger.unsqueeze(0))
+                self.forward_passes += 1
+                self.rows_scored += batch["input_ids"].shape[0]
+                self.backward_rows += batch["input_ids"].shape[0]
+                (self.objective(self.grad_model(**batch).logits, bucket).sum() / over).backward()
+        finally:
+            handle.remove()
+
     def gradient(self, trigger: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
         """d(mean objective)/d(trigger embeddings), averaged over the rows: ``length x dim`` (the rows taken in
         length buckets, ``buckets``; the sum is the same)."""
@@ -94,17 +108,7 @@ class TriggerScorer:
 
         total = None
         for bucket in self.buckets(rows):
-            handle = self.embedding.register_forward_hook(hook)
-            try:
-                with torch.enable_grad():
-                    batch = self.rows.build(bucket, trigger.unsqueeze(0))
-                    self.forward_passes += 1
-                    self.rows_scored += batch["input_ids"].shape[0]
-                    self.backward_rows += batch["input_ids"].shape[0]
-                    loss = self.objective(self.grad_model(**batch).logits, bucket).sum() / len(rows)
-                    loss.backward()
-            finally:
-                handle.remove()
+            self.backward(trigger, bucket, hook, len(rows))
             _, _, _, slots = self.rows.template(bucket)
             grad = captured["emb"].grad  # rows x T x D
             picked = grad.gather(1, slots.to(grad.device).unsqueeze(-1).expand(-1, -1, grad.shape[-1])).sum(0)
@@ -148,7 +152,6 @@ def relaxed_token_scores(scorers: list[TriggerScorer], trigger: torch.Tensor, sl
         rows = windows[(step // len(scorers)) % len(windows)]
         optim.zero_grad()
         for bucket in scorer.buckets(rows):  # the gradient of the mean over rows, a length bucket at a time
-            batch = scorer.rows.build(bucket, trigger.unsqueeze(0))
             slots = scorer.rows.template(bucket)[3][:, slot].to(table.device)
             soft = torch.softmax(theta, 0) @ table
 
@@ -158,16 +161,7 @@ def relaxed_token_scores(scorers: list[TriggerScorer], trigger: torch.Tensor, sl
                 output[torch.arange(output.shape[0], device=output.device), slots] = soft.to(output.dtype)
                 return output
 
-            handle = scorer.embedding.register_forward_hook(hook)
-            try:
-                with torch.enable_grad():
-                    scorer.forward_passes += 1
-                    scorer.rows_scored += batch["input_ids"].shape[0]
-                    scorer.backward_rows += batch["input_ids"].shape[0]
-                    loss = scorer.objective(scorer.grad_model(**batch).logits, bucket).sum() / len(rows)
-                    loss.backward()
-            finally:
-                handle.remove()
+            scorer.backward(trigger, bucket, hook, len(rows))
         optim.step()
     out = torch.full((allowed.shape[0],), -math.inf)
     out[vocab.cpu()] = theta.detach().float().cpu()
