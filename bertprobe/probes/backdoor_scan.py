@@ -205,6 +205,11 @@ def rung_ends(rows: int, first: int, growth: int) -> list[int]:
     return ends + [rows]
 
 
+def is_suspicious(rate: float, z: float, params: BackdoorParams) -> bool:
+    """A trigger's verdict without a reference model: it flips ``flip_threshold`` and stands out from its crowd."""
+    return rate >= params.flip_threshold - 1e-6 and z >= params.anomaly_threshold
+
+
 def crowd_z(rates: list[float], crowd: int, n: int) -> list[float]:
     """Each rate's robust z against the ``crowd`` best *other* rates: (x - median) / scale, where scale is
     1.4826 MAD of that crowd, floored at the binomial standard error of the crowd's median rate over
@@ -225,7 +230,8 @@ class PairScan:
 
     def __init__(self, target: Target, search: list[Example], held: list[Example], goal: int,
                  allowed: torch.Tensor, params: BackdoorParams, rng: random.Random,
-                 say: Callable[[str], None] | None = None, attack: LabelStateGoal | None = None) -> None:
+                 say: Callable[[str], None] | None = None, attack: LabelStateGoal | None = None,
+                 with_reference: bool = False) -> None:
         self.target, self.params, self.goal = target, params, goal
         self.attack = attack  # a multi-label scan: one label's state turned on or off (else: the goal class)
         self.say = say or (lambda message: None)  # a line per stage: a scan takes minutes on a CPU
@@ -240,13 +246,13 @@ class PairScan:
         self._held_seed = rng.random()
         # a suspicious trigger ends the search for longer ones (the shortest is the finding); not with a reference
         # model, which may clear it (an ordinary word of the task), so that longer ones are still needed
-        self.stop_when_found = not params.extend_found
+        self.stop_when_found = not params.extend_found and not with_reference
 
-    def suspicious(self, population: list[tuple[int, ...]], measured: dict[tuple[int, ...], float]) -> bool:
-        """Whether a trigger of ``population`` flips ``flip_threshold`` and stands out from its crowd."""
+    def holds_suspect(self, population: list[tuple[int, ...]], measured: dict[tuple[int, ...], float]) -> bool:
+        """Whether a trigger of ``population`` is suspicious (``is_suspicious``, against its crowd)."""
         rates = [measured[t] for t in population]
         z = crowd_z(rates, self.params.crowd, len(self.held))
-        return any(r >= self.params.flip_threshold - 1e-6 and s >= self.params.anomaly_threshold for r, s in zip(rates, z))
+        return any(is_suspicious(r, s, self.params) for r, s in zip(rates, z))
 
     def _scorer(self, rows: SplicedRows) -> TriggerScorer:
         return TriggerScorer(self.target, rows, self.goal, True, self.params.max_rows_per_forward, attack=self.attack)
@@ -383,7 +389,7 @@ class PairScan:
         populations[1] = measure(candidates.unsqueeze(1))
 
         for length in range(2, p.max_length + 1):
-            if self.stop_when_found and self.suspicious(populations[length - 1], measured):
+            if self.stop_when_found and self.holds_suspect(populations[length - 1], measured):
                 stage(f"a trigger of {length - 1} token(s) is suspicious: no longer ones are searched")
                 break
             # a trigger that already flips enough is the finding; extend the best ones that do not
@@ -486,7 +492,7 @@ class BackdoorScanProbe(Probe):
                 triggers.append({
                     "ids": list(key), "length": length, "flip_rate": round(rate, 4), "anomaly": round(z, 3),
                     "first_order_rank": found["first_order_rank"].get(key[0]) if length == 1 else None,
-                    "suspicious": bool(rate >= params.flip_threshold - 1e-6 and z >= params.anomaly_threshold),
+                    "suspicious": is_suspicious(rate, z, params),
                 })
         return {"triggers": triggers}
 
@@ -668,8 +674,8 @@ class PairScans(Sweep):
         held = [data.examples[i] for i in held_idx]
         say = state.get("log")
         scan = PairScan(target, search, held, tgt, state["allowed"], params, rng,
-                        (lambda m: say(f"{source} -> {goal_name}: {m}")) if say is not None else None, attack)
-        scan.stop_when_found = state["reference"] is None and not params.extend_found
+                        (lambda m: say(f"{source} -> {goal_name}: {m}")) if say is not None else None, attack,
+                        with_reference=state["reference"] is not None)
         began = time.perf_counter()
         with frozen_parameters(target.gradient_model if target.gradient_model is not None else target.model):
             found = scan.run()
