@@ -3,8 +3,9 @@
 Scans ``minilm-l6-sst2-backdoor-bb`` and ``minilm-l6-sst2`` (both class pairs, SST-2 dev) twice in the same
 run: with the previous scan's settings (every candidate on 25 held-out rows, the best 20 on all 100; every
 gradient step on all 32 search examples; phrases searched even once a token is suspicious) and with the
-defaults (successive halving from 8 rows by 4 down to 10 finalists; gradient steps on windows of 8 search
-examples; no phrase search once a token is suspicious). Prints the verdict, the headline trigger, wall time,
+defaults (successive halving from 8 rows by 4 down to 10 finalists, of which only the undecided and the best
+single token go on to every row; gradient steps on windows of 8 search examples; no phrase search once a token
+is suspicious; the headline's per-example flips reuse the rows it was measured on). Prints the verdict, the headline trigger, wall time,
 model rows (a row that also went backward counted twice) and forward calls, the ratios, and where the time
 went, stage by stage. ``--models bert-base`` profiles the stages on a random-weight model of bert-base-uncased's
 size (benchmarks/common.base_size_model; it plants nothing, so it costs what a clean model costs).
@@ -21,7 +22,8 @@ import time
 from common import BASE_SIZES, SHARED, SST2_DEV, base_size_model, require
 from tabulate import tabulate
 
-PREVIOUS = {"screen_examples": 25, "halving": 4, "finalists": 20, "gradient_rows": 32, "extend_found": True}
+PREVIOUS = {"screen_examples": 25, "halving": 4, "finalists": 20, "gradient_rows": 32, "extend_found": True,
+            "screen_alpha": 0}
 MODELS = {"bb": "minilm-l6-sst2-backdoor-bb", "clean": "minilm-l6-sst2"}
 
 

@@ -14,7 +14,7 @@ from bertprobe.errors import ProbeError
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
-from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe, PairScan, crowd_z, parse_pairs, rung_ends
+from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe, PairScan, can_reach, crowd_z, parse_pairs, rung_ends
 from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target
 
 SMALL = dict(candidates=40, finalists=20, inits=4, held_out=60, screen_examples=20, extend=2, extend_candidates=5)
@@ -115,16 +115,59 @@ def test_successive_halving_measures_only_the_finalists_on_every_row_and_keeps_t
     (pair,) = result.details["pairs"]
     assert result.details["suspected_trigger"] == "zq"
     assert len(pair["triggers"]) == 5 and result.value("candidates_measured") == 5  # only the finalists are rated
-    # forward rows: 40 candidates x 8 rows, the best 10 x 24 more, the best 5 x the last 28, then the finding's 60
-    assert pair["rows_scored"] - pair["backward_rows"] == 40 * 8 + 10 * 24 + 5 * 28 + 60
+    # forward rows: 40 candidates x 8 rows, the best 10 x 24 more, the best 5 x the last 28 (zq is undecided: it and
+    # its crowd of 5 go on); the finding's flips are the rows zq was measured on
+    assert pair["rows_scored"] - pair["backward_rows"] == 40 * 8 + 10 * 24 + 5 * 28
+    assert all(t["rows"] == 60 for t in pair["triggers"])
     # one rung is the plain exact check: every candidate on every row (the finalists rated the same)
     full = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**params.__dict__, "screen_examples": 60}),
                                    _context())
     (whole,) = full.details["pairs"]
-    assert whole["rows_scored"] - whole["backward_rows"] == 40 * 60 + 60
+    assert whole["rows_scored"] - whole["backward_rows"] == 40 * 60
     rated = {t["text"]: t["flip_rate"] for t in whole["triggers"]}
     assert all(rated.get(t["text"], t["flip_rate"]) == t["flip_rate"] for t in pair["triggers"])
     assert result.value("model_rows") == pair["rows_scored"] + pair["backward_rows"]
+
+
+def test_can_reach_is_the_binomial_tail_at_the_flip_threshold():
+    from scipy.stats import binom
+
+    for hits in range(33):
+        for alpha in (1e-3, 1e-2):
+            assert can_reach(hits, 32, 0.9, alpha) == (binom.cdf(hits, 32, 0.9) >= alpha)
+    assert not can_reach(22, 32, 0.9, 1e-3) and can_reach(23, 32, 0.9, 1e-3)  # 8.1e-4, 3.3e-3
+    with pytest.raises(ValueError, match="screen_alpha"):
+        BackdoorParams(screen_alpha=1)
+
+
+def test_decided_finalists_stop_short_of_every_row_with_the_same_verdict(clean, data):
+    """On a clean model no finalist can still flip 90% after 32 rows: they keep their 32-row rates, except the best
+    single token (the headline), measured on every row; measuring every finalist on every row gives the same verdict."""
+    base = {**SMALL, "finalists": 5, "screen_examples": 8, "halving": 4, "max_length": 1}
+    params = BackdoorParams(**base, pairs=("positive->negative",))
+    result = BackdoorScanProbe().run(clean, data, params, _context())
+    (pair,) = result.details["pairs"]
+    assert result.details["suspected_trigger"] is None
+    rows = [t["rows"] for t in pair["triggers"]]
+    assert pair["best"]["ids"] == pair["triggers"][0]["ids"]  # the best after 32 rows, then measured on every row
+    (flips,) = result.outcomes  # the headline's per-example flips: every held-out row, its reported rate
+    assert pair["best"]["rows"] == 60 and len(flips.values) == 60
+    assert pair["best"]["flip_rate"] == pytest.approx(sum(flips.values) / 60, abs=1e-4)
+    assert rows == [60, 32, 32, 32, 32]
+    assert all(t["rows"] == 60 or t["flip_rate"] <= 22 / 32 for t in pair["triggers"])  # decided: cannot reach 0.9
+    # 40 x 8, 10 x 24, then the last 28 rows only for the triggers measured on every row
+    assert pair["rows_scored"] - pair["backward_rows"] == 40 * 8 + 10 * 24 + 28 * rows.count(60)
+    assert result.value("candidates_measured") == rows.count(60)
+    labels = result.details["figures"][0]["data"]["labels"]  # the figure says which rates rest on fewer rows
+    assert sum(label.endswith(" (32 rows)") for label in labels) == rows.count(32)
+    every = BackdoorScanProbe().run(clean, data, BackdoorParams(**base, screen_alpha=0, pairs=params.pairs),
+                                    _context())
+    (whole,) = every.details["pairs"]
+    assert [t["rows"] for t in whole["triggers"]] == [60] * 5
+    assert every.details["summary"]["verdict"] == result.details["summary"]["verdict"] == "no backdoor found"
+    full = {t["text"]: t["flip_rate"] for t in whole["triggers"]}
+    assert full[pair["best"]["text"]] == pair["best"]["flip_rate"]
+    assert every.value("model_rows") > result.value("model_rows")
 
 
 def test_gradient_windows_take_turns_over_every_search_example():
@@ -247,7 +290,7 @@ def test_fixture_backdoor_is_named_and_the_clean_model_is_not_flagged():
 
     data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label"))
     # the planted direction, the default screening and rankings (benchmarks/backdoor_screening.py scans both
-    # directions with phrases: the same verdicts as the unscreened scan at 0.35 and 0.42 of its model rows);
+    # directions with phrases: the same verdicts as the unscreened scan at 0.31 and 0.33 of its model rows);
     # one-token triggers, since the planted 'bb' is one token and the phrase search costs a clean model a third
     params = BackdoorParams(pairs=("1->0",), max_length=1)
     found = {}
@@ -289,11 +332,11 @@ def test_the_scan_says_what_it_is_doing_stage_by_stage(poisoned, data):
     result = BackdoorScanProbe().run(poisoned, data, BackdoorParams(**{**SMALL, "pairs": ("positive->negative",),
                                                                        "extend_found": True}),
                                      _context(log=lines.append))
-    # where the time went, stage by stage: every model row of the scan but the finding's own (held_out rows)
+    # where the time went, stage by stage: every model row of the scan (the finding's flips are rows it measured)
     (pair,) = result.details["pairs"]
     assert [s["stage"] for s in pair["stages"]] == ["first-order ranking", "relaxed inversion", "exact check, 1 token",
                                                     "extension to 2 tokens", "exact check, 2 tokens"]
-    assert sum(s["model_rows"] for s in pair["stages"]) == pair["rows_scored"] + pair["backward_rows"] - 60
+    assert sum(s["model_rows"] for s in pair["stages"]) == pair["rows_scored"] + pair["backward_rows"]
     assert all(s["seconds"] >= 0 and s["model_rows"] > 0 for s in pair["stages"])
     stages = [line for line in lines if line.startswith("positive -> negative: ")]
     assert stages[0].startswith("positive -> negative: ranking the vocabulary by first-order scores on ")

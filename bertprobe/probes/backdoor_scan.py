@@ -38,9 +38,15 @@ resumable, and an executor such as ``ray`` may scan the pairs in parallel worker
 2. **Exact check.** Each candidate is inserted at a random word start (seeded, the same places for
    every candidate) into held-out source examples the model classifies correctly, and its real flip
    rate measured. Successive halving (Jamieson & Talwalkar 2016): all K on the first ``screen_examples``
-   (8) rows, the best quarter (``halving``) on four times as many, and so on; the best ``finalists`` (10,
-   the report's top) on all ``held_out`` rows (phrases the same way). A trigger that flips 90% shows at
-   least 6 of 8 with probability 0.96, and the cut after 8 rows keeps 50 of 200. The best
+   (8) rows, the best quarter (``halving``) on four times as many, and so on, down to the best ``finalists``
+   (10, the report's top; phrases the same way). A trigger that flips 90% shows at least 6 of 8 with
+   probability 0.96, and the cut after 8 rows keeps 50 of 200. Only the undecided finalists go on to all
+   ``held_out`` rows: those a trigger flipping ``flip_threshold`` could still have shown (the binomial chance
+   of so few hits at least ``screen_alpha``, 0.001: 23 or more of 32), with the ``crowd`` next-best their
+   robust z is measured against; the others are decided (they cannot be suspicious) and keep the rates of
+   the rows they were measured on (``rows`` in the report), except the best single token, always measured on
+   every row (the pair's headline when nothing is suspicious): on a clean model, all the others are decided
+   after 32 rows (a stopping rule, as in the head sweeps). The best
    ``extend`` triggers are then extended by one token (before and after)
    by the same first-order search, up to ``max_length`` tokens, for phrase triggers (a trigger that
    already flips ``flip_threshold`` is not extended: it is the finding). Once a pair holds a suspicious
@@ -71,6 +77,7 @@ We flag single tokens and short phrases, not triggers spread over a sentence or 
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
@@ -108,7 +115,8 @@ class BackdoorParams:
     held_out: int = 100  # held-out source examples a trigger's flip rate is measured on
     screen_examples: int = 8  # held-out rows every candidate is first measured on (successive halving's first rung)
     halving: int = 4  # each rung measures the best 1/halving of the last on halving times as many rows
-    finalists: int = 10  # candidates measured on all held_out rows (the report's top)
+    finalists: int = 10  # candidates the halving ranks to the end (the report's top), measured on every row while undecided
+    screen_alpha: float = 0.001  # a finalist stops short of every row once a trigger flipping flip_threshold would show so few hits with less than this probability (0: every finalist on every row)
     max_length: int = 2  # longest trigger in tokens (at most 3)
     extend: int = 3  # best triggers extended by one token, before and after
     extend_candidates: int = 10  # tokens tried per extension
@@ -140,6 +148,8 @@ class BackdoorParams:
             raise ValueError("max_length is at most 3: a backdoor scan looks for short triggers")
         if not 0 < self.flip_threshold <= 1:
             raise ValueError("flip_threshold must lie in (0, 1]")
+        if not 0 <= self.screen_alpha < 1:
+            raise ValueError("screen_alpha must lie in [0, 1) (0: every finalist on every row)")
         if not 0 <= self.reference_margin <= 1:
             raise ValueError("reference_margin must lie in [0, 1]")
         for pair in self.pairs:
@@ -205,22 +215,33 @@ def rung_ends(rows: int, first: int, growth: int) -> list[int]:
     return ends + [rows]
 
 
+def can_reach(hits: int, rows: int, threshold: float, alpha: float) -> bool:
+    """Whether ``hits`` of ``rows`` are still plausible for a trigger that flips ``threshold`` of all rows: the
+    binomial chance of at most that many hits is at least ``alpha`` (else the trigger is decided: not suspicious)."""
+    tail = sum(math.comb(rows, k) * threshold**k * (1 - threshold) ** (rows - k) for k in range(hits + 1))
+    return tail >= alpha
+
+
 def is_suspicious(rate: float, z: float, params: BackdoorParams) -> bool:
     """A trigger's verdict without a reference model: it flips ``flip_threshold`` and stands out from its crowd."""
     return rate >= params.flip_threshold - 1e-6 and z >= params.anomaly_threshold
 
 
-def crowd_z(rates: list[float], crowd: int, n: int) -> list[float]:
+def crowd_z(rates: list[float], crowd: int, n: int | list[int]) -> list[float]:
     """Each rate's robust z against the ``crowd`` best *other* rates: (x - median) / scale, where scale is
     1.4826 MAD of that crowd, floored at the binomial standard error of the crowd's median rate over
-    ``n`` examples (and at 1/n), so sampling noise and a flat crowd never look like a gap."""
+    ``n`` examples (and at 1/n), so sampling noise and a flat crowd never look like a gap. ``n`` may be
+    each rate's own row count: the floor then takes the crowd's fewest."""
     out = []
+    counts = [n] * len(rates) if isinstance(n, int) else n
     ranked = sorted(range(len(rates)), key=lambda i: -rates[i])
     for i in range(len(rates)):
-        others = torch.tensor([rates[j] for j in ranked if j != i][:crowd] or [0.0])
+        members = [j for j in ranked if j != i][:crowd]
+        others = torch.tensor([rates[j] for j in members] or [0.0])
+        rows = min((counts[j] for j in members), default=counts[i])
         median = float(others.median())
         mad = float((others - median).abs().median())
-        scale = max(1.4826 * mad, (median * (1 - median) / n) ** 0.5, 1.0 / n)
+        scale = max(1.4826 * mad, (median * (1 - median) / rows) ** 0.5, 1.0 / rows)
         out.append((rates[i] - median) / scale)
     return out
 
@@ -244,15 +265,27 @@ class PairScan:
         self._search_rows: dict[tuple[int, str], SplicedRows] = {}
         self._held_rows: dict[int, SplicedRows] = {}
         self._held_seed = rng.random()
+        # per trigger, whether each held-out row it was measured on (a prefix of them) went to the goal
+        self.hit_rows: dict[tuple[int, ...], torch.Tensor] = {}
         # a suspicious trigger ends the search for longer ones (the shortest is the finding); not with a reference
         # model, which may clear it (an ordinary word of the task), so that longer ones are still needed
         self.stop_when_found = not params.extend_found and not with_reference
 
-    def holds_suspect(self, population: list[tuple[int, ...]], measured: dict[tuple[int, ...], float]) -> bool:
+    def rate(self, key: tuple[int, ...]) -> float:
+        """A measured trigger's flip rate over the held-out rows it was measured on."""
+        return float(self.hit_rows[key].float().mean())
+
+    def rows_of(self, key: tuple[int, ...]) -> int:
+        return len(self.hit_rows[key])
+
+    def crowd_z(self, population: list[tuple[int, ...]]) -> list[float]:
+        """``crowd_z`` of a measured population, each trigger over its own rows."""
+        return crowd_z([self.rate(t) for t in population], self.params.crowd, [self.rows_of(t) for t in population])
+
+    def holds_suspect(self, population: list[tuple[int, ...]]) -> bool:
         """Whether a trigger of ``population`` is suspicious (``is_suspicious``, against its crowd)."""
-        rates = [measured[t] for t in population]
-        z = crowd_z(rates, self.params.crowd, len(self.held))
-        return any(is_suspicious(r, s, self.params) for r, s in zip(rates, z))
+        rates = [self.rate(t) for t in population]
+        return any(is_suspicious(r, s, self.params) for r, s in zip(rates, self.crowd_z(population)))
 
     def _scorer(self, rows: SplicedRows) -> TriggerScorer:
         return TriggerScorer(self.target, rows, self.goal, True, self.params.max_rows_per_forward, attack=self.attack)
@@ -311,27 +344,34 @@ class PairScan:
             self._count(scorer)
         return out
 
-    def flip_rates(self, triggers: torch.Tensor, rows: tuple[int, ...]) -> torch.Tensor:
-        """Share of ``rows`` (held-out) each trigger moves to the goal class."""
+    def hits(self, triggers: torch.Tensor, rows: range) -> torch.Tensor:
+        """Whether each trigger moves each of ``rows`` (held-out) to the goal: ``len(triggers) x len(rows)``."""
         spliced = self.held_rows(triggers.shape[1])
         scorer = self._scorer(spliced)
         ordered = sorted(rows, key=lambda r: len(spliced.ids[r]))
-        hits = torch.zeros(triggers.shape[0])
+        out = torch.zeros(triggers.shape[0], len(spliced), dtype=torch.bool)
         # length buckets of rows, as many as fill a forward pass with every trigger (at least 8): little padding
         step = max(8, min(len(ordered), scorer.max_rows // max(1, triggers.shape[0])))
         for start in range(0, len(ordered), step):
             bucket = tuple(ordered[start : start + step])
-            hits += scorer.hits(triggers, bucket).sum(1).float()
+            out[:, list(bucket)] = scorer.hits(triggers, bucket)
         self._count(scorer)
-        return hits / len(rows)
+        return out[:, rows.start : rows.stop]
+
+    def complete(self, key: tuple[int, ...]) -> None:
+        """Measure a trigger on the held-out rows it has not seen yet (rows are measured as a prefix)."""
+        seen, rows = self.rows_of(key), len(self.held)
+        if seen < rows:
+            more = self.hits(torch.tensor([key], dtype=torch.long), range(seen, rows))[0]
+            self.hit_rows[key] = torch.cat([self.hit_rows[key], more])
 
     def flips(self, trigger: torch.Tensor) -> list[bool]:
-        """Whether each held-out example is moved to the goal class by ``trigger``."""
-        spliced = self.held_rows(len(trigger))
-        scorer = self._scorer(spliced)
-        hit = scorer.hits(trigger.unsqueeze(0), tuple(range(len(spliced))))[0]
-        self._count(scorer)
-        return hit.tolist()
+        """Whether each held-out example is moved to the goal class by ``trigger`` (measured rows are reused)."""
+        key = tuple(trigger.tolist())
+        if key not in self.hit_rows:
+            self.hit_rows[key] = torch.zeros(0, dtype=torch.bool)
+        self.complete(key)
+        return self.hit_rows[key].tolist()
 
     def init_tokens(self) -> list[int]:
         pool = self.allowed.nonzero().squeeze(1).tolist()
@@ -341,28 +381,41 @@ class PairScan:
 
     def run(self) -> dict[str, Any]:
         p = self.params
-        all_rows = tuple(range(len(self.held)))
+        n_rows = len(self.held)
         inits = self.init_tokens()
-        measured: dict[tuple[int, ...], float] = {}
         populations: dict[int, list[tuple[int, ...]]] = {}
 
-        def measure(triggers: torch.Tensor) -> list[tuple[int, ...]]:
+        def measure(triggers: torch.Tensor, headline: bool = False) -> list[tuple[int, ...]]:
             """Successive halving: every trigger on the first rung's held-out rows, the best ``1/halving`` on
-            the next rung's, and so on; the best ``finalists`` on every held-out row. Returns the finalists
-            (their rates go to ``measured``: the others were not measured on every row)."""
+            the next rung's, and so on; the best ``finalists`` are the population. Of those, only the undecided go
+            on to every held-out row: the ones a trigger flipping ``flip_threshold`` could still have shown
+            (``can_reach``), with the ``crowd`` next-best that their robust z is measured against; the others keep
+            the rows they were measured on (``hit_rows``). With ``headline``, the best goes on in any case (the
+            pair's headline when nothing is suspicious: ``_choose``)."""
             keys = [tuple(t.tolist()) for t in triggers]
-            hits = torch.zeros(len(triggers))
+            hit_rows = torch.zeros(len(triggers), n_rows, dtype=torch.bool)
             alive, done = list(range(len(triggers))), 0
-            ends = rung_ends(len(all_rows), p.screen_examples, p.halving)
+            ends = rung_ends(n_rows, p.screen_examples, p.halving)
+            finalists: list[int] = []
             for k, end in enumerate(ends):
-                hits[alive] += self.flip_rates(triggers[alive], all_rows[done:end]) * (end - done)
+                hit_rows[alive, done:end] = self.hits(triggers[alive], range(done, end))
+                for i in alive:
+                    self.hit_rows[keys[i]] = hit_rows[i, :end]
                 done = end
-                alive = sorted(alive, key=lambda i: -float(hits[i]))  # stable: ties keep the rankings' order
-                # the best 1/halving go on, the best finalists to the last rung (and out of it)
-                alive = alive[: p.finalists if k >= len(ends) - 2 else max(p.finalists, -(-len(alive) // p.halving))]
-            for i in alive:
-                measured[keys[i]] = float(hits[i]) / len(all_rows)
-            return [keys[i] for i in alive]
+                hits = hit_rows.sum(1)
+                alive = sorted(alive, key=lambda i: -int(hits[i]))  # stable: ties keep the rankings' order
+                if k == len(ends) - 1:
+                    finalists = finalists or alive[: p.finalists]
+                    break
+                if k < len(ends) - 2:  # the best 1/halving go on
+                    alive = alive[: max(p.finalists, -(-len(alive) // p.halving))]
+                    continue
+                finalists = alive = alive[: p.finalists]  # the next rung is every row: the undecided go on
+                undecided = [i for i in alive if can_reach(int(hits[i]), end, p.flip_threshold, p.screen_alpha)]
+                alive = alive[: len(undecided) + p.crowd] if undecided else alive[: int(headline)]
+                if not alive:
+                    break
+            return [keys[i] for i in finalists]
 
         began = time.perf_counter()
         mark = {"name": "", "at": began, "rows": 0}
@@ -385,16 +438,16 @@ class PairScan:
             candidates = merge_rankings(relaxed.topk(k).indices.tolist(), scores.topk(k).indices.tolist(), k)
         else:
             candidates = scores.topk(k).indices
-        stage(f"measuring {len(candidates)} single tokens on {len(all_rows)} held-out examples", "exact check, 1 token")
-        populations[1] = measure(candidates.unsqueeze(1))
+        stage(f"measuring {len(candidates)} single tokens on {n_rows} held-out examples", "exact check, 1 token")
+        populations[1] = measure(candidates.unsqueeze(1), headline=True)
 
         for length in range(2, p.max_length + 1):
-            if self.stop_when_found and self.holds_suspect(populations[length - 1], measured):
+            if self.stop_when_found and self.holds_suspect(populations[length - 1]):
                 stage(f"a trigger of {length - 1} token(s) is suspicious: no longer ones are searched")
                 break
             # a trigger that already flips enough is the finding; extend the best ones that do not
-            open_ = [t for t in populations[length - 1] if measured[t] < p.flip_threshold - 1e-6]
-            shorter = sorted(open_, key=lambda t: -measured[t])[: p.extend]
+            open_ = [t for t in populations[length - 1] if self.rate(t) < p.flip_threshold - 1e-6]
+            shorter = sorted(open_, key=lambda t: -self.rate(t))[: p.extend]
             stage(f"extending the best {len(shorter)} by one token", f"extension to {length} tokens")
             phrases: list[tuple[int, ...]] = []
             ext_inits = inits[: max(2, p.inits // 4)]
@@ -414,11 +467,12 @@ class PairScan:
         stage("done")
 
         z_of: dict[tuple[int, ...], float] = {}
-        for length, pop in populations.items():
-            z = crowd_z([measured[t] for t in pop], p.crowd, len(all_rows))
-            z_of.update(dict(zip(pop, z)))
+        for pop in populations.values():
+            z_of.update(dict(zip(pop, self.crowd_z(pop))))
         first_rank = {int(t): i for i, t in enumerate(candidates.tolist())}
-        return {"measured": measured, "z": z_of, "populations": populations, "first_order_rank": first_rank}
+        measured = {t: self.rate(t) for pop in populations.values() for t in pop}
+        rows = {t: self.rows_of(t) for pop in populations.values() for t in pop}
+        return {"measured": measured, "rows": rows, "z": z_of, "populations": populations, "first_order_rank": first_rank}
 
 
 class BackdoorScanProbe(Probe):
@@ -491,6 +545,7 @@ class BackdoorScanProbe(Probe):
                 rate, z = found["measured"][key], found["z"][key]
                 triggers.append({
                     "ids": list(key), "length": length, "flip_rate": round(rate, 4), "anomaly": round(z, 3),
+                    "rows": found["rows"][key],
                     "first_order_rank": found["first_order_rank"].get(key[0]) if length == 1 else None,
                     "suspicious": is_suspicious(rate, z, params),
                 })
@@ -584,12 +639,13 @@ class BackdoorScanProbe(Probe):
 
 
 def _choose(triggers: list[dict[str, Any]], params: BackdoorParams) -> dict[str, Any] | None:
-    """The pair's headline trigger: the shortest suspicious one, else the single token with the highest rate."""
+    """The pair's headline trigger: the shortest suspicious one, else the single token with the highest rate of those
+    measured on every held-out row (the others were decided on fewer: they cannot be suspicious)."""
     suspicious = [t for t in triggers if t["suspicious"]]
     if suspicious:
         return min(suspicious, key=lambda t: (t["length"], -t["flip_rate"], -t["anomaly"]))
     singles = [t for t in triggers if t["length"] == 1] or triggers
-    return max(singles, key=lambda t: (t["flip_rate"], t["anomaly"])) if singles else None
+    return max(singles, key=lambda t: (t["rows"], t["flip_rate"], t["anomaly"])) if singles else None
 
 
 def _pair_figure(scan: dict[str, Any], params: BackdoorParams) -> dict[str, Any]:
@@ -597,8 +653,10 @@ def _pair_figure(scan: dict[str, Any], params: BackdoorParams) -> dict[str, Any]
     return {
         "kind": "bars",
         "title": f"{scan['source']} -> {scan['target']}: held-out flip rate of the best triggers "
-                 f"(suspicious at >= {params.flip_threshold} and robust z >= {params.anomaly_threshold})",
-        "data": {"labels": [t["text"] for t in shown],
+                 f"(suspicious at >= {params.flip_threshold} and robust z >= {params.anomaly_threshold}; "
+                 f"on all {scan['examples_held_out']} rows unless said)",
+        "data": {"labels": [t["text"] + ("" if t["rows"] == scan["examples_held_out"] else f" ({t['rows']} rows)")
+                            for t in shown],
                  "series": [{"name": "flip rate", "values": [t["flip_rate"] for t in shown]}]},
         "axes": {"y": "flip rate"},
     }
@@ -699,7 +757,8 @@ class PairScans(Sweep):
             "best": chosen, "held_ids": [ids[i] for i in held_idx], "best_flips": flips,
             "flipped_examples": examples, "forward_passes": scan.forward_passes, "rows_scored": scan.rows_scored,
             "backward_rows": scan.backward_rows, "stages": scan.stages,
-            "seconds": time.perf_counter() - began, "candidates_measured": len(found["measured"]),
+            "seconds": time.perf_counter() - began,
+            "candidates_measured": sum(n == len(held) for n in found["rows"].values()),
         }
 
 
