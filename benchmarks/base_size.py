@@ -1,6 +1,8 @@
 """Benchmark: the heavy suites' probes at MiniLM size and at BERT-base size, fp32 and bf16, on the CPU.
 
-For each probe of ``suites/sst2.yaml``, ``internals.yaml``, ``backdoor.yaml`` and ``behaviour.yaml``, on the
+For each probe of ``suites/sst2.yaml``, ``internals.yaml``, ``backdoor.yaml``, ``behaviour.yaml`` and ``syntax.yaml``
+(syntax-heads on UD English EWT: the first ``--examples`` dev sentences, the parser scored on as many test
+sentences; its bare pass is timed on those dev sentences), on the
 MiniLM-L6 SST-2 fixture and on seeded random-weight classifiers with the configurations of
 ``bert-base-uncased`` (12 x 768) and ``distilbert-base-uncased`` (6 x 768) (``common.base_size_model``; no
 download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads`` torch threads, it prints:
@@ -13,7 +15,7 @@ download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads
   the ratio of the wall time to it (1.0 = the probe does nothing but forward passes).
 
 Usage: python benchmarks/base_size.py [--models minilm,bert-base] [--dtypes float32,bfloat16]
-       [--examples 872] [--suites sst2,internals,backdoor,behaviour] [--threads 2] [--only head-pruning,...]
+       [--examples 872] [--suites sst2,internals,backdoor,behaviour,syntax] [--threads 2] [--only head-pruning,...]
 
 Random weights are right for timing fixed work; what adaptive algorithms save is measured on the real
 fixtures (``heads_sequential.py``). A random model flips no backdoor and fails behaviour tests at random,
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import REPO, SST2_DEV, SST2_MODEL, base_size_model, require
+from common import REPO, SHARED, SST2_DEV, SST2_MODEL, base_size_model, require
 
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.plugins import build_plugins
@@ -38,6 +40,35 @@ from bertprobe.suite import load_suite
 from bertprobe.suite.overrides import SuiteOverrides
 
 LAYER_CLASSES = ("BertLayer", "TransformerBlock")  # BERT / MiniLM, DistilBERT
+UD = SHARED / "data" / "ud"
+
+
+def first_sentences(conllu: Path, count: int, out: Path) -> Path:
+    """The first ``count`` sentences of a CoNLL-U file, written to ``out`` (blocks end at a blank line)."""
+    blocks = conllu.read_text(encoding="utf-8").split("\n\n")
+    out.write_text("\n\n".join(b for b in blocks[:count] if b.strip()) + "\n\n", encoding="utf-8")
+    return out
+
+
+def suite_inputs(name: str, examples: int, tmp: Path) -> tuple[Path, dict[str, str]]:
+    """The data a suite runs on in this benchmark, and the environment its YAML reads."""
+    if name != "syntax":
+        return SST2_DEV, {"BERTPROBE_SST2_DATA": str(SST2_DEV)}
+    require(UD / "en_ewt-ud-dev.conllu", UD / "en_ewt-ud-test.conllu")
+    dev = first_sentences(UD / "en_ewt-ud-dev.conllu", examples, tmp / "ud-dev.conllu")
+    test = first_sentences(UD / "en_ewt-ud-test.conllu", examples, tmp / "ud-test.conllu")
+    return dev, {"BERTPROBE_UD_DEV": str(dev), "BERTPROBE_UD_TEST": str(test)}
+
+
+def read_examples(data: Path) -> list:
+    """Sentences of an SST-2 table or of a CoNLL-U treebank."""
+    if data.suffix == ".conllu":
+        from bertprobe.data.treebank import read_conllu
+
+        return read_conllu(data).examples
+    from bertprobe.data import DataSpec, load_table
+
+    return load_table(DataSpec(path=str(data), text="sentence")).examples
 
 
 class LayerRows:
@@ -58,14 +89,11 @@ class LayerRows:
         self._handle.remove()
 
 
-def bare_pass_seconds(path: Path, dtype: str, examples: int) -> tuple[float, int]:
-    """Best of three plain forward passes over the first ``examples`` dev sentences (the harness's batches),
-    after one to warm up."""
-    from bertprobe.data import DataSpec, load_table
-
+def bare_pass_seconds(path: Path, dtype: str, examples: int, data: Path = SST2_DEV) -> tuple[float, int]:
+    """Best of three plain forward passes over the first ``examples`` sentences of ``data`` (the harness's
+    batches), after one to warm up."""
     target = load_target(ModelSpec(path=str(path), device="cpu", max_length=128, dtype=dtype))
-    data = load_table(DataSpec(path=str(SST2_DEV), text="sentence"))
-    encoded = target.encode(data.examples[:examples])
+    encoded = target.encode(read_examples(data)[:examples])
     best = float("inf")
     for rep in range(4):
         start = time.perf_counter()
@@ -78,12 +106,12 @@ def bare_pass_seconds(path: Path, dtype: str, examples: int) -> tuple[float, int
 
 
 def run_probe(suite_file: Path, probe_id: str, path: Path, dtype: str, examples: int, threads: int,
-              out: Path) -> tuple[float, int, str]:
+              out: Path, data: Path = SST2_DEV, env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """The probe alone (``--only``) through the harness: its duration_s, the layer rows, its status."""
     from bertprobe.harness import run_suite
 
-    suite = load_suite(suite_file, env={"BERTPROBE_SST2_DATA": str(SST2_DEV)})
-    overrides = SuiteOverrides(models=(str(path),), data=str(SST2_DEV), dtype=dtype, limit=examples,
+    suite = load_suite(suite_file, env=env or {"BERTPROBE_SST2_DATA": str(SST2_DEV)})
+    overrides = SuiteOverrides(models=(str(path),), data=str(data), dtype=dtype, limit=examples,
                                only=(probe_id,), device="cpu")
     with LayerRows() as counter:
         session = run_suite(suite, build_plugins(), overrides, RunControl(out=str(out), threads=threads))
@@ -104,21 +132,24 @@ def main() -> None:
     require(SST2_MODEL, SST2_DEV)
     torch.set_num_threads(args.threads)
     paths = {m: SST2_MODEL if m == "minilm" else base_size_model(m) for m in args.models.split(",")}
-    print(f"{args.examples} SST-2 dev sentences, {args.threads} threads, CPU")
+    print(f"{args.examples} sentences (SST-2 dev; UD EWT dev and test for syntax), {args.threads} threads, CPU")
     print(f"{'suite/probe':34} {'model':16} {'dtype':8} {'wall s':>8} {'passes':>8} {'bare pass s':>11} "
           f"{'bound s':>8} {'x bound':>7}  status")
     with tempfile.TemporaryDirectory() as tmp:
         for model, path in paths.items():
             for dtype in args.dtypes.split(","):
-                one, layers = bare_pass_seconds(path, dtype, args.examples)
+                bare: dict[Path, tuple[float, int]] = {}
                 for name in args.suites.split(","):
                     suite_file = REPO / "suites" / f"{name}.yaml"
-                    suite = load_suite(suite_file, env={"BERTPROBE_SST2_DATA": str(SST2_DEV)})
-                    for spec in suite.probes:
-                        if args.only and spec.id not in args.only.split(","):
-                            continue
+                    data, env = suite_inputs(name, args.examples, Path(tmp))
+                    suite = load_suite(suite_file, env=env)
+                    probes = [s for s in suite.probes if not args.only or s.id in args.only.split(",")]
+                    if probes and data not in bare:
+                        bare[data] = bare_pass_seconds(path, dtype, args.examples, data)
+                    for spec in probes:
+                        one, layers = bare[data]
                         seconds, rows, status = run_probe(suite_file, spec.id, path, dtype, args.examples,
-                                                          args.threads, Path(tmp))
+                                                          args.threads, Path(tmp), data, env)
                         passes = rows / (layers * args.examples)
                         bound = passes * one
                         print(f"{name + '/' + spec.id:34} {model:16} {dtype:8} {seconds:8.1f} {passes:8.1f} "
