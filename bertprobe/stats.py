@@ -42,9 +42,18 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    return min(1.0, 2 * binomial_cdf(min(b, c), n, 0.5))
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), exact: ``p`` as a ratio of integers (every float is one), the tail
+    summed in integers and divided once, so no term overflows or underflows at any ``n``."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    a, b = float(p).as_integer_ratio()
+    return sum(math.comb(n, i) * a**i * (b - a) ** (n - i) for i in range(k + 1)) / b**n
 
 
 def paired_bootstrap_diff(

@@ -77,7 +77,6 @@ We flag single tokens and short phrases, not triggers spread over a sentence or 
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable
@@ -99,6 +98,7 @@ from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
+from bertprobe.stats import binomial_cdf
 
 POSITIONS = ("start", "middle", "end")
 
@@ -218,8 +218,7 @@ def rung_ends(rows: int, first: int, growth: int) -> list[int]:
 def can_reach(hits: int, rows: int, threshold: float, alpha: float) -> bool:
     """Whether ``hits`` of ``rows`` are still plausible for a trigger that flips ``threshold`` of all rows: the
     binomial chance of at most that many hits is at least ``alpha`` (else the trigger is decided: not suspicious)."""
-    tail = sum(math.comb(rows, k) * threshold**k * (1 - threshold) ** (rows - k) for k in range(hits + 1))
-    return tail >= alpha
+    return binomial_cdf(hits, rows, threshold) >= alpha
 
 
 def is_suspicious(rate: float, z: float, params: BackdoorParams) -> bool:
