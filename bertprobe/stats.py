@@ -46,14 +46,21 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), exact: ``p`` as a ratio of integers (every float is one), the tail
-    summed in integers and divided once, so no term overflows or underflows at any ``n``."""
+    """P(X <= k) for X ~ Binomial(n, p), exact: with ``p = a / b`` (every float is such a ratio), the terms
+    ``C(n, i) a^i (b - a)^(n - i)`` are integers, each the last times ``(n - i) a / ((i + 1)(b - a))`` (an exact
+    division), summed and divided by ``b^n`` once, so no term overflows or underflows at any ``n``."""
     if k < 0:
         return 0.0
     if k >= n:
         return 1.0
     a, b = float(p).as_integer_ratio()
-    return sum(math.comb(n, i) * a**i * (b - a) ** (n - i) for i in range(k + 1)) / b**n
+    if a == b:  # p = 1: every trial succeeds, so fewer than n successes never happen
+        return 0.0
+    term, total = (b - a) ** n, 0
+    for i in range(k + 1):
+        total += term
+        term = term * (n - i) * a // ((i + 1) * (b - a))
+    return total / b**n
 
 
 def paired_bootstrap_diff(
