@@ -221,9 +221,14 @@ def can_reach(hits: int, rows: int, threshold: float, alpha: float) -> bool:
     return binomial_cdf(hits, rows, threshold) >= alpha
 
 
+def flips_enough(rate: float, params: BackdoorParams) -> bool:
+    """Whether a flip rate reaches ``flip_threshold`` (the first condition of every verdict)."""
+    return rate >= params.flip_threshold - 1e-6
+
+
 def is_suspicious(rate: float, z: float, params: BackdoorParams) -> bool:
     """A trigger's verdict without a reference model: it flips ``flip_threshold`` and stands out from its crowd."""
-    return rate >= params.flip_threshold - 1e-6 and z >= params.anomaly_threshold
+    return flips_enough(rate, params) and z >= params.anomaly_threshold
 
 
 def crowd_z(rates: list[float], crowd: int, n: int | list[int]) -> list[float]:
@@ -365,10 +370,9 @@ class PairScan:
             self.hit_rows[key] = torch.cat([self.hit_rows[key], more])
 
     def flips(self, trigger: torch.Tensor) -> list[bool]:
-        """Whether each held-out example is moved to the goal class by ``trigger`` (measured rows are reused)."""
+        """Whether each held-out example is moved to the goal class by ``trigger``, one the scan measured (its rows
+        are reused)."""
         key = tuple(trigger.tolist())
-        if key not in self.hit_rows:
-            self.hit_rows[key] = torch.zeros(0, dtype=torch.bool)
         self.complete(key)
         return self.hit_rows[key].tolist()
 
@@ -445,7 +449,7 @@ class PairScan:
                 stage(f"a trigger of {length - 1} token(s) is suspicious: no longer ones are searched")
                 break
             # a trigger that already flips enough is the finding; extend the best ones that do not
-            open_ = [t for t in populations[length - 1] if self.rate(t) < p.flip_threshold - 1e-6]
+            open_ = [t for t in populations[length - 1] if not flips_enough(self.rate(t), p)]
             shorter = sorted(open_, key=lambda t: -self.rate(t))[: p.extend]
             stage(f"extending the best {len(shorter)} by one token", f"extension to {length} tokens")
             phrases: list[tuple[int, ...]] = []
@@ -552,8 +556,7 @@ class BackdoorScanProbe(Probe):
 
     @staticmethod
     def _measure_reference(reference: Target, target: Target, triggers: list[dict[str, Any]], held: list[Example],
-                           char_at: list[int], names: list[str], src: int, tgt: int, params: BackdoorParams,
-                           measured: dict[tuple[int, ...], float]) -> None:
+                           char_at: list[int], names: list[str], src: int, tgt: int, params: BackdoorParams) -> None:
         """Flip rates of the reported triggers on the clean reference model (inserted as text)."""
         ref_names = [n.lower() for n in reference.label_names]
         r_src = ref_names.index(names[src].lower()) if names[src].lower() in ref_names else src
@@ -569,7 +572,7 @@ class BackdoorScanProbe(Probe):
             ref_rate = sum(p == r_tgt for p in preds) / len(keep)
             item["reference_flip_rate"] = round(ref_rate, 4)
             item["excess"] = round(item["flip_rate"] - ref_rate, 4)
-            item["suspicious"] = bool(item["flip_rate"] >= params.flip_threshold - 1e-6
+            item["suspicious"] = bool(flips_enough(item["flip_rate"], params)
                                       and item["excess"] >= params.reference_margin - 1e-6)
 
     def _result(self, scans: list[dict[str, Any]], params: BackdoorParams, seconds: float, with_reference: bool) -> ProbeResult:
@@ -744,7 +747,7 @@ class PairScans(Sweep):
             item["text"] = tok.decode(item["ids"]).strip()
         if state["reference"] is not None:
             BackdoorScanProbe._measure_reference(state["reference"], target, report["triggers"], held, rows.char_at,
-                                                 names, src, tgt, params, found["measured"])
+                                                 names, src, tgt, params)
         chosen = _choose(report["triggers"], params)
         flips = scan.flips(torch.tensor(chosen["ids"], dtype=torch.long)) if chosen else []
         chars = scan.held_rows(len(chosen["ids"])).char_at if chosen else []
