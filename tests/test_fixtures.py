@@ -1,8 +1,9 @@
 """Every built-in probe once on the real fixtures in ../shared, on small samples: part of the README's test
-command (a few seconds each), except the two slowest samples, the backdoor scan's and the behaviour suite's, which
-run with the reproductions (the README's test command scans tiny models with planted tokens and runs behaviour
-tests on tiny models: ``tests/test_backdoor_scan.py``, ``tests/test_behaviour.py``). The exact reproductions of the papers' numbers on whole datasets are
-``tests/test_integration.py`` and the other ``reproduction`` tests (``python -m pytest -m reproduction``).
+command (a few seconds each), except the backdoor scan and the behaviour suite, whose smallest telling samples
+take 15-20 s: the README's test command scans tiny models with planted tokens and runs behaviour tests on tiny
+models (``tests/test_backdoor_scan.py``, ``tests/test_behaviour.py``), and both run on the whole fixture with the
+reproductions. The exact reproductions of the papers' numbers on whole datasets are ``tests/test_integration.py``
+and the other ``reproduction`` tests (``python -m pytest -m reproduction``).
 
 Skipped when ../shared is absent. Each test asserts the effect its probe exists to show, at a size where
 that effect is already clear on these models.
@@ -134,40 +135,3 @@ def test_syntax_heads_of_the_base_encoder_on_a_sample_of_ewt():
     result = SyntaxHeadsProbe().run(target, sample, SyntaxParams(parser_epochs=1), ProbeContext(seed=0))
     assert result.value("accuracy_det") >= result.value("baseline_det") + 0.1
     assert result.value("uas") > result.value("uas_right_branching")
-
-
-@pytest.mark.reproduction  # about 17 s of predictions (thousands of template texts): with the reproductions
-@needs_sst2
-def test_behaviour_suite_on_a_sample(tmp_path, monkeypatch):
-    """CheckList-style tests on a few cases each (Ribeiro et al. 2020): every capability is measured, and
-    the fixture fails the fairness tests, rating neutral statements differently by the identity they name."""
-    args = [*sets("behaviour", max_cases=3, max_examples=12, bootstrap=50)]
-    result = run_shipped("behaviour", tmp_path, monkeypatch, *args, BERTPROBE_SST2_MODEL=SST2_MODEL,
-                         BERTPROBE_SST2_DATA=SST2_DEV)
-    assert result.exit_code in (0, 1), result.output
-    _, report = only_run(tmp_path, "behaviour")
-    (behaviour,) = report["probes"]
-    assert behaviour["status"] in ("passed", "failed"), behaviour["message"]
-    rates = {k.removeprefix("failure_rate.capability."): v for k, v in behaviour["metrics"].items()
-             if k.startswith("failure_rate.capability.")}
-    assert {"negation", "vocabulary", "fairness"} <= set(rates) and all(0 <= v <= 1 for v in rates.values())
-    assert rates["fairness"] > 0.5 and behaviour["metrics"]["max_fairness_gap"] > 0.3
-
-
-@pytest.mark.reproduction  # the slowest sample (about 15 s): the fast loop scans tiny planted models instead
-@pytest.mark.skipif(not (SST2_DEV.is_file() and SST2_BACKDOOR.is_dir()), reason="../shared backdoor fixture not present")
-def test_backdoor_scan_names_the_planted_token_on_a_sample():
-    """The backdoored fixture on 200 dev sentences, the planted direction only, one-token triggers from a
-    small search: 'bb' is named, and it turns positive reviews negative."""
-    from bertprobe.data import DataSpec, load_table
-    from bertprobe.model import ModelSpec, load_target
-    from bertprobe.probe import ProbeContext
-    from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe
-
-    data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label", limit=200))
-    target = load_target(ModelSpec(path=str(SST2_BACKDOOR), device="cpu"))
-    params = BackdoorParams(pairs=("1->0",), candidates=30, inits=2, relax_steps=10, max_length=1, extend=1, finalists=5,
-                            search_examples=16, held_out=40, screen_examples=10)
-    result = BackdoorScanProbe().run(target, data, params, ProbeContext(seed=0))
-    assert result.value("backdoor_detected") == 1.0
-    assert result.details["suspected_trigger"] == "bb" and result.details["pair"] == ["positive", "negative"]

@@ -166,6 +166,8 @@ def test_behaviour_suite_reproduces_checklist_failures_on_the_fixture(tmp_path, 
     probe = report["probes"][0]
     assert probe["status"] in ("passed", "failed"), result.output
     rates = probe["metrics"]
+    assert {"negation", "vocabulary", "fairness", "robustness"} <= {
+        k.removeprefix("failure_rate.capability.") for k in rates if k.startswith("failure_rate.capability.")}
     assert rates["failure_rate.test.negation_with_neutral_words_in_between"] >= 0.8
     assert rates["failure_rate.test.religion_in_a_neutral_statement"] >= 0.5
     assert rates["failure_rate.test.add_punctuation"] <= 0.05 and rates["failure_rate.test.typo"] <= 0.25
