@@ -204,3 +204,28 @@ def test_dynamic_int8_on_a_cpu_without_avx512_is_flagged(monkeypatch):
     assert slow_int8_note("int8-weight-only", "cpu") == "" and slow_int8_note("int8-dynamic", "cuda") == ""
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     assert slow_int8_note("int8-dynamic", "cpu") == ""
+
+
+def test_half_precision_on_a_cpu_without_native_instructions_is_flagged(monkeypatch, suite_factory, tmp_path):
+    import torch
+    from click.testing import CliRunner
+    from conftest import only_run
+
+    from bertprobe.cli import main
+    from bertprobe.model.variants import slow_half_note
+
+    for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported", "_is_amx_fp16_supported"):
+        monkeypatch.setattr(torch.cpu, name, lambda: False, raising=False)
+    assert "no native bfloat16" in slow_half_note(torch.bfloat16, "cpu")
+    assert "no native float16" in slow_half_note(torch.float16, "cpu")
+    assert slow_half_note(torch.float32, "cpu") == "" and slow_half_note(torch.bfloat16, "cuda") == ""
+    # the run says it on the terminal and in the model's record, once per stored model
+    result = CliRunner().invoke(main, ["run", str(suite_factory()), "--dtype", "bfloat16"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("warning: this CPU has no native bfloat16") == 1
+    _, report = only_run(tmp_path / "reports", "tiny")
+    assert any("no native bfloat16" in note for note in report["models"][0]["notes"])
+    # bfloat16 with AVX-512 BF16 (or AMX), float16 with AMX-FP16: native, no note
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_fp16_supported", lambda: True, raising=False)
+    assert slow_half_note(torch.bfloat16, "cpu") == "" and slow_half_note(torch.float16, "cpu") == ""

@@ -48,6 +48,12 @@ class RunCaches:
             if target is None:
                 raise TargetError(f"no plugin could load model '{spec.path}'")
             target.encode_cache = self._encodings
+            from bertprobe.model.variants import slow_half_note
+
+            slow = slow_half_note(target.dtype, target.device)
+            if slow:
+                target.notes.append(slow)
+                self.say(f"warning: {slow}")
             self._targets[base] = (target, list(target.notes))
         return self._targets[base][0]
 
