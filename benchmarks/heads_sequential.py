@@ -13,7 +13,9 @@ Prints the ablations' full-pass equivalents, sequential against exact, with thei
 issue's targets: at 3,000 at most a third of the exact passes, at 8,000 at most a fifth, at 872 no more than
 the exact passes plus 5%; every unit classified as in the exact mode (within, drop or gain against the
 tolerance) unless its exact interval straddles it. The pruning curve is left out (``pruning: false``). Also
-prints the replayed passes with the stricter ``interim_share: 0.2``.
+prints the replayed passes with the stricter ``interim_share: 0.2``, and a reference for what any betting
+confidence sequence could save: the passes if each unit stopped at the first look where the best constant bet
+chosen in hindsight would have decided it, at the probe's looks and with a look every 32 examples.
 
 Usage: python benchmarks/heads_sequential.py [--sizes 872,3000,8000] [--tolerance 0.01] [--timed]
 """
@@ -31,7 +33,7 @@ from bertprobe.data import Dataset, DataSpec, align_labels, load_table
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe, HeadSweep
-from bertprobe.probes.head_pruning.sequential import classify, run_sequential
+from bertprobe.probes.head_pruning.sequential import classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci
 
 TRAIN = SHARED / "data" / "sst2" / "train.tsv"
@@ -112,6 +114,37 @@ def replay(base: np.ndarray, outcomes: dict[str, np.ndarray], seeds: dict[str, i
                           growth=params.sequential_growth)
 
 
+def hindsight_passes(base: np.ndarray, outcomes: dict[str, np.ndarray], n: int, tolerance: float,
+                     alpha: float, first: int, growth: float) -> float:
+    """A reference for any betting confidence sequence: the passes used if each unit stopped at the first look
+    where the best *constant* bet chosen in hindsight (knowing that look's outcomes) reaches ``1 / alpha`` on
+    every side its class needs (not valid: an adaptive bet only tracks it from below on exchangeable data)."""
+    order = np.random.default_rng(SEED).permutation(n)
+    marks = looks(n, first, growth)
+    shares = np.linspace(0.0, 0.999, 400)
+    threshold = np.log(1 / alpha)
+
+    def rejects(up: int, down: int, same: int, m: float, side: int) -> bool:
+        stake = shares / (1 + m) if side > 0 else shares / (1 - m)  # the largest stake that cannot go bust
+        gains = sum(count * np.log1p(side * stake * (x - m)) for x, count in ((1, up), (-1, down), (0, same))
+                    if count)
+        return bool(np.max(gains) >= threshold)
+
+    used = 0
+    for changed in outcomes.values():
+        diff = (changed[:n].astype(np.int8) - base[:n].astype(np.int8))[order]
+        ups, downs = np.cumsum(diff == 1), np.cumsum(diff == -1)
+        for end in marks:
+            up, down = int(ups[end - 1]), int(downs[end - 1])
+            same = end - up - down
+            within = (rejects(up, down, same, -tolerance, 1) and rejects(up, down, same, tolerance, -1))
+            if end == n or within or rejects(up, down, same, -tolerance, -1) or rejects(up, down, same,
+                                                                                         tolerance, 1):
+                used += end
+                break
+    return used / n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="872,3000,8000")
@@ -153,6 +186,16 @@ def main() -> None:
             HeadParams, {"pruning": False, "tolerance": args.tolerance, "interim_share": 0.2}, "p"))
         print(f"          interim_share 0.2 (1% per side instead of 2.5%): {strict.passes:.1f} passes, ratio "
               f"{strict.passes / full:.3f}")
+        alpha = params.interim_share * (1 - params.confidence)
+        hindsight = hindsight_passes(base, outcomes, size, args.tolerance, alpha, params.sequential_block,
+                                 params.sequential_growth)
+        fine = replay(base, outcomes, seeds, size, parse_params(
+            HeadParams, {"pruning": False, "tolerance": args.tolerance, "sequential_block": 32,
+                         "sequential_growth": 1.001}, "p"))
+        fine_bound = hindsight_passes(base, outcomes, size, args.tolerance, alpha, 32, 1.001)
+        print(f"          best constant bet in hindsight (a reference no betting sequence is expected to beat): "
+              f"{hindsight:.1f} passes, ratio {hindsight / full:.3f}; with a look every 32 examples {fine_bound:.1f} "
+              f"({fine_bound / full:.3f}), where the probe's rule takes {fine.passes:.1f} ({fine.passes / full:.3f})")
         used = sorted(s.seen for s in seq.units if s.key.startswith("L"))
         print(f"          single heads: median {used[len(used) // 2]} examples used of {size}; "
               f"{sum(s.settled == 'within' for s in seq.units)} units within, "
