@@ -137,9 +137,9 @@ def hindsight_passes(base: np.ndarray, outcomes: dict[str, np.ndarray], n: int, 
         for end in marks:
             up, down = int(ups[end - 1]), int(downs[end - 1])
             same = end - up - down
-            within = (rejects(up, down, same, -tolerance, 1) and rejects(up, down, same, tolerance, -1))
-            if end == n or within or rejects(up, down, same, -tolerance, -1) or rejects(up, down, same,
-                                                                                         tolerance, 1):
+            within = rejects(up, down, same, -tolerance, 1) and rejects(up, down, same, tolerance, -1)
+            drop, gain = rejects(up, down, same, -tolerance, -1), rejects(up, down, same, tolerance, 1)
+            if end == n or within or drop or gain:
                 used += end
                 break
     return used / n
@@ -188,14 +188,14 @@ def main() -> None:
               f"{strict.passes / full:.3f}")
         alpha = params.interim_share * (1 - params.confidence)
         hindsight = hindsight_passes(base, outcomes, size, args.tolerance, alpha, params.sequential_block,
-                                 params.sequential_growth)
+                                     params.sequential_growth)
         fine = replay(base, outcomes, seeds, size, parse_params(
             HeadParams, {"pruning": False, "tolerance": args.tolerance, "sequential_block": 32,
                          "sequential_growth": 1.001}, "p"))
-        fine_bound = hindsight_passes(base, outcomes, size, args.tolerance, alpha, 32, 1.001)
+        fine_hindsight = hindsight_passes(base, outcomes, size, args.tolerance, alpha, 32, 1.001)
         print(f"          best constant bet in hindsight (a reference no betting sequence is expected to beat): "
-              f"{hindsight:.1f} passes, ratio {hindsight / full:.3f}; with a look every 32 examples {fine_bound:.1f} "
-              f"({fine_bound / full:.3f}), where the probe's rule takes {fine.passes:.1f} ({fine.passes / full:.3f})")
+              f"{hindsight:.1f} passes, ratio {hindsight / full:.3f}; with a look every 32 examples {fine_hindsight:.1f} "
+              f"({fine_hindsight / full:.3f}), where the probe's rule takes {fine.passes:.1f} ({fine.passes / full:.3f})")
         used = sorted(s.seen for s in seq.units if s.key.startswith("L"))
         print(f"          single heads: median {used[len(used) // 2]} examples used of {size}; "
               f"{sum(s.settled == 'within' for s in seq.units)} units within, "
