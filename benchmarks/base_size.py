@@ -1,11 +1,11 @@
-"""Benchmark: the heavy suites' probes at MiniLM size and at BERT-base size, fp32 and bf16, on the CPU.
+"""Benchmark: the heavy suites' probes at MiniLM size and at BERT-base size, fp32 and bf16, on a CPU or a GPU.
 
 For each probe of ``suites/sst2.yaml``, ``internals.yaml``, ``backdoor.yaml``, ``behaviour.yaml`` and ``syntax.yaml``
 (syntax-heads on UD English EWT: the first ``--examples`` dev sentences, the parser scored on as many test
 sentences; its bare pass is timed on those dev sentences), on the
 MiniLM-L6 SST-2 fixture and on seeded random-weight classifiers with the configurations of
 ``bert-base-uncased`` (12 x 768) and ``distilbert-base-uncased`` (6 x 768) (``common.base_size_model``; no
-download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads`` torch threads, it prints:
+download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads`` torch threads, on ``--device``, it prints:
 
 * the probe's wall time (its own ``duration_s`` in the report);
 * the passes it used, in full-pass equivalents: rows run through encoder layers, counted by a forward
@@ -16,6 +16,7 @@ download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads
 
 Usage: python benchmarks/base_size.py [--models minilm,bert-base] [--dtypes float32,bfloat16]
        [--examples 872] [--suites sst2,internals,backdoor,behaviour,syntax] [--threads 2] [--only head-pruning,...]
+       [--device cpu|cuda]
 
 Random weights are right for timing fixed work; what adaptive algorithms save is measured on the real
 fixtures (``heads_sequential.py``). A random model flips no backdoor and fails behaviour tests at random,
@@ -89,10 +90,11 @@ class LayerRows:
         self._handle.remove()
 
 
-def bare_pass_seconds(path: Path, dtype: str, examples: int, data: Path = SST2_DEV) -> tuple[float, int]:
+def bare_pass_seconds(path: Path, dtype: str, examples: int, data: Path = SST2_DEV,
+                      device: str = "cpu") -> tuple[float, int]:
     """Best of three plain forward passes over the first ``examples`` sentences of ``data`` (the harness's
     batches), after one to warm up."""
-    target = load_target(ModelSpec(path=str(path), device="cpu", max_length=128, dtype=dtype))
+    target = load_target(ModelSpec(path=str(path), device=device, max_length=128, dtype=dtype))
     encoded = target.encode(read_examples(data)[:examples])
     best = float("inf")
     for rep in range(4):
@@ -100,19 +102,22 @@ def bare_pass_seconds(path: Path, dtype: str, examples: int, data: Path = SST2_D
         with torch.inference_mode():
             for _, batch in target.batches(encoded, None):
                 target.forward(batch)
+        if target.device.type == "cuda":
+            torch.cuda.synchronize(target.device)
         best = min(best, time.perf_counter() - start) if rep else best
     return best, target.model.config.num_hidden_layers if hasattr(target.model.config, "num_hidden_layers") \
         else target.model.config.n_layers
 
 
 def run_probe(suite_file: Path, probe_id: str, path: Path, dtype: str, examples: int, threads: int,
-              out: Path, data: Path = SST2_DEV, env: dict[str, str] | None = None) -> tuple[float, int, str]:
+              out: Path, data: Path = SST2_DEV, env: dict[str, str] | None = None,
+              device: str = "cpu") -> tuple[float, int, str]:
     """The probe alone (``--only``) through the harness: its duration_s, the layer rows, its status."""
     from bertprobe.harness import run_suite
 
     suite = load_suite(suite_file, env=env or {"BERTPROBE_SST2_DATA": str(SST2_DEV)})
     overrides = SuiteOverrides(models=(str(path),), data=str(data), dtype=dtype, limit=examples,
-                               only=(probe_id,), device="cpu")
+                               only=(probe_id,), device=device)
     with LayerRows() as counter:
         session = run_suite(suite, build_plugins(), overrides, RunControl(out=str(out), threads=threads))
     report = json.loads((Path(session.run_dir) / "report.json").read_text())
@@ -126,7 +131,7 @@ def main() -> None:
                         help="comma-separated: minilm (the SST-2 fixture), bert-base, distilbert-base (seeded random "
                              "weights with that configuration, no download) (default: %(default)s)")
     parser.add_argument("--dtypes", default="float32,bfloat16",
-                        help="comma-separated compute dtypes; bfloat16 runs about 7x slower than float32 on a CPU "
+                        help="comma-separated compute dtypes; bfloat16 runs 7-15x slower than float32 on a CPU "
                              "without native bf16 (default: %(default)s)")
     parser.add_argument("--examples", type=int, default=872,
                         help="the first N SST-2 dev sentences (UD EWT sentences for syntax) (default: %(default)s)")
@@ -136,11 +141,13 @@ def main() -> None:
                              "sentences (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     parser.add_argument("--only", default="", help="comma-separated probe ids to measure (default: every probe)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
     args = parser.parse_args()
     require(SST2_MODEL, SST2_DEV)
     torch.set_num_threads(args.threads)
     paths = {m: SST2_MODEL if m == "minilm" else base_size_model(m) for m in args.models.split(",")}
-    print(f"{args.examples} sentences (SST-2 dev; UD EWT dev and test for syntax), {args.threads} threads, CPU")
+    where = torch.cuda.get_device_name(torch.device(args.device)) if args.device.startswith("cuda") else "CPU"
+    print(f"{args.examples} sentences (SST-2 dev; UD EWT dev and test for syntax), {args.threads} threads, {where}")
     print(f"{'suite/probe':34} {'model':16} {'dtype':8} {'wall s':>8} {'passes':>8} {'bare pass s':>11} "
           f"{'bound s':>8} {'x bound':>7}  status")
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,11 +160,11 @@ def main() -> None:
                     suite = load_suite(suite_file, env=env)
                     probes = [s for s in suite.probes if not args.only or s.id in args.only.split(",")]
                     if probes and data not in bare:
-                        bare[data] = bare_pass_seconds(path, dtype, args.examples, data)
+                        bare[data] = bare_pass_seconds(path, dtype, args.examples, data, args.device)
                     for spec in probes:
                         one, layers = bare[data]
                         seconds, rows, status = run_probe(suite_file, spec.id, path, dtype, args.examples,
-                                                          args.threads, Path(tmp), data, env)
+                                                          args.threads, Path(tmp), data, env, args.device)
                         passes = rows / (layers * args.examples)
                         bound = passes * one
                         print(f"{name + '/' + spec.id:34} {model:16} {dtype:8} {seconds:8.1f} {passes:8.1f} "

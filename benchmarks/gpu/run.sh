@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Every GPU figure the README's benchmark section asks for, in one call of the device tool (staged by
-# benchmarks/gpu/stage.sh; not yet run on a GPU, meant to fit one 10-minute call): throughput per dtype, the head-pruning
-# probe and its single-head sweep in fp32 and bf16, and the internals and sst2 suites on cuda. Writes
-# two files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log (every step's
-# output and time) and reports.tgz (the suites' report.json and report.md). DEVICE=cpu LIMIT=48 runs
-# the same steps, shortened, on a CPU as a smoke test.
+# benchmarks/gpu/stage.sh; meant to fit one 10-minute call), most wanted first, so that a call stopped at
+# its limit still brings back the first figures: the heavy suites' probes at BERT-base size (issue #38:
+# internals and backdoor, fp32 then bf16; then sst2 and behaviour), throughput per dtype, the
+# head-pruning probe and its single-head sweep in fp32 and bf16, and the internals and sst2 suites on the
+# fixture. Writes two files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log
+# (every step's output and time, written as it goes) and reports.tgz (the suites' report.json and
+# report.md). DEVICE=cpu LIMIT=48 runs the same steps, shortened, on a CPU as a smoke test.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-out}; mkdir -p "$out"
@@ -35,9 +37,15 @@ if torch.cuda.is_available():
     print(torch.cuda.get_device_name(0), f"{torch.cuda.mem_get_info()[1] / 2**30:.0f} GiB")
 PY
 if [ -n "$limit" ]; then
+  step base_size "$py" benchmarks/base_size.py --device "$device" --models bert-base --dtypes float32 \
+    --suites sst2 --only accuracy --examples "$limit"
   step throughput "$py" benchmarks/throughput.py --device "$device" --repeat 1 --sizes 16,32
   step heads_dtypes "$py" benchmarks/heads.py --device "$device" --dtypes float32,bfloat16 --limit "$limit"
 else
+  base=("$py" benchmarks/base_size.py --device "$device" --models bert-base --threads 16)
+  step base_size_fp32 "${base[@]}" --dtypes float32 --suites internals,backdoor
+  step base_size_bf16 "${base[@]}" --dtypes bfloat16 --suites internals,backdoor
+  step base_size_more "${base[@]}" --dtypes float32,bfloat16 --suites sst2,behaviour
   step throughput "$py" benchmarks/throughput.py --device "$device"
   step heads "$py" benchmarks/heads.py --device "$device"
   step heads_bf16 "$py" benchmarks/heads.py --device "$device" --dtype bfloat16
