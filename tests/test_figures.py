@@ -249,3 +249,18 @@ def test_a_figure_too_wide_for_tight_layout_draws_without_a_warning_reaching_the
         warnings.simplefilter("always")
         svg = render_svg(spec)
     assert svg.startswith("<svg") and not [w for w in caught if "Tight layout" in str(w.message)]
+
+
+def test_a_label_the_font_lacks_draws_without_a_glyph_warning_reaching_the_terminal():
+    """A model's vocabulary reaches labels (a backdoor scan's candidate tokens): a Thai piece has no glyph in
+    matplotlib's default font. The figure is still drawn; the run's terminal stays quiet."""
+    import warnings
+
+    from bertprobe.reporters.drawing import render_svg
+
+    spec = {"kind": "bars", "title": "candidates", "axes": {"x": "token", "y": "flip rate"},
+            "data": {"labels": ["bb", "\u0e25", "cf"], "series": [{"name": "flip", "values": [0.9, 0.1, 0.2]}]}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        svg = render_svg(spec)
+    assert svg.startswith("<svg") and not [w for w in caught if "Glyph" in str(w.message)], [str(w.message) for w in caught]

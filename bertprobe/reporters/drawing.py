@@ -178,7 +178,9 @@ def render_svg(spec: dict[str, Any], width: float = 6.4, height: float | None = 
             warnings.simplefilter("ignore", UserWarning)
             fig.tight_layout()
         buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", bbox_inches="tight")  # the legend beside the axes included
+        with warnings.catch_warnings():  # a model's token the font lacks (Thai, say) is drawn as a box, not reported
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+            fig.savefig(buffer, format="svg", bbox_inches="tight")  # the legend beside the axes included
     finally:
         plt.close(fig)
     text = buffer.getvalue()
