@@ -16,7 +16,11 @@ download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads
 
 Usage: python benchmarks/base_size.py [--models minilm,bert-base] [--dtypes float32,bfloat16]
        [--examples 872] [--suites sst2,internals,backdoor,behaviour,syntax] [--threads 2] [--only head-pruning,...]
-       [--device cpu|cuda]
+       [--device cpu|cuda] [--sdpa default|no-cudnn]
+
+``--sdpa no-cudnn`` runs everything with PyTorch's cuDNN attention backend switched off (flash, memory-efficient
+and math kernels only): on an H200 in bf16, probes that call attention on many batch shapes paid a fixed cost
+per process that fp32 runs did not, with ``aten::_cudnn_attention_forward`` in the profile (docs/benchmarks.md).
 
 Random weights are right for timing fixed work; what adaptive algorithms save is measured on the real
 fixtures (``heads_sequential.py``). A random model flips no backdoor and fails behaviour tests at random,
@@ -26,9 +30,11 @@ so those probes do the work of a real model that needs every stage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -125,6 +131,18 @@ def run_probe(suite_file: Path, probe_id: str, path: Path, dtype: str, examples:
     return float(probe["duration_s"]), counter.rows, probe["status"]
 
 
+@contextlib.contextmanager
+def sdpa_backends(choice: str) -> Iterator[None]:
+    """``default``: PyTorch's own choice of attention kernel; ``no-cudnn``: every backend but cuDNN's."""
+    if choice == "default":
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        yield
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="minilm,bert-base",
@@ -142,15 +160,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     parser.add_argument("--only", default="", help="comma-separated probe ids to measure (default: every probe)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
+    parser.add_argument("--sdpa", default="default", choices=["default", "no-cudnn"],
+                        help="attention kernels: PyTorch's choice, or all but cuDNN's (default: %(default)s)")
     args = parser.parse_args()
     require(SST2_MODEL, SST2_DEV)
     torch.set_num_threads(args.threads)
     paths = {m: SST2_MODEL if m == "minilm" else base_size_model(m) for m in args.models.split(",")}
     where = torch.cuda.get_device_name(torch.device(args.device)) if args.device.startswith("cuda") else "CPU"
-    print(f"{args.examples} sentences (SST-2 dev; UD EWT dev and test for syntax), {args.threads} threads, {where}")
+    print(f"{args.examples} sentences (SST-2 dev; UD EWT dev and test for syntax), {args.threads} threads, {where}, "
+          f"attention kernels: {args.sdpa}")
     print(f"{'suite/probe':34} {'model':16} {'dtype':8} {'wall s':>8} {'passes':>8} {'bare pass s':>11} "
           f"{'bound s':>8} {'x bound':>7}  status")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, sdpa_backends(args.sdpa):
         for model, path in paths.items():
             for dtype in args.dtypes.split(","):
                 bare: dict[Path, tuple[float, int]] = {}

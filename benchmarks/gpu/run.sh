@@ -2,7 +2,8 @@
 # Every GPU figure the README's benchmark section asks for, in one call of the device tool (staged by
 # benchmarks/gpu/stage.sh; meant to fit one 10-minute call), most wanted first, so that a call stopped at
 # its limit still brings back the first figures: the heavy suites' probes at BERT-base size (issue #38:
-# internals and backdoor, fp32 then bf16; then sst2 and behaviour), throughput per dtype, the
+# internals and backdoor, fp32 then bf16; then sst2 and behaviour; bf16 again without cuDNN's attention
+# kernels), throughput per dtype, the
 # head-pruning probe and its single-head sweep in fp32 and bf16, and the internals and sst2 suites on the
 # fixture. Writes two files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log
 # (every step's output and time, written as it goes) and reports.tgz (the suites' report.json and
@@ -46,6 +47,7 @@ else
   step base_size_fp32 "${base[@]}" --dtypes float32 --suites internals,backdoor
   step base_size_bf16 "${base[@]}" --dtypes bfloat16 --suites internals,backdoor
   step base_size_more "${base[@]}" --dtypes float32,bfloat16 --suites sst2,behaviour
+  step base_size_no_cudnn "${base[@]}" --dtypes bfloat16 --suites sst2,backdoor --sdpa no-cudnn
   step throughput "$py" benchmarks/throughput.py --device "$device"
   step heads "$py" benchmarks/heads.py --device "$device"
   step heads_bf16 "$py" benchmarks/heads.py --device "$device" --dtype bfloat16
