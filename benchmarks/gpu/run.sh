@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Every GPU figure the README's benchmark section asks for, in one call of the device tool (staged by
-# benchmarks/gpu/stage.sh; meant to fit one 10-minute call), most wanted first, so that a call stopped at
-# its limit still brings back the first figures: the heavy suites' probes at BERT-base size (issue #38:
-# internals and backdoor, fp32 then bf16; then sst2 and behaviour; bf16 again without cuDNN's attention
-# kernels), throughput per dtype, the
-# head-pruning probe and its single-head sweep in fp32 and bf16, and the internals and sst2 suites on the
-# fixture. Writes two files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log
-# (every step's output and time, written as it goes) and reports.tgz (the suites' report.json and
-# report.md). DEVICE=cpu LIMIT=48 runs the same steps, shortened, on a CPU as a smoke test.
+# benchmarks/gpu/stage.sh; the first run, on an H200, took 7 minutes), most wanted first, so that a call
+# stopped at its limit still brings back the first figures: the heavy suites' probes at BERT-base size
+# (issue #38: internals and backdoor, fp32 then bf16; then sst2 and behaviour; bf16 again without cuDNN's
+# attention kernels, and what a new batch shape costs), throughput per dtype, the head-pruning probe and
+# its single-head sweep in fp32 and bf16, and the internals and sst2 suites on the fixture. Writes two
+# files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log (every step's output and
+# time, written as it goes) and reports.tgz (the suites' report.json and report.md). DEVICE=cpu LIMIT=48
+# runs the same steps, shortened, on a CPU as a smoke test. Logs of runs: benchmarks/gpu/logs/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-out}; mkdir -p "$out"
@@ -48,6 +48,8 @@ else
   step base_size_bf16 "${base[@]}" --dtypes bfloat16 --suites internals,backdoor
   step base_size_more "${base[@]}" --dtypes float32,bfloat16 --suites sst2,behaviour
   step base_size_no_cudnn "${base[@]}" --dtypes bfloat16 --suites sst2,backdoor --sdpa no-cudnn
+  step attention_profile "$py" benchmarks/gpu/attention_profile.py --device "$device"
+  step attention_profile_no_cudnn "$py" benchmarks/gpu/attention_profile.py --device "$device" --sdpa no-cudnn --no-profile
   step throughput "$py" benchmarks/throughput.py --device "$device"
   step heads "$py" benchmarks/heads.py --device "$device"
   step heads_bf16 "$py" benchmarks/heads.py --device "$device" --dtype bfloat16
