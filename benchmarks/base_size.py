@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--suites", default="sst2,internals,backdoor,behaviour",
                         help="comma-separated shipped suites, of sst2, internals, backdoor, behaviour, syntax; at "
                              "bert-base size in float32 on 2 cores internals takes 64 minutes on 872 "
-                             "sentences (default: %(default)s)")
+                             "sentences, 24 s on an H200 (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     parser.add_argument("--only", default="", help="comma-separated probe ids to measure (default: every probe)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
