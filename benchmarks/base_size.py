@@ -30,15 +30,13 @@ so those probes do the work of a real model that needs every stage.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from common import REPO, SHARED, SST2_DEV, SST2_MODEL, base_size_model, require
+from common import REPO, SHARED, SST2_DEV, SST2_MODEL, attention_kernels, base_size_model, require
 
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.plugins import build_plugins
@@ -131,18 +129,6 @@ def run_probe(suite_file: Path, probe_id: str, path: Path, dtype: str, examples:
     return float(probe["duration_s"]), counter.rows, probe["status"]
 
 
-@contextlib.contextmanager
-def sdpa_backends(choice: str) -> Iterator[None]:
-    """``default``: PyTorch's own choice of attention kernel; ``no-cudnn``: every backend but cuDNN's."""
-    if choice == "default":
-        yield
-        return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-        yield
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="minilm,bert-base",
@@ -171,7 +157,7 @@ def main() -> None:
           f"attention kernels: {args.sdpa}")
     print(f"{'suite/probe':34} {'model':16} {'dtype':8} {'wall s':>8} {'passes':>8} {'bare pass s':>11} "
           f"{'bound s':>8} {'x bound':>7}  status")
-    with tempfile.TemporaryDirectory() as tmp, sdpa_backends(args.sdpa):
+    with tempfile.TemporaryDirectory() as tmp, attention_kernels(args.sdpa):
         for model, path in paths.items():
             for dtype in args.dtypes.split(","):
                 bare: dict[Path, tuple[float, int]] = {}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,18 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
         out = fn()
         best = min(best, time.perf_counter() - start)
     return best, out
+
+
+@contextlib.contextmanager
+def attention_kernels(choice: str) -> Iterator[None]:
+    """``default``: PyTorch's own choice of attention kernel; ``no-cudnn``: every backend but cuDNN's."""
+    if choice == "default":
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        yield
 
 
 def sst2_target(device: str = "cpu", max_length: int = 128, dtype: str = "auto") -> Any:

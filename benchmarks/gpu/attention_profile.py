@@ -19,16 +19,14 @@ Usage: python benchmarks/gpu/attention_profile.py [--device cuda] [--sdpa defaul
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import sst2_dev, sst2_target  # noqa: E402
+from common import attention_kernels, sst2_dev, sst2_target, timed  # noqa: E402
 
 
 def main() -> None:
@@ -43,20 +41,10 @@ def main() -> None:
             torch.cuda.synchronize()
 
     def best(fn: Callable[[], object], repeat: int = 7) -> float:
-        out = float("inf")
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            sync()
-            out = min(out, time.perf_counter() - start)
-        return out
+        """The best wall time of ``repeat`` calls, each until the device has finished."""
+        return timed(lambda: (fn(), sync()), repeat)[0]
 
-    kernels: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if args.sdpa == "no-cudnn":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        kernels = sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
-    with kernels:
+    with attention_kernels(args.sdpa):
         for round_, dtype in enumerate(("float32", "bfloat16", "float32", "bfloat16")):
             target = sst2_target(args.device, dtype=dtype)
             data = sst2_dev(target)
