@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import REPO, SHARED, SST2_DEV, SST2_MODEL, attention_kernels, base_size_model, require
+from common import REPO, SHARED, SST2_DEV, SST2_MODEL, attention_kernels, base_size_model, require, sync
 
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.plugins import build_plugins
@@ -106,8 +106,7 @@ def bare_pass_seconds(path: Path, dtype: str, examples: int, data: Path = SST2_D
         with torch.inference_mode():
             for _, batch in target.batches(encoded, None):
                 target.forward(batch)
-        if target.device.type == "cuda":
-            torch.cuda.synchronize(target.device)
+        sync(target.device)
         best = min(best, time.perf_counter() - start) if rep else best
     return best, target.model.config.num_hidden_layers if hasattr(target.model.config, "num_hidden_layers") \
         else target.model.config.n_layers

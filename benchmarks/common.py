@@ -31,6 +31,14 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
     return best, out
 
 
+def sync(device: Any) -> None:
+    """Wait until a cuda device has finished its queued work (a timer reads then); nothing on a CPU."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 @contextlib.contextmanager
 def attention_kernels(choice: str) -> Iterator[None]:
     """``default``: PyTorch's own choice of attention kernel; ``no-cudnn``: every backend but cuDNN's."""

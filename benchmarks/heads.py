@@ -21,7 +21,7 @@ import argparse
 import time
 
 import torch
-from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target, timed
+from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target, sync, timed
 
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
@@ -98,8 +98,7 @@ def plain_pass_seconds(target, data, batch_size: int | None, repeat: int = 3) ->
         with torch.inference_mode():
             for batch in ready:
                 target.model(**batch).logits.argmax(-1)
-        if target.device.type == "cuda":
-            torch.cuda.synchronize(target.device)
+        sync(target.device)
 
     once()
     return timed(once, repeat)[0]

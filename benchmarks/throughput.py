@@ -20,12 +20,7 @@ import argparse
 from typing import Any
 
 import torch
-from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target, timed
-
-
-def sync(target: Any) -> None:
-    if target.device.type == "cuda":
-        torch.cuda.synchronize(target.device)
+from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target, sync, timed
 
 
 def measure(device: str, dtype: str, repeat: int, sizes: list[int]) -> dict[str, tuple[float, int, float]]:
@@ -44,7 +39,7 @@ def measure(device: str, dtype: str, repeat: int, sizes: list[int]) -> dict[str,
         if size not in collated:  # built by the warm-up call, outside the timing
             plans = target.plan_batches(encoded, sorted(range(n), key=encoded.lengths.__getitem__), size)
             collated[size] = [(idx, target.collate([encoded.rows[i] for i in idx])) for idx in plans]
-            sync(target)
+            sync(target.device)
         ready = collated[size]
         preds = torch.empty(n, dtype=torch.long, device=target.device)
         with torch.inference_mode():
@@ -93,7 +88,7 @@ def measure(device: str, dtype: str, repeat: int, sizes: list[int]) -> dict[str,
         fn()  # warm-up (allocator, kernels for these shapes, collated batches of the bound)
     for _ in range(repeat):
         for name, size, fn in candidates:
-            sync(target)
+            sync(target.device)
             t, outputs[name, size] = timed(fn)
             seconds[name, size] = min(seconds[name, size], t)
     t_pipe, p_pipe = timed(pipeline, 1)

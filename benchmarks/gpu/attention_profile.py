@@ -23,10 +23,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import attention_kernels, sst2_dev, sst2_target, timed  # noqa: E402
+from common import attention_kernels, sst2_dev, sst2_target, sync, timed  # noqa: E402
 
 
 def main() -> None:
@@ -36,13 +34,9 @@ def main() -> None:
     ap.add_argument("--no-profile", action="store_true", help="skip the operator tables")
     args = ap.parse_args()
 
-    def sync() -> None:
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-
     def best(fn: Callable[[], object], repeat: int = 7) -> float:
         """The best wall time of ``repeat`` calls, each until the device has finished."""
-        return timed(lambda: (fn(), sync()), repeat)[0]
+        return timed(lambda: (fn(), sync(args.device)), repeat)[0]
 
     with attention_kernels(args.sdpa):
         for round_, dtype in enumerate(("float32", "bfloat16", "float32", "bfloat16")):
@@ -51,7 +45,7 @@ def main() -> None:
             encoded = target.encode(data.examples)
             for _ in range(3):
                 target.logits(encoded)
-            sync()
+            sync(args.device)
             times = {"encode": best(lambda: target.encode(data.examples)),
                      "logits (pre-encoded)": best(lambda: target.logits(encoded)),
                      "predict (examples)": best(lambda: target.predict(data.examples))}
@@ -67,7 +61,7 @@ def main() -> None:
                 cuda = args.device.startswith("cuda")
                 with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
                     target.logits(encoded)
-                    sync()
+                    sync(args.device)
                 table = prof.key_averages()
                 print(table.table(sort_by="self_cpu_time_total", row_limit=10, max_name_column_width=60))
                 if cuda:
