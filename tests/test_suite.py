@@ -142,3 +142,23 @@ def test_relative_paths_resolve_against_the_suite_folder(tmp_path, monkeypatch):
     assert params["spurious-cues"].statistics_path == f"{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}"
     assert params["spurious-cues"].adversarial_path == "relative/to/cwd"
     assert params["cloze"].sets == ("builtin", f"ettinger:{tmp_path / 'ett'}")
+
+
+def test_data_flags_follow_a_probe_reading_the_suites_own_data():
+    """--data and the column flags replace the suite's data in a probe whose data: names the same source (ner.yaml's
+    attention-audit reads fewer sentences of it); a probe reading other data keeps its own."""
+    from bertprobe.suite.overrides import SuiteOverrides, apply_overrides
+
+    doc = _suite(data={"path": "org/hub-data", "split": "test"}, probes=[
+        {"probe": "accuracy"},
+        {"probe": "attention-audit", "data": {"path": "org/hub-data", "split": "test", "limit": 300}},
+        {"probe": "accuracy", "id": "other", "data": {"path": "other.tsv"}},
+    ])
+    suite = apply_overrides(parse_suite(doc, env={}), SuiteOverrides(
+        data="mine.jsonl", text="body", label_map="pos=positive"))
+    assert suite.data.path == "mine.jsonl" and suite.data.text == "body"
+    same, other = suite.probes[1].data, suite.probes[2].data
+    assert (same.path, same.limit, same.text, same.label_map) == ("mine.jsonl", 300, "body", {"pos": "positive"})
+    assert (other.path, other.text, other.label_map) == ("other.tsv", None, {})
+    untouched = apply_overrides(parse_suite(doc, env={}), SuiteOverrides())
+    assert untouched.probes[1].data.path == "org/hub-data"

@@ -80,6 +80,23 @@ def column_option(value: str | None) -> str | int | None:
     return int(value) if value is not None and value.isdigit() else value
 
 
+def _same_source(probe_data: DataSpec, suite_data: DataSpec) -> bool:
+    """Whether a probe's own ``data:`` names the suite's source (same loader and path), e.g. to read fewer rows."""
+    return probe_data.loader == suite_data.loader and probe_data.path == suite_data.path
+
+
+def _redirected(data: DataSpec | None, options: SuiteOverrides) -> DataSpec | None:
+    """``data`` with the column flags (--text, --text-pair, --label) and --label-map applied."""
+    if data is None:
+        return None
+    columns = {"text": options.text, "text_pair": options.text_pair, "label": options.label}
+    if any(columns.values()):
+        data = data.with_overrides(**{k: column_option(v) for k, v in columns.items()})
+    if options.label_map:
+        data = replace(data, label_map={**data.label_map, **parse_label_map(options.label_map)})
+    return data
+
+
 def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
     """Return the suite with --model/--data/--device/--dtype/--limit/--only applied and models named."""
     machine = {"device": options.device, "dtype": options.dtype, "allow_pickle": options.allow_pickle or None}
@@ -89,13 +106,15 @@ def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
         data = replace(data, path=options.data, loader=data.loader) if data else DataSpec(path=options.data)
     if data and options.limit:
         data = replace(data, limit=options.limit)
-    columns = {"text": options.text, "text_pair": options.text_pair, "label": options.label}
-    if data and any(columns.values()):
-        data = data.with_overrides(**{k: column_option(v) for k, v in columns.items()})
+    data = _redirected(data, options)
     probes = []
     for spec in suite.probes:
         if spec.model:
             spec = replace(spec, model=unique_names([spec.model.with_overrides(**machine)])[0])
+        if spec.data and suite.data and _same_source(spec.data, suite.data):
+            # the suite's data read another way (its own limit or split): --data and the column flags follow it
+            moved = replace(spec.data, path=options.data) if options.data else spec.data
+            spec = replace(spec, data=_redirected(moved, options))
         if spec.data and options.limit:
             spec = replace(spec, data=replace(spec.data, limit=options.limit))
         probes.append(spec)
@@ -106,8 +125,6 @@ def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
             if name not in known:
                 raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
         probes = [p for p in probes if p.id in only or p.probe in only]
-    if data and options.label_map:
-        data = replace(data, label_map={**data.label_map, **parse_label_map(options.label_map)})
     gate = suite.gate
     labels = [m.label for m in models]
     if options.baseline:
