@@ -326,7 +326,7 @@ def test_trigger_of_the_baseline_is_measured_on_the_variant(tmp_path, trained_di
     _, report = only_run(tmp_path / "reports", "mx")
     fp32, int8 = report["probes"]
     assert {fp32["status"], int8["status"]} <= {"passed", "failed"}
-    assert all(e["source"] == "default" and e["metric"] == "accuracy_after" for e in fp32["expectations"])
+    assert all(e["source"] == "default" and e["metric"] == "success_rate" for e in fp32["expectations"])
     assert "baseline_trigger_accuracy_after" not in fp32["metrics"]
     assert int8["details"]["baseline_trigger"]["trigger_text"] == fp32["details"]["trigger_text"]
     # the same trigger on nearly the same model: held-out accuracy close to the fp32 model's own

@@ -92,6 +92,27 @@ def test_every_builtin_default_names_a_declared_metric_and_says_why():
     assert {"accuracy", "calibration", "slices", "universal-trigger", "backdoor-scan", "behaviour"} <= gated
 
 
+def test_trigger_default_judges_what_the_attack_changes_not_the_accuracy_it_started_from():
+    """A class the model already gets wrong half the time (an NER model's ORG recall 0.47) is accuracy's
+    finding: a trigger that breaks 1 of its 8 found entities must not fail the robustness gate, while one that
+    breaks most of what a strong model gets right must."""
+    cls = build_plugins().probes.get("universal-trigger")
+
+    def trigger(before: float, after: float, success: float) -> ProbeResult:
+        r = ProbeResult("universal-trigger", id="universal-trigger")
+        r.add_metric("accuracy_before", before, True)
+        r.add_metric("accuracy_after", after, True)
+        r.add_metric("success_rate", success, False)
+        judge(r, (), (), cls.defaults, cls.key_metric_patterns())
+        return r
+
+    weak_but_robust = trigger(0.47, 0.41, 1 / 8)
+    assert weak_but_robust.status == "passed"
+    assert [e.metric for e in weak_but_robust.expectations] == ["success_rate"]
+    assert {row["metric"] for row in weak_but_robust.details["not_gated"]} == {"accuracy_after"}  # listed, not hidden
+    assert trigger(0.90, 0.13, 0.86).status == "failed"
+
+
 def test_holm_matches_a_hand_computation():
     # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005, 3*0.01, max(2*0.03, .), max(1*0.04, 0.06)
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
