@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -227,7 +228,13 @@ def _outcome(run: Any, allow_skips: bool, several: bool) -> int:
 
 def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
     """Print a finished run's models, results, gate and score; return its exit code."""
-    from bertprobe.reporters.summary import decision_lines, overview_headers, overview_rows, score_text
+    from bertprobe.reporters.summary import (
+        decision_lines,
+        last_column_widths,
+        overview_headers,
+        overview_rows,
+        score_text,
+    )
     from bertprobe.results.exitcodes import nothing_checked, run_exit_code
 
     report = session.report
@@ -236,7 +243,11 @@ def _summary(session: Any, allow_skips: bool, title: str = "") -> int:
     for m in report.models:
         click.echo(f"model {m.name}: {m.device} / {m.dtype}" + (f" ({', '.join(f'{k}={v}' for k, v in m.variant.items())})"
                                                                if m.variant else ""))
-    click.echo(tabulate(overview_rows(report), headers=overview_headers(report), tablefmt="simple"))
+    rows, headers = overview_rows(report), overview_headers(report)
+    # on a terminal the notes wrap to its width (the decision line below and report.md keep them whole);
+    # piped output (CI logs, grep) keeps one line per probe
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    click.echo(tabulate(rows, headers=headers, tablefmt="simple", maxcolwidths=last_column_widths(rows, headers, width)))
     if report.regressions:
         click.echo(f"\n{len(report.regressions)} regression(s) against {report.gate.get('baseline')}:")
         for regression in report.regressions:

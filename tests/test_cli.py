@@ -780,3 +780,21 @@ def test_resume_refuses_when_the_weights_changed_and_names_both_hashes(suite_fac
     line = one_line_error(invoke("run", str(suite), "--resume", str(run_dir)))
     assert "the weights of model 'm' changed since the run" in line
     assert before["models"][0]["sha256"][:12] in line
+
+
+def test_terminal_notes_wrap_to_the_width_and_keep_every_word():
+    """On a terminal the probe table's note column wraps so no line passes the width; every word stays, in order."""
+    from tabulate import tabulate
+
+    from bertprobe.reporters.summary import OVERVIEW_HEADERS, last_column_widths
+
+    note = ("failure_rate.capability.fairness 0.6486 (expected <= 0.35 by default); fairness_gap.person_origin 0.2447 "
+            "(expected <= 0.1 (95% interval) by default); worst test: swap_organisation (22/24 failed)")
+    rows = [["behaviour", "FAILED", "1/5", "12.1s", note], ["calibration", "PASSED", "1/1", "0.0s", "ECE 0.05"]]
+    widths = last_column_widths(rows, OVERVIEW_HEADERS, 100)
+    lines = tabulate(rows, headers=OVERVIEW_HEADERS, tablefmt="simple", maxcolwidths=widths).splitlines()
+    assert max(len(line) for line in lines) <= 100 and len(lines) > 4  # the long note took several lines
+    assert " ".join(line[len(lines[1].rsplit(" ", 1)[0]) + 1:].strip() for line in lines[2:]).split() == \
+        (note + " ECE 0.05").split()
+    assert last_column_widths(rows, OVERVIEW_HEADERS, None) is None  # piped: one line per probe
+    assert last_column_widths(rows[1:], OVERVIEW_HEADERS, 100) is None  # fits already

@@ -84,6 +84,19 @@ def overview_rows(report: RunReport) -> list[list[str]]:
     return rows
 
 
+def last_column_widths(rows: list[list[str]], headers: list[str], width: int | None,
+                       least: int = 30) -> list[int | None] | None:
+    """tabulate's ``maxcolwidths`` that wrap a "simple" table's last column (the note) so each line fits
+    ``width`` characters; None (no wrapping) without a width or when the table already fits."""
+    if not width or not headers:
+        return None
+    cols = [max([len(h) + 2] + [len(str(r[i])) for r in rows]) for i, h in enumerate(headers)]  # tabulate pads headers by 2
+    if sum(cols) + 2 * (len(cols) - 1) <= width:
+        return None
+    room = width - sum(cols[:-1]) - 2 * (len(cols) - 1)
+    return [None] * (len(cols) - 1) + [max(least, room)]
+
+
 OVERVIEW_HEADERS = ["probe", "status", "expectations", "time", "note"]
 METRIC_HEADERS = ["metric", "value", "95% CI", "expected", "ok"]
 MODEL_HEADERS = ["model", "path", "variant", "dtype", "device", "parameters", "size", "examples/s", "sha256"]
