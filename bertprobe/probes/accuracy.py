@@ -420,7 +420,8 @@ def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: 
     finding = f"entity F1 {scores['f1']:.3f} (strict) on {len(data)} sentences"
     if weakest is not None:
         finding += f"; weakest type {weakest} F1 {scores['per_type'][weakest]['f1']:.3f}"
-    result.details["key_finding"] = finding + (f"; {predicted.windowed} long sentences predicted in windows"
+    many = "s" if predicted.windowed != 1 else ""
+    result.details["key_finding"] = finding + (f"; {predicted.windowed} long sentence{many} predicted in windows"
                                                if predicted.windowed else "")
 
 
