@@ -120,6 +120,8 @@ def test_search_finds_a_trigger_that_flips_held_out_examples(trained):
     assert before > 0.9
     assert after < before - 0.5, result.details["trigger_text"]
     assert result.value("success_rate") >= (before - after) / before - 1e-9
+    low, high = result.metrics["success_rate"].ci  # the default gate's metric carries its Wilson interval
+    assert low <= result.value("success_rate") <= high and high - low > 0.05
     assert result.value("examples_searched") + result.value("examples_held_out") == 60
     # the model learned that negative words decide; the trigger should use at least one of them
     tokens = [t.lstrip("Ġ") for t in result.details["trigger_tokens"]]
