@@ -84,3 +84,22 @@ def test_a_verdict_on_few_examples_carries_a_warning():
         f"accuracy rests on 20 examples (fewer than {MIN_EXAMPLES}): its numbers are uncertain"]
     (v,) = decide(_report(_result("m", "accuracy", 1.0, 0.85, examples=MIN_EXAMPLES)))
     assert not v.warnings
+
+
+def test_a_gated_matrix_names_what_the_baseline_misses_too():
+    """int8 and fp32 both miss the trigger bound: the candidate still may not replace (its own expectation failed),
+    but its reason says the baseline misses it too, with the baseline's value, and the baseline's line says what
+    it misses itself; a miss the baseline does not share is not marked."""
+    report = _report(_result("fp32", "trigger", 0.13, 0.5, finding="'a b c' takes 0.90 -> 0.13"),
+                     _result("fp32", "accuracy", 0.9, 0.85),
+                     _result("int8", "trigger", 0.12, 0.5), _result("int8", "accuracy", 0.8, 0.85),
+                     models=("fp32", "int8"), gate="fp32")
+    by_model = {v.model: v for v in decide(report)}
+    base, cand = by_model["fp32"], by_model["int8"]
+    assert base.decision == "baseline" and not base.blocking
+    assert base.headline() == ("baseline (in service): the others are judged against it; it misses itself: "
+                               "trigger: score 0.13 (expected >= 0.5); 'a b c' takes 0.90 -> 0.13")
+    assert cand.decision == "do not ship"
+    assert "trigger: score 0.12 (expected >= 0.5) (fp32 misses it too: score 0.13)" in cand.headline()
+    assert "accuracy: score 0.8 (expected >= 0.85)" in cand.headline()
+    assert "accuracy: score 0.8 (expected >= 0.85) (fp32" not in cand.headline()

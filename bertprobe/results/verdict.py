@@ -9,8 +9,9 @@ Rules (documented in docs/verdicts.md):
   told which held expectation came closest to its bound, and which key metrics the suite left ungated;
 * in a **gated matrix**, the baseline is the model in service; each candidate *may replace* it when no gated
   metric regressed significantly and its own expectations held, else *do not ship* with critical findings
-  (a possible backdoor) first, then significant regressions, then its own failures; changes past the
-  tolerance that are not significant are named and never block;
+  (a possible backdoor) first, then significant regressions, then its own failures, each failure the
+  baseline shares marked with the baseline's value; the baseline's line names what it misses itself; changes
+  past the tolerance that are not significant are named and never block;
 * a decision that rests on fewer than ``MIN_EXAMPLES`` examples carries a warning: a proportion from 30
   examples has a 95% interval about +-0.17 wide, too wide to tell 0.85 from 0.95.
 """
@@ -52,6 +53,8 @@ class Verdict:
                 text += f" (not significant: {_listed(self.unconfirmed, 3)})"
         elif self.decision == "baseline":
             text = "baseline (in service): the others are judged against it"
+            if self.reasons:  # what it misses itself: a candidate that misses the same is no worse there
+                text += "; it misses itself: " + "; ".join(self.reasons)
         elif self.decision == "ship":
             text = ("fit to ship by this suite; not gated: " + _listed(self.not_gated, 3) if self.not_gated
                     else "fit to ship: every expectation held")
@@ -94,12 +97,27 @@ def shortfalls(result: ProbeResult, most: int = MOST_SHORTFALLS) -> list[str]:
     return named
 
 
-def _why(result: ProbeResult) -> str:
+def _why(result: ProbeResult, baseline: ProbeResult | None = None, baseline_name: str = "") -> str:
+    """'universal-trigger: success_rate 0.85 (expected <= 0.5); <key finding>'; with the baseline's result of
+    the same probe, the expectations it misses too are named, with its value."""
     label = result.id or result.probe
     if result.status == "error":
         return f"{label} errored ({result.message.split(';')[0][:120]})"
     finding = str(result.details.get("key_finding") or "")
-    return f"{label}: " + "; ".join(shortfalls(result) + ([finding] if finding else []))
+    text = f"{label}: " + "; ".join(shortfalls(result) + ([finding] if finding else []))
+    shared = _shared_misses(result, baseline)
+    if shared:
+        text += f" ({baseline_name} misses it too: {', '.join(shared)})"
+    return text
+
+
+def _shared_misses(result: ProbeResult, baseline: ProbeResult | None) -> list[str]:
+    """'success_rate 0.8543': each expectation ``result`` misses that the baseline's run of the probe misses too."""
+    if baseline is None:
+        return []
+    missed = {e.metric: e for e in baseline.expectations if not e.passed}
+    return [f"{e.metric} " + ("missing" if missed[e.metric].value is None else f"{missed[e.metric].value:.4g}")
+            for e in result.expectations if not e.passed and e.metric in missed]
 
 
 def alerts(results: list[ProbeResult]) -> list[str]:
@@ -127,8 +145,10 @@ def _closest(results: list[ProbeResult]) -> str:
     return f"{result.id or result.probe}.{e.shortfall()}"
 
 
-def _own(report: RunReport, model: str) -> Verdict:
+def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
+    """``model``'s verdict on its own expectations; with ``baseline``, a reason names what it misses alike."""
     results = [r for r in report.probes if r.model == model or len(report.model_names) <= 1]
+    base = {r.id or r.probe: r for r in report.probes if baseline and r.model == baseline and model != baseline}
     warnings = small_sample_warnings(results) + [f"{r.id or r.probe}: {w}" for r in results for w in r.details.get("warnings") or []]
     verdict = Verdict(model, "ship", warnings=warnings)
     bad = [r for r in results if r.status in ("failed", "error")]
@@ -136,7 +156,7 @@ def _own(report: RunReport, model: str) -> Verdict:
     critical = alerts(results)
     if bad or critical:
         verdict.decision = "do not ship"
-        verdict.reasons = critical + [_why(r) for r in bad]
+        verdict.reasons = critical + [_why(r, base.get(r.id or r.probe), baseline or "") for r in bad]
     elif report.status != "completed":
         verdict.decision, verdict.reasons = "no decision", [f"the run is {report.status}"]
     elif not checked:
@@ -168,7 +188,7 @@ def decide(report: RunReport) -> list[Verdict]:
     baseline = report.gate.get("baseline") if report.gate and len(names) > 1 else None
     verdicts = []
     for name in names:
-        own = _own(report, name)
+        own = _own(report, name, baseline)
         if baseline is None:
             verdicts.append(own)
             continue
