@@ -107,7 +107,7 @@ def _why(result: ProbeResult, baseline: ProbeResult | None = None, baseline_name
     text = f"{label}: " + "; ".join(shortfalls(result) + ([finding] if finding else []))
     shared = _shared_misses(result, baseline)
     if shared:
-        text += f" ({baseline_name} misses it too: {', '.join(shared)})"
+        text += f" ({baseline_name} misses {'it' if len(shared) == 1 else 'them'} too: {', '.join(shared)})"
     return text
 
 
