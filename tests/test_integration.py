@@ -30,7 +30,8 @@ def run_shipped(suite: str, out: Path, monkeypatch: pytest.MonkeyPatch, *args: s
 
 @needs_sst2
 def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
-    """The whole sst2 suite: the trigger must take held-out positive accuracy below the 0.5 bar (exit 1)."""
+    """The whole sst2 suite: the trigger must flip more than half of the held-out positives the model gets right
+    (success_rate past the suite's 0.5 bar; exit 1)."""
     result = run_shipped("sst2", tmp_path, monkeypatch, **SST2_ENV)
     assert result.exit_code == 1, result.output
     run_dir, report = only_run(tmp_path, "sst2")
@@ -44,6 +45,7 @@ def test_sst2_suite_trigger_flips_the_fixture(tmp_path, monkeypatch):
     assert trig["status"] == "failed" and len(trig["details"]["trigger_tokens"]) == 3
     assert trig["metrics"]["accuracy_before"] > 0.85
     assert trig["metrics"]["accuracy_after"] < trig["metrics"]["accuracy_before"] - 0.5
+    assert [e["metric"] for e in trig["expectations"]] == ["success_rate"] and trig["metrics"]["success_rate"] > 0.5
     # slices gate by default (no slice flagged); accuracy adds its defaults per class; calibration its temperature verdict
     assert status["calibration"]["status"] == "passed" and status["slices"]["status"] == "passed"
     assert "5 of 6 expectations held (83%)" in (run_dir / "report.md").read_text()
