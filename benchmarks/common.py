@@ -39,16 +39,30 @@ def sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
-@contextlib.contextmanager
-def attention_kernels(choice: str) -> Iterator[None]:
-    """``default``: PyTorch's own choice of attention kernel; ``no-cudnn``: every backend but cuDNN's."""
-    if choice == "default":
-        yield
-        return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+SDPA_CHOICES = ("bertprobe", "pytorch")
 
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-        yield
+
+@contextlib.contextmanager
+def attention_kernels(choice: str, device: Any) -> Iterator[None]:
+    """Attention kernels for everything timed inside, bare passes included: ``bertprobe``, the harness's own
+    (on CUDA every backend but cuDNN's: ``bertprobe.model.kernels``); ``pytorch``, PyTorch's own order, cuDNN
+    included (``BERTPROBE_CUDNN_ATTENTION=1`` for the harness too), as before that switch."""
+    import os
+
+    from bertprobe.model.kernels import CUDNN_ATTENTION_ENV
+    from bertprobe.model.kernels import attention_kernels as harness_kernels
+
+    before = os.environ.get(CUDNN_ATTENTION_ENV)
+    if choice == "pytorch":
+        os.environ[CUDNN_ATTENTION_ENV] = "1"
+    try:
+        with harness_kernels(device):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop(CUDNN_ATTENTION_ENV, None)
+        else:
+            os.environ[CUDNN_ATTENTION_ENV] = before
 
 
 def sst2_target(device: str = "cpu", max_length: int = 128, dtype: str = "auto") -> Any:

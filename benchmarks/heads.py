@@ -13,6 +13,7 @@ per-head accuracies with the first dtype's (when is bf16 sound for a sweep?).
 Usage: python benchmarks/heads.py [--device cpu] [--mode mask|uniform] [--iterative] [--dtype float32|bfloat16]
        python benchmarks/heads.py --stacking [--stack 8] [--limit N]
        python benchmarks/heads.py --dtypes float32,bfloat16 [--limit N]
+       (each with [--sdpa bertprobe|pytorch]: on CUDA, the harness's attention kernels, no cuDNN, or PyTorch's own)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import argparse
 import time
 
 import torch
-from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target, sync, timed
+from common import SDPA_CHOICES, SST2_DEV, SST2_MODEL, attention_kernels, require, sst2_dev, sst2_target, sync, timed
 
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
@@ -38,8 +39,16 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--dtypes", default=None, help="e.g. float32,bfloat16: time the single-head sweep in each and "
                     "compare per-head accuracies with the first")
+    ap.add_argument("--sdpa", default="bertprobe", choices=SDPA_CHOICES,
+                    help="attention kernels: the harness's (no cuDNN on CUDA) or PyTorch's own order")
     args = ap.parse_args()
     require(SST2_MODEL, SST2_DEV)
+    with attention_kernels(args.sdpa, args.device):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Everything main's flags ask for, inside the chosen attention kernels."""
     if args.dtypes:
         precision(args.limit, args)
         return

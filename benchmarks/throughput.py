@@ -11,7 +11,9 @@ size tried):
 Every method's predictions are checked equal to the bound's (a mismatch is printed).
 
 Usage: python benchmarks/throughput.py [--device cpu|cuda] [--dtype float32,bfloat16,float16] [--repeat N]
-       (default dtypes: float32 on a CPU; float32, bfloat16 and float16 on a GPU)
+       [--sdpa bertprobe|pytorch]
+       (default dtypes: float32 on a CPU; float32, bfloat16 and float16 on a GPU; --sdpa pytorch lets every
+       method use PyTorch's own attention kernels, cuDNN's included, not the harness's choice on CUDA)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import argparse
 from typing import Any
 
 import torch
-from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target, sync, timed
+from common import SDPA_CHOICES, SST2_DEV, SST2_MODEL, attention_kernels, require, sst2_dev, sst2_target, sync, timed
 
 
 def measure(device: str, dtype: str, repeat: int, sizes: list[int]) -> dict[str, tuple[float, int, float]]:
@@ -128,13 +130,16 @@ def main() -> None:
     ap.add_argument("--dtype", default=None, help="comma-separated compute dtypes")
     ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds; each method's best round counts")
     ap.add_argument("--sizes", default=None, help="batch sizes to try for the bound and the tuned loop")
+    ap.add_argument("--sdpa", default="bertprobe", choices=SDPA_CHOICES,
+                    help="attention kernels of every method: the harness's (no cuDNN on CUDA) or PyTorch's own order")
     args = ap.parse_args()
     require(SST2_MODEL, SST2_DEV)
     torch.manual_seed(0)
     gpu = args.device.startswith("cuda")
     dtypes = (args.dtype or ("float32,bfloat16,float16" if gpu else "float32")).split(",")
     sizes = [int(s) for s in (args.sizes or ("64,256,1024" if gpu else "16,32,64")).split(",")]
-    results = {dtype: measure(args.device, dtype, args.repeat, sizes) for dtype in dtypes}
+    with attention_kernels(args.sdpa, args.device):
+        results = {dtype: measure(args.device, dtype, args.repeat, sizes) for dtype in dtypes}
     if len(dtypes) > 1:
         print("\nend to end, bertprobe default batching, against float32:")
         base = results[dtypes[0]]["bertprobe, default batching"][0]

@@ -229,3 +229,50 @@ def test_half_precision_on_a_cpu_without_native_instructions_is_flagged(monkeypa
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_fp16_supported", lambda: True, raising=False)
     assert slow_half_note(torch.bfloat16, "cpu") == "" and slow_half_note(torch.float16, "cpu") == ""
+
+
+def test_cuda_forwards_leave_cudnn_attention_out_and_restore_the_choice(monkeypatch):
+    """On a CUDA device a probe's attention runs without cuDNN's kernel (a plan per batch shape), the other
+    backends kept, and PyTorch's choice comes back on leaving, after an error too; a CPU keeps PyTorch's
+    choice, and BERTPROBE_CUDNN_ATTENTION=1 gives it back on CUDA."""
+    from torch.backends import cuda
+
+    from bertprobe.model.kernels import CUDNN_ATTENTION_ENV, attention_kernels
+
+    monkeypatch.delenv(CUDNN_ATTENTION_ENV, raising=False)
+    assert cuda.cudnn_sdp_enabled()
+    with attention_kernels("cuda:0"):
+        assert not cuda.cudnn_sdp_enabled()
+        assert cuda.flash_sdp_enabled() and cuda.mem_efficient_sdp_enabled() and cuda.math_sdp_enabled()
+    assert cuda.cudnn_sdp_enabled()
+    with pytest.raises(RuntimeError), attention_kernels(torch.device("cuda")):
+        raise RuntimeError("a probe failed")
+    assert cuda.cudnn_sdp_enabled()
+    with attention_kernels("cpu"):
+        assert cuda.cudnn_sdp_enabled()
+    monkeypatch.setenv(CUDNN_ATTENTION_ENV, "1")
+    with attention_kernels("cuda"):
+        assert cuda.cudnn_sdp_enabled()
+
+
+def test_every_probe_runs_inside_the_attention_switch_for_its_models_device(suite_factory, monkeypatch):
+    """The switch wraps each probe's run (run.turn): each probe enters it once, with its model's device."""
+    import contextlib
+
+    from click.testing import CliRunner
+
+    import bertprobe.run.turn as turn
+    from bertprobe.cli import main
+
+    entered: list[str] = []
+
+    @contextlib.contextmanager
+    def recording(device):
+        entered.append(str(device))
+        yield
+
+    monkeypatch.setattr(turn, "attention_kernels", recording)
+    suite = suite_factory("  - probe: accuracy\n  - probe: calibration\n")
+    result = CliRunner().invoke(main, ["run", str(suite), "--allow-skips"])
+    assert result.exit_code in (0, 1), result.output
+    assert entered == ["cpu", "cpu"]

@@ -10,10 +10,11 @@ For float32 and bfloat16 (twice each, alternating), on SST-2 dev (872 sentences)
 
 The first GPU run (an H200, torch 2.11) of its first part found bf16 1.9x fp32 at repeated shapes, while bf16
 probes that meet many shapes paid seconds that fp32 did not, with ``aten::_cudnn_attention_forward`` chosen
-in bf16 and the memory-efficient kernel in fp32 (docs/benchmarks.md). ``--sdpa no-cudnn`` switches cuDNN's
-attention off to test that reading.
+in bf16 and the memory-efficient kernel in fp32 (docs/benchmarks.md). The harness now leaves cuDNN's attention
+out on CUDA (``bertprobe.model.kernels``; ``--sdpa bertprobe``, the default); ``--sdpa pytorch`` restores
+PyTorch's own order, cuDNN included, to test that reading against it.
 
-Usage: python benchmarks/gpu/attention_profile.py [--device cuda] [--sdpa default|no-cudnn] [--no-profile]
+Usage: python benchmarks/gpu/attention_profile.py [--device cuda] [--sdpa bertprobe|pytorch] [--no-profile]
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import attention_kernels, sst2_dev, sst2_target, sync, timed  # noqa: E402
+from common import SDPA_CHOICES, attention_kernels, sst2_dev, sst2_target, sync, timed  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--sdpa", default="default", choices=["default", "no-cudnn"])
+    ap.add_argument("--sdpa", default="bertprobe", choices=SDPA_CHOICES)
     ap.add_argument("--no-profile", action="store_true", help="skip the operator tables")
     args = ap.parse_args()
 
@@ -38,7 +39,7 @@ def main() -> None:
         """The best wall time of ``repeat`` calls, each until the device has finished."""
         return timed(lambda: (fn(), sync(args.device)), repeat)[0]
 
-    with attention_kernels(args.sdpa):
+    with attention_kernels(args.sdpa, args.device):
         for round_, dtype in enumerate(("float32", "bfloat16", "float32", "bfloat16")):
             target = sst2_target(args.device, dtype=dtype)
             data = sst2_dev(target)

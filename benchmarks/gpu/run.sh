@@ -2,8 +2,9 @@
 # Every GPU figure the README's benchmark section asks for, in one call of the device tool (staged by
 # benchmarks/gpu/stage.sh; the first run, on an H200, took 7 minutes), most wanted first, so that a call
 # stopped at its limit still brings back the first figures: the heavy suites' probes at BERT-base size
-# (issue #38: internals and backdoor, fp32 then bf16; then sst2 and behaviour; bf16 again without cuDNN's
-# attention kernels, and what a new batch shape costs), throughput per dtype, the head-pruning probe and
+# (issue #38) in bf16 with the harness's attention kernels (no cuDNN on CUDA) and with PyTorch's own order
+# (cuDNN first, as the first GPU run had it), what a new batch shape costs with each, then fp32 and
+# behaviour), throughput per dtype, the head-pruning probe and
 # its single-head sweep in fp32 and bf16, and the internals and sst2 suites on the fixture. Writes two
 # files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log (every step's output and
 # time, written as it goes) and reports.tgz (the suites' report.json and report.md). DEVICE=cpu LIMIT=48
@@ -40,16 +41,20 @@ PY
 if [ -n "$limit" ]; then
   step base_size "$py" benchmarks/base_size.py --device "$device" --models bert-base --dtypes float32 \
     --suites sst2 --only accuracy --examples "$limit"
+  step base_size_pytorch "$py" benchmarks/base_size.py --device "$device" --models bert-base --dtypes float32 \
+    --suites sst2 --only accuracy --examples "$limit" --sdpa pytorch
   step throughput "$py" benchmarks/throughput.py --device "$device" --repeat 1 --sizes 16,32
   step heads_dtypes "$py" benchmarks/heads.py --device "$device" --dtypes float32,bfloat16 --limit "$limit"
 else
   base=("$py" benchmarks/base_size.py --device "$device" --models bert-base --threads 16)
-  step base_size_fp32 "${base[@]}" --dtypes float32 --suites internals,backdoor
-  step base_size_bf16 "${base[@]}" --dtypes bfloat16 --suites internals,backdoor
-  step base_size_more "${base[@]}" --dtypes float32,bfloat16 --suites sst2,behaviour
-  step base_size_no_cudnn "${base[@]}" --dtypes bfloat16 --suites sst2,backdoor --sdpa no-cudnn
+  # first the harness's attention kernels on CUDA (no cuDNN) against PyTorch's own order, in bf16, where the
+  # first H200 run paid seconds per probe at new batch shapes; fp32 chose the memory-efficient kernel anyway
+  step base_size_bf16 "${base[@]}" --dtypes bfloat16 --suites sst2,backdoor,internals
+  step base_size_bf16_pytorch "${base[@]}" --dtypes bfloat16 --suites sst2,backdoor --sdpa pytorch
   step attention_profile "$py" benchmarks/gpu/attention_profile.py --device "$device"
-  step attention_profile_no_cudnn "$py" benchmarks/gpu/attention_profile.py --device "$device" --sdpa no-cudnn --no-profile
+  step attention_profile_pytorch "$py" benchmarks/gpu/attention_profile.py --device "$device" --sdpa pytorch
+  step base_size_fp32 "${base[@]}" --dtypes float32 --suites internals,backdoor
+  step base_size_more "${base[@]}" --dtypes float32,bfloat16 --suites behaviour
   step throughput "$py" benchmarks/throughput.py --device "$device"
   step heads "$py" benchmarks/heads.py --device "$device"
   step heads_bf16 "$py" benchmarks/heads.py --device "$device" --dtype bfloat16

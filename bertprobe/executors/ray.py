@@ -101,15 +101,17 @@ class _ShardWorker:
 
     def run(self, sweep: Sweep, units: list[Any], grouped: bool) -> list[Any]:
         from bertprobe.executors.worker import shard_state
+        from bertprobe.model.kernels import attention_kernels
         from bertprobe.results import jsonable
 
         if self.loaded is None:
             self.loaded = shard_state(self.context, self.model, self.data)
         key = f"{type(sweep).__module__}.{type(sweep).__qualname__}:{sweep!r}"
-        if key not in self.states:
-            self.states[key] = sweep.setup(*self.loaded)
-        sweep.bind(*self.loaded, state=self.states[key])
-        (_, values), = run_chunks(sweep, [units], grouped)  # the one in-process runner, on this piece
+        with attention_kernels(self.loaded[0].device):  # as the probe's own process runs (run.turn)
+            if key not in self.states:
+                self.states[key] = sweep.setup(*self.loaded)
+            sweep.bind(*self.loaded, state=self.states[key])
+            (_, values), = run_chunks(sweep, [units], grouped)  # the one in-process runner, on this piece
         return jsonable(values)
 
 

@@ -16,6 +16,7 @@ from bertprobe.errors import (
     SuiteError,
     TargetError,
 )
+from bertprobe.model.kernels import attention_kernels
 from bertprobe.model.spec import ModelSpec
 from bertprobe.params import params_to_dict
 from bertprobe.probe import Probe, ProbeContext
@@ -83,7 +84,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     seed_everything(suite.seed)
     start = time.perf_counter()
     try:
-        produced = cls().run(target, data, params, ctx)
+        with attention_kernels(target.device):  # no cuDNN attention on CUDA: a plan per batch shape
+            produced = cls().run(target, data, params, ctx)
     except (TargetError, DataError, SuiteError):
         raise
     except KeyboardInterrupt:
