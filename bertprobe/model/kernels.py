@@ -29,10 +29,19 @@ def attention_kernels(device: torch.device | str) -> Iterator[None]:
     cause, to be re-measured with this switch on the next GPU). The kernel chosen for a forward also runs
     its backward, so the trigger search's gradients follow. The switch is PyTorch's own context manager, so
     the previous choice is restored on leaving, also on an error."""
-    if torch.device(device).type != "cuda" or cudnn_attention_allowed():
+    if torch.device(device).type != "cuda" or cudnn_attention_allowed() or not _has_kernel_switch():
         yield
         return
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
         yield
+
+
+def _has_kernel_switch() -> bool:
+    """Whether this torch has ``torch.nn.attention.sdpa_kernel`` (an older one has no cuDNN attention either)."""
+    try:
+        from torch.nn.attention import sdpa_kernel  # noqa: F401
+    except ImportError:
+        return False
+    return True
