@@ -21,6 +21,7 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.data.prepare import fingerprint
 from bertprobe.environment import default_threads, versions
 from bertprobe.errors import BertprobeError, InternalError, SuiteError
+from bertprobe.model.loading import resolve_device
 from bertprobe.model.spec import ModelSpec
 from bertprobe.plugins import Plugins
 from bertprobe.results import ProbeResult, RunReport
@@ -77,9 +78,20 @@ def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Pref
     step, each listing all of its problems."""
     selected = apply_overrides(suite, overrides)  # raises for an unknown --only name
     params_by_probe = validate_suite(selected, plugins)
+    check_devices(selected)
     check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
     data = read_local_data(selected, plugins)  # a file that cannot serve the run leaves no run folder behind
     return Preflight(selected, params_by_probe, data)
+
+
+def check_devices(suite: Suite) -> None:
+    """Each model's device exists on this machine (cuda, cuda:N, mps), before a run folder exists: models load
+    here or in a private Ray cluster on this machine. A joined cluster's workers may have other devices: they
+    check their own."""
+    if suite.executor is not None and suite.executor.address:
+        return
+    for spec in [*suite.models, *(p.model for p in suite.probes if p.model is not None)]:
+        resolve_device(spec.device)
 
 
 def resolve_run(suite: Suite, plugins: Plugins, overrides: SuiteOverrides, control: RunControl) -> ResolvedRun:

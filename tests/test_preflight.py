@@ -102,3 +102,22 @@ def test_only_checks_the_probes_it_runs_in_validate_and_in_run(tmp_path, tiny_cl
     ran = invoke("run", str(suite), "--only", "accuracy")
     assert ran.exit_code == 0, ran.output  # the left-out trigger's bad class is not this run's problem
     assert "postive" in error_line(invoke("validate", str(suite), "--only", "accuracy,universal-trigger"))
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_a_device_this_machine_lacks_is_refused_by_both_before_a_run_folder(tmp_path, tiny_clf_dir, sst_tsv):
+    """--device cuda without CUDA (or a probe's own model on one) is refused by validate as by run, before anything
+    loads; a joined Ray cluster's workers may have the device, so there the check is theirs."""
+    from dataclasses import replace
+
+    from bertprobe.harness import check_devices
+    from bertprobe.suite import load_suite
+    from bertprobe.suite.schema import ExecutorSpec
+
+    suite = suite_file(tmp_path, tiny_clf_dir, sst_tsv)
+    assert "device 'cuda' requested but CUDA is not available" in same_refusal(suite, "--device", "cuda")
+    own = suite_file(tmp_path, tiny_clf_dir, sst_tsv,
+                     f"  - probe: accuracy\n  - probe: accuracy\n    id: on-gpu\n    model: {{path: '{tiny_clf_dir}', device: cuda:1}}\n")
+    assert "device 'cuda:1' requested" in same_refusal(own)
+    joined = replace(load_suite(own), executor=ExecutorSpec(name="ray", address="10.0.0.5:6379"))
+    check_devices(joined)  # no error: the cluster's workers check their own devices
