@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -48,6 +47,7 @@ from common import (
     base_size_model,
     require,
     sync,
+    timed,
 )
 
 from bertprobe.model import ModelSpec, load_target
@@ -112,14 +112,15 @@ def bare_pass_seconds(path: Path, dtype: str, examples: int, data: Path = SST2_D
     batches), after one to warm up."""
     target = load_target(ModelSpec(path=str(path), device=device, max_length=128, dtype=dtype))
     encoded = target.encode(read_examples(data)[:examples])
-    best = float("inf")
-    for rep in range(4):
-        start = time.perf_counter()
+
+    def once() -> None:
         with torch.inference_mode():
             for _, batch in target.batches(encoded, None):
                 target.forward(batch)
         sync(target.device)
-        best = min(best, time.perf_counter() - start) if rep else best
+
+    once()
+    best = timed(once, 3)[0]
     return best, target.model.config.num_hidden_layers if hasattr(target.model.config, "num_hidden_layers") \
         else target.model.config.n_layers
 

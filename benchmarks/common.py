@@ -47,22 +47,14 @@ def attention_kernels(choice: str, device: Any) -> Iterator[None]:
     """Attention kernels for everything timed inside, bare passes included: ``bertprobe``, the harness's own
     (on CUDA every backend but cuDNN's: ``bertprobe.model.kernels``); ``pytorch``, PyTorch's own order, cuDNN
     included (``BERTPROBE_CUDNN_ATTENTION=1`` for the harness too), as before that switch."""
-    import os
+    from unittest import mock
 
     from bertprobe.model.kernels import CUDNN_ATTENTION_ENV
     from bertprobe.model.kernels import attention_kernels as harness_kernels
 
-    before = os.environ.get(CUDNN_ATTENTION_ENV)
-    if choice == "pytorch":
-        os.environ[CUDNN_ATTENTION_ENV] = "1"
-    try:
+    with mock.patch.dict(os.environ, {CUDNN_ATTENTION_ENV: "1"} if choice == "pytorch" else {}):
         with harness_kernels(device):
             yield
-    finally:
-        if before is None:
-            os.environ.pop(CUDNN_ATTENTION_ENV, None)
-        else:
-            os.environ[CUDNN_ATTENTION_ENV] = before
 
 
 def sst2_target(device: str = "cpu", max_length: int = 128, dtype: str = "auto") -> Any:

@@ -10,6 +10,11 @@ import torch
 from bertprobe.version import __version__
 
 
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to a yes: 1, true, yes or on (any case)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def usable_cores() -> int:
     """The cores this process may run on (its CPU affinity where the OS has one, else the CPU count)."""
     try:

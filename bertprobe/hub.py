@@ -8,13 +8,15 @@ import socket
 from functools import lru_cache
 from urllib.parse import urlparse
 
+from bertprobe.environment import env_flag
+
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
 def offline_mode() -> bool:
     """Whether the user asked for offline mode (HF_HUB_OFFLINE=1 and friends): use caches only."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in OFFLINE_VARS)
+    return any(env_flag(v) for v in OFFLINE_VARS)
 
 
 @lru_cache(maxsize=1)

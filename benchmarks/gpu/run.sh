@@ -4,8 +4,8 @@
 # stopped at its limit still brings back the first figures: the heavy suites' probes at BERT-base size
 # (issue #38) in bf16 with the harness's attention kernels (no cuDNN on CUDA) and with PyTorch's own order
 # (cuDNN first, as the first GPU run had it), what a new batch shape costs with each, then fp32 and
-# behaviour), throughput per dtype, the head-pruning probe and
-# its single-head sweep in fp32 and bf16, and the internals and sst2 suites on the fixture. Writes two
+# behaviour; throughput per dtype; the head-pruning probe and its single-head sweep in fp32 and bf16;
+# and the internals and sst2 suites on the fixture. Writes two
 # files to $OUT (or ./gpu-out), as the device tool brings back few files: gpu.log (every step's output and
 # time, written as it goes) and reports.tgz (the suites' report.json and report.md). DEVICE=cpu LIMIT=48
 # runs the same steps, shortened, on a CPU as a smoke test. Logs of runs: benchmarks/gpu/logs/.

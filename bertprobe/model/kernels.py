@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
+
+from bertprobe.environment import env_flag
 
 CUDNN_ATTENTION_ENV = "BERTPROBE_CUDNN_ATTENTION"
 
 
-def cudnn_attention_allowed() -> bool:
-    """Whether ``BERTPROBE_CUDNN_ATTENTION=1`` gives PyTorch back its own choice, cuDNN's kernel included."""
-    return os.environ.get(CUDNN_ATTENTION_ENV, "").strip().lower() in ("1", "true", "yes")
-
-
-@contextmanager
-def attention_kernels(device: torch.device | str) -> Iterator[None]:
+def attention_kernels(device: torch.device | str) -> AbstractContextManager[None]:
     """On a CUDA device, scaled-dot-product attention without cuDNN's kernel (flash, memory-efficient or math
     instead); elsewhere, and with ``BERTPROBE_CUDNN_ATTENTION=1``, PyTorch's own choice.
 
@@ -29,19 +23,10 @@ def attention_kernels(device: torch.device | str) -> Iterator[None]:
     cause, to be re-measured with this switch on the next GPU). The kernel chosen for a forward also runs
     its backward, so the trigger search's gradients follow. The switch is PyTorch's own context manager, so
     the previous choice is restored on leaving, also on an error."""
-    if torch.device(device).type != "cuda" or cudnn_attention_allowed() or not _has_kernel_switch():
-        yield
-        return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-        yield
-
-
-def _has_kernel_switch() -> bool:
-    """Whether this torch has ``torch.nn.attention.sdpa_kernel`` (an older one has no cuDNN attention either)."""
+    if torch.device(device).type != "cuda" or env_flag(CUDNN_ATTENTION_ENV):
+        return nullcontext()
     try:
-        from torch.nn.attention import sdpa_kernel  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # a torch older than its cuDNN attention: nothing to leave out
+        return nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
