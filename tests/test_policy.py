@@ -74,9 +74,13 @@ def test_a_suite_pattern_that_matches_nothing_fails_as_missing():
 
 def test_interval_expectations_use_the_whole_interval_and_fall_back_to_the_value():
     e = Expectation("gap", max=0.1, interval=True)
-    assert e.check(0.3, (0.05, 0.5)) and not e.check(0.3, (0.2, 0.5)) and not e.check(0.3, None)
+    assert e.check(0.3, (0.05, 0.5)) and e.describe() == "<= 0.1 (95% interval)"
+    assert not e.check(0.3, (0.2, 0.5)) and not e.check(0.3, None)
+    # judged on the value, and the report says so rather than claiming an interval it never used
+    assert e.no_interval and e.shortfall() == "gap 0.3 (expected <= 0.1 on its value, no interval)"
+    assert Expectation.from_dict(e.__dict__).no_interval
     low = Expectation("acc", min=0.5, interval=True)
-    assert low.check(0.2, (0.1, 0.6)) and not low.check(0.2, (0.1, 0.4))
+    assert low.check(0.2, (0.1, 0.6)) and not low.check(0.2, (0.1, 0.4)) and not low.no_interval
 
 
 def test_every_builtin_default_names_a_declared_metric_and_says_why():

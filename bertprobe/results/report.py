@@ -124,8 +124,8 @@ class Expectation:
     ``source``: ``suite`` (the suite's ``expect:``) or ``default`` (the probe's policy, ``Probe.defaults``),
     with ``why`` saying where the default's threshold comes from. With ``interval``, the metric's 95%
     interval decides: the expectation fails only when the whole interval lies past the bound, so a gap
-    measured on few cases fails only when it is surely past it (the value alone decides where there is no
-    interval).
+    measured on few cases fails only when it is surely past it. Where the metric has no interval its value
+    decides, and ``no_interval`` records that, so the report does not claim an interval it did not use.
     """
 
     metric: str
@@ -136,12 +136,14 @@ class Expectation:
     interval: bool = False
     source: str = "suite"
     why: str = ""
+    no_interval: bool = False  # interval asked for, but the metric came without one: judged on its value
 
     def check(self, value: float | None, ci: tuple[float, float] | None = None) -> bool:
         """Record ``value`` and return whether it lies within [min, max] (with ``interval``: whether ``ci``
         reaches into it)."""
         self.value = value
         ok = value is not None and not (isinstance(value, float) and math.isnan(value))
+        self.no_interval = self.interval and ok and ci is None
         low, high = (ci if self.interval and ci is not None else (value, value))
         if ok and self.min is not None and high < self.min:  # type: ignore[operator]
             ok = False
@@ -169,7 +171,9 @@ class Expectation:
         if self.max is not None:
             parts.append(f"<= {self.max:g}")
         text = " and ".join(parts) or "any"
-        return text + (" (95% interval)" if self.interval else "") + (" by default" if self.source == "default" else "")
+        if self.interval:
+            text += " on its value, no interval" if self.no_interval else " (95% interval)"
+        return text + (" by default" if self.source == "default" else "")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Expectation:
