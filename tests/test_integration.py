@@ -74,6 +74,12 @@ def test_arct_suite_exposes_the_cue_reliant_fixture(tmp_path, monkeypatch):
     assert round(cues["metrics"]["cue_productivity_top"], 3) == 0.666
     assert cues["metrics"]["accuracy_adversarial"] == pytest.approx(0.5, abs=0.05)
     assert cues["status"] == "failed"
+    # both bounds are judged on Wilson intervals: the adversarial accuracy is surely below 0.6, while the
+    # warrant-only accuracy (0.574 on 444) is not surely above 0.55, so that bound holds
+    judged = {e["metric"]: e for e in cues["expectations"]}
+    assert judged["accuracy_adversarial"]["interval"] and not judged["accuracy_adversarial"]["passed"]
+    low, high = cues["metric_info"]["accuracy_warrant_only"]["ci"]
+    assert low < 0.55 < high and judged["accuracy_warrant_only"]["passed"]
 
 
 @needs_sst2

@@ -14,6 +14,8 @@ from bertprobe.errors import DataError
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.spurious_cues.probe import CueParams, SpuriousCuesProbe
 from bertprobe.probes.spurious_cues.stats import choice_cues, choice_grams, label_cues, top_cues, words
+from bertprobe.results.report import Expectation
+from bertprobe.stats import wilson_interval
 
 HEADER = "#id\twarrant0\twarrant1\tcorrectLabelW0orW1\treason\tclaim\tdebateTitle\tdebateInfo\n"
 
@@ -125,6 +127,20 @@ def test_cue_following_choice_model_is_exposed(tmp_path):
     # inserting 'not' into the wrong warrant of a correctly answered point: the rule then picks warrant 0
     assert result.details["cue_flip_examples"] == 10
     assert result.value("cue_flip_rate") == pytest.approx(4 / 10)
+    # every share carries its Wilson interval and per-example outcomes, so gates judge it on its interval and
+    # a comparison of two models pairs the same examples (McNemar) instead of comparing two means
+    assert result.metrics["accuracy_adversarial"].ci == pytest.approx(wilson_interval(2, 12))
+    assert result.metrics["cue_flip_rate"].ci == pytest.approx(wilson_interval(4, 10))
+    outcomes = {o.name: o for o in result.outcomes}
+    for name in ("accuracy_full", "accuracy_warrant_only", "accuracy_reason_warrant", "accuracy_claim_warrant",
+                 "accuracy_adversarial", "cue_flip_rate"):
+        assert result.metrics[name].outcome == name and result.metrics[name].ci is not None
+        assert sum(outcomes[name].values) / len(outcomes[name].values) == pytest.approx(result.value(name))
+    assert outcomes["accuracy_full"].ids == [ex.id for ex in data.examples]
+    assert len(outcomes["accuracy_adversarial"].ids) == 12 and len(outcomes["cue_flip_rate"].ids) == 10
+    warrant_only = Expectation("accuracy_warrant_only", max=0.75, interval=True)
+    assert warrant_only.check(result.value("accuracy_warrant_only"), result.metrics["accuracy_warrant_only"].ci)
+    assert not Expectation("accuracy_warrant_only", max=0.75).check(result.value("accuracy_warrant_only"))
 
 
 def test_cue_following_classifier_is_exposed():

@@ -14,6 +14,9 @@ chance (mean 0.504). The probe has three parts:
    cue-flip transform: the top cue of one class inserted into examples of another (for multiple choice:
    into the wrong choice), counting how often the prediction flips.
 
+Every accuracy and the cue-flip rate carry a Wilson 95% interval (a suite may judge them with
+``interval: true``) and per-example outcomes, so that ``compare`` pairs two models on the same items.
+
 Deviations: Niven & Kao *trained* separate models on partial inputs; we score the given fine-tuned
 model with fields removed, which audits that model rather than the dataset. Cues are ranked by
 productivity above chance times coverage (``rank: excess``) so that frequent chance-level tokens do
@@ -40,6 +43,8 @@ from bertprobe.probes.spurious_cues.stats import (
     words,
 )
 from bertprobe.results import Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes, example_ids
+from bertprobe.stats import wilson_interval
 
 
 @dataclass(frozen=True)
@@ -66,9 +71,22 @@ class CueParams:
             raise ValueError("smoothing must be >= 0")
 
 
-def accuracy(target: Target, examples: list[Example], batch_size: int | None) -> tuple[float, list[int]]:
+def add_proportion(result: ProbeResult, name: str, hits: list[bool], ids: list[str], higher_is_better: bool | None,
+                   description: str) -> None:
+    """A share of examples as a metric with its Wilson 95% interval, and its per-example outcomes (``name``
+    itself) so that gates and ``compare`` can pair two models on the same examples."""
+    result.add_metric(name, sum(hits) / max(len(hits), 1), higher_is_better, description,
+                      ci=wilson_interval(sum(hits), len(hits)) if hits else None, outcome=name)
+    result.outcomes.append(Outcomes.from_values(name, ids, [float(h) for h in hits]))
+
+
+def add_accuracy(result: ProbeResult, name: str, target: Target, examples: list[Example], batch_size: int | None,
+                 higher_is_better: bool | None, description: str) -> list[int]:
+    """Predict ``examples``, record their accuracy as ``name`` (``add_proportion``) and return the predictions."""
     pred = target.predict(examples, batch_size)
-    return sum(p == ex.label for p, ex in zip(pred, examples)) / max(len(examples), 1), pred
+    add_proportion(result, name, [p == ex.label for p, ex in zip(pred, examples)], example_ids(examples),
+                   higher_is_better, description)
+    return pred
 
 
 def _is_choice(data: Dataset) -> bool:
@@ -119,7 +137,7 @@ class SpuriousCuesProbe(Probe):
         best = top_cues(cues, chance, params.top, params.min_applicability, params.rank)
         if not best:
             raise ProbeError(f"no cue applies to at least {params.min_applicability} data points; lower min_applicability")
-        result.add_metric("accuracy_full", accuracy(target, data.examples, params.batch_size)[0], True, "accuracy on full inputs")
+        add_accuracy(result, "accuracy_full", target, data.examples, params.batch_size, True, "accuracy on full inputs")
         if choice:
             self._partial_choice(result, target, data, params)
             if params.adversarial_path:
@@ -219,9 +237,9 @@ class SpuriousCuesProbe(Probe):
             "accuracy_claim_warrant": lambda ex: ex.meta["claim"],
         }
         for name, build in variants.items():
-            acc, _ = accuracy(target, [replace(ex, text=build(ex)) for ex in data.examples], params.batch_size)
-            result.add_metric(name, acc, None, "accuracy with fields removed; well above chance means the model "
-                                               "does not need what the task needs")
+            add_accuracy(result, name, target, [replace(ex, text=build(ex)) for ex in data.examples], params.batch_size,
+                         None, "accuracy with fields removed; well above chance means the model does not need what "
+                               "the task needs")
 
     def _partial_single(self, result: ProbeResult, target: Target, data: Dataset, best: list[Cue],
                         params: CueParams) -> None:
@@ -237,17 +255,17 @@ class SpuriousCuesProbe(Probe):
 
         only = [replace(ex, text=keep_only(ex.text)) for ex in data.examples]
         hidden = [replace(ex, text=masked(ex.text)) for ex in data.examples]
-        result.add_metric("accuracy_cues_only", accuracy(target, only, params.batch_size)[0], None,
-                          "accuracy when only the top cue words are kept")
-        result.add_metric("accuracy_cues_masked", accuracy(target, hidden, params.batch_size)[0], None,
-                          f"accuracy with the top cue words replaced by {mask or 'nothing'}")
+        add_accuracy(result, "accuracy_cues_only", target, only, params.batch_size, None,
+                     "accuracy when only the top cue words are kept")
+        add_accuracy(result, "accuracy_cues_masked", target, hidden, params.batch_size, None,
+                     f"accuracy with the top cue words replaced by {mask or 'nothing'}")
 
     # ---- 3. counterfactuals ------------------------------------------------------------------
     def _adversarial(self, result: ProbeResult, target: Target, params: CueParams, ctx: ProbeContext) -> None:
         assert ctx.load_data is not None
         adv = ctx.load_data(DataSpec(path=params.adversarial_path, loader="arct", label="label"))
-        acc, pred = accuracy(target, adv.examples, params.batch_size)
-        result.add_metric("accuracy_adversarial", acc, True, "accuracy on the adversarial (negated claim, swapped label) set")
+        pred = add_accuracy(result, "accuracy_adversarial", target, adv.examples, params.batch_size, True,
+                            "accuracy on the adversarial (negated claim, swapped label) set")
         flagged = [i for i, ex in enumerate(adv.examples) if ex.meta.get("flagged")]
         plain = [i for i, ex in enumerate(adv.examples) if not ex.meta.get("flagged")]
         for key, rows in (("adversarial_rows", flagged), ("original_rows", plain)):
@@ -300,9 +318,11 @@ class SpuriousCuesProbe(Probe):
             result.details["cue_flip"] = "no eligible examples"
             return
         pred = target.predict(perturbed, params.batch_size)
-        flips = [j for j, (p, ex) in enumerate(zip(pred, perturbed)) if flipped(p, ex)]
-        result.add_metric("cue_flip_rate", len(flips) / len(rows), False,
-                          f"share of correctly predicted examples whose prediction flips when the cue '{cue}' is inserted")
+        hits = [bool(flipped(p, ex)) for p, ex in zip(pred, perturbed)]
+        flips = [j for j, hit in enumerate(hits) if hit]
+        ids = example_ids(data.examples)
+        add_proportion(result, "cue_flip_rate", hits, [ids[i] for i in rows], False,
+                       f"share of correctly predicted examples whose prediction flips when the cue '{cue}' is inserted")
         result.details["cue_flip_examples"] = len(rows)
         for j in flips[: params.findings]:
             ex, new = data.examples[rows[j]], perturbed[j]
