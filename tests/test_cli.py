@@ -789,7 +789,7 @@ def test_terminal_notes_wrap_to_the_width_and_keep_every_word():
     from bertprobe.reporters.summary import OVERVIEW_HEADERS, last_column_widths
 
     note = ("failure_rate.capability.fairness 0.6486 (expected <= 0.35 by default); fairness_gap.person_origin 0.2447 "
-            "(expected <= 0.1 (95% interval) by default); worst test: swap_organisation (22/24 failed)")
+            "(expected <= 0.1 on its 95% interval by default); worst test: swap_organisation (22/24 failed)")
     rows = [["behaviour", "FAILED", "1/5", "12.1s", note], ["calibration", "PASSED", "1/1", "0.0s", "ECE 0.05"]]
     widths = last_column_widths(rows, OVERVIEW_HEADERS, 100)
     lines = tabulate(rows, headers=OVERVIEW_HEADERS, tablefmt="simple", maxcolwidths=widths).splitlines()

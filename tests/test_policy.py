@@ -74,7 +74,7 @@ def test_a_suite_pattern_that_matches_nothing_fails_as_missing():
 
 def test_interval_expectations_use_the_whole_interval_and_fall_back_to_the_value():
     e = Expectation("gap", max=0.1, interval=True)
-    assert e.check(0.3, (0.05, 0.5)) and e.describe() == "<= 0.1 (95% interval)"
+    assert e.check(0.3, (0.05, 0.5)) and e.describe() == "<= 0.1 on its 95% interval"
     assert not e.check(0.3, (0.2, 0.5)) and not e.check(0.3, None)
     # judged on the value, and the report says so rather than claiming an interval it never used
     assert e.no_interval and e.shortfall() == "gap 0.3 (expected <= 0.1 on its value, no interval)"

@@ -172,7 +172,7 @@ class Expectation:
             parts.append(f"<= {self.max:g}")
         text = " and ".join(parts) or "any"
         if self.interval:
-            text += " on its value, no interval" if self.no_interval else " (95% interval)"
+            text += " on its value, no interval" if self.no_interval else " on its 95% interval"
         return text + (" by default" if self.source == "default" else "")
 
     @classmethod
