@@ -150,6 +150,9 @@ def test_probe_metrics_are_consistent_and_batch_independent(target):
     assert len(a.details["heads"]) == 8
     assert 0 < a.value("mean_entropy") < math.log(64)
     assert len(a.details["head_similarity"]["clusters"]) == 2
+    top = max(TYPES, key=lambda t: a.value(f"share_{t}"))  # the summary's line starts with the commonest map type
+    assert a.details["key_finding"].startswith(f"attention maps mostly {top.replace('_', '+')} {a.value(f'share_{top}'):.0%}")
+    assert f"[SEP] takes {a.value('sep_attention_mid_layers'):.0%}" in a.details["key_finding"]
     for finding in a.findings:  # typical maps carry what the HTML report needs to draw them
         n = len(finding.extra["tokens"])
         assert len(finding.extra["matrix"]) == n and all(abs(sum(r) - 1) < 0.01 for r in finding.extra["matrix"])

@@ -236,6 +236,11 @@ def test_the_terminal_note_names_the_worst_test_beside_failed_expectations():
     result.expectations = [Expectation("failure_rate", max=0.5)]
     result.expectations[0].check(0.6)
     assert note(result) == "failure_rate 0.6 (expected <= 0.5); worst test: negation (60/60 failed)"
+    # a plugin's probe that passes without a key finding still says something: its first metric
+    bare = ProbeResult(probe="plugin", status="passed")
+    bare.add_metric("seconds", 3.0, False, kind="cost")
+    bare.add_metric("consistency", 0.97, True)
+    assert note(bare) == "consistency 0.97"
 
 
 def test_text_pairs_a_perturbation_edits_the_field_it_names_and_jsonl_takes_pairs(tiny_clf, tmp_path):

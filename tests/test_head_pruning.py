@@ -83,6 +83,13 @@ def test_probe_end_to_end(trained):
     assert "speedup" in result.metrics
     raw_map = next(f["data"] for f in result.details["figures"] if f["title"] == "head importance (raw)")
     assert raw_map == {"matrix": result.details["importance"], "rows": ["L0", "L1"], "cols": ["H0", "H1", "H2", "H3"]}
+    # the summary's one line names the most harmful head and layer and the prunable share, as measured
+    harmful = min(table, key=lambda r: r["delta"])
+    finding = result.details["key_finding"]
+    assert finding.startswith(f"removing L{harmful['layer']}H{harmful['head']} costs {-100 * harmful['delta']:.1f} "
+                              "points of accuracy (the most of 8 heads)")
+    assert f"removing layer {worst_layer['layer']}'s heads {100 * worst_layer['drop']:.1f}" in finding
+    assert f"{result.value('prunable_fraction'):.0%} [" in finding and finding.endswith("within 1 point")
 
 
 def test_ablating_a_dead_head_changes_nothing_and_layer_ablation_matches_masks(tmp_path):

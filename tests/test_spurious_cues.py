@@ -138,6 +138,10 @@ def test_cue_following_choice_model_is_exposed(tmp_path):
         assert sum(outcomes[name].values) / len(outcomes[name].values) == pytest.approx(result.value(name))
     assert outcomes["accuracy_full"].ids == [ex.id for ex in data.examples]
     assert len(outcomes["accuracy_adversarial"].ids) == 12 and len(outcomes["cue_flip_rate"].ids) == 10
+    low, high = wilson_interval(2, 12)
+    assert result.details["key_finding"] == (f"top cue 'not' (productivity 0.83, coverage 1.00); adversarial 0.17 "
+                                             f"[{low:.2f}, {high:.2f}]; warrants only 0.83 [0.55, 0.95]; "
+                                             "flipped by an inserted cue 0.40 [0.17, 0.69]")
     warrant_only = Expectation("accuracy_warrant_only", max=0.75, interval=True)
     assert warrant_only.check(result.value("accuracy_warrant_only"), result.metrics["accuracy_warrant_only"].ci)
     assert not Expectation("accuracy_warrant_only", max=0.75).check(result.value("accuracy_warrant_only"))

@@ -219,6 +219,9 @@ def test_probe_end_to_end_on_tiny_encoders(tmp_path, treebank, arch):
     roles = result.details["roles"]
     assert len(roles["positional"]) == 2 and len(roles["positional"][0]) == 4
     assert all(f.extra["relation"] == "det" for f in result.findings)
+    above = round(result.value("relations_above_baseline") * len(table))
+    assert result.details["key_finding"].startswith(f"{above} of 8 relations have a head beating the best fixed offset")
+    assert result.details["key_finding"].endswith(f"attention-only parser UAS {result.value('uas'):.1%}")
 
 
 def test_syntax_probe_on_data_without_trees_is_a_one_line_error(tmp_path, sst_tsv):

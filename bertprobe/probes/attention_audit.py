@@ -381,6 +381,10 @@ class AttentionAuditProbe(Probe):
                   "entropy": "attention entropy (nats)"}
         maps = [heatmap_spec(title, layer_head_heatmap(acc.mean(k))) for k, title in titles.items()]
         maps.append(heatmap_spec("share heterogeneous", layer_head_heatmap(shares[:, :, TYPES.index("heterogeneous")])))
+        ranked = sorted(range(len(TYPES)), key=lambda i: -float(overall[i]))
+        result.details["key_finding"] = (
+            "attention maps mostly " + ", ".join(f"{TYPES[i].replace('_', '+')} {overall[i]:.0%}" for i in ranked[:2])
+            + f"; [SEP] takes {float(sep[lo:hi].mean()):.0%} of the attention in layers {lo + 1}-{hi}")
         result.details["summary"] = {
             "map types": ", ".join(f"{n.replace('_', '+')} {overall[i]:.0%}" for i, n in enumerate(TYPES)),
             "special tokens": f"[CLS] {float(cls.mean()):.0%}, [SEP] {float(sep.mean()):.0%} of all attention",

@@ -56,12 +56,12 @@ def key_metric(result: ProbeResult) -> str:
 
 def note(result: ProbeResult) -> str:
     """The summary's note: the failed expectations, then the probe's own key finding
-    (``details["key_finding"]``, one line); a measured probe without one shows its first metric."""
+    (``details["key_finding"]``, one line); a measured or passed probe without one shows its first metric."""
     finding = str(result.details.get("key_finding") or "") if result.status not in ("error", "skipped") else ""
     if result.status == "failed":
         return "; ".join(p for p in (failed_note(result), finding) if p)
-    if result.status == "measured":
-        return finding or key_metric(result)
+    if result.status in ("measured", "passed"):
+        return finding or result.message or key_metric(result)
     return finding or result.message
 
 

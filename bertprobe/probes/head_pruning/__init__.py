@@ -598,6 +598,7 @@ class HeadPruningProbe(Probe):
             "evaluations": f"{ev.passes:.4g} passes over {len(ev.labels)} examples",
             "layer cache": ev.cache_note,
         }
+        result.details["key_finding"] = pruning_finding(result, params.tolerance)
         return result
 
     def _ablate(self, result: ProbeResult, ev: Evaluator, sweep: HeadSweep, data: Dataset, base_correct: np.ndarray,
@@ -709,6 +710,28 @@ def head_figures(result: ProbeResult, tolerance: float) -> list[dict[str, Any]]:
                                  "series": [{"name": "drop", "values": [r["drop"] for r in layers]}]},
                         "axes": {"x": "layer", "y": f"{metric} drop"}})
     return figures
+
+
+def pruning_finding(result: ProbeResult, tolerance: float) -> str:
+    """One line: the most harmful head, the most harmful layer, and how much may be pruned, in points of the
+    probe's metric (accuracy, or entity F1 for a tagger)."""
+    metric = result.details.get("metric", "accuracy")
+    parts = []
+    table = result.details.get("ablation") or []
+    if table:
+        worst = min(table, key=lambda r: r["delta"])
+        parts.append(f"removing L{worst['layer']}H{worst['head']} costs {-100 * worst['delta']:.1f} points of "
+                     f"{metric} (the most of {len(table)} heads)")
+    layers = result.details.get("layer_ablation") or []
+    if layers:
+        worst_layer = max(layers, key=lambda r: r["drop"])
+        parts.append(f"removing layer {worst_layer['layer']}'s heads {100 * worst_layer['drop']:.1f}")
+    prunable = result.metrics.get("prunable_fraction")
+    if prunable is not None and prunable.value is not None:
+        ci = f" [{prunable.ci[0]:.0%}, {prunable.ci[1]:.0%}]" if prunable.ci else ""
+        points = f"{100 * tolerance:g} point" + ("" if 100 * tolerance == 1 else "s")
+        parts.append(f"{prunable.value:.0%}{ci} of heads prunable within {points}")
+    return "; ".join(parts)
 
 
 @hookimpl

@@ -147,6 +147,7 @@ class SpuriousCuesProbe(Probe):
             self._partial_single(result, target, data, best, params)
             self._flip_single(result, target, data, cues, chance, n_labels, params)
         result.details["figures"] = cue_figures(result)
+        result.details["key_finding"] = cue_finding(result, best[0])
         return result
 
     # ---- 1. statistics -----------------------------------------------------------------------
@@ -344,6 +345,18 @@ class SpuriousCuesProbe(Probe):
                                            perturbed=after if after != before else None, expected=expected,
                                            observed=observed, extra={"kind": "cue-flip", "columns": columns,
                                                                      "highlight": highlight}))
+
+
+def cue_finding(result: ProbeResult, top: Cue) -> str:
+    """One line: the top cue, then each accuracy that tells whether the model needs it, with its interval."""
+    parts = [f"top cue '{top.cue}' (productivity {top.productivity:.2f}, coverage {top.coverage:.2f})"]
+    for name, label in (("accuracy_adversarial", "adversarial"), ("accuracy_warrant_only", "warrants only"),
+                        ("accuracy_cues_masked", "cues masked"), ("cue_flip_rate", "flipped by an inserted cue")):
+        metric = result.metrics.get(name)
+        if metric is not None and metric.value is not None:
+            ci = f" [{metric.ci[0]:.2f}, {metric.ci[1]:.2f}]" if metric.ci else ""
+            parts.append(f"{label} {metric.value:.2f}{ci}")
+    return "; ".join(parts)
 
 
 def cue_figures(result: ProbeResult) -> list[dict[str, Any]]:

@@ -292,6 +292,7 @@ class SyntaxHeadsProbe(Probe):
                        "top_heads": self._top_parser_heads(mine)},
             "train_sentences": len(train), "eval_sentences": len(evaluate),
             "summary": self._summary(mine, table),
+            "key_finding": self._key_finding(mine, table),
         })
         figures = self._figures(mine, table)
         if params.compare_model:
@@ -363,6 +364,21 @@ class SyntaxHeadsProbe(Probe):
             "roles": ", ".join(f"{int(mine['roles'][k].sum())} {k.replace('_', '-')}" for k in ("positional", "syntactic", "rare_word"))
                      + f" of {mine['grid'][0] * mine['grid'][1]} heads",
         }
+
+    @staticmethod
+    def _key_finding(mine: dict[str, Any], table: list[dict[str, Any]]) -> str:
+        """'14 of 19 relations have a head beating the best fixed offset (strongest: obj 73.9% at head 3-1,
+        offset 35.8%); attention-only parser UAS 53.1%'."""
+        def best(r: dict[str, Any]) -> float:
+            return max(r["dep_to_head"], r["head_to_dep"])
+
+        above = sum(best(r) > r["baseline"] for r in table)
+        text = f"{above} of {len(table)} relations have a head beating the best fixed offset"
+        if table:
+            top = max(table, key=lambda r: best(r) - r["baseline"])
+            head = top["dep_to_head_head"] if top["dep_to_head"] >= top["head_to_dep"] else top["head_to_dep_head"]
+            text += f" (strongest: {top['relation']} {best(top):.1%} at head {head}, offset {top['baseline']:.1%})"
+        return text + f"; attention-only parser UAS {mine['uas']:.1%}"
 
     @staticmethod
     def _figures(mine: dict[str, Any], table: list[dict[str, Any]]) -> list[dict[str, Any]]:
