@@ -259,7 +259,7 @@ def test_probe_error_is_recorded_and_run_continues(suite_factory, with_test_prob
     status = {p["id"]: (p["status"], p["message"]) for p in report["probes"]}
     assert status["boom"] == ("error", "RuntimeError: probe exploded")
     assert status["accuracy"][0] == "passed"  # judged by its defaults alone
-    assert status["needs-mlm"][0] == "skipped" and "lacks: mlm" in status["needs-mlm"][1]
+    assert status["needs-mlm"][0] == "skipped" and "lacks: mlm (a masked-LM head)" in status["needs-mlm"][1]
     assert "probe_traceback" in (run_dir / "events.jsonl").read_text()
 
 

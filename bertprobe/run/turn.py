@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertprobe.capabilities import TARGET
 from bertprobe.errors import (
     DataError,
     ProbeError,
@@ -52,7 +53,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     missing = cls.missing_requirements(target.capabilities)
     if missing:
         result.status = "skipped"
-        result.message = f"target {name} ({target.task}) lacks: {', '.join(missing)}"
+        result.message = f"target {name} ({target.task}) lacks: " + ", ".join(
+            f"{m} ({TARGET[m]})" if m in TARGET else m for m in missing)
         judge(result, spec, cls)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
