@@ -88,7 +88,7 @@ def test_probe_end_to_end(trained):
     finding = result.details["key_finding"]
     assert finding.startswith(f"removing L{harmful['layer']}H{harmful['head']} costs {-100 * harmful['delta']:.1f} "
                               "points of accuracy (the most of 8 heads)")
-    assert f"removing layer {worst_layer['layer']}'s heads {100 * worst_layer['drop']:.1f}" in finding
+    assert f"removing all of L{worst_layer['layer']} {100 * worst_layer['drop']:.1f}" in finding
     assert f"{result.value('prunable_fraction'):.0%} [" in finding and finding.endswith("within 1 point")
 
 

@@ -725,7 +725,7 @@ def pruning_finding(result: ProbeResult, tolerance: float) -> str:
     layers = result.details.get("layer_ablation") or []
     if layers:
         worst_layer = max(layers, key=lambda r: r["drop"])
-        parts.append(f"removing layer {worst_layer['layer']}'s heads {100 * worst_layer['drop']:.1f}")
+        parts.append(f"removing all of L{worst_layer['layer']} {100 * worst_layer['drop']:.1f}")
     prunable = result.metrics.get("prunable_fraction")
     if prunable is not None and prunable.value is not None:
         ci = f" [{prunable.ci[0]:.0%}, {prunable.ci[1]:.0%}]" if prunable.ci else ""
