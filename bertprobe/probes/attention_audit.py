@@ -356,7 +356,7 @@ class AttentionAuditProbe(Probe):
         cls = acc.mean("cls")
         lo, hi = layers // 3, max(layers // 3 + 1, 2 * layers // 3)
         result.add_metric("sep_attention_mid_layers", float(sep[lo:hi].mean()), None,
-                          f"mean attention to [SEP] in layers {lo + 1}-{hi} (middle third)")
+                          f"mean attention to [SEP] in L{lo}-L{hi - 1}, the middle third of the layers (from L0)")
         result.add_metric("cls_attention", float(cls.mean()), None, "mean attention to [CLS]")
         result.add_metric("mean_entropy", float(acc.mean("entropy").mean()), None, "mean attention entropy (nats)")
         special = cls + sep
@@ -384,7 +384,7 @@ class AttentionAuditProbe(Probe):
         ranked = sorted(range(len(TYPES)), key=lambda i: -float(overall[i]))
         result.details["key_finding"] = (
             "attention maps mostly " + ", ".join(f"{TYPES[i].replace('_', '+')} {overall[i]:.0%}" for i in ranked[:2])
-            + f"; [SEP] takes {float(sep[lo:hi].mean()):.0%} of the attention in layers {lo + 1}-{hi}")
+            + f"; [SEP] takes {float(sep[lo:hi].mean()):.0%} of the attention in L{lo}-L{hi - 1}")
         result.details["summary"] = {
             "map types": ", ".join(f"{n.replace('_', '+')} {overall[i]:.0%}" for i, n in enumerate(TYPES)),
             "special tokens": f"[CLS] {float(cls.mean()):.0%}, [SEP] {float(sep.mean()):.0%} of all attention",
