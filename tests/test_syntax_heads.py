@@ -3,6 +3,7 @@ parser and head roles on synthetic maps whose answers are known; bare encoders; 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -222,6 +223,9 @@ def test_probe_end_to_end_on_tiny_encoders(tmp_path, treebank, arch):
     above = round(result.value("relations_above_baseline") * len(table))
     assert result.details["key_finding"].startswith(f"{above} of 8 relations have a head beating the best fixed offset")
     assert result.details["key_finding"].endswith(f"attention-only parser UAS {result.value('uas'):.1%}")
+    # Clark's 1-based head name, then the 0-based name the other probes use
+    a, b, layer, head = map(int, re.search(r"at head (\d+)-(\d+) = L(\d+)H(\d+)", result.details["key_finding"]).groups())
+    assert (layer, head) == (a - 1, b - 1)
 
 
 def test_syntax_probe_on_data_without_trees_is_a_one_line_error(tmp_path, sst_tsv):

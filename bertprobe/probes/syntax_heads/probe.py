@@ -367,8 +367,8 @@ class SyntaxHeadsProbe(Probe):
 
     @staticmethod
     def _key_finding(mine: dict[str, Any], table: list[dict[str, Any]]) -> str:
-        """'14 of 19 relations have a head beating the best fixed offset (strongest: obj 73.9% at head 3-1,
-        offset 35.8%); attention-only parser UAS 53.1%'."""
+        """'20 of 24 relations have a head beating the best fixed offset (strongest: obj 73.9% at head 3-1 =
+        L2H0, offset 35.8%); attention-only parser UAS 53.1%'."""
         def best(r: dict[str, Any]) -> float:
             return max(r["dep_to_head"], r["head_to_dep"])
 
@@ -377,7 +377,9 @@ class SyntaxHeadsProbe(Probe):
         if table:
             top = max(table, key=lambda r: best(r) - r["baseline"])
             head = top["dep_to_head_head"] if top["dep_to_head"] >= top["head_to_dep"] else top["head_to_dep_head"]
-            text += f" (strongest: {top['relation']} {best(top):.1%} at head {head}, offset {top['baseline']:.1%})"
+            layer, index = (int(x) - 1 for x in head.split("-"))  # Clark's 1-based name, then the other probes' L0H0
+            text += (f" (strongest: {top['relation']} {best(top):.1%} at head {head} = L{layer}H{index}, "
+                     f"offset {top['baseline']:.1%})")
         return text + f"; attention-only parser UAS {mine['uas']:.1%}"
 
     @staticmethod
