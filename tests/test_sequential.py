@@ -10,7 +10,7 @@ from bertprobe.data import Dataset, Example
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe, HeadSweep, why_exact
 from bertprobe.probes.head_pruning.betting import BettingSequence, delta_grid
 from bertprobe.probes.head_pruning.sequential import classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci
@@ -140,6 +140,16 @@ def test_the_probe_sweeps_sequentially_and_agrees_with_the_exact_mode(trained):
     assert all(128 <= p["examples"] <= 1100 and p["settled"] in ("within", "drop", "straddles") for p in steps)
     assert any(p["examples"] < 1100 for p in steps)  # pruning every head is decided at once
     assert seq.value("prunable_fraction") == exact.value("prunable_fraction")
+    # the report says which mode ran and why, not an exact run's "0% saved"
+    assert exact.details["summary"]["ablation passes"] == f"{units:.1f} full-pass equivalents for {units} units (exact: sequential: false)"
+    assert seq.details["summary"]["ablation passes"].endswith(f"({seq.value('ablation_passes_saved'):.0%} saved)")
+    assert why_exact_for(trained, data, {**common, "sequential_min": 2000}) == "exact: 1,100 examples, below sequential_min 2,000"
+
+
+def why_exact_for(target, data, params: dict) -> str:
+    probe_params = parse_params(HeadParams, params, "p")
+    ev = HeadSweep(metric=probe_params.metric).evaluator(target, data)
+    return why_exact(ev, probe_params, ev.correct())
 
 
 def test_a_stopped_sequential_sweep_keeps_its_settled_blocks_and_resumes_to_the_same_result(trained):

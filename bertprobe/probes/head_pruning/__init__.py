@@ -425,6 +425,19 @@ def sequential_ok(ev: Evaluator, params: HeadParams, base_correct: np.ndarray) -
                 and len(looks(len(base_correct), params.sequential_block, params.sequential_growth)) > 1)
 
 
+def why_exact(ev: Evaluator, params: HeadParams, base_correct: np.ndarray) -> str:
+    """Why the sweeps ran in the exact mode, for the report ('' when they ran sequentially)."""
+    if sequential_ok(ev, params, base_correct):
+        return ""
+    if not params.sequential:
+        return "exact: sequential: false"
+    if not (ev.score.decomposable and base_correct.ndim == 1):
+        return f"exact: {ev.score.name} is not a mean of per-example 0/1 outcomes"
+    if len(base_correct) < params.sequential_min:
+        return f"exact: {len(base_correct):,} examples, below sequential_min {params.sequential_min:,}"
+    return f"exact: {len(base_correct):,} examples make a single look"
+
+
 def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, data: Dataset,
                 base_correct: np.ndarray, params: HeadParams, ctx: ProbeContext, desc: str, seeds: list[int],
                 decide: Callable[[tuple[float, float] | None, float], str] = classify,
@@ -586,9 +599,10 @@ class HeadPruningProbe(Probe):
                               "(examples evaluated / examples)", kind="cost")
             result.add_metric("ablation_passes_saved", 1 - used / exact, None, "share of the exact sweep's passes (one "
                               "full pass per unit) the sequential sweep did not need", kind="cost")
+            mode = why_exact(ev, params, base_correct)
             result.details["summary"] = {**result.details.get("summary", {}), "ablation passes":
-                                         f"{used:.1f} full-pass equivalents for {exact} units ({1 - used / exact:.0%} saved)"
-                                         + ("" if params.sequential else "; sequential: false")}
+                                         f"{used:.1f} full-pass equivalents for {exact} units "
+                                         + (f"({mode})" if mode else f"({1 - used / exact:.0%} saved)")}
         result.details["figures"] = maps + head_figures(result, params.tolerance)
         result.details["evaluations"] = ev.passes
         top = raw.flatten().argsort(descending=True)[:3].tolist()
