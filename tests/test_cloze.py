@@ -104,8 +104,8 @@ def test_context_independent_model_is_negation_insensitive_and_sensitive_one_is_
     r = ClozeProbe().run(aware, None, ClozeParams(sets=(str(path),)), ProbeContext())
     assert r.value("negation_sensitivity") == 1.0 and r.value("pair_accuracy") == 1.0
     assert r.value("top1_accuracy_neg") == 1.0 and r.value("mrr") == 1.0
-    assert r.details["key_finding"] == ("top1-accuracy 1.00; pair-accuracy 1.00; negation-sensitivity 1.00; "
-                                        "weakest: neg 1.00 (2 items)")
+    assert r.details["key_finding"] == ("top-1 accuracy 1.00; pair accuracy 1.00; negation sensitivity 1.00; "
+                                        "weakest category: neg 1.00 (2 items)")
 
 
 def test_vocabulary_ranking_without_distractors(bert_mlm):

@@ -217,10 +217,11 @@ class ClozeProbe(Probe):
                                                         "values": [v.get("top1_accuracy") for v in table.values()]}]},
             "axes": {"y": "top-1 accuracy"}}]
         ranked = sorted(table.items(), key=lambda kv: kv[1].get("top1_accuracy", 0))
-        headline = [f"{name.replace('_', '-')} {result.value(name):.2f}" for name in self.key_metrics
-                    if result.value(name) is not None]
+        words = {"top1_accuracy": "top-1 accuracy", "pair_accuracy": "pair accuracy",
+                 "negation_sensitivity": "negation sensitivity"}
+        headline = [f"{words[name]} {result.value(name):.2f}" for name in words if result.value(name) is not None]
         result.details["key_finding"] = "; ".join(headline + [
-            f"weakest: {c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:1]]) + f" ({len(items)} items)"
+            f"weakest category: {c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:1]]) + f" ({len(items)} items)"
         result.details["summary"] = {
             "weakest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:3]),
             # the strongest never repeat the weakest (few categories): the rest of the ranking, best first
