@@ -15,6 +15,7 @@ from bertprobe.probes.cloze.items import ClozeItem, load_ettinger, load_item_fil
 from bertprobe.probes.cloze.probe import ClozeParams, ClozeProbe, ItemOutcome, aggregate
 from bertprobe.probes.cloze.scoring import ClozeScorer, candidate_ids, encode_many
 from bertprobe.probes.cloze.sets import resolve_sets
+from bertprobe.stats import wilson_interval
 from bertprobe.testing import WORDS, tiny_target
 
 VOCAB = list(WORDS) + ["tree", "fish", "centi", "##meters", "meters", "kind", "of", "opposite", "hot", "cold"]
@@ -89,6 +90,13 @@ def test_context_independent_model_is_negation_insensitive_and_sensitive_one_is_
     rig(blind, const_logits(blind, {"bird": 5.0})[1])
     r = ClozeProbe().run(blind, None, ClozeParams(sets=(str(path),)), ProbeContext())
     assert r.value("negation_sensitivity") == 0.0 and r.value("pair_accuracy") == 0.5 and r.value("top1_accuracy") == 0.5
+    # shares of items (or pairs) carry Wilson intervals, and outcomes that a comparison pairs item by item
+    assert r.metrics["top1_accuracy"].ci == pytest.approx(wilson_interval(1, 2))
+    assert r.metrics["negation_sensitivity"].ci == pytest.approx(wilson_interval(0, 1))
+    assert r.metrics["top1_accuracy_neg"].ci == pytest.approx(wilson_interval(1, 2)) and r.metrics["mrr"].ci is None
+    outcomes = {o.name: o for o in r.outcomes}
+    assert outcomes["top1_accuracy"].as_map() == {"p-aff": 1.0, "p-neg": 0.0}
+    assert outcomes["negation_sensitivity"].as_map() == {"p": 0.0}
     aware = tiny_target(tmp_path / "b", task="masked-lm", words=VOCAB)
     tok = aware.tokenizer
     not_id, bird, tree = (tok.convert_tokens_to_ids(w) for w in ("not", "bird", "tree"))

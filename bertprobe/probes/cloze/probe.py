@@ -37,6 +37,8 @@ from bertprobe.probes.cloze.items import ClozeItem, category_key
 from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores
 from bertprobe.probes.cloze.sets import resolve_sets
 from bertprobe.results import Finding, ProbeResult
+from bertprobe.results.outcomes import Outcomes
+from bertprobe.stats import wilson_interval
 
 METRICS = ("top1_accuracy", "top5_accuracy", "mrr", "pair_accuracy", "negation_sensitivity")
 
@@ -93,25 +95,33 @@ def evaluate(scores: ItemScores, tokenizer: Any, top_k: int, special: set[int]) 
     return ItemOutcome(item, rank, predicted, pair, top)
 
 
-def aggregate(outcomes: list[ItemOutcome]) -> dict[str, float]:
-    """top1/top5/MRR over items, pair accuracy over items with distractors, negation sensitivity over pairs."""
-    out: dict[str, float] = {}
+def shares(outcomes: list[ItemOutcome]) -> dict[str, tuple[list[str], list[bool]]]:
+    """Each proportion's per-case outcomes as (ids, hits): top-1 and top-5 over items, pair accuracy over
+    items with distractors, negation sensitivity over affirmative/negated pairs (the pair's id)."""
+    out: dict[str, tuple[list[str], list[bool]]] = {}
     if not outcomes:
         return out
-    n = len(outcomes)
-    out["top1_accuracy"] = sum(o.rank == 1 for o in outcomes) / n
-    out["top5_accuracy"] = sum(o.rank <= 5 for o in outcomes) / n
-    out["mrr"] = sum(1 / o.rank for o in outcomes) / n
-    paired = [o.pair_correct for o in outcomes if o.pair_correct is not None]
+    ids = [o.item.id for o in outcomes]
+    out["top1_accuracy"] = (ids, [o.rank == 1 for o in outcomes])
+    out["top5_accuracy"] = (ids, [o.rank <= 5 for o in outcomes])
+    paired = [o for o in outcomes if o.pair_correct is not None]
     if paired:
-        out["pair_accuracy"] = sum(paired) / len(paired)
+        out["pair_accuracy"] = ([o.item.id for o in paired], [bool(o.pair_correct) for o in paired])
     groups: dict[str, dict[bool, ItemOutcome]] = defaultdict(dict)
     for o in outcomes:
         if o.item.pair is not None:
             groups[o.item.pair][o.item.negated] = o
-    complete = [g for g in groups.values() if True in g and False in g]
+    complete = {pair: g for pair, g in groups.items() if True in g and False in g}
     if complete:
-        out["negation_sensitivity"] = sum(g[True].predicted != g[False].predicted for g in complete) / len(complete)
+        out["negation_sensitivity"] = (list(complete), [g[True].predicted != g[False].predicted for g in complete.values()])
+    return out
+
+
+def aggregate(outcomes: list[ItemOutcome]) -> dict[str, float]:
+    """top1/top5/MRR over items, pair accuracy over items with distractors, negation sensitivity over pairs."""
+    out = {name: sum(hits) / len(hits) for name, (_, hits) in shares(outcomes).items()}
+    if outcomes:
+        out["mrr"] = sum(1 / o.rank for o in outcomes) / len(outcomes)
     return out
 
 
@@ -198,8 +208,14 @@ class ClozeProbe(Probe):
                                 [(str(w), float(p)) for w, p in r["top"]])
                     for value in values for r in chunk_rows(value)]
         passes = sum(value.get("passes", 0) for value in values if isinstance(value, dict))
+        cases = shares(outcomes)
         for name, value in aggregate(outcomes).items():
-            result.add_metric(name, value, True)
+            if name in cases:  # a share of items (or pairs): its Wilson interval, and outcomes that compare pairs
+                ids, hits = cases[name]
+                result.add_metric(name, value, True, ci=wilson_interval(sum(hits), len(hits)), outcome=name)
+                result.outcomes.append(Outcomes.from_values(name, ids, [float(h) for h in hits]))
+            else:
+                result.add_metric(name, value, True)
         result.add_metric("items", float(len(items)), kind="count")
         by_category: dict[str, list[ItemOutcome]] = defaultdict(list)
         for o in outcomes:
@@ -208,8 +224,10 @@ class ClozeProbe(Probe):
         for cat, group in sorted(by_category.items()):
             values = aggregate(group)
             table[cat] = {"items": len(group), **values}
+            counts = shares(group)
             for name, value in values.items():
-                result.add_metric(f"{name}_{cat}", value, True)
+                ci = wilson_interval(sum(counts[name][1]), len(counts[name][1])) if name in counts else None
+                result.add_metric(f"{name}_{cat}", value, True, ci=ci)
         result.details["categories"] = table
         result.details["figures"] = [{
             "kind": "bars", "title": "top-1 accuracy per category", "metrics": ["top1_accuracy*"],
