@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU figure the README's benchmark section asks for, in one call of the device tool (staged by
-# benchmarks/gpu/stage.sh; the first run, on an H200, took 7 minutes), most wanted first, so that a call
+# benchmarks/gpu/stage.sh; on an H200 it took 7-8 minutes: 422 s, then 495 s), most wanted first, so that a call
 # stopped at its limit still brings back the first figures: the heavy suites' probes at BERT-base size
 # (issue #38) in bf16 with the harness's attention kernels (no cuDNN on CUDA) and with PyTorch's own order
 # (cuDNN first, as the first GPU run had it), what a new batch shape costs with each, then fp32 and
