@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+
+from bertprobe.results.outcomes import Outcomes
+from bertprobe.stats import wilson_interval
 
 SCHEMA_VERSION = 2  # 2: models (a matrix), metric kind/outcome, regressions; version 1 is still read
 
@@ -249,6 +253,16 @@ class ProbeResult:
         metric = Metric(name, None if value is None else float(value), higher_is_better, description, ci, kind, outcome)
         self.metrics[name] = metric
         return metric
+
+    def add_share(self, name: str, hits: Sequence[bool], ids: Sequence[str] | None = None,
+                  higher_is_better: bool | None = True, description: str = "") -> Metric:
+        """Add the share of ``hits`` that are true as a metric with its Wilson 95% interval; with ``ids``, also
+        its per-case outcomes (named ``name``), so gates and ``compare`` pair two models case by case."""
+        k, n = sum(map(bool, hits)), len(hits)
+        if ids is not None:
+            self.outcomes.append(Outcomes.from_values(name, ids, [float(bool(h)) for h in hits]))
+        return self.add_metric(name, k / max(n, 1), higher_is_better, description,
+                               ci=wilson_interval(k, n) if n else None, outcome=name if ids is not None else None)
 
     def value(self, name: str) -> float | None:
         metric = self.metrics.get(name)

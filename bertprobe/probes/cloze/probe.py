@@ -37,8 +37,6 @@ from bertprobe.probes.cloze.items import ClozeItem, category_key
 from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores
 from bertprobe.probes.cloze.sets import resolve_sets
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import wilson_interval
 
 METRICS = ("top1_accuracy", "top5_accuracy", "mrr", "pair_accuracy", "negation_sensitivity")
 
@@ -117,11 +115,26 @@ def shares(outcomes: list[ItemOutcome]) -> dict[str, tuple[list[str], list[bool]
     return out
 
 
+def add_scores(result: ProbeResult, outcomes: list[ItemOutcome], suffix: str = "", with_outcomes: bool = False) -> dict[str, float]:
+    """Add ``aggregate``'s scores as metrics (names ending in ``suffix``), each share with its Wilson interval
+    (with ``with_outcomes``, its per-item or per-pair outcomes too, for paired comparisons); return the scores."""
+    for name, (ids, hits) in shares(outcomes).items():
+        result.add_share(name + suffix, hits, ids if with_outcomes else None)
+    if outcomes:
+        result.add_metric("mrr" + suffix, reciprocal_rank(outcomes), True)
+    return {name: result.value(name + suffix) for name in METRICS if name + suffix in result.metrics}
+
+
+def reciprocal_rank(outcomes: list[ItemOutcome]) -> float:
+    """The mean reciprocal rank of the expected word over ``outcomes`` (not empty)."""
+    return sum(1 / o.rank for o in outcomes) / len(outcomes)
+
+
 def aggregate(outcomes: list[ItemOutcome]) -> dict[str, float]:
     """top1/top5/MRR over items, pair accuracy over items with distractors, negation sensitivity over pairs."""
     out = {name: sum(hits) / len(hits) for name, (_, hits) in shares(outcomes).items()}
     if outcomes:
-        out["mrr"] = sum(1 / o.rank for o in outcomes) / len(outcomes)
+        out["mrr"] = reciprocal_rank(outcomes)
     return out
 
 
@@ -208,26 +221,14 @@ class ClozeProbe(Probe):
                                 [(str(w), float(p)) for w, p in r["top"]])
                     for value in values for r in chunk_rows(value)]
         passes = sum(value.get("passes", 0) for value in values if isinstance(value, dict))
-        cases = shares(outcomes)
-        for name, value in aggregate(outcomes).items():
-            if name in cases:  # a share of items (or pairs): its Wilson interval, and outcomes that compare pairs
-                ids, hits = cases[name]
-                result.add_metric(name, value, True, ci=wilson_interval(sum(hits), len(hits)), outcome=name)
-                result.outcomes.append(Outcomes.from_values(name, ids, [float(h) for h in hits]))
-            else:
-                result.add_metric(name, value, True)
+        add_scores(result, outcomes, with_outcomes=True)
         result.add_metric("items", float(len(items)), kind="count")
         by_category: dict[str, list[ItemOutcome]] = defaultdict(list)
         for o in outcomes:
             by_category[category_key(o.item.category)].append(o)
         table = {}
         for cat, group in sorted(by_category.items()):
-            values = aggregate(group)
-            table[cat] = {"items": len(group), **values}
-            counts = shares(group)
-            for name, value in values.items():
-                ci = wilson_interval(sum(counts[name][1]), len(counts[name][1])) if name in counts else None
-                result.add_metric(f"{name}_{cat}", value, True, ci=ci)
+            table[cat] = {"items": len(group), **add_scores(result, group, suffix=f"_{cat}")}
         result.details["categories"] = table
         result.details["figures"] = [{
             "kind": "bars", "title": "top-1 accuracy per category", "metrics": ["top1_accuracy*"],

@@ -43,8 +43,7 @@ from bertprobe.probes.spurious_cues.stats import (
     words,
 )
 from bertprobe.results import Finding, ProbeResult
-from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import wilson_interval
+from bertprobe.results.outcomes import example_ids
 
 
 @dataclass(frozen=True)
@@ -71,21 +70,13 @@ class CueParams:
             raise ValueError("smoothing must be >= 0")
 
 
-def add_proportion(result: ProbeResult, name: str, hits: list[bool], ids: list[str], higher_is_better: bool | None,
-                   description: str) -> None:
-    """A share of examples as a metric with its Wilson 95% interval, and its per-example outcomes (``name``
-    itself) so that gates and ``compare`` can pair two models on the same examples."""
-    result.add_metric(name, sum(hits) / max(len(hits), 1), higher_is_better, description,
-                      ci=wilson_interval(sum(hits), len(hits)) if hits else None, outcome=name)
-    result.outcomes.append(Outcomes.from_values(name, ids, [float(h) for h in hits]))
-
-
 def add_accuracy(result: ProbeResult, name: str, target: Target, examples: list[Example], batch_size: int | None,
                  higher_is_better: bool | None, description: str) -> list[int]:
-    """Predict ``examples``, record their accuracy as ``name`` (``add_proportion``) and return the predictions."""
+    """Predict ``examples``, record their accuracy as ``name`` (a share with its interval and outcomes) and return
+    the predictions."""
     pred = target.predict(examples, batch_size)
-    add_proportion(result, name, [p == ex.label for p, ex in zip(pred, examples)], example_ids(examples),
-                   higher_is_better, description)
+    result.add_share(name, [p == ex.label for p, ex in zip(pred, examples)], example_ids(examples), higher_is_better,
+                     description)
     return pred
 
 
@@ -322,8 +313,8 @@ class SpuriousCuesProbe(Probe):
         hits = [bool(flipped(p, ex)) for p, ex in zip(pred, perturbed)]
         flips = [j for j, hit in enumerate(hits) if hit]
         ids = example_ids(data.examples)
-        add_proportion(result, "cue_flip_rate", hits, [ids[i] for i in rows], False,
-                       f"share of correctly predicted examples whose prediction flips when the cue '{cue}' is inserted")
+        result.add_share("cue_flip_rate", hits, [ids[i] for i in rows], False,
+                         f"share of correctly predicted examples whose prediction flips when the cue '{cue}' is inserted")
         result.details["cue_flip_examples"] = len(rows)
         for j in flips[: params.findings]:
             ex, new = data.examples[rows[j]], perturbed[j]
