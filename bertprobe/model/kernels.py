@@ -18,9 +18,9 @@ def attention_kernels(device: torch.device | str) -> AbstractContextManager[None
     cuDNN builds an execution plan for every new input shape, hundreds of milliseconds each (sglang#4650,
     FunASR#3704), and an audit's batches come in many shapes: sorted by length, each batch pads to its own
     longest row, and every trigger candidate, perturbation or block of a sweep brings new ones. On an H200,
-    where PyTorch chose cuDNN for bf16 with a padding mask, probes that meet many shapes paid 1.5-5.5 s more
-    in bf16 than in fp32 at every model size, cuDNN's kernel in the profile (docs/benchmarks.md; the likely
-    cause, to be re-measured with this switch on the next GPU). The kernel chosen for a forward also runs
+    where PyTorch chose cuDNN for bf16 with a padding mask, a first pass over 35 new batch shapes took
+    1.8-1.9 s with it and 0.27-0.28 s without, and the base-size trigger search 11 s against 2 s
+    (docs/benchmarks.md). The kernel chosen for a forward also runs
     its backward, so the trigger search's gradients follow. The switch is PyTorch's own context manager, so
     the previous choice is restored on leaving, also on an error."""
     if torch.device(device).type != "cuda" or env_flag(CUDNN_ATTENTION_ENV):

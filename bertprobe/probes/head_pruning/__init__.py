@@ -417,25 +417,24 @@ def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray]
 
 
 def sequential_ok(ev: Evaluator, params: HeadParams, base_correct: np.ndarray) -> bool:
-    """Whether sweeps run sequentially: asked for, a per-example 0/1 outcome, at least ``sequential_min``
-    examples (on SST-2 dev, 872, the sequential sweep saved 3% of the passes and took 1.24x the wall time:
-    each block pays its own plain pass and pads its own batches) and more than one look."""
-    return bool(params.sequential and ev.score.decomposable and base_correct.ndim == 1
-                and len(base_correct) >= params.sequential_min
-                and len(looks(len(base_correct), params.sequential_block, params.sequential_growth)) > 1)
+    """Whether sweeps run sequentially (``why_exact`` finds no reason against it)."""
+    return not why_exact(ev, params, base_correct)
 
 
 def why_exact(ev: Evaluator, params: HeadParams, base_correct: np.ndarray) -> str:
-    """Why the sweeps ran in the exact mode, for the report ('' when they ran sequentially)."""
-    if sequential_ok(ev, params, base_correct):
-        return ""
+    """Why the sweeps run in the exact mode, for the report; '' when they run sequentially: asked for, a
+    per-example 0/1 outcome, at least ``sequential_min`` examples (on SST-2 dev, 872, the sequential sweep saved
+    3% of the passes and took 1.24x the wall time: each block pays its own plain pass and pads its own batches)
+    and more than one look."""
     if not params.sequential:
         return "exact: sequential: false"
     if not (ev.score.decomposable and base_correct.ndim == 1):
         return f"exact: {ev.score.name} is not a mean of per-example 0/1 outcomes"
     if len(base_correct) < params.sequential_min:
         return f"exact: {len(base_correct):,} examples, below sequential_min {params.sequential_min:,}"
-    return f"exact: {len(base_correct):,} examples make a single look"
+    if len(looks(len(base_correct), params.sequential_block, params.sequential_growth)) <= 1:
+        return f"exact: {len(base_correct):,} examples make a single look"
+    return ""
 
 
 def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, data: Dataset,
