@@ -434,3 +434,26 @@ def test_a_hub_model_whose_task_is_known_only_once_loaded_is_refused_then(tmp_pa
     assert code == 2 and "does not support multi-label" in output.strip().splitlines()[-1], output
     (run_dir,) = (tmp_path / "out").glob("ml-*")  # the accuracy result computed before stays on disk
     assert "accuracy" in (run_dir / "events.jsonl").read_text()
+
+
+@pytest.mark.parametrize("metric", ["auto", "subset_accuracy"])
+def test_a_sequential_sweeps_margin_on_label_sets_is_the_decision_closest_to_its_threshold(tagger_dir, metric):
+    """Subset accuracy changes when any label's decision flips: its margin is the smallest distance of a label's
+    logit from its threshold's. micro-F1 is not a mean of per-example 0/1 outcomes, so it has none."""
+    from bertprobe.data import Dataset, DataSpec, Example
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probes.head_pruning import HeadSweep
+
+    target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
+    rows = label_rows(20)
+    raw = Dataset([Example(t, label=labels, id=str(i)) for i, (t, labels) in enumerate(rows)], name="rows")
+    ev = HeadSweep(metric=metric).evaluator(target, target.outputs.read_labels(raw, DataSpec(), "tagger"))
+    ev.correct()
+    if metric == "auto":
+        assert ev.margins is None
+        return
+    enc = target.tokenizer([t for t, _ in rows], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = target.model(**enc).logits.numpy()
+    assert ev.margins == pytest.approx(np.abs(logits).min(axis=1), abs=1e-5)  # thresholds 0.5: logit 0

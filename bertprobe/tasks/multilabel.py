@@ -104,8 +104,11 @@ class MultiLabelClassification(Task):
 
             return OutcomeScore("micro_f1", counts, "F1 over every (example, label) decision pooled")
         if metric == "subset_accuracy":
+            def nearest_threshold(logits: torch.Tensor) -> torch.Tensor:  # the label decision closest to flipping
+                return (logits.float() - torch.logit(thresholds.to(logits.device).float())).abs().min(-1).values
+
             return OutcomeScore("subset_accuracy", lambda logits, gold: (decisions(logits) == gold.bool()).all(-1),
-                                "exact match: predicted label set equals the gold one")
+                                "exact match: predicted label set equals the gold one", nearest_threshold)
         raise ProbeError(f"metric '{metric}' does not apply to a multi-label model; use micro_f1 or subset_accuracy")
 
     def metrics(self, probs: torch.Tensor, pred: torch.Tensor, gold: torch.Tensor) -> dict[str, Any]:

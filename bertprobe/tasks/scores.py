@@ -29,11 +29,14 @@ NOT_DECOMPOSABLE = ("micro_f1", "entity_f1")  # outcomes are (tp, fp, fn) counts
 
 @dataclass(frozen=True)
 class OutcomeScore:
-    """``outcome(logits, gold)`` per example (bool ``[rows]``, or counts ``[rows, 3]``); ``value`` the metric."""
+    """``outcome(logits, gold)`` per example (bool ``[rows]``, or counts ``[rows, 3]``); ``value`` the metric;
+    ``margin(logits)`` per example, how far its decision is from changing (sequential sweeps evaluate the
+    examples closest to a change in full first), or None where the score has no such distance."""
 
     name: str
     outcome: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     description: str = ""
+    margin: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     @property
     def decomposable(self) -> bool:
@@ -61,4 +64,13 @@ def argmax_correct(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
     return logits.argmax(-1) == gold
 
 
-ACCURACY = OutcomeScore("accuracy", argmax_correct, "share of examples predicted correctly")
+def top_two_gap(logits: torch.Tensor) -> torch.Tensor:
+    """Per row, the largest logit minus the runner-up (0 with a single column): the argmax changes only when
+    an intervention moves them this far relative to each other."""
+    if logits.shape[-1] < 2:
+        return torch.zeros(logits.shape[:-1], device=logits.device)
+    top = logits.float().topk(2, dim=-1).values
+    return top[..., 0] - top[..., 1]
+
+
+ACCURACY = OutcomeScore("accuracy", argmax_correct, "share of examples predicted correctly", top_two_gap)
