@@ -23,8 +23,10 @@ Implementation and deviations:
     ``details["prunable_fraction_plain"]``. Michel et al. read the curve by eye.
   * ``max_single_head_drop`` carries the paired bootstrap CI of that head's drop.
   * Sequential sweeps (``sequential``, on by default; not in the papers): single-head and layer ablations
-    and the pruning curve's steps run on growing blocks of the examples (256, 384, 576 ..., in an order
-    fixed by the seed; from ``sequential_min``, 2,000, examples), and a unit stops once its paired
+    and the pruning curve's steps first run on a census, the 5% of examples (``census_share``) whose plain
+    decision is closest to changing (smallest top-two logit gap), which holds most changed predictions and is
+    summed exactly; then on growing blocks of the rest (256, 384, 576 ..., in an order fixed by the seed; from
+    ``sequential_min``, 2,000, examples), and a unit stops once its paired
     interval lies wholly inside the tolerance band or wholly outside it (a curve step: wholly above or
     below ``-tolerance``), by a betting confidence sequence valid at every look
     (``head_pruning.sequential``, ``head_pruning.betting``);
@@ -73,7 +75,7 @@ from bertprobe.model.pruning import (
 from bertprobe.model.target import Encoded, Target
 from bertprobe.model.timing import compare_speed
 from bertprobe.probe import Probe, ProbeContext, Sweep
-from bertprobe.probes.head_pruning.sequential import classify, classify_drop, looks, run_sequential
+from bertprobe.probes.head_pruning.sequential import census_first, classify, classify_drop, looks, run_sequential
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 from bertprobe.results.outcomes import Outcomes, example_ids
@@ -107,6 +109,7 @@ class HeadParams:
     sequential_min: int = 2000  # fewest examples run sequentially (below, a few percent saved do not pay for the blocks)
     sequential_block: int = 256  # examples of the first look
     sequential_growth: float = 1.5  # each next look holds this many times the examples of the one before
+    census_share: float = 0.05  # sequential sweeps first evaluate this share of examples, those whose plain decision is closest to changing (smallest margin), in full; 0: none
     interim_share: float = 0.5  # error of a unit settled before the end, per side, as a share of 1 - confidence (0.5: the exact interval's own 2.5% per side; time-uniform); the final look is the exact interval
 
     def __post_init__(self) -> None:
@@ -122,6 +125,8 @@ class HeadParams:
             raise ValueError("sequential_block must be at least 16")
         if self.sequential_growth <= 1:
             raise ValueError("sequential_growth must be above 1")
+        if not 0 <= self.census_share < 1:
+            raise ValueError("census_share must lie in [0, 1)")
         if not 0 < self.interim_share < 1:
             raise ValueError("interim_share must lie strictly between 0 and 1")
 
@@ -153,6 +158,7 @@ class Evaluator:
         self.budget: int | None = None  # stacking budget (None: the device's default, see interventions.stack_size)
         self.cache: LayerCache | None = None
         self.cache_note = "off"
+        self.margins: np.ndarray | None = None  # the plain pass's per-example margins (``OutcomeScore.margin``)
 
     def enable_cache(self, budget_mb: float | None) -> None:
         """Cache the layer inputs of the next plain pass (``correct()``), if they fit the budget."""
@@ -199,15 +205,22 @@ class Evaluator:
         labels = self.labels.to(device)
         self.passes += 1
         plain = mask is None and uniform is None
+        margin = self.score.margin if plain else None
+        margins = torch.empty(len(self.labels), device=device) if margin is not None else None
         capture = self.cache.capture() if plain and self.cache is not None and not self.cache.inputs else contextlib.nullcontext()
         with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform), capture:
             for idx, batch in self.batches:
                 where = torch.tensor(idx, device=device)
-                outcome = self.score.outcome(self.target.forward(batch).logits, labels[where])
+                logits = self.target.forward(batch).logits
+                outcome = self.score.outcome(logits, labels[where])
                 if out is None:
                     out = torch.empty((len(self.labels), *outcome.shape[1:]), dtype=outcome.dtype, device=device)
                 out[where] = outcome
+                if margin is not None and margins is not None:
+                    margins[where] = margin(logits).to(margins.dtype)
         assert out is not None
+        if margins is not None:
+            self.margins = margins.cpu().numpy()
         return out.cpu().numpy()
 
     def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -464,7 +477,7 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
         ev.passes += len(units)
         ev.sweep_passes, ev.sweep_units = ev.sweep_passes + len(units), ev.sweep_units + len(units)
         return rows
-    order = np.random.default_rng(ctx.seed).permutation(n)
+    order, census = census_first(np.random.default_rng(ctx.seed).permutation(n), ev.margins, params.census_share)
     settings = {f.name: getattr(sweep, f.name) for f in fields(sweep) if f.name != "rows"}
 
     def evaluate(open_units: list[tuple[str, Any]], a: int, b: int) -> list[np.ndarray]:
@@ -480,13 +493,11 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
     done = run_sequential(units, base_correct, order, evaluate, params.tolerance, level, params.interim_share,
                           resamples, ctx.seed, params.sequential_block,
                           seeds={key: seed for (key, _), seed in zip(units, seeds)}, growth=params.sequential_growth,
-                          decide=decide, interim_alpha=params.interim_share * (1 - params.confidence))
+                          decide=decide, interim_alpha=params.interim_share * (1 - params.confidence),
+                          census=census)
     for state in done.units:
-        seen = order[: state.seen]
-        changed = np.concatenate(state.outcomes)
-        delta = float(changed.mean() - base_correct[seen].astype(np.float64).mean())
-        rows.append({"delta": delta, "ci": state.ci, "examples": state.seen, "settled": state.settled,
-                     "look": state.look})
+        rows.append({"delta": state.estimate, "ci": state.ci, "examples": state.seen, "settled": state.settled,
+                     "look": state.look, "census": census})
     ev.passes += done.passes
     ev.sweep_passes, ev.sweep_units = ev.sweep_passes + done.passes, ev.sweep_units + len(units)
     return rows
