@@ -19,7 +19,9 @@ Usage: python benchmarks/throughput.py [--device cpu|cuda] [--dtype float32,bflo
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
+from unittest import mock
 
 import torch
 from common import SDPA_CHOICES, SST2_DEV, SST2_MODEL, attention_kernels, require, sst2_dev, sst2_target, sync, timed
@@ -72,10 +74,14 @@ def measure(device: str, dtype: str, repeat: int, sizes: list[int]) -> dict[str,
     def pipeline() -> list[int]:
         import transformers
 
-        pipe = transformers.pipeline("text-classification", model=target.model, tokenizer=target.tokenizer,
-                                     device=target.device)
-        names = target.label_names
-        return [names.index(r["label"]) for r in pipe(texts)]
+        # transformers' pipeline sets TOKENIZERS_PARALLELISM=false for the whole process, which made every
+        # later encode single-threaded: on an H200, 16 ms -> 87 ms for SST-2 dev, so a dtype measured after
+        # another looked slower end to end (bf16 0.67x fp32 when fp32 ran first). The environment is restored.
+        with mock.patch.dict(os.environ):
+            pipe = transformers.pipeline("text-classification", model=target.model, tokenizer=target.tokenizer,
+                                         device=target.device)
+            names = target.label_names
+            return [names.index(r["label"]) for r in pipe(texts)]
 
     # Every (method, batch size) once per round, rounds interleaved, best of the rounds: a noisy machine
     # then slows all methods alike instead of whichever ran during a burst.
@@ -141,7 +147,7 @@ def main() -> None:
     with attention_kernels(args.sdpa, args.device):
         results = {dtype: measure(args.device, dtype, args.repeat, sizes) for dtype in dtypes}
     if len(dtypes) > 1:
-        print("\nend to end, bertprobe default batching, against float32:")
+        print(f"\nend to end, bertprobe default batching, against {dtypes[0]}:")
         base = results[dtypes[0]]["bertprobe, default batching"][0]
         for dtype in dtypes:
             t = results[dtype]["bertprobe, default batching"][0]

@@ -13,15 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-out}; mkdir -p "$out"
 device=${DEVICE:-cuda}
-py=$(command -v python3 || command -v python)
-if [ -d .device/whl ] && ! "$py" -c "import datasets, conllu" 2>/dev/null; then
-  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl || exit 2
-  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-fi
-export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-[ -d .device/models ] && export BERTPROBE_SHARED=$PWD/.device
-shared=${BERTPROBE_SHARED:-../shared}
-export BERTPROBE_SST2_MODEL=$shared/models/minilm-l6-sst2 BERTPROBE_SST2_DATA=$shared/data/sst2/dev.tsv
+source benchmarks/gpu/env.sh || exit 2
 limit=${LIMIT:-}
 log=$out/gpu.log; : > "$log"
 reports=$(mktemp -d)
