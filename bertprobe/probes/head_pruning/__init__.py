@@ -159,6 +159,7 @@ class Evaluator:
         self.cache: LayerCache | None = None
         self.cache_note = "off"
         self.margins: np.ndarray | None = None  # the plain pass's per-example margins (``OutcomeScore.margin``)
+        self.census = 0  # examples the sequential sweeps evaluated in full first (``sequential.census_first``)
 
     def enable_cache(self, budget_mb: float | None) -> None:
         """Cache the layer inputs of the next plain pass (``correct()``), if they fit the budget."""
@@ -455,8 +456,9 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
                 decide: Callable[[tuple[float, float] | None, float], str] = classify,
                 confidence: float | None = None, resamples: int | None = None) -> list[dict[str, Any]]:
     """Each unit's change of the metric against the plain model, with its paired interval, the examples it
-    used and where it settled against the tolerance: sequentially on growing blocks of the examples
-    (``head_pruning.sequential``) where the outcome is a per-example 0/1, else every unit on all examples.
+    used and where it settled against the tolerance: sequentially, a census of the closest decisions then growing
+    blocks of the rest (``head_pruning.sequential``), where the outcome is a per-example 0/1, else every unit on
+    all examples.
     ``decide``, ``confidence`` and ``resamples`` change how a unit is judged (the pruning curve's points: against
     ``-tolerance`` only, one-sided bounds at ``params.confidence``); the interim level stays the params'."""
     n = len(base_correct)
@@ -478,6 +480,7 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
         ev.sweep_passes, ev.sweep_units = ev.sweep_passes + len(units), ev.sweep_units + len(units)
         return rows
     order, census = census_first(np.random.default_rng(ctx.seed).permutation(n), ev.margins, params.census_share)
+    ev.census = census
     settings = {f.name: getattr(sweep, f.name) for f in fields(sweep) if f.name != "rows"}
 
     def evaluate(open_units: list[tuple[str, Any]], a: int, b: int) -> list[np.ndarray]:
@@ -612,7 +615,9 @@ class HeadPruningProbe(Probe):
             mode = why_exact(ev, params, base_correct)
             result.details["summary"] = {**result.details.get("summary", {}), "ablation passes":
                                          f"{used:.1f} full-pass equivalents for {exact} units "
-                                         + (f"({mode})" if mode else f"({1 - used / exact:.0%} saved)")}
+                                         + (f"({mode})" if mode else f"({1 - used / exact:.0%} saved"
+                                            + (f"; a census of the {ev.census:,} closest decisions first)"
+                                               if ev.census else ")"))}
         result.details["figures"] = maps + head_figures(result, params.tolerance)
         result.details["evaluations"] = ev.passes
         top = raw.flatten().argsort(descending=True)[:3].tolist()
