@@ -14,9 +14,12 @@ download), each dtype, the first ``--examples`` SST-2 dev sentences, ``--threads
 * the model-only bound: that many bare full passes over the same examples, timed in the same run, and
   the ratio of the wall time to it (1.0 = the probe does nothing but forward passes).
 
+Then it prints head-pruning's passes on the SST-2 fixture at 872, 3,000 and 8,000 sentences, sequential against
+exact (``heads_sequential.py``'s table, replayed from its cached outcomes; ``--sequential-table``).
+
 Usage: python benchmarks/base_size.py [--models minilm,bert-base] [--dtypes float32,bfloat16]
        [--examples 872] [--suites sst2,internals,backdoor,behaviour,syntax] [--threads 2] [--only head-pruning,...]
-       [--device cpu|cuda] [--sdpa bertprobe|pytorch]
+       [--device cpu|cuda] [--sdpa bertprobe|pytorch] [--sequential-table auto|yes|no]
 
 ``--sdpa pytorch`` gives PyTorch back its own choice of attention kernel, cuDNN's included, as before the harness
 left cuDNN out on CUDA (``bertprobe.model.kernels``): on an H200 in bf16, probes that call attention on many batch
@@ -161,9 +164,26 @@ def main() -> None:
     parser.add_argument("--sdpa", default="bertprobe", choices=SDPA_CHOICES,
                         help="attention kernels: the harness's (no cuDNN on CUDA), or PyTorch's own order, cuDNN "
                              "included (default: %(default)s)")
+    parser.add_argument("--sequential-table", default="auto", choices=("auto", "yes", "no"),
+                        help="then head-pruning's passes at 872, 3,000 and 8,000 SST-2 sentences, sequential against "
+                             "exact (heads_sequential.py): auto prints it when its exact outcomes are cached, yes "
+                             "computes them if not (about 25 minutes on 2 cores) (default: %(default)s)")
     args = parser.parse_args()
     require(SST2_MODEL, SST2_DEV)
     torch.set_num_threads(args.threads)
+    measure(args)
+    if args.sequential_table != "no":
+        from heads_sequential import cached, print_table
+
+        print("\nhead-pruning on the SST-2 fixture, sequential against exact (heads_sequential.py):")
+        if args.sequential_table == "yes" or cached(8000):
+            print_table([872, 3000, 8000])
+        else:
+            print("  not cached: run python benchmarks/heads_sequential.py, or this with --sequential-table yes")
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The probes' table (the module docstring)."""
     paths = {m: SST2_MODEL if m == "minilm" else base_size_model(m) for m in args.models.split(",")}
     where = torch.cuda.get_device_name(torch.device(args.device)) if args.device.startswith("cuda") else "CPU"
     print(f"{args.examples} sentences (SST-2 dev; UD EWT dev and test for syntax), {args.threads} threads, {where}, "

@@ -3,21 +3,24 @@
 Sizes: 872 = SST-2 dev; larger sizes add sentences sampled from SST-2 train by seed, each size a prefix of
 the largest (that the fixture saw them in training does not matter for cost). The exact mode's work, one
 full pass per unit (72 single heads + 6 layers = 78 units), is computed once at the largest size: the
-plain model's and every unit's per-example correctness, timed (that is the exact mode's wall time at that
-size) and cached in benchmarks/.cache as .npz (no pickles). The exact classes at each size come from those
+plain model's and every unit's per-example correctness and the plain pass's margins, timed (that is the
+exact mode's wall time at that size) and cached in benchmarks/.cache as .npz (no pickles). The exact classes at each size come from those
 outcomes, with the probe's own bootstrap seeds. The sequential rule is then replayed on the same outcomes
 (its passes and classes follow from them), and ``--timed`` also runs the probe's sequential sweep for real
-at each size, to time it and check that it uses the replayed passes.
+at each size, to time it and check that it uses the replayed passes; ``--timed-exact`` also times the probe's
+exact mode at the sizes named, in the same run, and prints the ratio.
 
 Prints the ablations' full-pass equivalents, sequential against exact, with their ratio, and checks the
 issue's targets: at 3,000 at most a third of the exact passes, at 8,000 at most a fifth, at 872 no more than
 the exact passes plus 5%; every unit classified as in the exact mode (within, drop or gain against the
 tolerance) unless its exact interval straddles it. The pruning curve is left out (``pruning: false``). Also
-prints the replayed passes with the stricter ``interim_share: 0.2``, and a reference for what any betting
-confidence sequence could save: the passes if each unit stopped at the first look where the best constant bet
-chosen in hindsight would have decided it, at the probe's looks and with a look every 32 examples.
+prints the replayed passes with the stricter ``interim_share: 0.2``, with other census shares and without the
+census (with the share of changed predictions the census held), and, without the census, a reference for what
+any betting confidence sequence could save: the passes if each unit stopped at the first look where the best
+constant bet chosen in hindsight would have decided it, at the probe's looks and with a look every 32 examples.
 
 Usage: python benchmarks/heads_sequential.py [--sizes 872,3000,8000] [--tolerance 0.01] [--timed]
+       [--timed-exact 3000]
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from bertprobe.data import Dataset, DataSpec, align_labels, load_table
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe, HeadSweep
-from bertprobe.probes.head_pruning.sequential import classify, looks, run_sequential
+from bertprobe.probes.head_pruning.sequential import census_first, classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci
 
 TRAIN = SHARED / "data" / "sst2" / "train.tsv"
@@ -63,13 +66,22 @@ def units_of(layers: int, heads: int) -> list[tuple[str, tuple[str, list[tuple[i
                   for layer in range(layers)]
 
 
-def exact_outcomes(size: int, target) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
-    """The plain model's and every unit's per-example correctness at ``size`` (cached), and the seconds the
-    exact mode took to compute them (one full pass per unit, the plain pass included)."""
+def exact_outcomes(size: int, target) -> tuple[np.ndarray, dict[str, np.ndarray], float, np.ndarray]:
+    """The plain model's and every unit's per-example correctness at ``size`` (cached), the seconds the exact
+    mode took to compute them (one full pass per unit, the plain pass included), and the plain pass's margins
+    (the census's order; added to an older cache by one plain pass)."""
     cache = REPO / "benchmarks" / ".cache" / f"heads-outcomes-{size}.npz"
     if cache.is_file():
         with np.load(cache, allow_pickle=False) as z:
-            return z["base"], {k[2:]: z[k] for k in z.files if k.startswith("u:")}, float(z["seconds"])
+            stored = {k: z[k] for k in z.files}
+        if "margins" not in stored:
+            ev = HeadSweep().evaluator(target, data_of(size, target))
+            if not np.array_equal(ev.correct().astype(bool), stored["base"]):
+                raise SystemExit(f"{cache} does not match this model's plain pass: delete it and run again")
+            stored["margins"] = ev.margins
+            np.savez(cache, **stored)
+        return (stored["base"], {k[2:]: v for k, v in stored.items() if k.startswith("u:")}, float(stored["seconds"]),
+                stored["margins"])
     data = data_of(size, target)
     sweep = HeadSweep()
     start = time.perf_counter()
@@ -86,8 +98,8 @@ def exact_outcomes(size: int, target) -> tuple[np.ndarray, dict[str, np.ndarray]
               f"{time.perf_counter() - start:.0f} s", flush=True)
     seconds = time.perf_counter() - start
     cache.parent.mkdir(exist_ok=True)
-    np.savez(cache, base=base, seconds=np.float64(seconds), **{f"u:{k}": v for k, v in out.items()})
-    return base, out, seconds
+    np.savez(cache, base=base, seconds=np.float64(seconds), margins=ev.margins, **{f"u:{k}": v for k, v in out.items()})
+    return base, out, seconds, ev.margins
 
 
 def exact_classes(base: np.ndarray, outcomes: dict[str, np.ndarray], seeds: dict[str, int], n: int,
@@ -101,9 +113,10 @@ def exact_classes(base: np.ndarray, outcomes: dict[str, np.ndarray], seeds: dict
 
 
 def replay(base: np.ndarray, outcomes: dict[str, np.ndarray], seeds: dict[str, int], n: int,
-           params: HeadParams):
-    """The sequential rule on the recorded outcomes of the first ``n`` examples, in the probe's order."""
-    order = np.random.default_rng(SEED).permutation(n)
+           params: HeadParams, margins: np.ndarray):
+    """The sequential rule on the recorded outcomes of the first ``n`` examples, in the probe's order (its
+    census of the smallest margins first)."""
+    order, census = census_first(np.random.default_rng(SEED).permutation(n), margins[:n], params.census_share)
     keys = list(outcomes)
 
     def evaluate(open_units, a, b):
@@ -111,7 +124,7 @@ def replay(base: np.ndarray, outcomes: dict[str, np.ndarray], seeds: dict[str, i
 
     return run_sequential([(k, k) for k in keys], base[:n], order, evaluate, params.tolerance, params.confidence,
                           params.interim_share, params.bootstrap, SEED, params.sequential_block, seeds=seeds,
-                          growth=params.sequential_growth)
+                          growth=params.sequential_growth, census=census)
 
 
 def hindsight_passes(base: np.ndarray, outcomes: dict[str, np.ndarray], n: int, tolerance: float,
@@ -150,11 +163,25 @@ def main() -> None:
     parser.add_argument("--sizes", default="872,3000,8000")
     parser.add_argument("--tolerance", type=float, default=0.01)
     parser.add_argument("--timed", action="store_true", help="also run the probe's sequential sweep at each size")
+    parser.add_argument("--timed-exact", default="", type=lambda v: {int(x) for x in v.split(",") if x},
+                        help="sizes at which to time the probe both ways in this run, sequential and exact "
+                             "(e.g. 3000)")
     args = parser.parse_args()
+    print_table([int(s) for s in args.sizes.split(",")], args.tolerance, args.timed, args.timed_exact)
+
+
+def cached(size: int) -> bool:
+    """Whether the exact outcomes at ``size`` are cached (the table then replays in about a minute)."""
+    return (REPO / "benchmarks" / ".cache" / f"heads-outcomes-{size}.npz").is_file()
+
+
+def print_table(sizes: list[int], tolerance: float = 0.01, timed: bool = False,
+                timed_exact: set[int] | frozenset[int] = frozenset()) -> None:
+    """The table of the module docstring (also printed by ``base_size.py``)."""
+    args = argparse.Namespace(tolerance=tolerance, timed=timed, timed_exact=timed_exact)
     require(SST2_MODEL, SST2_DEV, TRAIN)
     target = sst2_target()
-    sizes = [int(s) for s in args.sizes.split(",")]
-    base, outcomes, seconds = exact_outcomes(max(sizes), target)
+    base, outcomes, seconds, margins = exact_outcomes(max(sizes), target)
     layers = 1 + max(int(k[5:]) for k in outcomes if k.startswith("layer"))
     heads = sum(k.startswith("L0H") for k in outcomes)
     seeds = {key: seed for key, _, seed in units_of(layers, heads)}
@@ -164,7 +191,7 @@ def main() -> None:
           f"{'seq s':>6}  disagreements (exact interval not straddling)")
     for size in sizes:
         exact = exact_classes(base, outcomes, seeds, size, args.tolerance)
-        seq = replay(base, outcomes, seeds, size, params)
+        seq = replay(base, outcomes, seeds, size, params, margins)
         got = {s.key: s for s in seq.units}
         disagree = [f"{k}: {c} vs {got[k].settled}" for k, c in exact.items()
                     if c != "straddles" and c != got[k].settled]
@@ -172,28 +199,51 @@ def main() -> None:
         ratio = seq.passes / full
         bound = TARGETS.get(size, 1.05)
         timing = "-"
-        if args.timed:
+        if args.timed or size in args.timed_exact:
             probe_params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance}, "p")
             start = time.perf_counter()
             run = HeadPruningProbe().run(target, data_of(size, target), probe_params, ProbeContext(seed=SEED))
             timing = f"{time.perf_counter() - start:.0f}"
             if abs(run.value("ablation_passes") - seq.passes) > 0.05:
                 timing += f" (the probe used {run.value('ablation_passes'):.1f} passes)"
+        if size in args.timed_exact:  # the baseline in the same run: the probe in its exact mode
+            probe_params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance,
+                                                     "sequential": False}, "p")
+            start = time.perf_counter()
+            HeadPruningProbe().run(target, data_of(size, target), probe_params, ProbeContext(seed=SEED))
+            exact_seconds = time.perf_counter() - start
+            timing += f" of {exact_seconds:.0f} exact ({float(timing.split()[0]) / exact_seconds:.2f})"
         print(f"{size:8d}  {full:12.1f}  {seq.passes:10.1f}  {ratio:6.3f}  "
               f"<={bound:.3f} {'ok' if ratio <= bound + 1e-9 else 'MISSED':>6}  {timing:>6}  {len(disagree)}"
               + (f": {'; '.join(disagree[:5])}" if disagree else ""))
         strict = replay(base, outcomes, seeds, size, parse_params(
-            HeadParams, {"pruning": False, "tolerance": args.tolerance, "interim_share": 0.2}, "p"))
+            HeadParams, {"pruning": False, "tolerance": args.tolerance, "interim_share": 0.2}, "p"), margins)
         print(f"          interim_share 0.2 (1% per side instead of 2.5%): {strict.passes:.1f} passes, ratio "
               f"{strict.passes / full:.3f}")
+        bare = replay(base, outcomes, seeds, size, parse_params(
+            HeadParams, {"pruning": False, "tolerance": args.tolerance, "census_share": 0.0}, "p"), margins)
+        bare_disagree = sum(c != "straddles" and c != s.settled for s in bare.units for k, c in exact.items()
+                            if k == s.key)
+        shares = {share: replay(base, outcomes, seeds, size, parse_params(
+            HeadParams, {"pruning": False, "tolerance": args.tolerance, "census_share": share}, "p"), margins).passes
+            for share in (0.02, 0.03, 0.08)}
+        print("          other census shares: " + ", ".join(f"{share:.0%} {p:.1f} passes ({p / full:.3f})"
+                                                        for share, p in shares.items()))
+        held = seq.order[:seq.census]
+        flips = sum(int((outcomes[k][:size] != base[:size]).sum()) for k in outcomes)
+        in_census = sum(int((outcomes[k][:size][held] != base[:size][held]).sum()) for k in outcomes)
+        print(f"          without the census (census_share 0): {bare.passes:.1f} passes, ratio {bare.passes / full:.3f}, "
+              f"{bare_disagree} disagreements; the census ({seq.census} examples, {seq.census / size:.0%}) held "
+              f"{in_census} of the {flips} changed predictions ({in_census / max(flips, 1):.0%})")
         alpha = params.interim_share * (1 - params.confidence)
         hindsight = hindsight_passes(base, outcomes, size, args.tolerance, alpha, params.sequential_block,
                                      params.sequential_growth)
         fine = replay(base, outcomes, seeds, size, parse_params(
             HeadParams, {"pruning": False, "tolerance": args.tolerance, "sequential_block": 32,
-                         "sequential_growth": 1.001}, "p"))
+                         "sequential_growth": 1.001, "census_share": 0.0}, "p"), margins)
         fine_hindsight = hindsight_passes(base, outcomes, size, args.tolerance, alpha, 32, 1.001)
-        print(f"          best constant bet in hindsight (a reference no betting sequence is expected to beat): "
+        print(f"          without the census, the best constant bet in hindsight (a reference no betting sequence is "
+              f"expected to beat): "
               f"{hindsight:.1f} passes, ratio {hindsight / full:.3f}; with a look every 32 examples {fine_hindsight:.1f} "
               f"({fine_hindsight / full:.3f}), where the probe's rule takes {fine.passes:.1f} ({fine.passes / full:.3f})")
         used = sorted(s.seen for s in seq.units if s.key.startswith("L"))
