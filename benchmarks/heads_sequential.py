@@ -178,70 +178,67 @@ def cached(size: int) -> bool:
 def print_table(sizes: list[int], tolerance: float = 0.01, timed: bool = False,
                 timed_exact: set[int] | frozenset[int] = frozenset()) -> None:
     """The table of the module docstring (also printed by ``base_size.py``)."""
-    args = argparse.Namespace(tolerance=tolerance, timed=timed, timed_exact=timed_exact)
     require(SST2_MODEL, SST2_DEV, TRAIN)
     target = sst2_target()
     base, outcomes, seconds, margins = exact_outcomes(max(sizes), target)
     layers = 1 + max(int(k[5:]) for k in outcomes if k.startswith("layer"))
     heads = sum(k.startswith("L0H") for k in outcomes)
     seeds = {key: seed for key, _, seed in units_of(layers, heads)}
-    params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance}, "p")
+    def params_with(**extra: object) -> HeadParams:
+        """The probe's params as the table runs them (no pruning curve, this tolerance), with ``extra``."""
+        return parse_params(HeadParams, {"pruning": False, "tolerance": tolerance, **extra}, "p")
+
+    def disagreements(exact: dict[str, str], result) -> list[str]:
+        """Units whose exact class (not straddling) the sequential ``result`` reads differently."""
+        got = {s.key: s.settled for s in result.units}
+        return [f"{k}: {c} vs {got[k]}" for k, c in exact.items() if c != "straddles" and c != got[k]]
+
+    params = params_with()
     print(f"exact mode at {max(sizes)} examples: {len(outcomes)} units + the plain pass in {seconds:.1f} s")
     print(f"{'examples':>8}  {'exact passes':>12}  {'seq passes':>10}  {'ratio':>6}  {'target':>11}  "
           f"{'seq s':>6}  disagreements (exact interval not straddling)")
     for size in sizes:
-        exact = exact_classes(base, outcomes, seeds, size, args.tolerance)
+        exact = exact_classes(base, outcomes, seeds, size, tolerance)
         seq = replay(base, outcomes, seeds, size, params, margins)
-        got = {s.key: s for s in seq.units}
-        disagree = [f"{k}: {c} vs {got[k].settled}" for k, c in exact.items()
-                    if c != "straddles" and c != got[k].settled]
+        disagree = disagreements(exact, seq)
         full = float(len(outcomes))
         ratio = seq.passes / full
         bound = TARGETS.get(size, 1.05)
         timing = "-"
-        if args.timed or size in args.timed_exact:
-            probe_params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance}, "p")
+        if timed or size in timed_exact:
             start = time.perf_counter()
-            run = HeadPruningProbe().run(target, data_of(size, target), probe_params, ProbeContext(seed=SEED))
+            run = HeadPruningProbe().run(target, data_of(size, target), params, ProbeContext(seed=SEED))
             timing = f"{time.perf_counter() - start:.0f}"
             if abs(run.value("ablation_passes") - seq.passes) > 0.05:
                 timing += f" (the probe used {run.value('ablation_passes'):.1f} passes)"
-        if size in args.timed_exact:  # the baseline in the same run: the probe in its exact mode
-            probe_params = parse_params(HeadParams, {"pruning": False, "tolerance": args.tolerance,
-                                                     "sequential": False}, "p")
+        if size in timed_exact:  # the baseline in the same run: the probe in its exact mode
             start = time.perf_counter()
-            HeadPruningProbe().run(target, data_of(size, target), probe_params, ProbeContext(seed=SEED))
+            HeadPruningProbe().run(target, data_of(size, target), params_with(sequential=False), ProbeContext(seed=SEED))
             exact_seconds = time.perf_counter() - start
             timing += f" of {exact_seconds:.0f} exact ({float(timing.split()[0]) / exact_seconds:.2f})"
         print(f"{size:8d}  {full:12.1f}  {seq.passes:10.1f}  {ratio:6.3f}  "
               f"<={bound:.3f} {'ok' if ratio <= bound + 1e-9 else 'MISSED':>6}  {timing:>6}  {len(disagree)}"
               + (f": {'; '.join(disagree[:5])}" if disagree else ""))
-        strict = replay(base, outcomes, seeds, size, parse_params(
-            HeadParams, {"pruning": False, "tolerance": args.tolerance, "interim_share": 0.2}, "p"), margins)
+        strict = replay(base, outcomes, seeds, size, params_with(interim_share=0.2), margins)
         print(f"          interim_share 0.2 (1% per side instead of 2.5%): {strict.passes:.1f} passes, ratio "
               f"{strict.passes / full:.3f}")
-        bare = replay(base, outcomes, seeds, size, parse_params(
-            HeadParams, {"pruning": False, "tolerance": args.tolerance, "census_share": 0.0}, "p"), margins)
-        bare_disagree = sum(c != "straddles" and c != s.settled for s in bare.units for k, c in exact.items()
-                            if k == s.key)
-        shares = {share: replay(base, outcomes, seeds, size, parse_params(
-            HeadParams, {"pruning": False, "tolerance": args.tolerance, "census_share": share}, "p"), margins).passes
-            for share in (0.02, 0.03, 0.08)}
+        bare = replay(base, outcomes, seeds, size, params_with(census_share=0.0), margins)
+        shares = {share: replay(base, outcomes, seeds, size, params_with(census_share=share), margins).passes
+                  for share in (0.02, 0.03, 0.08)}
         print("          other census shares: " + ", ".join(f"{share:.0%} {p:.1f} passes ({p / full:.3f})"
                                                         for share, p in shares.items()))
         held = seq.order[:seq.census]
         flips = sum(int((outcomes[k][:size] != base[:size]).sum()) for k in outcomes)
         in_census = sum(int((outcomes[k][:size][held] != base[:size][held]).sum()) for k in outcomes)
         print(f"          without the census (census_share 0): {bare.passes:.1f} passes, ratio {bare.passes / full:.3f}, "
-              f"{bare_disagree} disagreements; the census ({seq.census} examples, {seq.census / size:.0%}) held "
+              f"{len(disagreements(exact, bare))} disagreements; the census ({seq.census} examples, {seq.census / size:.0%}) held "
               f"{in_census} of the {flips} changed predictions ({in_census / max(flips, 1):.0%})")
         alpha = params.interim_share * (1 - params.confidence)
-        hindsight = hindsight_passes(base, outcomes, size, args.tolerance, alpha, params.sequential_block,
+        hindsight = hindsight_passes(base, outcomes, size, tolerance, alpha, params.sequential_block,
                                      params.sequential_growth)
-        fine = replay(base, outcomes, seeds, size, parse_params(
-            HeadParams, {"pruning": False, "tolerance": args.tolerance, "sequential_block": 32,
-                         "sequential_growth": 1.001, "census_share": 0.0}, "p"), margins)
-        fine_hindsight = hindsight_passes(base, outcomes, size, args.tolerance, alpha, 32, 1.001)
+        fine = replay(base, outcomes, seeds, size,
+                      params_with(sequential_block=32, sequential_growth=1.001, census_share=0.0), margins)
+        fine_hindsight = hindsight_passes(base, outcomes, size, tolerance, alpha, 32, 1.001)
         print(f"          without the census, the best constant bet in hindsight (a reference no betting sequence is "
               f"expected to beat): "
               f"{hindsight:.1f} passes, ratio {hindsight / full:.3f}; with a look every 32 examples {fine_hindsight:.1f} "
