@@ -612,12 +612,10 @@ class HeadPruningProbe(Probe):
                               "(examples evaluated / examples)", kind="cost")
             result.add_metric("ablation_passes_saved", 1 - used / exact, None, "share of the exact sweep's passes (one "
                               "full pass per unit) the sequential sweep did not need", kind="cost")
-            mode = why_exact(ev, params, base_correct)
-            result.details["summary"] = {**result.details.get("summary", {}), "ablation passes":
-                                         f"{used:.1f} full-pass equivalents for {exact} units "
-                                         + (f"({mode})" if mode else f"({1 - used / exact:.0%} saved"
-                                            + (f"; a census of the {ev.census:,} closest decisions first)"
-                                               if ev.census else ")"))}
+            census = f"; a census of the {ev.census:,} closest decisions first" if ev.census else ""
+            how = why_exact(ev, params, base_correct) or f"{1 - used / exact:.0%} saved{census}"
+            result.details["summary"] = {**result.details.get("summary", {}),
+                                         "ablation passes": f"{used:.1f} full-pass equivalents for {exact} units ({how})"}
         result.details["figures"] = maps + head_figures(result, params.tolerance)
         result.details["evaluations"] = ev.passes
         top = raw.flatten().argsort(descending=True)[:3].tolist()
