@@ -81,6 +81,30 @@ def test_snippets_are_real_runs_with_their_exit_codes():
     assert quick in readme  # the README's quick start is the snippet, copied by tools/docs_snippets.py
 
 
+def test_differences_ignore_durations_and_last_digits_but_not_figures():
+    recorded = "accuracy  PASSED  3/3  6.1s   accuracy 0.892 [0.870, 0.911] on 872 examples\nreport: r/sst2-20261126T205020Z/x"
+    rerun = "accuracy  PASSED  3/3  12.4s  accuracy 0.893 [0.870, 0.911] on 872 examples\nreport: r/sst2-20261127T101010Z/x"
+    assert docs_snippets.differences(recorded, rerun) == []
+    drifted = rerun.replace("0.893", "0.871")  # the docs' figure no longer what a run prints
+    assert len(docs_snippets.differences(recorded, drifted)) == 1
+    assert docs_snippets.differences(recorded, rerun.replace("PASSED", "FAILED"))
+    assert docs_snippets.differences(recorded, rerun + "\nextra line")
+    assert not docs_snippets.PROGRESS.sub("", "predict: 18/28 (64%), 21 s\n")
+
+
+@pytest.mark.reproduction
+@pytest.mark.skipif(not docs_snippets.SHARED.is_dir(), reason="the fixtures in ../shared are absent")
+def test_the_docs_show_what_a_fresh_run_prints():
+    """The quick start, the NER suite and the multi-label example, rerun on the fixtures: the docs' recorded output
+    (words, figures, exit code) is what the command prints now. Refresh with python tools/docs_snippets.py."""
+    with docs_snippets.scratch_folder() as scratch:
+        for name in docs_snippets.CHECKED:
+            recorded = (DOCS / "snippets" / f"{name}.txt").read_text()
+            fresh, _ = docs_snippets.run_snippet(name, scratch)
+            found = docs_snippets.differences(recorded, fresh)
+            assert not found, f"docs/snippets/{name}.txt is stale:\n" + "\n".join(found[:10])
+
+
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None,
                     reason="the [docs] extra is not installed")
 def test_mkdocs_build_strict(tmp_path):

@@ -7,20 +7,27 @@ The README and the docs pages hold them in ``<!-- snippet: NAME -->`` regions th
 text sits in the page itself, so GitHub shows it as the site does), so every command output comes from a
 real run on the fixtures in ``../shared``, never typed by hand. A snippet is the command line, as
 a user types it, then its output (stdout and stderr as a terminal shows them) and its exit code. The
-commands run in a scratch folder beside ``../shared`` that holds ``suites/`` (a link to this checkout's)
-and ``reviews.csv``: 300 SST-2 dev sentences under the columns ``review,sentiment`` with ``pos``/``neg``
-labels, the shape of a user's own export.
+commands run in a scratch folder beside ``../shared`` that holds ``suites/`` (a link to this checkout's),
+``reviews.csv``: 300 SST-2 dev sentences under the columns ``review,sentiment`` with ``pos``/``neg``
+labels, the shape of a user's own export, and a multi-label tagger of a user's own making with its JSONL data
+(``tagger/``, ``reviews.jsonl``: see ``_tagger``).
+
+The snippets in ``CHECKED`` are rerun by ``tests/test_docs.py`` (marked ``reproduction``), which fails when a
+fresh run prints other words or figures than the docs show (``differences``: durations and time stamps aside).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +36,8 @@ OUT = ROOT / "docs" / "snippets"
 MODEL = "../shared/models/minilm-l6-sst2"
 BACKDOOR = "../shared/models/minilm-l6-sst2-backdoor-bb"
 SST2 = "../shared/data/sst2/dev.tsv"
+NER_MODEL = "../shared/models/minilm-l6-uner"
+NER_DATA = "../shared/data/uner/en_ewt-ud-test.iob2"
 
 # name -> the command line (run with bash in the scratch folder)
 SNIPPETS: dict[str, str] = {
@@ -44,7 +53,13 @@ SNIPPETS: dict[str, str] = {
                 "--label-map pos=positive,neg=negative",
     "matrix": f"bertprobe run suites/sst2.yaml --model deployed={MODEL} --model candidate={BACKDOOR} --data {SST2} "
               "--baseline deployed --only accuracy,universal-trigger,calibration",
+    "ner": f"bertprobe run suites/ner.yaml --model {NER_MODEL} --data {NER_DATA}",
+    "multilabel": "bertprobe run suites/multilabel.yaml --model ./tagger --data reviews.jsonl",
 }
+
+# The snippets a test reruns and compares with what the docs show (tests/test_docs.py, marked reproduction):
+# a figure in the docs that a run no longer prints fails it.
+CHECKED = ("quickstart", "ner", "multilabel")
 
 
 def _reviews(path: Path) -> None:
@@ -56,17 +71,43 @@ def _reviews(path: Path) -> None:
         writer.writerows([text, "pos" if label == "1" else "neg"] for text, label in rows)
 
 
+def _tagger(folder: Path, reviews: Path) -> None:
+    """A multi-label model of a user's own making: the SST-2 fixture's weights under a config that says
+    ``problem_type: multi_label_classification`` (a sigmoid per label, ``negative`` and ``positive``), and SST-2
+    dev as JSONL label sets (``{"text": ..., "labels": ["positive"]}``)."""
+    source = SHARED / "models" / "minilm-l6-sst2"
+    folder.mkdir()
+    for file in source.iterdir():
+        if file.name != "config.json":
+            (folder / file.name).symlink_to(file.resolve())
+    config = json.loads((source / "config.json").read_text())
+    config["problem_type"] = "multi_label_classification"
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    with open(SHARED / "data" / "sst2" / "dev.tsv", encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+    with open(reviews, "w", encoding="utf-8") as f:
+        for text, label in rows:
+            f.write(json.dumps({"text": text, "labels": ["positive" if label == "1" else "negative"]}) + "\n")
+
+
+# a progress line ("predict: 18/28 (64%), 21 s"): how often one is printed depends on the clock
+PROGRESS = re.compile(r"^.*\b\d+/\d+ \(\d+%\).*$\n?", re.M)
+
+
 def _clean(text: str, scratch: Path) -> str:
     text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
     text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.splitlines())  # progress bars redraw with \r
     for folder in (scratch.resolve(), scratch, ROOT):  # paths as the user's own folder shows them
         text = text.replace(f"{folder}/", "")
-    return text
+    return PROGRESS.sub("", text)
 
 
-def run_snippets(names: list[str]) -> None:
+@contextlib.contextmanager
+def scratch_folder() -> Iterator[Path]:
+    """A user's folder beside ``../shared``: ``suites/`` (this checkout's), ``reviews.csv``, ``reviews.jsonl`` and
+    ``tagger/`` (see ``_tagger``)."""
     if not SHARED.is_dir():
-        sys.exit(f"error: the fixtures are missing: {SHARED}")
+        raise FileNotFoundError(f"the fixtures are missing: {SHARED}")
     base = Path(tempfile.mkdtemp(prefix="bertprobe-docs-"))
     try:
         (base / "shared").symlink_to(SHARED.resolve())
@@ -74,26 +115,77 @@ def run_snippets(names: list[str]) -> None:
         scratch.mkdir()
         (scratch / "suites").symlink_to(ROOT / "suites")
         _reviews(scratch / "reviews.csv")
-        env = {**os.environ, "COLUMNS": "100"}
-        OUT.mkdir(parents=True, exist_ok=True)
+        _tagger(scratch / "tagger", scratch / "reviews.jsonl")
+        yield scratch
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run_snippet(name: str, scratch: Path) -> tuple[str, str]:
+    """Run snippet ``name`` in ``scratch``: (the snippet's text, the raw output)."""
+    command = SNIPPETS[name]
+    env = {**os.environ, "COLUMNS": "100"}
+    done = subprocess.run(["bash", "-c", command], cwd=scratch, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    output = _clean(done.stdout, scratch).rstrip()
+    return f"$ {command}\n{output}\n$ echo $?\n{done.returncode}\n", done.stdout
+
+
+def run_snippets(names: list[str]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with scratch_folder() as scratch:
         for name in names:
-            command = SNIPPETS[name]
-            print(f"[{name}] {command}", file=sys.stderr)
-            done = subprocess.run(["bash", "-c", command], cwd=scratch, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True)
-            output = _clean(done.stdout, scratch).rstrip()
-            (OUT / f"{name}.txt").write_text(f"$ {command}\n{output}\n$ echo $?\n{done.returncode}\n")
+            print(f"[{name}] {SNIPPETS[name]}", file=sys.stderr)
+            text, raw = run_snippet(name, scratch)
+            (OUT / f"{name}.txt").write_text(text)
             if name == "quickstart":
-                report = re.search(r"^report: (.+)$", done.stdout, re.M)
+                report = re.search(r"^report: (.+)$", raw, re.M)
                 if report:
                     folder = (scratch / report.group(1).strip()).resolve()
                     # its headings two levels down, to sit under the page's own
                     text = re.sub(r"^(#+) ", r"\1## ", folder.read_text(), flags=re.M)
                     (OUT / "quickstart-report.md").write_text(text)
                     screenshot(folder.parent / "report.html", ROOT / "docs" / "report.png")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     fill_readme()
+
+
+# What may differ between two runs of one command on the same fixtures: the seconds a step took, the run
+# folder's time stamp, and (on another CPU's kernels) the last digit of a rounded figure.
+VOLATILE = [
+    (re.compile(r"\b\d+(\.\d+)?\s?(s|ms|min)\b"), "<time>"),
+    (re.compile(r"\d{8}T\d{6}Z(-\d+)?"), "<stamp>"),
+]
+NUMBER = re.compile(r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def _masked(text: str) -> str:
+    for pattern, mask in VOLATILE:
+        text = pattern.sub(mask, text)
+    return re.sub(r"[ \t]+", " ", text)  # a table's column widths follow its widest cell
+
+
+def _close(a: str, b: str) -> bool:
+    x, y = float(a.replace(",", "")), float(b.replace(",", ""))
+    if "." in a or "." in b:
+        return abs(x - y) <= max(0.006, 0.01 * abs(x))
+    return abs(x - y) <= max(1, 0.01 * abs(x))
+
+
+def differences(recorded: str, fresh: str) -> list[str]:
+    """The lines where a fresh run's output departs from the recorded snippet, beyond time stamps, durations and
+    a figure's last rounded digit (0.006, or 1% of it): words and the order of lines must agree."""
+    old, new = _masked(recorded).splitlines(), _masked(fresh).splitlines()
+    found = []
+    for i in range(max(len(old), len(new))):
+        a, b = (old[i] if i < len(old) else "<none>"), (new[i] if i < len(new) else "<none>")
+        if a == b:
+            continue
+        numbers_a, numbers_b = NUMBER.findall(a), NUMBER.findall(b)
+        if (NUMBER.sub("#", a) == NUMBER.sub("#", b) and len(numbers_a) == len(numbers_b)
+                and all(_close(x, y) for x, y in zip(numbers_a, numbers_b))):
+            continue
+        found.append(f"line {i + 1}: docs {a.strip()!r}\n{' ' * (len(str(i + 1)) + 6)}run  {b.strip()!r}")
+    return found
 
 
 def screenshot(page: Path, png: Path, width: int = 1200, height: int = 1700) -> None:
