@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from conftest import write_suite
 
 from bertprobe.cli import main
+from bertprobe.data.classes import ClassMatch
 from bertprobe.errors import SuiteError
 from bertprobe.suite.load import load_suite
 from bertprobe.suite.overrides import SuiteOverrides, apply_overrides
@@ -73,3 +74,39 @@ def test_only_selects_entries_by_id_and_a_probe_name_only_where_no_entry_has_it_
     assert ids("cloze") == ["cloze-a", "cloze-b"]  # no entry has the id 'cloze': every cloze entry
     with pytest.raises(SuiteError, match="did you mean 'slices-neg'"):
         ids("slices-ng")
+
+
+# ---- class names by role: one rule for data labels, class params and templates ------------------------------
+@pytest.mark.parametrize("names, index, how", [
+    (["NEGATIVE", "POSITIVE"], 1, "name"), (["neg", "pos"], 1, "alias"), (["POS", "NEG"], 0, "alias"),
+    (["bad", "good"], 1, "alias"), (["LABEL_0", "LABEL_1"], 1, "glue"), (["0", "1"], 1, "glue"),
+])
+def test_a_role_reads_the_models_own_names_and_unnamed_classes_by_the_glue_convention(names, index, how):
+    from bertprobe.data.classes import find_class
+
+    assert find_class("positive", names) == ClassMatch(index, how)
+    assert find_class("Positive", names).index == index  # case does not matter
+    assert find_class("negative", names).index == 1 - index
+
+
+def test_the_label_map_comes_first_and_an_unreadable_name_is_none():
+    from bertprobe.data.classes import find_class
+
+    assert find_class("positive", ["LABEL_0", "LABEL_1"], {"positive": "LABEL_0"}) == ClassMatch(0, "map")
+    assert find_class("positive", ["happy", "sad"], {"Positive": "happy"}) == ClassMatch(0, "map")
+    assert find_class("positive", ["happy", "sad"]) is None  # no rule reads it: the caller names --label-map
+    assert find_class("positive", ["LABEL_0", "LABEL_1", "LABEL_2"]) is None  # GLUE's convention is for two classes
+    assert find_class("positive", ["pos", "positive"]) == ClassMatch(1, "name")  # an exact name wins over an alias
+    assert find_class(1, ["a", "b"]) == ClassMatch(1, "index") and find_class(2, ["a", "b"]) is None
+
+
+def test_the_glue_note_names_the_reading_and_the_map_that_undoes_it():
+    from bertprobe.data.classes import glue_note, role_words
+
+    roles = role_words([{"target_label": "positive", "templates": [{"label": "negative"}, {"pairs": ["positive->neg"]}]}])
+    assert roles == {"positive", "negative"}
+    note = glue_note(["LABEL_0", "LABEL_1"], {}, roles)
+    assert "read negative as LABEL_0, positive as LABEL_1 by the GLUE convention" in note
+    assert "--label-map negative=LABEL_1,positive=LABEL_0" in note
+    assert glue_note(["NEG", "POS"], {}, roles) is None and glue_note(["LABEL_0", "LABEL_1"], {}, set()) is None
+    assert glue_note(["LABEL_0", "LABEL_1"], {"positive": "LABEL_1", "negative": "LABEL_0"}, roles) is None
