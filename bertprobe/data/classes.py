@@ -1,6 +1,7 @@
 """Which class of a model a name written in a suite or a data file means.
 
-A suite written for a task names classes by role (``target_label: positive``, a template's ``label: negative``),
+A suite written for a task names classes by role (``target_label: positive``, a template's ``label: negative``,
+an entity type ``organisation``),
 while models name them as their training did: ``POSITIVE``, ``pos``, ``LABEL_1``. One rule, used by the probes'
 class params, behaviour templates and cases, and ``validate`` alike, reads such a name, in this order:
 
@@ -28,6 +29,10 @@ ROLES: dict[str, tuple[str, ...]] = {
     "positive": ("positive", "pos", "good", "favorable", "favourable"),
     "negative": ("negative", "neg", "bad", "unfavorable", "unfavourable"),
     "neutral": ("neutral", "neu"),
+    # entity types (token classification): CoNLL's PER/LOC/ORG, OntoNotes' PERSON/GPE/ORG...
+    "person": ("person", "per"),
+    "place": ("place", "loc", "location", "gpe"),
+    "organisation": ("organisation", "organization", "org"),
 }
 # GLUE's binary sentiment (SST-2) numbers its classes 0 negative, 1 positive.
 GLUE_INDEX: dict[str, int] = {"negative": 0, "positive": 1}
