@@ -181,7 +181,7 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
     from bertprobe.plugins import build_plugins
     from bertprobe.run.control import RunControl
     from bertprobe.suite.load import load_suite
-    from bertprobe.suite.overrides import SuiteOverrides
+    from bertprobe.suite.overrides import SuiteOverrides, given_paths
 
     overrides = SuiteOverrides(text=text, text_pair=text_pair, label=label, label_map=label_map, baseline=baseline,
                                models=models, data=data, sets=sets, device=device, dtype=dtype, only=only, limit=limit,
@@ -196,7 +196,7 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
         suite_files, suite_env, overrides, control = (request.suite_file,), request.environment, request.overrides, request.control
     if resume and len(suite_files) > 1:
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
-    suites = [load_suite(f, env=suite_env, sets=overrides.sets) for f in suite_files]  # all checked before any runs
+    suites = [load_suite(f, env=suite_env, sets=overrides.sets, given=given_paths(overrides)) for f in suite_files]  # all checked before any runs
     several = len(suites) > 1
     codes: list[int] = []
 
@@ -360,12 +360,12 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     from bertprobe.harness import preflight
     from bertprobe.plugins import build_plugins
     from bertprobe.suite.load import load_suite
-    from bertprobe.suite.overrides import SuiteOverrides
+    from bertprobe.suite.overrides import SuiteOverrides, given_paths
 
     options = SuiteOverrides(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
                          label_map=label_map, baseline=baseline, device=device, dtype=dtype, only=only,
                          allow_pickle=allow_pickle, sets=sets)
-    suite = preflight(load_suite(suite_file, sets=sets), build_plugins(), options).suite
+    suite = preflight(load_suite(suite_file, sets=sets, given=given_paths(options)), build_plugins(), options).suite
     count = len(suite.probes)
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 

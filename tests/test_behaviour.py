@@ -112,7 +112,7 @@ def test_a_bad_line_names_the_file_the_line_and_the_key(tmp_path, line, message)
 
 
 def test_a_label_the_model_lacks_is_bad_input_before_any_prediction(tiny_clf, tmp_path):
-    with pytest.raises(DataError, match="'neutral' is no class of the model; classes: negative, positive"):
+    with pytest.raises(DataError, match="'neutral' is not a class of the model; classes: negative, positive; map it with --label-map neutral=CLASS"):
         _run(tiny_clf, tmp_path, [{"test": "t", "type": "mft", "text": "x", "label": "neutral"}])
 
 

@@ -382,7 +382,7 @@ GO_EMOTIONS = ("admiration", "amusement", "anger", "annoyance", "approval", "car
                "surprise", "neutral")
 
 
-def test_the_shipped_multilabel_suite_runs_on_a_tagger_with_its_labels(tmp_path, monkeypatch):
+def test_the_goemotions_example_runs_on_a_tagger_with_its_labels(tmp_path, monkeypatch):
     from bertprobe.testing import sentiment_examples
 
     model = save_tiny_model(tmp_path / "tagger", task="multi-label", labels=GO_EMOTIONS, seed=1)
@@ -394,14 +394,14 @@ def test_the_shipped_multilabel_suite_runs_on_a_tagger_with_its_labels(tmp_path,
     monkeypatch.setenv("BERTPROBE_ML_MODEL", str(model))
     monkeypatch.setenv("BERTPROBE_ML_DATA", str(data))
     monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
-    suite = Path(__file__).resolve().parents[1] / "suites" / "multilabel.yaml"
+    suite = Path(__file__).resolve().parents[1] / "examples" / "goemotions.yaml"
     result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path / "out"),
                                        "--set", "probes.accuracy.params.bootstrap=50",
                                        "--set", "probes.calibration.params.bootstrap=20",
                                        "--set", "probes.behaviour.params.max_cases=4",
                                        "--set", "probes.behaviour.params.max_examples=20"])
     assert result.exit_code in (0, 1), result.output  # a random tagger may fail its bars; it must not break
-    _, report = only_run(tmp_path / "out", "multilabel")
+    _, report = only_run(tmp_path / "out", "goemotions")
     status = {p["id"]: p["status"] for p in report["probes"]}
     assert "error" not in status.values(), result.output
     assert report["models"][0]["task"] == "multi-label" and "micro_f1" in report["probes"][0]["metrics"]

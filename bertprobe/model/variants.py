@@ -11,6 +11,7 @@ quantization, then compilation. The stored model is never modified: each variant
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -81,6 +82,8 @@ def derive_variant(base: Target, spec: Any, data: Any = None, log: Any = None) -
     variant = Target(spec=spec, model=model, tokenizer=base.tokenizer, task=base.task, device=base.device,
                      dtype=base.dtype, quantized=quantized, gradient_model=gradient_model,
                      encode_cache=base.encode_cache)
+    if base.outputs.label_map:  # the run's --label-map reads the variant's classes as it reads the stored model's
+        variant.task_def = replace(variant.outputs, label_map=base.outputs.label_map)
     if spec.compile:
         variant.compiled = torch.compile(model, dynamic=True)
         notes.append("batched prediction runs through torch.compile(dynamic=True); probes' own passes run eager")

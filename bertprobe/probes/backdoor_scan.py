@@ -158,21 +158,21 @@ class BackdoorParams:
                                  "LABEL:add or LABEL:remove)")
 
 
-def parse_pairs(pairs: tuple[str, ...], names: list[str]) -> list[tuple[int, int]]:
+def parse_pairs(pairs: tuple[str, ...], names: list[str], label_map: Any = None) -> list[tuple[int, int]]:
     """The (source, target) class pairs to scan: the named ones, or every ordered pair."""
     if not pairs:
         return [(s, t) for s in range(len(names)) for t in range(len(names)) if s != t]
     out = []
     for pair in pairs:
         src, tgt = (part.strip() for part in pair.split("->", 1))
-        s, t = resolve_label(src, names, "pair source"), resolve_label(tgt, names, "pair target")
+        s, t = resolve_label(src, names, "pair source", label_map), resolve_label(tgt, names, "pair target", label_map)
         if s == t:
             raise ProbeError(f"pair {pair!r}: source and target are the same class")
         out.append((s, t))
     return out
 
 
-def parse_label_states(pairs: tuple[str, ...], names: list[str]) -> list[tuple[int, int]]:
+def parse_label_states(pairs: tuple[str, ...], names: list[str], label_map: Any = None) -> list[tuple[int, int]]:
     """Multi-label: the (label, add) units to scan, from ``label:add`` / ``label:remove`` (default: every label,
     turned on where it is off and off where it is on)."""
     if not pairs:
@@ -182,7 +182,7 @@ def parse_label_states(pairs: tuple[str, ...], names: list[str]) -> list[tuple[i
         label, _, way = pair.partition(":")
         if way.strip() not in ("add", "remove"):
             raise ProbeError(f"pair {pair!r}: on a multi-label model a pair is LABEL:add or LABEL:remove")
-        out.append((resolve_label(label.strip(), names, "pair label"), int(way.strip() == "add")))
+        out.append((resolve_label(label.strip(), names, "pair label", label_map), int(way.strip() == "add")))
     return out
 
 
@@ -517,7 +517,8 @@ class BackdoorScanProbe(Probe):
         assert data is not None
         names = target.label_names
         multi = target.outputs.name == "multi-label"
-        pairs = parse_label_states(params.pairs, names) if multi else parse_pairs(params.pairs, names)
+        pairs = (parse_label_states(params.pairs, names, target.outputs.label_map) if multi
+                 else parse_pairs(params.pairs, names, target.outputs.label_map))
         if multi and params.reference_model:
             raise ProbeError("reference_model is measured for single-label models only; leave it out on a multi-label model")
         reference = self._reference(ctx, target, params)
@@ -686,7 +687,7 @@ class PairScans(Sweep):
             right = (target.outputs.predict(logits) == target.outputs.gold(data)).T  # labels x examples
             return {"target": target, "data": data, "allowed": allowed, "correct_states": right.tolist(),
                     "ids": example_ids(data.examples), "reference": reference}
-        sources = sorted({s for s, _ in parse_pairs(params.pairs, target.label_names)})
+        sources = sorted({s for s, _ in parse_pairs(params.pairs, target.label_names, target.outputs.label_map)})
         labelled = [i for i, ex in enumerate(data.examples) if ex.label in sources]
         predicted = target.predict([data.examples[i] for i in labelled], params.batch_size, progress=progress)
         correct = {i for i, pred in zip(labelled, predicted) if pred == data.examples[i].label}

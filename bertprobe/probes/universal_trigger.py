@@ -328,8 +328,8 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
         if params.to_label is not None or params.position != "prepend" or params.segment != "first":
             raise ProbeError("on a token-classification model the trigger is prepended to the sentence and suppresses "
                              "entities of target_label: leave to_label, position and segment out")
-    label = resolve_label(params.target_label, names, "target_label")  # type: ignore[arg-type]
-    to = resolve_label(params.to_label, names, "to_label") if params.to_label is not None else None
+    label = resolve_label(params.target_label, names, "target_label", target.outputs.label_map)  # type: ignore[arg-type]
+    to = resolve_label(params.to_label, names, "to_label", target.outputs.label_map) if params.to_label is not None else None
     if to == label:
         raise ProbeError("to_label must differ from target_label")
     rng = random.Random(seed)

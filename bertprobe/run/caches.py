@@ -48,6 +48,7 @@ class RunCaches:
             if target is None:
                 raise TargetError(f"no plugin could load model '{spec.path}'")
             target.encode_cache = self._encodings
+            self._read_classes(target)
             from bertprobe.model.variants import slow_half_note
 
             slow = slow_half_note(target.dtype, target.device)
@@ -56,6 +57,19 @@ class RunCaches:
                 self.say(f"warning: {slow}")
             self._targets[base] = (target, list(target.notes))
         return self._targets[base][0]
+
+    def _read_classes(self, target: Target) -> None:
+        """How the suite's class names read this model's classes: the run's --label-map goes to its task, and
+        where the GLUE convention reads unnamed classes (LABEL_0, LABEL_1) the run says so."""
+        from bertprobe.data.classes import glue_note, role_words
+
+        label_map = dict(self.suite.data.label_map) if self.suite.data is not None else {}
+        if label_map:
+            target.task_def = replace(target.outputs, label_map=label_map)
+        note = glue_note(target.label_names, label_map, role_words([p.params for p in self.suite.probes]))
+        if note:
+            target.notes.append(note)
+            self.say(f"note: {note}")
 
     def target(self, spec: ModelSpec) -> tuple[Target, list[str]]:
         """The model ``spec`` names, its variant derived from the stored weights, and the notes on how."""

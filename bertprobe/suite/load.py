@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,9 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
         if op == "-" and current is None:
             return default
         if current is None:
-            raise SuiteError(f"{path}: environment variable {name} is not set; set it or write ${{{name}:-default}}")
+            flag = next((f", pass {f}," for k, f in (("model", "--model PATH"), ("data", "--data PATH"))
+                         if re.fullmatch(rf"{k}s?(\[\d+\])?(\.path)?", path)), "")
+            raise SuiteError(f"{path}: environment variable {name} is not set; set it{flag} or write ${{{name}:-default}}")
         return current
 
     whole = _VAR.fullmatch(value)
@@ -405,8 +408,49 @@ def check_shape(raw: Any, source: str) -> None:
     size(raw, 0)
 
 
-def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tuple[str, ...] = ()) -> Suite:
-    """Read and parse a suite file (with ``--set`` assignments applied); every problem is a one-line SuiteError."""
+def _lift(value: Any, env: Mapping[str, str]) -> Any:
+    """``value`` with each required ``${VAR}`` (no default) that ``env`` lacks made optional (``${VAR-}``)."""
+    if not isinstance(value, str):
+        return value
+    return _VAR.sub(lambda m: f"${{{m.group(1)}-}}" if m.group(2) is None and env.get(m.group(1)) is None
+                    else m.group(0), value)
+
+
+def lift_given(raw: dict[str, Any], given: Collection[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """The YAML with the paths a flag replaces (``given``: ``model`` for --model, ``data`` for --data) freed of
+    their required ``${VAR}``s: ``run suite.yaml --data FILE`` needs no ``ML_DATA`` when the suite's data path
+    is ``${ML_DATA}``. A probe's own data path lifts with the suite's when it names the same source."""
+    raw = copy.deepcopy(raw)
+
+    def lift_path(holder: Any, key: str) -> None:
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, str):
+            holder[key] = _lift(value, env)
+        elif isinstance(value, dict) and "path" in value:
+            value["path"] = _lift(value["path"], env)
+
+    if "model" in given:
+        lift_path(raw, "model")
+        models = raw.get("models") if isinstance(raw.get("models"), list) else []
+        for i, entry in enumerate(models):
+            holder = {"m": entry}
+            lift_path(holder, "m")
+            models[i] = holder["m"]
+    if "data" in given:
+        source = raw.get("data")
+        source = source.get("path") if isinstance(source, dict) else source
+        lift_path(raw, "data")
+        for entry in raw.get("probes") if isinstance(raw.get("probes"), list) else []:
+            own = entry.get("data") if isinstance(entry, dict) else None
+            if isinstance(own, dict) and source is not None and own.get("path") == source:
+                lift_path(entry, "data")
+    return raw
+
+
+def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tuple[str, ...] = (),
+               given: Collection[str] = ()) -> Suite:
+    """Read and parse a suite file (with ``--set`` assignments applied); every problem is a one-line SuiteError.
+    ``given`` names what flags replace (``model``, ``data``): their paths need no required ``${VAR}``."""
     file = Path(path)
     if not file.is_file():
         raise SuiteError(f"suite file '{path}' not found; try 'bertprobe run suites/sst2.yaml'")
@@ -425,6 +469,8 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tup
     check_shape(raw, str(path))
     if sets and isinstance(raw, dict):
         raw = apply_sets(raw, sets)
+    if given and isinstance(raw, dict):
+        raw = lift_given(raw, given, os.environ if env is None else env)
     try:
         return parse_suite(raw, str(path), env, base_dir=file.resolve().parent)
     except SuiteError as exc:

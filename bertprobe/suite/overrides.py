@@ -37,6 +37,12 @@ class SuiteOverrides:
     workers: int | None = None
 
 
+def given_paths(options: SuiteOverrides) -> frozenset[str]:
+    """What the flags replace in the suites they run (``model`` for --model, ``data`` for --data): the suite's
+    own required ``${VAR}`` for that path need not be set."""
+    return frozenset(name for name, flag in (("model", options.models), ("data", options.data)) if flag)
+
+
 def parse_model_option(value: str) -> tuple[str | None, str]:
     """``NAME=PATH`` or a bare ``PATH`` (named later after its folder or hub id)."""
     name, sep, path = value.partition("=")
@@ -97,6 +103,13 @@ def _redirected(data: DataSpec | None, options: SuiteOverrides) -> DataSpec | No
     return data
 
 
+def selected(probe_id: str, probe: str, only: tuple[str, ...], ids: set[str]) -> bool:
+    """Whether ``--only`` picks the entry ``probe_id`` (of probe ``probe``): by its id; a probe name that is no
+    entry's id picks every entry of that probe (``--only cloze`` runs cloze-builtin and cloze-ettinger), so
+    ``--only slices`` runs the entry ``slices`` and never ``slices-anger``."""
+    return probe_id in only or (probe in only and probe not in ids)
+
+
 def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
     """Return the suite with --model/--data/--device/--dtype/--limit/--only applied and models named."""
     machine = {"device": options.device, "dtype": options.dtype, "allow_pickle": options.allow_pickle or None}
@@ -124,7 +137,7 @@ def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
         for name in only:
             if name not in known:
                 raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
-        probes = [p for p in probes if p.id in only or p.probe in only]
+        probes = [p for p in probes if selected(p.id, p.probe, only, {q.id for q in probes})]
     gate = suite.gate
     labels = [m.label for m in models]
     if options.baseline:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bertprobe.data.classes import find_class
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
 from bertprobe.data.prepare import read_data
 from bertprobe.errors import BertprobeError, DataError, SuiteError
@@ -93,10 +94,12 @@ def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], 
                 # a token classifier's classes for these params are its entity types (B-ORG, I-ORG: ORG)
                 labels = labels if labels is None else labels + sorted(
                     {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"})
-                if labels is not None and str(value).lower() not in {lab.lower() for lab in labels}:
+                label_map = suite.data.label_map if suite.data is not None else None
+                if labels is not None and find_class(str(value), labels, label_map) is None:
                     problems.append(f"{spec.path}.params.{name}: {value!r} is not a class of {model.path}"
-                                    f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; pass "
-                                    f"--set probes.{spec.id}.params.{name}=CLASS, or leave the probe out with --only")
+                                    f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; map it with --label-map "
+                                    f"{value}=CLASS, pass --set probes.{spec.id}.params.{name}=CLASS, or leave the "
+                                    "probe out with --only")
 
 
 def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:

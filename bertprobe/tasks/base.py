@@ -32,6 +32,9 @@ class Task:
 
     label_names: tuple[str, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)  # recorded in the report (thresholds...)
+    # the run's --label-map / data.label_map: how the suite's class names (target_label: positive) read this
+    # model's classes (bertprobe.data.classes); set by the run when it loads the model
+    label_map: Mapping[str, str] = field(default_factory=dict)
 
     name: ClassVar[str]
     description: ClassVar[str] = ""

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 
+from bertprobe.data.classes import class_problem, find_class
 from bertprobe.errors import ProbeError
 
 
-def resolve_label(value: str | int, names: list[str], what: str) -> int:
-    """A class given by name (case-insensitive) or index."""
-    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-        index = int(value)
-        if 0 <= index < len(names):
-            return index
-    else:
-        lookup = {n.lower(): i for i, n in enumerate(names)}
-        if value.lower() in lookup:
-            return lookup[value.lower()]
-    raise ProbeError(f"{what} {value!r} is not a class of the model ({', '.join(names)})")
+def resolve_label(value: str | int, names: list[str], what: str, label_map: Mapping[str, str] | None = None) -> int:
+    """A class given by index, name (case-insensitive, through ``--label-map``) or role (``positive`` for a
+    ``POS`` class): ``bertprobe.data.classes``."""
+    match = find_class(value, names, label_map)
+    if match is None:
+        raise ProbeError(class_problem(value, names, what))
+    return match.index
 
 
 def word_of(token: str) -> tuple[str, bool]:

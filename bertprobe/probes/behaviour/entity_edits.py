@@ -26,12 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bertprobe.data.classes import ROLES
+
 Span = tuple[int, int, str]
 WordMap = tuple[tuple[int, int], ...]
 
 # entity families: the model's own type names are found by these (PER or PERSON; LOC, LOCATION or GPE ...)
-FAMILIES = {"person": ("PER", "PERSON"), "place": ("LOC", "LOCATION", "GPE"),
-            "organisation": ("ORG", "ORGANIZATION", "ORGANISATION")}
+FAMILIES = {family: tuple(name.upper() for name in ROLES[family]) for family in ("person", "place", "organisation")}
 
 
 @dataclass(frozen=True)

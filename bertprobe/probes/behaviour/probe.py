@@ -38,7 +38,7 @@ from bertprobe.probes.behaviour.entity_run import run_entities
 from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
 from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
-from bertprobe.probes.behaviour.scoring import CaseOutcome, check_labels, class_index, judge_case
+from bertprobe.probes.behaviour.scoring import CaseOutcome, check_labels, class_index, judge_case, named_as_model
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
@@ -236,7 +236,7 @@ class BehaviourProbe(Probe):
             rows = []
         multi = target.outputs.name == "multi-label"
         thresholds = target.outputs.thresholds.numpy() if multi else None  # type: ignore[attr-defined]
-        cases, unresolved = self._resolvable(cases, labels, skipped, multi)
+        cases, unresolved = self._resolvable(cases, labels, skipped, multi, target.outputs.label_map)
         if not cases:
             raise ProbeError("no behavioural case to run: give cases:, templates:, or data for the perturbations")
         probs = self._predict(target, cases, params, ctx)
@@ -250,9 +250,10 @@ class BehaviourProbe(Probe):
 
     @staticmethod
     def _resolvable(cases: list[Case], labels: list[str], skipped: list[dict[str, Any]],
-                    multi_label: bool = False) -> tuple[list[Case], list[str]]:
-        """Check every label; a perturbation whose class the model lacks is skipped with the reason (on a
-        multi-label model, also a directional one that names no label)."""
+                    multi_label: bool = False, label_map: Any = None) -> tuple[list[Case], list[str]]:
+        """Check every label and write it as the model names it (``named_as_model``); a perturbation whose class
+        the model lacks is skipped with the reason (on a multi-label model, also a directional one that names
+        no label)."""
         keep, unresolved = [], []
         for case in cases:
             if case.source.startswith("perturbation ") and case.expect is not None and (
@@ -260,7 +261,7 @@ class BehaviourProbe(Probe):
                 try:
                     if case.expect.cls is None:
                         raise ValueError("no label")
-                    class_index(case.expect.cls, labels, case.test)
+                    class_index(case.expect.cls, labels, case.test, label_map)
                 except Exception:
                     reason = (f"{case.test}: the model has no class '{case.expect.cls}' (classes: {', '.join(labels)})"
                               if case.expect.cls is not None else
@@ -269,8 +270,8 @@ class BehaviourProbe(Probe):
                         unresolved.append(reason)
                         skipped.append({"perturbation": case.test, "skipped": reason})
                     continue
-            check_labels(case, labels, multi_label)
-            keep.append(case)
+            check_labels(case, labels, multi_label, label_map)  # a label set for a single-label model, a dir without a class
+            keep.append(named_as_model(case, labels, label_map))
         return keep, unresolved
 
     @staticmethod

@@ -18,33 +18,49 @@ a prediction is the set of labels at or above their thresholds: ``mft`` checks `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from bertprobe.data.classes import class_problem, find_class
 from bertprobe.errors import DataError
 from bertprobe.probes.behaviour.cases import Case, Label, Text
 
 Probabilities = Callable[[Text], np.ndarray]
 
 
-def class_index(label: Label, label_names: Sequence[str], where: str) -> int:
-    """A class name of the model (case-insensitive) or an index, as an index; DataError otherwise."""
-    if isinstance(label, int):
-        if 0 <= label < len(label_names):
-            return label
+def class_index(label: Label, label_names: Sequence[str], where: str, label_map: Mapping[str, str] | None = None) -> int:
+    """A class of the model by index, name (case-insensitive, through ``--label-map``) or role (``positive``
+    for ``POS``: ``bertprobe.data.classes``), as an index; DataError otherwise."""
+    if isinstance(label, int) and not 0 <= label < len(label_names):
         raise DataError(f"{where}: class index {label} is out of range; the model has {len(label_names)} classes")
-    lowered = [n.lower() for n in label_names]
-    if label.lower() in lowered:
-        return lowered.index(label.lower())
-    if label.isdigit() and int(label) < len(label_names):
-        return int(label)
-    raise DataError(f"{where}: '{label}' is no class of the model; classes: {', '.join(label_names)}")
+    match = find_class(label, label_names, label_map)
+    if match is None:
+        raise DataError(f"{where}: " + class_problem(label, label_names, "label"))
+    return match.index
 
 
-def check_labels(case: Case, label_names: Sequence[str], multi_label: bool = False) -> None:
+def named_as_model(case: Case, label_names: Sequence[str], label_map: Mapping[str, str] | None = None) -> Case:
+    """The case with every class it names written as the model names it (``positive`` -> ``POS``), so that
+    a suite's roles are read once, by the one rule; DataError for a name no rule reads."""
+    where = f"test '{case.test}'" + (f" case {case.id}" if case.id else "") + (f" ({case.source})" if case.source else "")
+
+    def name(label: Label | None) -> Label | None:
+        return None if label is None else label_names[class_index(label, label_names, where, label_map)]
+
+    def names(labels: Sequence[Label]) -> tuple[Label, ...]:
+        return tuple(name(x) for x in labels)  # type: ignore[misc]
+
+    expect = replace(case.expect, cls=name(case.expect.cls)) if case.expect is not None else None
+    return replace(case, label=name(case.label), not_label=name(case.not_label), expect=expect,
+                   labels=None if case.labels is None else names(case.labels), contains=names(case.contains),
+                   not_contains=names(case.not_contains))
+
+
+def check_labels(case: Case, label_names: Sequence[str], multi_label: bool = False,
+                 label_map: Mapping[str, str] | None = None) -> None:
     """Fail early (before any prediction) on a label the model does not have, or a case its task cannot judge."""
     where = f"test '{case.test}'" + (f" case {case.id}" if case.id else "") + (f" ({case.source})" if case.source else "")
     if case.label_sets and not multi_label:
@@ -56,7 +72,7 @@ def check_labels(case: Case, label_names: Sequence[str], multi_label: bool = Fal
     for label in (case.label, case.not_label, case.expect.cls if case.expect else None,
                   *(case.labels or ()), *case.contains, *case.not_contains):
         if label is not None:
-            class_index(label, label_names, where)
+            class_index(label, label_names, where, label_map)
 
 
 @dataclass(frozen=True)

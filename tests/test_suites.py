@@ -1,0 +1,266 @@
+"""The shipped suites are templates for their task: flags alone (--model, --data) point them at any model and
+file, --only picks entries by id, and every suite under suites/ runs on a tiny model with its own label names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import only_run, write_suite
+
+from bertprobe.cli import main
+from bertprobe.data.classes import ClassMatch
+from bertprobe.errors import SuiteError
+from bertprobe.suite.load import load_suite
+from bertprobe.suite.overrides import SuiteOverrides, apply_overrides
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+# ---- --data and --model lift the suite's required ${VAR} --------------------------------------------------
+def required_vars_suite(tmp_path: Path) -> Path:
+    return write_suite(tmp_path / "req.yaml", (
+        "suite: req\n"
+        "model: {path: '${REQ_MODEL}', device: cpu}\n"
+        "data: {path: '${REQ_DATA}'}\n"
+        f"report: {{dir: '{tmp_path / 'reports'}'}}\n"
+        "probes:\n  - probe: accuracy\n"
+        "  - probe: accuracy\n    id: few\n    data: {path: '${REQ_DATA}', limit: 3}\n"))
+
+
+def test_data_and_model_flags_lift_the_suites_required_variables(tmp_path, tiny_clf_dir, sst_tsv, monkeypatch):
+    monkeypatch.delenv("REQ_MODEL", raising=False)
+    monkeypatch.delenv("REQ_DATA", raising=False)
+    suite = required_vars_suite(tmp_path)
+    flags = ("--model", str(tiny_clf_dir), "--data", str(sst_tsv))
+    checked = invoke("validate", str(suite), *flags)
+    assert checked.exit_code == 0, checked.output
+    ran = invoke("run", str(suite), *flags, "--allow-skips")
+    assert ran.exit_code == 0, ran.output
+    loaded = apply_overrides(load_suite(suite, given=("model", "data")), SuiteOverrides(models=(str(tiny_clf_dir),),
+                                                                                      data=str(sst_tsv)))
+    assert loaded.model.path == str(tiny_clf_dir) and loaded.data.path == str(sst_tsv)
+    assert loaded.probes[1].data.path == str(sst_tsv) and loaded.probes[1].data.limit == 3  # same source: it follows
+
+
+def test_a_required_variable_no_flag_replaces_is_still_an_error_naming_the_flag(tmp_path, sst_tsv, monkeypatch):
+    monkeypatch.delenv("REQ_MODEL", raising=False)
+    monkeypatch.delenv("REQ_DATA", raising=False)
+    suite = required_vars_suite(tmp_path)
+    result = invoke("validate", str(suite), "--data", str(sst_tsv))
+    assert result.exit_code == 2
+    assert "REQ_MODEL is not set; set it, pass --model PATH, or write ${REQ_MODEL:-default}" in result.output
+    with pytest.raises(SuiteError, match="REQ_DATA is not set"):
+        load_suite(suite, given=("model",))
+
+
+# ---- --only selects by id ------------------------------------------------------------------------------
+def test_only_selects_entries_by_id_and_a_probe_name_only_where_no_entry_has_it_as_id(tmp_path, tiny_clf_dir, sst_tsv):
+    suite = write_suite(tmp_path / "s.yaml", (
+        f"suite: s\nmodel: {{path: '{tiny_clf_dir}'}}\ndata: {{path: '{sst_tsv}'}}\nprobes:\n"
+        "  - probe: accuracy\n  - probe: slices\n  - probe: slices\n    id: slices-neg\n    params: {metric: 'label:0'}\n"
+        "  - probe: cloze\n    id: cloze-a\n  - probe: cloze\n    id: cloze-b\n"))
+
+    def ids(only: str) -> list[str]:
+        return [p.id for p in apply_overrides(load_suite(suite), SuiteOverrides(only=(only,))).probes]
+
+    assert ids("accuracy,slices") == ["accuracy", "slices"]  # never slices-neg
+    assert ids("slices-neg") == ["slices-neg"]
+    assert ids("cloze") == ["cloze-a", "cloze-b"]  # no entry has the id 'cloze': every cloze entry
+    with pytest.raises(SuiteError, match="did you mean 'slices-neg'"):
+        ids("slices-ng")
+
+
+# ---- class names by role: one rule for data labels, class params and templates ------------------------------
+@pytest.mark.parametrize("names, index, how", [
+    (["NEGATIVE", "POSITIVE"], 1, "name"), (["neg", "pos"], 1, "alias"), (["POS", "NEG"], 0, "alias"),
+    (["bad", "good"], 1, "alias"), (["LABEL_0", "LABEL_1"], 1, "glue"), (["0", "1"], 1, "glue"),
+])
+def test_a_role_reads_the_models_own_names_and_unnamed_classes_by_the_glue_convention(names, index, how):
+    from bertprobe.data.classes import find_class
+
+    assert find_class("positive", names) == ClassMatch(index, how)
+    assert find_class("Positive", names).index == index  # case does not matter
+    assert find_class("negative", names).index == 1 - index
+
+
+def test_the_label_map_comes_first_and_an_unreadable_name_is_none():
+    from bertprobe.data.classes import find_class
+
+    assert find_class("positive", ["LABEL_0", "LABEL_1"], {"positive": "LABEL_0"}) == ClassMatch(0, "map")
+    assert find_class("positive", ["happy", "sad"], {"Positive": "happy"}) == ClassMatch(0, "map")
+    assert find_class("positive", ["happy", "sad"]) is None  # no rule reads it: the caller names --label-map
+    assert find_class("positive", ["LABEL_0", "LABEL_1", "LABEL_2"]) is None  # GLUE's convention is for two classes
+    assert find_class("positive", ["pos", "positive"]) == ClassMatch(1, "name")  # an exact name wins over an alias
+    assert find_class(1, ["a", "b"]) == ClassMatch(1, "index") and find_class(2, ["a", "b"]) is None
+
+
+def test_the_glue_note_names_the_reading_and_the_map_that_undoes_it():
+    from bertprobe.data.classes import glue_note, role_words
+
+    roles = role_words([{"target_label": "positive", "templates": [{"label": "negative"}, {"pairs": ["positive->neg"]}]}])
+    assert roles == {"positive", "negative"}
+    note = glue_note(["LABEL_0", "LABEL_1"], {}, roles)
+    assert "read negative as LABEL_0, positive as LABEL_1 by the GLUE convention" in note
+    assert "--label-map negative=LABEL_1,positive=LABEL_0" in note
+    assert glue_note(["NEG", "POS"], {}, roles) is None and glue_note(["LABEL_0", "LABEL_1"], {}, set()) is None
+    assert glue_note(["LABEL_0", "LABEL_1"], {"positive": "LABEL_1", "negative": "LABEL_0"}, roles) is None
+
+
+# ---- every shipped suite runs on a tiny model of its task, with that model's own label names -----------------
+SUITES = REPO / "suites"
+CONLLU = "".join(
+    f"# sent_id = s{i}\n1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\t{noun}\t{noun}\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"
+    f"3\twas\tbe\tAUX\t_\t_\t4\tcop\t_\t_\n4\t{adj}\t{adj}\tADJ\t_\t_\t0\troot\t_\t_\n5\t.\t.\tPUNCT\t_\t_\t4\tpunct\t_\t_\n\n"
+    for i, (noun, adj) in enumerate([("movie", "good"), ("film", "bad"), ("plot", "dull"), ("story", "fun")] * 3))
+ARCT_HEADER = "#id\twarrant0\twarrant1\tcorrectLabelW0orW1\treason\tclaim\tdebateTitle\tdebateInfo\n"
+
+
+def _sentences(path: Path, header: str, row) -> Path:
+    from bertprobe.testing import sentiment_examples
+
+    path.write_text(header + "".join(row(t, y) for t, y in sentiment_examples(48, seed=5)), encoding="utf-8")
+    return path
+
+
+def _classifier(tmp: Path, labels: tuple[str, ...]) -> tuple[Path, Path]:
+    from bertprobe.testing import save_tiny_model
+
+    return (save_tiny_model(tmp / "model", labels=labels),
+            _sentences(tmp / "reviews.tsv", "sentence\tlabel\n", lambda t, y: f"{t}\t{y}\n"))
+
+
+def _tagger(tmp: Path) -> tuple[Path, Path]:
+    import json
+
+    from bertprobe.testing import save_tiny_model
+
+    names = ("cheerful", "gloomy", "plot-talk")  # made-up label names of a tagger of its own
+    def row(text: str, y: int) -> str:
+        labels = [names[y]] + (["plot-talk"] if "plot" in text else [])
+        return json.dumps({"text": text, "labels": labels}) + "\n"
+    return save_tiny_model(tmp / "model", task="multi-label", labels=names), _sentences(tmp / "test.jsonl", "", row)
+
+
+def _ner(tmp: Path) -> tuple[Path, Path]:
+    from bertprobe.testing import save_tiny_model
+
+    tags = ("O", "B-PERSON", "I-PERSON", "B-ORGANIZATION", "I-ORGANIZATION", "B-GPE", "I-GPE")  # not CoNLL's
+    sentences = [[("she", "B-PERSON"), ("was", "O"), ("in", "O"), ("the", "B-GPE"), ("film", "I-GPE")],
+                 [("the", "B-ORGANIZATION"), ("director", "I-ORGANIZATION"), ("was", "O"), ("good", "O")],
+                 [("he", "B-PERSON"), ("is", "O"), ("a", "O"), ("very", "O"), ("fun", "O"), ("actor", "O")]] * 4
+    text = "\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n"
+    (tmp / "test.iob2").write_text(text, encoding="utf-8")
+    return save_tiny_model(tmp / "model", task="token-classification", labels=tags), tmp / "test.iob2"
+
+
+def _mlm(tmp: Path) -> tuple[Path, None]:
+    from bertprobe.testing import save_tiny_model
+
+    return save_tiny_model(tmp / "model", task="masked-lm", labels=()), None
+
+
+def _encoder(tmp: Path) -> tuple[Path, Path]:
+    from bertprobe.testing import save_tiny_model
+
+    (tmp / "dev.conllu").write_text(CONLLU, encoding="utf-8")
+    return save_tiny_model(tmp / "model", task="encoder", labels=()), tmp / "dev.conllu"
+
+
+def _arct(tmp: Path) -> tuple[Path, Path]:
+    from bertprobe.testing import save_tiny_model
+
+    rows = [("the film is good", "the film is not good", i % 2, "it was fun", "movies are great") for i in range(12)]
+    (tmp / "test.txt").write_text(ARCT_HEADER + "".join(
+        f"id{i}\t{w0}\t{w1}\t{y}\t{r}\t{c}\tTitle\tInfo\n" for i, (w0, w1, y, r, c) in enumerate(rows)), encoding="utf-8")
+    return save_tiny_model(tmp / "model", task="multiple-choice", labels=("first", "second")), tmp / "test.txt"
+
+
+# suite -> (its tiny model and data, the --set and environment that keep it to a few seconds)
+SHIPPED = {
+    "sst2": (lambda t: _classifier(t, ("NEG", "POS")), ("probes.universal-trigger.params.candidates=4",
+                                                        "probes.universal-trigger.params.iterations=1"), {}),
+    "behaviour": (lambda t: _classifier(t, ("bad", "good")), ("probes.behaviour.params.max_cases=2",
+                                                              "probes.behaviour.params.max_examples=6"), {}),
+    "backdoor": (lambda t: _classifier(t, ("ham", "spam")), ("probes.backdoor-scan.params.candidates=4",
+                                                             "probes.backdoor-scan.params.max_length=1"), {}),
+    "compression": (lambda t: _classifier(t, ("sports", "politics")), (
+        "probes.universal-trigger.params.candidates=4", "probes.universal-trigger.params.iterations=1"), {}),
+    "internals": (lambda t: _classifier(t, ("LABEL_0", "LABEL_1")), ("probes.head-pruning.params.step=0.5",
+                                                                      "probes.attention-audit.params.similarity_examples=4"), {}),
+    "multilabel": (_tagger, ("probes.behaviour.params.max_cases=2", "probes.behaviour.params.max_examples=6"), {}),
+    "ner": (_ner, ("probes.behaviour.params.max_examples=4", "probes.universal-trigger.params.candidates=4",
+                   "probes.universal-trigger.params.iterations=1", "probes.universal-trigger.params.max_examples=8",
+                   "probes.attention-audit.params.similarity_examples=4"), {}),
+    "ner-int8": (_ner, ("probes.behaviour.params.max_examples=4",), {"BERTPROBE_NER_BEHAVIOUR_EXAMPLES": "4"}),
+    "cloze": (_mlm, (), {}),
+    "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
+    "arct": (_arct, (), {}),
+}
+
+
+SUITE_NAMES: dict[str, str] = {}  # file stem -> the suite: name inside, where they differ
+
+
+def test_every_shipped_suite_is_listed_here():
+    assert {p.stem for p in SUITES.glob("*.yaml")} == set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_a_shipped_suite_runs_on_a_tiny_model_of_its_task_with_its_own_label_names(name, tmp_path, monkeypatch):
+    build, sets, env = SHIPPED[name]
+    model, data = build(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if name == "syntax":
+        monkeypatch.setenv("BERTPROBE_UD_TEST", str(data))
+    if name == "arct":  # the cue statistics and the adversarial set: the same tiny file
+        monkeypatch.setenv("BERTPROBE_ARCT_STATS", str(data))
+        monkeypatch.setenv("BERTPROBE_ARCT_ADV", str(data))
+    if name == "cloze":
+        ettinger = tmp_path / "ettinger"
+        ettinger.mkdir()
+        (ettinger / "NEG-136-SIMP.tsv").write_text(
+            "item\tcontext_aff\tcontext_neg\ttarget_aff\ttarget_neg\n0\tA robin is (a|an)\tA robin is not (a|an)\tbird\tdog\n"
+            "1\tA cat is (a|an)\tA cat is not (a|an)\tdog\tbird\n", encoding="utf-8")
+        monkeypatch.setenv("BERTPROBE_ETTINGER", str(ettinger))
+    suite = str(SUITES / f"{name}.yaml")
+    flags = ["--model", str(model), "--device", "cpu", *(("--data", str(data)) if data else ())]
+    flags += [f"--set={s}" for s in sets] + ["--set=report.formats=[json]"]
+    checked = invoke("validate", suite, *flags)
+    assert checked.exit_code == 0, checked.output
+    ran = invoke("run", suite, *flags, "--limit", "48" if name == "backdoor" else "12", "--out", str(tmp_path / "out"))
+    assert ran.exit_code in (0, 1, 5), ran.output  # a decision: not bad input (2), not an internal error (3)
+    assert "Traceback" not in ran.output and "decision:" in ran.output, ran.output
+    _, report = only_run(tmp_path / "out", SUITE_NAMES.get(name, name))
+    assert [(p["id"], p["status"]) for p in report["probes"] if p["status"] in ("error", "skipped")] == [], ran.output
+
+
+def test_unnamed_classes_are_read_by_the_glue_convention_and_the_run_says_so(tmp_path):
+    model, data = _classifier(tmp_path, ("LABEL_0", "LABEL_1"))
+    flags = ["--model", str(model), "--data", str(data), "--device", "cpu", "--only", "universal-trigger",
+             "--set=probes.universal-trigger.params.candidates=2", "--set=probes.universal-trigger.params.iterations=1",
+             "--set=report.formats=[json]", "--limit", "12", "--out", str(tmp_path / "out")]
+    ran = invoke("run", str(SUITES / "sst2.yaml"), *flags)
+    assert ran.exit_code in (0, 1), ran.output
+    assert "read positive as LABEL_1 by the GLUE convention" in ran.output  # stated in the run's output...
+    _, report = only_run(tmp_path / "out", "sst2")
+    assert any("GLUE convention" in note for note in report["models"][0]["notes"])  # ... and in the report
+    assert report["probes"][0]["details"]["target_label"] == "LABEL_1"
+    mapped = invoke("run", str(SUITES / "sst2.yaml"), *flags, "--label-map", "positive=LABEL_0")
+    assert "GLUE" not in mapped.output, mapped.output  # the map says otherwise: no convention, no note
+
+
+def test_a_role_no_rule_reads_is_refused_by_validate_naming_the_label_map(tmp_path):
+    model, data = _classifier(tmp_path, ("happy", "sad"))
+    result = invoke("validate", str(SUITES / "sst2.yaml"), "--model", str(model), "--data", str(data))
+    assert result.exit_code == 2 and "'positive' is not a class of" in result.output
+    assert "--label-map positive=CLASS" in result.output
+    mapped = invoke("validate", str(SUITES / "sst2.yaml"), "--model", str(model), "--data", str(data),
+                    "--label-map", "positive=happy")
+    assert mapped.exit_code == 0, mapped.output
