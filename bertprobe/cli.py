@@ -26,8 +26,15 @@ class _Context:
 
 
 def _fail(ctx_obj: _Context, exc: BaseException, code: int = EXIT_USAGE) -> None:
+    """The error on one line, or, for several problems found at once, a headline and one numbered line each."""
     if ctx_obj.debug:
         traceback.print_exc()
+    problems = getattr(exc, "problems", None)
+    if problems and len(problems) > 1:
+        click.echo(f"error: {' '.join(str(getattr(exc, 'headline', '')).split())}:", err=True)
+        for i, problem in enumerate(problems, 1):
+            click.echo(f"  {i}. {' '.join(str(problem).split())}", err=True)
+        sys.exit(code)
     message = " ".join(str(exc).split())
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -196,7 +203,8 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
         suite_files, suite_env, overrides, control = (request.suite_file,), request.environment, request.overrides, request.control
     if resume and len(suite_files) > 1:
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
-    suites = [load_suite(f, env=suite_env, sets=overrides.sets) for f in suite_files]  # all checked before any runs
+    # all checked before any runs; what loading finds is reported with the rest of the preflight's problems
+    suites = [load_suite(f, env=suite_env, sets=overrides.sets, defer=True) for f in suite_files]
     several = len(suites) > 1
     codes: list[int] = []
 
@@ -365,7 +373,7 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     options = SuiteOverrides(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
                          label_map=label_map, baseline=baseline, device=device, dtype=dtype, only=only,
                          allow_pickle=allow_pickle, sets=sets)
-    suite = preflight(load_suite(suite_file, sets=sets), build_plugins(), options).suite
+    suite = preflight(load_suite(suite_file, sets=sets, defer=True), build_plugins(), options).suite
     count = len(suite.probes)
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 

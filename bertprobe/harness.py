@@ -20,7 +20,7 @@ import torch
 from bertprobe.data.dataset import Dataset
 from bertprobe.data.prepare import fingerprint
 from bertprobe.environment import default_threads, versions
-from bertprobe.errors import BertprobeError, InternalError, SuiteError
+from bertprobe.errors import BertprobeError, InternalError, Problems, SuiteError
 from bertprobe.model.loading import resolve_device
 from bertprobe.model.spec import ModelSpec
 from bertprobe.plugins import Plugins
@@ -74,13 +74,15 @@ class Preflight:
 def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Preflight:
     """Every check ``run`` makes before any weights load, and all that ``validate`` makes: the command line
     applied, the probes that will run (``--only``) validated, hub sources reachable, the local data read
-    and checked against the probes and against each local model's classes. Raises at the first failing
-    step, each listing all of its problems."""
+    and checked against the probes and against each local model's classes. Every step runs, and one error
+    lists every problem they found (numbered by the CLI, one per line); nothing is loaded or created."""
+    problems = Problems()
     selected = apply_overrides(suite, overrides)  # raises for an unknown --only name
-    params_by_probe = validate_suite(selected, plugins)
-    check_devices(selected)
-    check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
-    data = read_local_data(selected, plugins)  # a file that cannot serve the run leaves no run folder behind
+    params_by_probe = validate_suite(selected, plugins, problems)
+    problems.attempt(check_devices, selected)
+    problems.attempt(check_hub_sources, selected)  # every unreachable hub id at once, before a run folder exists
+    data = read_local_data(selected, plugins, problems)  # a file that cannot serve the run leaves no run folder
+    problems.raise_if_any(selected.source or "suite")
     return Preflight(selected, params_by_probe, data)
 
 

@@ -173,10 +173,12 @@ def load_table(spec: DataSpec) -> Dataset:
         from bertprobe.data.treebank import read_conllu
 
         return read_conllu(Path(spec.path).expanduser())
-    from bertprobe.data.conll import CONLL_SUFFIXES, read_conll
+    from bertprobe.data.conll import CONLL_SUFFIXES, SNIFFED_SUFFIXES, looks_like_conll, read_conll
 
     if local and Path(spec.path).suffix.lower() in CONLL_SUFFIXES:
         return read_conll(Path(spec.path).expanduser(), spec)
+    if local and Path(spec.path).suffix.lower() in SNIFFED_SUFFIXES and looks_like_conll(Path(spec.path).expanduser()):
+        return read_conll(Path(spec.path).expanduser(), spec)  # a CoNLL file named .txt: word and tag columns
     table, text = _read_local(Path(spec.path).expanduser()) if local else (_read_hub(spec), None)
     columns = list(table.column_names)
     source = spec.path

@@ -15,7 +15,7 @@ from typing import Any
 
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
 from bertprobe.data.prepare import read_data
-from bertprobe.errors import BertprobeError, DataError, SuiteError
+from bertprobe.errors import BertprobeError, DataError, Problems, SuiteError
 from bertprobe.model.loading import looks_local
 from bertprobe.model.spec import ModelSpec
 from bertprobe.params import parse_params
@@ -79,30 +79,35 @@ def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
 
 
 def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
+    """Every class name a probe's entry gives (``Probe.named_labels``: params such as ``target_label``, per-label
+    expectations such as ``recall_joy``, slices' ``metric: label:joy``, behaviour templates' labels) against
+    the classes in each local model's config.json; no weights are read."""
     for spec in suite.probes:
         cls = cls_of.get(spec.id)
-        if cls is None or spec.id not in params:
-            continue
+        if cls is None:
+            continue  # params that did not parse (None) still leave the expectations' names to check
+        named = cls.named_labels(params.get(spec.id), [e.metric for e in spec.expect])
         models = [spec.model] if spec.model is not None else list(suite.models)
-        for name in getattr(cls, "label_params", ()):
-            value = getattr(params[spec.id], name, None)
-            if value is None or isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-                continue
+        for where, value in named:
             for model in models:
                 labels = _config_labels(model)
-                # a token classifier's classes for these params are its entity types (B-ORG, I-ORG: ORG)
+                # a token classifier's classes for these names are also its entity types (B-ORG, I-ORG: ORG)
                 labels = labels if labels is None else labels + sorted(
-                    {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"})
-                if labels is not None and str(value).lower() not in {lab.lower() for lab in labels}:
-                    problems.append(f"{spec.path}.params.{name}: {value!r} is not a class of {model.path}"
-                                    f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; pass "
-                                    f"--set probes.{spec.id}.params.{name}=CLASS, or leave the probe out with --only")
+                    {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"} - set(labels))
+                if labels is None or str(value).lower() in {lab.lower() for lab in labels}:
+                    continue
+                fix = (f"pass --set probes.{spec.id}.{where}=CLASS" if where.startswith("params.") and "[" not in where
+                       else f"edit {where} in the suite")
+                problems.append(f"{spec.path}.{where}: {value!r} is not a class of {model.path}"
+                                f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; {fix}, "
+                                "or leave the probe out with --only")
 
 
-def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:
+def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) -> dict[str, Any]:
     """Check the suite (as ``--only`` leaves it: the probes that will run); raise one SuiteError listing every
-    problem. Returns parsed params by probe id."""
-    problems: list[str] = []
+    problem, with those loading left in ``suite.problems``, or add them to ``found``. Returns parsed params
+    by probe id."""
+    problems: list[str] = list(suite.problems)
     params = validate_probes(suite, plugins.probes, plugins.reporters, problems)
     for i, model in enumerate(suite.models):
         _check_model(model, f"models[{i}]" if len(suite.models) > 1 else "model", problems)
@@ -135,11 +140,11 @@ def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:
                 Path(data.path).suffix.lower() in (".csv", ".tsv", ".txt", ".jsonl", ".json"):
             problems.append(f"{spec.path}: {spec.probe} needs data with {', '.join(needs)}, which a "
                             f"{Path(data.path).suffix} table has not; give a CoNLL-U treebank (.conllu)")
-    if problems:
-        source = suite.source or "suite"
-        if len(problems) == 1:
-            raise SuiteError(f"{source}: {problems[0]}")
-        raise SuiteError(f"{source}: {len(problems)} problems: " + "; ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
+    collected = Problems() if found is None else found
+    for problem in problems:
+        collected.add(problem, SuiteError, suite=True)
+    if found is None:
+        collected.raise_if_any(suite.source or "suite")
     return params
 
 
@@ -190,19 +195,24 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
                             "has them (words and dependency layers come from a .conllu treebank)")
 
 
-def read_local_data(suite: Suite, plugins: Any) -> Dataset | None:
+def read_local_data(suite: Suite, plugins: Any, found: Problems | None = None) -> Dataset | None:
     """The suite's local data file, read and checked against the probes' needs (``check_data_needs``)
-    before any model loads; None when there is no such file or no probe reads it. What ``run`` does before
-    its run folder exists, and ``validate`` too."""
+    and each local model's classes before any model loads; None when there is no such file or no probe reads
+    it. What ``run`` does before its run folder exists, and ``validate`` too. Raises one error listing every
+    problem (bad rows up to a limit), or adds them to ``found``."""
     spec = suite.data
     if spec is None or spec.loader is not None or not spec.path or not Path(spec.path).expanduser().is_file():
         return None
     if not any(p.probe in plugins.probes and plugins.probes.get(p.probe).needs_data and p.data is None
                for p in suite.probes):
         return None
-    data = read_data(spec, None, suite.seed)
-    check_data_needs(suite, plugins, data)
-    check_labels_against_models(suite, plugins, data)
+    collected = Problems() if found is None else found
+    data = collected.attempt(read_data, spec, None, suite.seed)
+    if data is not None:
+        collected.attempt(check_data_needs, suite, plugins, data)
+        collected.attempt(check_labels_against_models, suite, plugins, data)
+    if found is None:
+        collected.raise_if_any(suite.source)
     return data
 
 
