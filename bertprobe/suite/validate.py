@@ -308,9 +308,10 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
                 known = [m for m in cls.metrics if "*" not in m]
                 problem(f"{spec.path}.expect.{metric}: probe '{spec.probe}' has no such metric"
                         f"{did_you_mean(metric, known)}; metrics: {', '.join(cls.metrics)}")
-        if cls.needs_data and not getattr(cls, "data_optional", False) and spec.data is None and suite.data is None:
+        if cls.needs_data and not getattr(cls, "data_optional", False) and spec.data is None and suite.data is None \
+                and not _reported(suite, "data", f"{spec.path}.data"):
             problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
-        if spec.model is None and not suite.models:
+        if spec.model is None and not suite.models and not _reported(suite, "model", "models", f"{spec.path}.model"):
             problem(f"{spec.path}: no model; add a model: section to the suite or the probe")
     if reporters is not None:
         for fmt in suite.formats:
@@ -319,6 +320,12 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             except SuiteError as exc:
                 problem(f"report.formats: {exc}")
     return params_by_probe
+
+
+def _reported(suite: Suite, *sections: str) -> bool:
+    """Whether loading already reported a problem in one of these sections (so that a section that did not
+    parse is not reported a second time as missing)."""
+    return any(p == s or p.startswith((f"{s}:", f"{s}.", f"{s}[")) for p in suite.problems for s in sections)
 
 
 def _cached_model(spec: ModelSpec) -> bool:
