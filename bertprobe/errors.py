@@ -62,13 +62,18 @@ class Problems:
         return bool(self.items)
 
     def add(self, message: str, kind: type[BertprobeError] = SuiteError, suite: bool = False) -> None:
+        """Record a problem; one already recorded (alone, or after a ``WHERE: `` prefix) is not repeated."""
+        for known, _, _ in self.items:
+            if message == known or known.endswith(f": {message}") or message.endswith(f": {known}"):
+                return
         self.items.append((message, kind, suite))
 
     def add_error(self, exc: BertprobeError, suite: bool = False) -> None:
         """An error a check raised: each problem it lists (``exc.problems``), else its message."""
         listed = getattr(exc, "problems", None)
         if listed:
-            self.items.extend((p, type(exc), False) for p in listed)
+            for problem in listed:
+                self.add(problem, type(exc))
         else:
             self.add(str(exc), type(exc), suite)
 

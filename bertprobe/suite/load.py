@@ -308,6 +308,8 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         problems.append("report.formats: expected a list of names such as [json, markdown, html]")
         formats = ["json", "markdown", "html"]
     entries = doc.get("probes")
+    if entries is None and any("(did you mean 'probes'?)" in p for p in problems):
+        raise _suite_error(problems)  # the misspelt key says it all
     if not isinstance(entries, list) or not entries:
         raise give_up("probes: expected a non-empty list of probes, e.g. '- probe: accuracy'")
     probes, ids = [], set()
