@@ -358,12 +358,14 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
              allow_pickle: bool) -> None:
     """Make every check 'run' makes before it loads weights, and report every problem at once.
 
-    Takes run's model, data and probe options. Checks keys, probe names, params and expected metrics,
-    reporters, that data files and local model folders exist, that each model's device exists here (not for
-    a joined Ray cluster), that named data loaders are installed and hub sources reachable, class names given
-    as params (such as target_label) against each local model's config.json, and a local data file: its
-    columns, and its labels against what the probes need and against each local model's classes (the task
-    from its architecture). Exit 0 when run would start, 2 with the same message run would give.
+    Takes run's model, data and probe options. Checks keys, --set assignments, probe names, params and
+    expected metrics, reporters, that data files and local model folders exist, that each model's device
+    exists here (not for a joined Ray cluster), that named data loaders are installed and hub sources
+    reachable, the class names the suite uses (params such as target_label, per-label expectations such as
+    recall_joy, behaviour templates' labels, slices' metric: label:NAME) against each local model's
+    config.json, and a local data file: its columns, and every row's label against what the probes need and
+    against each local model's classes (the first 20 bad rows, then a count). Problems are numbered, one per
+    line. Exit 0 when run would start, 2 with the same list run would give.
     """
     from bertprobe.harness import preflight
     from bertprobe.plugins import build_plugins

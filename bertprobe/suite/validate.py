@@ -96,8 +96,12 @@ def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], 
                     {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"} - set(labels))
                 if labels is None or str(value).lower() in {lab.lower() for lab in labels}:
                     continue
-                fix = (f"pass --set probes.{spec.id}.{where}=CLASS" if where.startswith("params.") and "[" not in where
-                       else f"edit {where} in the suite")
+                if where.startswith("params.") and "[" not in where:
+                    fix = f"pass --set probes.{spec.id}.{where}=CLASS"
+                elif where.startswith("expect."):
+                    fix = f"drop the expectation with --set probes.{spec.id}.{where}=off"
+                else:
+                    fix = f"edit {where} in the suite"
                 problems.append(f"{spec.path}.{where}: {value!r} is not a class of {model.path}"
                                 f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; {fix}, "
                                 "or leave the probe out with --only")
