@@ -77,7 +77,11 @@ def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Pref
     and checked against the probes and against each local model's classes. Every step runs, and one error
     lists every problem they found (numbered by the CLI, one per line); nothing is loaded or created."""
     problems = Problems()
-    selected = apply_overrides(suite, overrides)  # raises for an unknown --only name
+    selected = problems.attempt(apply_overrides, suite, overrides)  # fails for an unknown --only name or baseline
+    if selected is None:  # nothing more can be checked without the suite as it would run: list what loading found
+        for problem in suite.problems:
+            problems.add(problem, SuiteError, suite=True)
+        problems.raise_if_any(suite.source or "suite")
     params_by_probe = validate_suite(selected, plugins, problems)
     problems.attempt(check_devices, selected)
     problems.attempt(check_hub_sources, selected)  # every unreachable hub id at once, before a run folder exists
@@ -206,6 +210,8 @@ def run_suite(suite: Suite, plugins: Plugins, overrides: SuiteOverrides | None =
         except BertprobeError as exc:
             report.status, report.message = "aborted", str(exc)
             exc.args = (f"{exc}; partial report in {run_dir}",)
+            if getattr(exc, "problems", None):  # several problems: the CLI prints the headline above the list
+                exc.headline = f"{getattr(exc, 'headline', '')} (partial report in {run_dir})"  # type: ignore[attr-defined]
             raise
         except Exception as exc:  # a bug: the report says so instead of staying 'running'
             report.status, report.message = "aborted", f"internal error: {type(exc).__name__}: {exc}"

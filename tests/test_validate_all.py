@@ -181,3 +181,14 @@ def test_a_label_set_mixing_a_class_id_and_a_name_is_refused(tmp_path, ml_dir):
     result = invoke("validate", str(suite))
     assert result.exit_code == 2
     assert "label set [1, 'ORG'] on line 2 of" in result.stderr and "mixes class ids (1) and names (ORG)" in result.stderr
+
+
+def test_bad_rows_found_during_a_run_are_listed_with_the_partial_report(tmp_path, ner_dir):
+    data = tmp_path / "named.iob2"  # a named loader's data is read in the run, not before it
+    data.write_text("Anna B-PERSON\nsings O\n\nOslo B-CITY\n", encoding="utf-8")
+    suite = write_suite(tmp_path / "suite.yaml", (
+        f"suite: tiny\nmodel: {{path: '{ner_dir}', device: cpu}}\ndata: {{loader: conll, path: '{data}'}}\n"
+        f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n"))
+    head, problems = problems_of(invoke("run", str(suite)))
+    assert head.startswith("error: 2 problems (partial report in ") and str(tmp_path / "reports") in head
+    assert [p.split(" of ")[0] for p in problems] == ["tag 'B-PERSON' on line 1", "tag 'B-CITY' on line 4"]
