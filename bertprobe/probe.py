@@ -231,8 +231,8 @@ class Probe(abc.ABC):
     def named_labels(cls, params: Any, metrics: Sequence[str]) -> list[tuple[str, str]]:
         """``(where, name)`` for each class name this probe's suite entry gives (``params.target_label``), checked
         by ``validate`` against the model's classes from its config.json before any weights load. ``metrics``:
-        the metrics its ``expect:`` names; ``params`` is None when they did not parse. The default reads ``label_params``; a probe that takes class names
-        elsewhere (per-label metrics, templates) adds them."""
+        the metrics its ``expect:`` names; ``params`` is None when they did not parse. The default reads
+        ``label_params``; a probe that takes class names elsewhere (per-label metrics, templates) adds them."""
         out = []
         for name in cls.label_params:
             value = getattr(params, name, None)

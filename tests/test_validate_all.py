@@ -59,7 +59,8 @@ def tsv(tmp_path: Path, rows: list[tuple[str, str]], name: str = "d.tsv") -> Pat
     return path
 
 
-CONLL = "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\n\nPeter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n"
+CONLL = ("-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP B-MISC\n\n"
+         "Peter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n")
 
 
 def test_three_key_typos_are_reported_in_one_run_each_with_its_path_and_a_did_you_mean(tmp_path, tiny_clf_dir):
