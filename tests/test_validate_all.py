@@ -80,14 +80,16 @@ def test_a_bad_set_does_not_hide_bad_data_rows(tmp_path, tiny_clf_dir):
     data = tsv(tmp_path, [("good", "positive"), ("bad", "negativ"), ("fine", "positve")])
     suite = suite_file(tmp_path, tiny_clf_dir, data, data_keys=", text: sentence, label: label")
     _, problems = problems_of(invoke("validate", str(suite), "--set", "probes.accuracy.params.bootstap=10",
-                                     "--set", "probes.acuracy.params.findings=2", "--set", "nothing"))
+                                     "--set", "probes.acuracy.params.findings=2", "--set", "nothing",
+                                     "--set", "probes.accuracy.params.findings=many"))
     assert problems[0].startswith("--set probes.acuracy.params.findings=2: no single entry 'acuracy' under probes "
                                   "(did you mean 'accuracy'?)")
     assert problems[1].startswith("--set nothing: expected PATH=VALUE")
     assert problems[2].startswith("probes[0].params.bootstap: unknown parameter (did you mean 'bootstrap'?)")
-    assert problems[3].startswith("label 'negativ' on line 3 of") and "--label-map negativ=negative" in problems[3]
-    assert problems[4].startswith("label 'positve' on line 4 of")
-    assert len(problems) == 5
+    assert problems[3] == "probes[0].params.findings: expected int, got 'many'"  # a probe's every bad param
+    assert problems[4].startswith("label 'negativ' on line 3 of") and "--label-map negativ=negative" in problems[4]
+    assert problems[5].startswith("label 'positve' on line 4 of")
+    assert len(problems) == 6
 
 
 def test_every_bad_row_is_reported_up_to_a_limit_then_counted(tmp_path, tiny_clf_dir):

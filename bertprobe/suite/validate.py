@@ -303,10 +303,15 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             for name in getattr(cls, "path_params", ()):
                 if name in params and name not in spec.env_params:
                     params[name] = resolve_path_value(params[name], Path(spec.base_dir))
+        bad: list[str] = []  # every bad param of the probe, not only its first
         try:
-            params_by_probe[spec.id] = parse_params(cls.Params, params, f"{spec.path}.params")
+            parsed = parse_params(cls.Params, params, f"{spec.path}.params", bad)
         except SuiteError as exc:
-            problem(str(exc))
+            bad.append(str(exc))
+        for message in bad:
+            problem(message)
+        if not bad:
+            params_by_probe[spec.id] = parsed
         for metric in [e.metric for e in spec.expect] + [m for m in spec.expect_off if m != "*"]:
             if not cls.knows_metric(metric):
                 known = [m for m in cls.metrics if "*" not in m]
