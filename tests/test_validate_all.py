@@ -195,3 +195,21 @@ def test_bad_rows_found_during_a_run_are_listed_with_the_partial_report(tmp_path
     head, problems = problems_of(invoke("run", str(suite)))
     assert head.startswith("error: 2 problems (partial report in ") and str(tmp_path / "reports") in head
     assert [p.split(" of ")[0] for p in problems] == ["tag 'B-PERSON' on line 1", "tag 'B-CITY' on line 4"]
+
+
+@pytest.mark.parametrize("name, body, expected", [
+    ("d.jsonl", '{"text": "a", "label": "positive"}\n[1]\n{"text": "b", "label": "positive"}\n{"text": \n',
+     ["line 2 of", "expected a JSON object", "line 4 of", "not valid JSON"]),
+    ("d.iob2", "Anna B-PER\nsings\n\nOslo B-LOC\nis\n", ["line 2 of", "line 5 of", "is the tag missing?"]),
+    ("d.jsonl", '{"tokens": ["a"], "tags": ["O", "O"]}\n{"tokens": "a b", "tags": ["O"]}\n',
+     ["line 1 of", "one tag per word", "line 2 of", "'tokens' must be a list"]),
+])
+def test_the_readers_list_every_malformed_row(tmp_path, name, body, expected):
+    from bertprobe.errors import DataError
+
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        load_table(DataSpec(path=str(path)))
+    problems = caught.value.problems  # type: ignore[attr-defined]
+    assert len(problems) == 2 and all(e in " ".join(problems) for e in expected), problems

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example, check_text_file
-from bertprobe.errors import DataError
+from bertprobe.errors import DataError, RowProblems
 
 CONLL_SUFFIXES = (".iob2", ".iob", ".bio", ".conll", ".conll03", ".ner")
 
@@ -87,13 +87,15 @@ def read_conll(path: Path, spec: DataSpec | None = None) -> Dataset:
     needed = max(word_col, tag_col) + 1 if tag_col >= 0 else 2
     examples = []
     seen: set[str] = set()
+    bad = RowProblems()
     for index, (first, rows, sid) in enumerate(blocks):
         words, tags, lines = [], [], []
         for number, fields in rows:
             if len(fields) < needed:
-                raise DataError(f"line {number} of {path}: {len(fields)} column(s), but the word is column {word_col} "
-                                f"and the tag column {tag_col} (0-based); is the tag missing? set data.text and "
-                                "data.label to the column indexes")
+                bad.add(f"line {number} of {path}: {len(fields)} column(s), but the word is column {word_col} "
+                        f"and the tag column {tag_col} (0-based); is the tag missing? set data.text and "
+                        "data.label to the column indexes")
+                continue
             words.append(fields[word_col])
             tags.append(fields[tag_col])
             lines.append(number)
@@ -105,6 +107,7 @@ def read_conll(path: Path, spec: DataSpec | None = None) -> Dataset:
         seen.add(key)
         examples.append(Example(text=" ".join(words), label=tuple(tags), id=key, words=tuple(words),
                                 spans=tuple(spans), where=f"line {first} of {path}", meta={"lines": tuple(lines)}))
+    bad.raise_if_any()
     return Dataset(examples, name=path.stem)
 
 
