@@ -93,8 +93,9 @@ class AccuracyProbe(Probe):
         out = super().named_labels(params, metrics)
         for metric in metrics:
             prefix = next((p for p in cls.per_label if metric.startswith(p)), None)
-            if prefix and "*" not in metric and "?" not in metric and metric[len(prefix):]:
-                out.append((f"expect.{metric}", metric[len(prefix):]))
+            name = metric[len(prefix):] if prefix else ""
+            if name and "*" not in name and "?" not in name and not name.isdigit():
+                out.append((f"expect.{metric}", name))
         return out
 
     defaults = (DefaultExpectation(
