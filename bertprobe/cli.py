@@ -26,8 +26,15 @@ class _Context:
 
 
 def _fail(ctx_obj: _Context, exc: BaseException, code: int = EXIT_USAGE) -> None:
+    """The error on one line, or, for several problems found at once, a headline and one numbered line each."""
     if ctx_obj.debug:
         traceback.print_exc()
+    problems = getattr(exc, "problems", None)
+    if problems and len(problems) > 1:
+        click.echo(f"error: {' '.join(str(getattr(exc, 'headline', '')).split())}:", err=True)
+        for i, problem in enumerate(problems, 1):
+            click.echo(f"  {i}. {' '.join(str(problem).split())}", err=True)
+        sys.exit(code)
     message = " ".join(str(exc).split())
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -196,7 +203,9 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
         suite_files, suite_env, overrides, control = (request.suite_file,), request.environment, request.overrides, request.control
     if resume and len(suite_files) > 1:
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
-    suites = [load_suite(f, env=suite_env, sets=overrides.sets, given=given_paths(overrides)) for f in suite_files]  # all checked before any runs
+    # all checked before any runs; what loading finds is reported with the rest of the preflight's problems
+    suites = [load_suite(f, env=suite_env, sets=overrides.sets, given=given_paths(overrides), defer=True)
+              for f in suite_files]
     several = len(suites) > 1
     codes: list[int] = []
 
@@ -350,12 +359,14 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
              allow_pickle: bool) -> None:
     """Make every check 'run' makes before it loads weights, and report every problem at once.
 
-    Takes run's model, data and probe options. Checks keys, probe names, params and expected metrics,
-    reporters, that data files and local model folders exist, that each model's device exists here (not for
-    a joined Ray cluster), that named data loaders are installed and hub sources reachable, class names given
-    as params (such as target_label) against each local model's config.json, and a local data file: its
-    columns, and its labels against what the probes need and against each local model's classes (the task
-    from its architecture). Exit 0 when run would start, 2 with the same message run would give.
+    Takes run's model, data and probe options. Checks keys, --set assignments, probe names, params and
+    expected metrics, reporters, that data files and local model folders exist, that each model's device
+    exists here (not for a joined Ray cluster), that named data loaders are installed and hub sources
+    reachable, the class names the suite uses (params such as target_label, per-label expectations such as
+    recall_joy, behaviour templates' labels, slices' metric: label:NAME) against each local model's
+    config.json, and a local data file: its columns, and every row's label against what the probes need and
+    against each local model's classes (the first 20 bad rows, then a count). Problems are numbered, one per
+    line. Exit 0 when run would start, 2 with the same list run would give.
     """
     from bertprobe.harness import preflight
     from bertprobe.plugins import build_plugins
@@ -365,7 +376,8 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     options = SuiteOverrides(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
                          label_map=label_map, baseline=baseline, device=device, dtype=dtype, only=only,
                          allow_pickle=allow_pickle, sets=sets)
-    suite = preflight(load_suite(suite_file, sets=sets, given=given_paths(options)), build_plugins(), options).suite
+    suite = preflight(load_suite(suite_file, sets=sets, given=given_paths(options), defer=True), build_plugins(),
+                      options).suite
     count = len(suite.probes)
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 

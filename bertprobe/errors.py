@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class BertprobeError(Exception):
     """Base class: the CLI prints the message on one line and exits with code 2."""
@@ -38,3 +40,100 @@ def first_line(error: BaseException | str | None, default: str = "") -> str:
     """
     text = str(error if error is not None else "").strip()
     return text.splitlines()[0].strip() if text else default
+
+
+ROW_LIMIT = 20  # bad data rows reported one by one; the rest are counted
+
+
+class Problems:
+    """What checks that keep going have found: each appends, and ``raise_if_any`` raises once, listing them all.
+
+    A problem is a message and the error type it would have raised alone. ``suite`` problems name a YAML path
+    or a ``--set`` of the suite file and get its name in front when they are reported alone.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, type[BertprobeError], bool]] = []
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, message: str, kind: type[BertprobeError] = SuiteError, suite: bool = False) -> None:
+        """Record a problem; one already recorded (alone, or after a ``WHERE: `` prefix) is not repeated."""
+        for known, _, _ in self.items:
+            if message == known or known.endswith(f": {message}") or message.endswith(f": {known}"):
+                return
+        self.items.append((message, kind, suite))
+
+    def add_error(self, exc: BertprobeError, suite: bool = False) -> None:
+        """An error a check raised: each problem it lists (``exc.problems``), else its message."""
+        listed = getattr(exc, "problems", None)
+        if listed:
+            for problem in listed:
+                self.add(problem, type(exc))
+        else:
+            self.add(str(exc), type(exc), suite)
+
+    def attempt(self, check: Any, *args: Any, **kwargs: Any) -> Any:
+        """``check(*args, **kwargs)``, or None with its BertprobeError recorded."""
+        try:
+            return check(*args, **kwargs)
+        except BertprobeError as exc:
+            self.add_error(exc)
+            return None
+
+    @property
+    def messages(self) -> list[str]:
+        return [m for m, _, _ in self.items]
+
+    def raise_if_any(self, source: str = "") -> None:
+        """Raise the one problem as it would have been raised alone, or one error listing them all (its
+        ``problems`` attribute holds them, one message each, for the CLI to number one per line)."""
+        if not self.items:
+            return
+        if len(self.items) == 1:
+            message, kind, suite = self.items[0]
+            raise kind(f"{source}: {message}" if suite and source else message)
+        raise problems_error(self.messages, self.items[0][1], source)
+
+
+def problems_error(messages: list[str], kind: type[BertprobeError] = SuiteError, source: str = "") -> BertprobeError:
+    """One error listing several problems: its message is one line ``SOURCE: N problems: (1) ...; (2) ...``
+    (logs, reports), and ``problems`` / ``headline`` let the CLI print them numbered, one per line."""
+    head = f"{source}: {len(messages)} problems" if source else f"{len(messages)} problems"
+    exc = kind(f"{head}: " + "; ".join(f"({i}) {m}" for i, m in enumerate(messages, 1)))
+    exc.problems = list(messages)  # type: ignore[attr-defined]
+    exc.headline = head  # type: ignore[attr-defined]
+    return exc
+
+
+class RowProblems:
+    """Bad rows of one data file, collected up to ``limit`` and counted past it, raised once as a DataError."""
+
+    def __init__(self, limit: int = ROW_LIMIT) -> None:
+        self.limit = limit
+        self.messages: list[str] = []
+        self.more = 0
+
+    def add(self, message: str) -> None:
+        if len(self.messages) < self.limit:
+            self.messages.append(message)
+        else:
+            self.more += 1
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+    def raise_if_any(self) -> None:
+        if not self.messages:
+            return
+        messages = list(self.messages)
+        if self.more:
+            messages.append(f"and {self.more} more row{'' if self.more == 1 else 's'} like these "
+                            f"(the first {self.limit} are listed)")
+        if len(messages) == 1:
+            raise DataError(messages[0])
+        raise problems_error(messages, DataError)

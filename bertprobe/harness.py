@@ -20,7 +20,7 @@ import torch
 from bertprobe.data.dataset import Dataset
 from bertprobe.data.prepare import fingerprint
 from bertprobe.environment import default_threads, versions
-from bertprobe.errors import BertprobeError, InternalError, SuiteError
+from bertprobe.errors import BertprobeError, InternalError, Problems, SuiteError
 from bertprobe.model.loading import resolve_device
 from bertprobe.model.spec import ModelSpec
 from bertprobe.plugins import Plugins
@@ -74,13 +74,19 @@ class Preflight:
 def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Preflight:
     """Every check ``run`` makes before any weights load, and all that ``validate`` makes: the command line
     applied, the probes that will run (``--only``) validated, hub sources reachable, the local data read
-    and checked against the probes and against each local model's classes. Raises at the first failing
-    step, each listing all of its problems."""
-    selected = apply_overrides(suite, overrides)  # raises for an unknown --only name
-    params_by_probe = validate_suite(selected, plugins)
-    check_devices(selected)
-    check_hub_sources(selected)  # every unreachable hub id at once, before a run folder exists
-    data = read_local_data(selected, plugins)  # a file that cannot serve the run leaves no run folder behind
+    and checked against the probes and against each local model's classes. Every step runs, and one error
+    lists every problem they found (numbered by the CLI, one per line); nothing is loaded or created."""
+    problems = Problems()
+    selected = problems.attempt(apply_overrides, suite, overrides)  # fails for an unknown --only name or baseline
+    if selected is None:  # nothing more can be checked without the suite as it would run: list what loading found
+        for problem in suite.problems:
+            problems.add(problem, SuiteError, suite=True)
+        problems.raise_if_any(suite.source or "suite")
+    params_by_probe = validate_suite(selected, plugins, problems)
+    problems.attempt(check_devices, selected)
+    problems.attempt(check_hub_sources, selected)  # every unreachable hub id at once, before a run folder exists
+    data = read_local_data(selected, plugins, problems)  # a file that cannot serve the run leaves no run folder
+    problems.raise_if_any(selected.source or "suite")
     return Preflight(selected, params_by_probe, data)
 
 
@@ -204,6 +210,8 @@ def run_suite(suite: Suite, plugins: Plugins, overrides: SuiteOverrides | None =
         except BertprobeError as exc:
             report.status, report.message = "aborted", str(exc)
             exc.args = (f"{exc}; partial report in {run_dir}",)
+            if getattr(exc, "problems", None):  # several problems: the CLI prints the headline above the list
+                exc.headline = f"{getattr(exc, 'headline', '')} (partial report in {run_dir})"  # type: ignore[attr-defined]
             raise
         except Exception as exc:  # a bug: the report says so instead of staying 'running'
             report.status, report.message = "aborted", f"internal error: {type(exc).__name__}: {exc}"

@@ -77,8 +77,12 @@ def coerce(value: Any, tp: Any, path: str) -> Any:
     raise SuiteError(f"{path}: expected {type_name(tp)}, got {value!r}")
 
 
-def parse_params(cls: type, raw: Any, path: str) -> Any:
-    """Build ``cls`` from ``raw`` (a mapping or None); unknown keys and bad types raise SuiteError."""
+def parse_params(cls: type, raw: Any, path: str, problems: list[str] | None = None) -> Any:
+    """Build ``cls`` from ``raw`` (a mapping or None); unknown keys and bad types raise SuiteError.
+
+    With a ``problems`` list, each unknown key or bad value is appended to it and left out (its default
+    stands), so that one pass reports them all; what cannot be built even so still raises.
+    """
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -87,10 +91,15 @@ def parse_params(cls: type, raw: Any, path: str) -> Any:
     known = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for key, value in raw.items():
-        if key not in known:
-            allowed = ", ".join(known) or "none"
-            raise SuiteError(f"{path}.{key}: unknown parameter{did_you_mean(str(key), known)}; allowed: {allowed}")
-        kwargs[key] = coerce(value, hints[key], f"{path}.{key}")
+        try:
+            if key not in known:
+                allowed = ", ".join(known) or "none"
+                raise SuiteError(f"{path}.{key}: unknown parameter{did_you_mean(str(key), known)}; allowed: {allowed}")
+            kwargs[key] = coerce(value, hints[key], f"{path}.{key}")
+        except SuiteError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:

@@ -228,6 +228,19 @@ class Probe(abc.ABC):
         return rows
 
     @classmethod
+    def named_labels(cls, params: Any, metrics: Sequence[str]) -> list[tuple[str, str]]:
+        """``(where, name)`` for each class name this probe's suite entry gives (``params.target_label``), checked
+        by ``validate`` against the model's classes from its config.json before any weights load. ``metrics``:
+        the metrics its ``expect:`` names; ``params`` is None when they did not parse. The default reads
+        ``label_params``; a probe that takes class names elsewhere (per-label metrics, templates) adds them."""
+        out = []
+        for name in cls.label_params:
+            value = getattr(params, name, None)
+            if isinstance(value, str) and not value.strip().isdigit():
+                out.append((f"params.{name}", value))
+        return out
+
+    @classmethod
     def key_metric_patterns(cls) -> tuple[str, ...]:
         """``key_metrics``, else the patterns the gating policy covers."""
         return cls.key_metrics or tuple(dict.fromkeys(d.metric for d in cls.defaults))

@@ -432,9 +432,12 @@ def test_bad_input(case: Case, env: Env):
     assert "Traceback" not in result.output, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines, "nothing on stderr"
-    last = lines[-1]
+    errors = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    listed = lines[errors[0] + 1:] if errors else []  # several problems: numbered, one per line, after the headline
+    assert all(line.startswith(f"  {i}. ") for i, line in enumerate(listed, 1)), result.stderr
+    last = " ".join(line.strip() for line in lines[errors[0]:]) if errors and listed else lines[-1]
     prefix = "error: " if case.code in (2, 3) else ""
-    assert last.startswith(prefix) and sum(1 for line in lines if line.startswith("error: ")) <= 1, result.stderr
+    assert last.startswith(prefix) and len(errors) <= 1, result.stderr
     assert re.search(case.pattern, last), f"{case.pattern!r} not in {last!r}"
     for run_dir in (env.tmp / "reports").glob("bad-*"):
         report = json.loads((run_dir / "report.json").read_text())

@@ -34,6 +34,17 @@ def one_line_error(result, code: int = 2) -> str:
     return errors[0]
 
 
+def error_lines(result, code: int = 2) -> tuple[str, list[str]]:
+    """An error listing several problems: its headline and the numbered problems, one per line, in order."""
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("error: "))
+    items = lines[start + 1:]
+    assert items and all(line.startswith(f"  {i}. ") for i, line in enumerate(items, 1)), result.stderr
+    assert "Traceback" not in result.output
+    return lines[start], [line.split(". ", 1)[1] for line in items]
+
+
 class Boom(Probe):
     name = "boom"
     description = "raises"
@@ -307,14 +318,15 @@ def test_validate_reports_every_problem_at_once_with_the_file(suite_factory, tmp
         "  - probe: accuracy\n    id: other\n    data: {loader: arcct, path: x}\n"
         "  - probe: accuracy\n    id: folder\n    data: {path: '" + str(tmp_path) + "'}\n",
         data=str(tmp_path / "absent.tsv"))
-    line = one_line_error(invoke("validate", str(suite)))
-    assert line.startswith(f"error: {suite}: 5 problems:")
-    assert "probes[0].params.bootstrapp: unknown parameter (did you mean 'bootstrap'?)" in line
+    head, problems = error_lines(invoke("validate", str(suite)))
+    assert head == f"error: {suite}: 5 problems:" and len(problems) == 5  # numbered, one per line
+    assert problems[0].startswith("probes[0].params.bootstrapp: unknown parameter (did you mean 'bootstrap'?)")
+    line = " ".join(problems)
     assert "probes[1].params.target_label: 'postive' is not a class of" in line and "did you mean 'positive'" in line
     assert "probes[2].data.loader: no data loader 'arcct' (did you mean 'arct'?)" in line
     assert "is a folder, not a data file" in line and "absent.tsv' does not exist" in line
     # a run finds the same problems before it loads anything or creates a run folder
-    assert "5 problems" in one_line_error(invoke("run", str(suite)))
+    assert error_lines(invoke("run", str(suite))) == (head, problems)
     assert not (suite.parent / "reports").exists()
 
 
@@ -463,8 +475,10 @@ def test_column_flags_and_label_map(suite_factory, tmp_path):
     assert "no column 'sentence'" in one_line_error(invoke("run", str(suite)))
     line = one_line_error(invoke("run", str(suite)))
     assert "did you mean 'sentiment'" not in line and "--text COL" in line  # the label column is no hint for text
-    line = one_line_error(invoke("run", str(suite), "--text", "review", "--label", "sentiment"))
-    assert "label 'pos' on line 2 of" in line and "--label-map neg=negative,pos=positive" in line
+    _, problems = error_lines(invoke("run", str(suite), "--text", "review", "--label", "sentiment"))
+    assert [p.split(" of ")[0] for p in problems] == [f"label '{v}' on line {n}" for n, v in
+                                                       [(2, "pos"), (3, "neg"), (4, "pos"), (5, "neg")]]  # every bad row
+    assert all("--label-map neg=negative,pos=positive" in p for p in problems)
     result = invoke("run", str(suite), "--text", "review", "--label", "sentiment", "--out", str(tmp_path / "flag"),
                     "--label-map", "neg=negative,pos=positive")
     assert result.exit_code == 0, result.output

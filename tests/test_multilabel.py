@@ -157,7 +157,7 @@ def test_the_three_label_set_forms_give_identical_reports(tmp_path, tagger_dir):
 
 @pytest.mark.parametrize("body, keys, expected", [
     ('{"text": "a b", "labels": ["toxic"]}\n{"text": "c d", "labels": ["toxik"]}\n', "label: labels",
-     ["'toxik'", "line 2 of", "nearest: toxic"]),
+     ["'toxik'", "line 2 of", "did you mean toxic?", "--label-map toxik=toxic"]),
     ("text,toxic,insult,threat\na b,1,0,0\nc d,0,2,0\n", "", ["line 3 of", "'insult' holds 2", "0 or 1"]),
     ('{"text": "a b", "labels": ["toxic"]}\n{"text": "c d", "labels": "insult"}\n', "label: labels",
      ["line 2 of", "line 1 of", "one form"]),

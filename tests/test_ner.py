@@ -176,7 +176,8 @@ def test_a_long_sentence_is_predicted_in_windows_and_every_word_gets_its_own(tag
 
 
 @pytest.mark.parametrize("body, suffix, expected", [
-    ("1\tAnna\tB-PERSON\t-\t-\n2\tsings\tO\t-\t-\n", ".iob2", ["'B-PERSON'", "line 1 of", "closest: B-PER", "--label-map"]),
+    ("1\tAnna\tB-PERSON\t-\t-\n2\tsings\tO\t-\t-\n", ".iob2",
+     ["'B-PERSON'", "line 1 of", "did you mean B-PER?", "--label-map B-PERSON=B-PER"]),
     ("1\tAnna\tB-PER\t-\t-\n2\tsings\n", ".iob2", ["line 2 of", "column"]),
 ])
 def test_a_bad_tag_or_line_is_one_line_naming_file_and_line_before_any_model_loads(tmp_path, tagger_dir, body, suffix,

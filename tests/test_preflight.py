@@ -17,10 +17,12 @@ def invoke(*args: str):
 
 
 def error_line(result) -> str:
+    """The error, with the numbered problems that follow its headline (when it lists several) on the same line."""
     assert result.exit_code == 2, result.output
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    lines = result.stderr.splitlines()
+    errors = [i for i, line in enumerate(lines) if line.startswith("error: ")]
     assert len(errors) == 1 and "Traceback" not in result.output, result.output
-    return errors[0]
+    return " ".join(line.strip() for line in lines[errors[0]:])
 
 
 def suite_file(tmp: Path, model: Path, data: Path, probes: str = "  - probe: accuracy\n") -> Path:

@@ -11,12 +11,33 @@ as its ``label``. A line with too few columns is a ``DataError`` naming the file
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example, check_text_file
-from bertprobe.errors import DataError
+from bertprobe.errors import DataError, RowProblems
 
 CONLL_SUFFIXES = (".iob2", ".iob", ".bio", ".conll", ".conll03", ".ner")
+
+
+SNIFFED_SUFFIXES = (".txt", ".tsv")  # read as a table unless they look like a column file
+_TAG = re.compile(r"^(O|[BIESLU][-_]\S+)$")
+
+
+def looks_like_conll(path: Path, lines: int = 20) -> bool:
+    """Whether a file's first lines are a CoNLL column file: ``-DOCSTART-`` first, or every line of the first
+    ``lines`` (blank and ``#`` lines aside) a word and more columns whose last is an IOB tag (O, B-PER...)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = [line.strip() for line in itertools.islice(handle, 200)]
+    except OSError:
+        return False
+    sample = [line for line in head if line and not line.startswith("#")][:lines]
+    if sample and sample[0].split()[0] == "-DOCSTART-":
+        return True
+    rows = [_fields(line) for line in sample]
+    return len(rows) >= 2 and all(len(r) >= 2 and _TAG.match(r[-1].strip()) for r in rows)
 
 
 def _fields(line: str) -> list[str]:
@@ -66,13 +87,15 @@ def read_conll(path: Path, spec: DataSpec | None = None) -> Dataset:
     needed = max(word_col, tag_col) + 1 if tag_col >= 0 else 2
     examples = []
     seen: set[str] = set()
+    bad = RowProblems()
     for index, (first, rows, sid) in enumerate(blocks):
         words, tags, lines = [], [], []
         for number, fields in rows:
             if len(fields) < needed:
-                raise DataError(f"line {number} of {path}: {len(fields)} column(s), but the word is column {word_col} "
-                                f"and the tag column {tag_col} (0-based); is the tag missing? set data.text and "
-                                "data.label to the column indexes")
+                bad.add(f"line {number} of {path}: {len(fields)} column(s), but the word is column {word_col} "
+                        f"and the tag column {tag_col} (0-based); is the tag missing? set data.text and "
+                        "data.label to the column indexes")
+                continue
             words.append(fields[word_col])
             tags.append(fields[tag_col])
             lines.append(number)
@@ -84,6 +107,7 @@ def read_conll(path: Path, spec: DataSpec | None = None) -> Dataset:
         seen.add(key)
         examples.append(Example(text=" ".join(words), label=tuple(tags), id=key, words=tuple(words),
                                 spans=tuple(spans), where=f"line {first} of {path}", meta={"lines": tuple(lines)}))
+    bad.raise_if_any()
     return Dataset(examples, name=path.stem)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.data.tables import load_table
-from bertprobe.errors import BertprobeError, DataError, first_line
+from bertprobe.errors import BertprobeError, DataError, RowProblems, first_line
 
 
 def subsample(dataset: Dataset, limit: int | None, how: str, seed: int) -> Dataset:
@@ -51,14 +51,18 @@ def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int 
     size = num_choices if num_choices is not None else len(label_names)
     known = ", ".join(label_names) if label_names else f"0..{size - 1}"
     out = []
+    rows = RowProblems()
+    fixes: list[str] = []  # the --label-map fix, worked out once for every unknown label of the file
     for i, ex in enumerate(dataset.examples):
         raw = ex.label
         if raw is None:
-            raise DataError(f"{dataset.where(i)} has no label; set data.label to the label column")
+            rows.add(f"{dataset.where(i)} has no label; set data.label to the label column")
+            continue
         if isinstance(raw, (list, tuple, set, dict)):
-            raise DataError(f"label {raw!r} on {dataset.where(i)} is a set of labels, but the model is a single-label "
-                            "classifier (one class per example); give one label per example, or audit a multi-label "
-                            "model (problem_type: multi_label_classification in its config.json)")
+            rows.add(f"label {raw!r} on {dataset.where(i)} is a set of labels, but the model is a single-label "
+                     "classifier (one class per example); give one label per example, or audit a multi-label "
+                     "model (problem_type: multi_label_classification in its config.json)")
+            continue
         value: int | None = None
         if isinstance(raw, bool):
             value = int(raw)
@@ -72,13 +76,17 @@ def align_labels(dataset: Dataset, label_names: Sequence[str], num_choices: int 
             if value is None and text.lstrip("-").isdigit():
                 value = int(text)
         if value is None or not 0 <= value < size:
-            fix = label_map_hint(dataset, label_names, lookup, label_map or {}) if label_names else ""
-            raise DataError(
+            if not fixes:
+                fixes.append(label_map_hint(dataset, label_names, lookup, label_map or {}) if label_names else "")
+            fix = fixes[0]
+            rows.add(
                 f"label {raw!r} on {dataset.where(i)} is not one the model knows ({known}); "
                 + (f"map them with --label-map {fix}, " if fix else "") + "fix the data's labels or point data.label "
                 "at the right column"
             )
+            continue
         out.append(replace(ex, label=value))
+    rows.raise_if_any()
     return replace(dataset, examples=out, label_names=list(label_names) or None)
 
 

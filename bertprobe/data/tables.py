@@ -15,7 +15,7 @@ from bertprobe.data.dataset import (
     check_text_file,
     is_local,
 )
-from bertprobe.errors import DataError, first_line
+from bertprobe.errors import DataError, RowProblems, first_line
 from bertprobe.registry import did_you_mean
 
 
@@ -89,17 +89,20 @@ def check_json_lines(path: Path, text: str | None = None) -> None:
         text = check_text_file(path)
     if text.lstrip().startswith("["):
         return
+    rows = RowProblems()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"line {number} of '{path}': not valid JSON ({exc.msg} at column {exc.colno}); "
-                            "a .jsonl file holds one JSON object per line") from None
+            rows.add(f"line {number} of '{path}': not valid JSON ({exc.msg} at column {exc.colno}); "
+                     "a .jsonl file holds one JSON object per line")
+            continue
         if not isinstance(value, dict):
-            raise DataError(f"line {number} of '{path}': expected a JSON object such as "
-                            f"{{\"text\": ..., \"label\": ...}}, got {type(value).__name__}")
+            rows.add(f"line {number} of '{path}': expected a JSON object such as "
+                     f"{{\"text\": ..., \"label\": ...}}, got {type(value).__name__}")
+    rows.raise_if_any()
 
 
 def _read_hub(spec: DataSpec) -> Any:
@@ -173,10 +176,12 @@ def load_table(spec: DataSpec) -> Dataset:
         from bertprobe.data.treebank import read_conllu
 
         return read_conllu(Path(spec.path).expanduser())
-    from bertprobe.data.conll import CONLL_SUFFIXES, read_conll
+    from bertprobe.data.conll import CONLL_SUFFIXES, SNIFFED_SUFFIXES, looks_like_conll, read_conll
 
     if local and Path(spec.path).suffix.lower() in CONLL_SUFFIXES:
         return read_conll(Path(spec.path).expanduser(), spec)
+    if local and Path(spec.path).suffix.lower() in SNIFFED_SUFFIXES and looks_like_conll(Path(spec.path).expanduser()):
+        return read_conll(Path(spec.path).expanduser(), spec)  # a CoNLL file named .txt: word and tag columns
     table, text = _read_local(Path(spec.path).expanduser()) if local else (_read_hub(spec), None)
     columns = list(table.column_names)
     source = spec.path
@@ -213,11 +218,13 @@ def load_table(spec: DataSpec) -> Dataset:
     extra = [c for c in columns if c not in used]  # kept on each example (Example.meta) for slices by column
     lines = _line_numbers(Path(spec.path).expanduser(), text, len(table)) if text is not None else None
     examples = []
+    rows = RowProblems()
     for i, row in enumerate(table):
         where = f"line {lines[i]} of {source}" if lines else f"row {i + 1} of {source}"
         text = row[text_col]
         if text is None:
-            raise DataError(f"{where}: empty {text_col}")
+            rows.add(f"{where}: empty {text_col}")
+            continue
         examples.append(
             Example(
                 text=str(text).strip(),
@@ -229,6 +236,7 @@ def load_table(spec: DataSpec) -> Dataset:
                 where=where,
             )
         )
+    rows.raise_if_any()
     return Dataset(examples, name=Path(source).stem if local else source, label_names=label_names)
 
 
@@ -248,15 +256,18 @@ def _word_table(table: Any, spec: DataSpec, path: Path | None, text: str | None)
     source = spec.path or ""
     lines = _line_numbers(path, text, len(table)) if path is not None and text is not None else None
     examples = []
+    rows = RowProblems()
     for i, row in enumerate(table):
         where = f"line {lines[i]} of {source}" if lines else f"row {i + 1} of {source}"
         words = row["tokens"]
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-            raise DataError(f"{where}: 'tokens' must be a list of words, got {words!r}")
+            rows.add(f"{where}: 'tokens' must be a list of words, got {words!r}")
+            continue
         tags = row[tag_col] if tag_col else None
         if tags is not None:
             if not isinstance(tags, list) or len(tags) != len(words):
-                raise DataError(f"{where}: '{tag_col}' must be a list of one tag per word ({len(words)} words), got {tags!r}")
+                rows.add(f"{where}: '{tag_col}' must be a list of one tag per word ({len(words)} words), got {tags!r}")
+                continue
             tags = tuple(names[t] if names and isinstance(t, int) and 0 <= t < len(names) else str(t) for t in tags)
         spans, at = [], 0
         for word in words:
@@ -264,4 +275,5 @@ def _word_table(table: Any, spec: DataSpec, path: Path | None, text: str | None)
             at += len(word) + 1
         examples.append(Example(text=" ".join(words), label=tags, id=str(row.get("id", i)), words=tuple(words),
                                 spans=tuple(spans), where=where))
+    rows.raise_if_any()
     return Dataset(examples, name=Path(source).stem if path is not None else source, label_names=names or None)

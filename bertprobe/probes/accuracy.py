@@ -85,6 +85,19 @@ class AccuracyProbe(Probe):
         "windowed_sentences": "token classification: sentences longer than max_length, predicted in windows",
     }
     Params = AccuracyParams
+    per_label = ("accuracy_", "f1_", "precision_", "recall_", "support_", "roc_auc_", "average_precision_")
+
+    @classmethod
+    def named_labels(cls, params: Any, metrics: Sequence[str]) -> list[tuple[str, str]]:
+        """The class (or entity type) each per-label expectation names: ``recall_gratitude`` -> gratitude."""
+        out = super().named_labels(params, metrics)
+        for metric in metrics:
+            prefix = next((p for p in cls.per_label if metric.startswith(p)), None)
+            name = metric[len(prefix):] if prefix else ""
+            if name and "*" not in name and "?" not in name and not name.isdigit():
+                out.append((f"expect.{metric}", name))
+        return out
+
     defaults = (DefaultExpectation(
         "accuracy_*", min=0.5, interval=True,
         why="per gold class: below 0.5 the model gets most examples of that class wrong, which an overall accuracy "

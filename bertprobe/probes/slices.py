@@ -155,6 +155,18 @@ class SlicesProbe(Probe):
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
                          "slices_tested": None, "accuracy": True, "recall": True, "precision": True, "label:*": True}
     Params = SlicesParams
+
+    @classmethod
+    def named_labels(cls, params: Any, metrics: Any) -> list[tuple[str, str]]:
+        """``metric: label:NAME`` and ``positive: NAME`` name classes of the model."""
+        out = super().named_labels(params, metrics)
+        if params is None:
+            return out
+        if params.metric.startswith("label:"):
+            out.append(("params.metric", params.metric[6:]))
+        if isinstance(params.positive, str) and not params.positive.strip().isdigit():
+            out.append(("params.positive", params.positive))
+        return out
     defaults = (DefaultExpectation(
         "slices_flagged", max=0,
         why="a flagged slice is min_drop (5 points) less accurate than the rest at a Benjamini-Hochberg adjusted "

@@ -32,7 +32,7 @@ def suite_fingerprint(suite: Suite) -> dict[str, str]:
         if isinstance(holder.get("data"), dict):
             holder["data"].pop("named", None)
     return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
-            for name, value in plain.items() if name not in ("source", "description", "model", "executor")}
+            for name, value in plain.items() if name not in ("source", "description", "model", "executor", "problems")}
 
 
 def recorded_options(overrides: SuiteOverrides, control: RunControl) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from bertprobe.data.dataset import COLUMN_KEYS, DataSpec
-from bertprobe.errors import SuiteError
+from bertprobe.errors import SuiteError, problems_error
 from bertprobe.model.spec import ModelSpec
 from bertprobe.params import parse_params
 from bertprobe.registry import did_you_mean
@@ -134,14 +134,18 @@ def _mapping(value: Any, path: str) -> dict[str, Any]:
     return value
 
 
-def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
+def _check_keys(mapping: dict[str, Any], allowed: tuple[str, ...], path: str, problems: list[str] | None = None) -> None:
+    """Every key of ``mapping`` is allowed; with ``problems``, each unknown one is appended there (and ignored)."""
     for key in mapping:
         if key not in allowed:
             where = f"{path}.{key}" if path else str(key)
-            raise SuiteError(f"{where}: unknown key{did_you_mean(str(key), allowed)}; allowed: {', '.join(allowed)}")
+            message = f"{where}: unknown key{did_you_mean(str(key), allowed)}; allowed: {', '.join(allowed)}"
+            if problems is None:
+                raise SuiteError(message)
+            problems.append(message)
 
 
-def _model(raw: Any, path: str, base: ModelSpec | None = None) -> ModelSpec:
+def _model(raw: Any, path: str, base: ModelSpec | None = None, problems: list[str] | None = None) -> ModelSpec:
     if isinstance(raw, str):
         raw = {"path": raw}
     raw = dict(_mapping(raw, path))
@@ -150,13 +154,13 @@ def _model(raw: Any, path: str, base: ModelSpec | None = None) -> ModelSpec:
         raw.setdefault("dtype", base.dtype)
     if "path" not in raw:
         raise SuiteError(f"{path}.path: required (a hub id or a local model directory)")
-    return parse_params(ModelSpec, raw, path)
+    return parse_params(ModelSpec, raw, path, problems)
 
 
-def _models(raw: Any, path: str) -> tuple[ModelSpec, ...]:
+def _models(raw: Any, path: str, problems: list[str] | None = None) -> tuple[ModelSpec, ...]:
     if not isinstance(raw, list) or not raw:
         raise SuiteError(f"{path}: expected a non-empty list of models, e.g. '- {{name: fp32, path: ./model}}'")
-    specs = [_model(item, f"{path}[{i}]") for i, item in enumerate(raw)]
+    specs = [_model(item, f"{path}[{i}]", problems=problems) for i, item in enumerate(raw)]
     seen: set[str] = set()
     for i, spec in enumerate(specs):
         if spec.name and spec.name in seen:
@@ -188,17 +192,17 @@ def _gate(raw: Any, path: str) -> GateSpec:
     return GateSpec(baseline, tolerance, None if significance is None else float(significance))
 
 
-def _data(raw: Any, path: str) -> DataSpec:
+def _data(raw: Any, path: str, problems: list[str] | None = None) -> DataSpec:
     if isinstance(raw, str):
         raw = {"path": raw}
     raw = _mapping(raw, path)
     if "named" in raw:
         raise SuiteError(f"{path}.named: not a data key; name the columns with text, text_pair, label and choices")
-    spec = parse_params(DataSpec, raw, path)
+    spec = parse_params(DataSpec, raw, path, problems)
     return replace(spec, named=frozenset(k for k in COLUMN_KEYS if raw.get(k) is not None))
 
 
-def _expectations(raw: Any, path: str) -> tuple[tuple[Expectation, ...], tuple[str, ...]]:
+def _expectations(raw: Any, path: str, problems: list[str] | None = None) -> tuple[tuple[Expectation, ...], tuple[str, ...]]:
     """The suite's own expectations, and the metrics (patterns allowed) whose default it turns off
     (``METRIC: off``; ``"*": off`` turns every default of the probe off)."""
     out, off = [], []
@@ -208,7 +212,7 @@ def _expectations(raw: Any, path: str) -> tuple[tuple[Expectation, ...], tuple[s
             off.append(str(metric))
             continue
         bounds = _mapping(bounds, where)
-        _check_keys(bounds, EXPECT_KEYS, where)
+        _check_keys(bounds, EXPECT_KEYS, where, problems)
         if not {"min", "max"} & set(bounds):
             raise SuiteError(f"{where}: give min and/or max (or 'off' to turn the probe's default off)")
         for key, value in bounds.items():
@@ -251,66 +255,97 @@ def _resolve_suite_paths(doc: dict[str, Any], raw: dict[str, Any], base: Path, e
 
 
 def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None = None,
-                base_dir: str | Path | None = None) -> Suite:
-    """Build a Suite from parsed YAML, checking every key.
+                base_dir: str | Path | None = None, defer: bool = False) -> Suite:
+    """Build a Suite from parsed YAML, checking every key; every problem found is reported at once.
 
     With ``base_dir`` (the suite file's folder), relative paths written in the suite resolve against it.
+    With ``defer``, the problems that leave a usable suite (unknown keys, bad values: their defaults stand)
+    are kept in ``Suite.problems`` for ``validate_suite`` to report with everything else it finds.
     """
     env = _RecordingEnv(os.environ if env is None else env)
     doc = interpolate(_mapping(raw, "suite file"), env)
     if base_dir is not None:
         _resolve_suite_paths(doc, raw, Path(base_dir), env)
-    _check_keys(doc, TOP_KEYS, "")
+    problems: list[str] = []
+
+    def attempt(check: Any, *args: Any, default: Any = None) -> Any:
+        try:
+            return check(*args)
+        except SuiteError as exc:
+            problems.append(str(exc))
+            return default
+
+    def give_up(message: str) -> SuiteError:
+        problems.append(message)
+        return _suite_error(problems)
+
+    _check_keys(doc, TOP_KEYS, "", problems)
     name = doc.get("suite") or Path(source).stem
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise SuiteError(f"suite: {name!r} must be a short name (letters, digits, '.', '_', '-')")
+        problems.append(f"suite: {name!r} must be a short name (letters, digits, '.', '_', '-')")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(source).stem) or "suite"
     if doc.get("model") is not None and doc.get("models") is not None:
-        raise SuiteError("models: give either model: (one model) or models: (a matrix), not both")
+        problems.append("models: give either model: (one model) or models: (a matrix), not both")
     if doc.get("models") is not None:
-        models = _models(doc["models"], "models")
+        models = attempt(_models, doc["models"], "models", problems, default=())
     elif doc.get("model") is not None:
-        models = (_model(doc["model"], "model"),)
+        one = attempt(_model, doc["model"], "model", None, problems)
+        models = (one,) if one is not None else ()
     else:
         models = ()
     model = models[0] if models else None
-    gate = _gate(doc["compare"], "compare") if doc.get("compare") is not None else None
-    data = _data(doc["data"], "data") if doc.get("data") is not None else None
+    gate = attempt(_gate, doc["compare"], "compare") if doc.get("compare") is not None else None
+    data = attempt(_data, doc["data"], "data", problems) if doc.get("data") is not None else None
     seed = doc.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise SuiteError(f"seed: expected an integer, got {seed!r}")
+        problems.append(f"seed: expected an integer, got {seed!r}")
+        seed = 0
     threads = doc.get("threads")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise SuiteError(f"threads: expected a number of CPU threads >= 1, got {threads!r}")
-    report = _mapping(doc.get("report") or {}, "report")
-    _check_keys(report, REPORT_KEYS, "report")
+        problems.append(f"threads: expected a number of CPU threads >= 1, got {threads!r}")
+        threads = None
+    report = attempt(_mapping, doc.get("report") or {}, "report", default={})
+    _check_keys(report, REPORT_KEYS, "report", problems)
     formats = report.get("formats", ["json", "markdown", "html"])
     if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
-        raise SuiteError("report.formats: expected a list of names such as [json, markdown, html]")
+        problems.append("report.formats: expected a list of names such as [json, markdown, html]")
+        formats = ["json", "markdown", "html"]
     entries = doc.get("probes")
+    if entries is None and any("(did you mean 'probes'?)" in p for p in problems):
+        raise _suite_error(problems)  # the misspelt key says it all
     if not isinstance(entries, list) or not entries:
-        raise SuiteError("probes: expected a non-empty list of probes, e.g. '- probe: accuracy'")
+        raise give_up("probes: expected a non-empty list of probes, e.g. '- probe: accuracy'")
     probes, ids = [], set()
     for i, entry in enumerate(entries):
         path = f"probes[{i}]"
-        entry = _mapping(entry, path)
-        _check_keys(entry, PROBE_KEYS, path)
+        entry = attempt(_mapping, entry, path)
+        if entry is None:
+            continue
+        _check_keys(entry, PROBE_KEYS, path, problems)
         probe = entry.get("probe")
         if not isinstance(probe, str):
-            raise SuiteError(f"{path}.probe: required, the name of a probe (see 'bertprobe list')")
+            problems.append(f"{path}.probe: required, the name of a probe (see 'bertprobe list')")
+            continue
         pid = str(entry.get("id") or probe)
         if pid in ids:
-            raise SuiteError(f"{path}.id: '{pid}' is used twice; give each run of a probe its own id")
+            problems.append(f"{path}.id: '{pid}' is used twice; give each run of a probe its own id")
+            continue
         ids.add(pid)
-        override_model = _model(entry["model"], f"{path}.model", model) if entry.get("model") else None
-        override_data = _data(entry["data"], f"{path}.data") if entry.get("data") else None
+        override_model = attempt(_model, entry["model"], f"{path}.model", model, problems) if entry.get("model") else None
+        override_data = attempt(_data, entry["data"], f"{path}.data", problems) if entry.get("data") else None
         params = entry.get("params") or {}
-        _mapping(params, f"{path}.params")
-        expect, expect_off = _expectations(entry.get("expect") or {}, f"{path}.expect")
+        if attempt(_mapping, params, f"{path}.params") is None:
+            params = {}
+        expect, expect_off = attempt(_expectations, entry.get("expect") or {}, f"{path}.expect", problems,
+                                     default=((), ()))
         raw_entry = raw["probes"][i] if isinstance(raw.get("probes"), list) and isinstance(raw["probes"][i], dict) else {}
         raw_params = raw_entry.get("params") if isinstance(raw_entry.get("params"), dict) else {}
         env_params = frozenset(k for k, v in raw_params.items() if from_env(v, env))
         probes.append(ProbeSpec(probe, pid, params, expect, override_model, override_data, path,
                                 None if base_dir is None else str(base_dir), env_params, expect_off))
+    executor = attempt(_executor, doc["executor"], "executor") if doc.get("executor") is not None else None
+    if problems and not defer:
+        raise _suite_error(problems)
     return Suite(
         name=name,
         model=model,
@@ -324,48 +359,68 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         report_dir=str(report.get("dir", "reports")),
         formats=tuple(formats),
         source=source,
-        executor=_executor(doc["executor"], "executor") if doc.get("executor") is not None else None,
+        executor=executor,
         variables=dict(sorted(env.read.items())),
+        problems=tuple(problems),
     )
 
 
-def apply_sets(raw: dict[str, Any], assignments: tuple[str, ...] | list[str]) -> dict[str, Any]:
+def _suite_error(problems: list[str], source: str = "") -> SuiteError:
+    """One SuiteError for the problems found (see ``bertprobe.errors.problems_error``)."""
+    if len(problems) == 1:
+        return SuiteError(f"{source}: {problems[0]}" if source else problems[0])
+    return problems_error(problems, SuiteError, source)  # type: ignore[return-value]
+
+
+def apply_sets(raw: dict[str, Any], assignments: tuple[str, ...] | list[str],
+               problems: list[str] | None = None) -> dict[str, Any]:
     """Apply ``--set PATH=VALUE`` to the YAML before it is parsed; VALUE is read as YAML (``2``, ``[a, b]``).
 
     PATH is dotted: ``seed``, ``data.limit``, ``probes.ID.params.length`` (a probe by id, or by name
     when one probe has it), ``models.NAME.dtype`` (a model by name). Missing mappings are created, so
-    ``probes.universal-trigger.params.length=2`` works on a probe without params.
+    ``probes.universal-trigger.params.length=2`` works on a probe without params. With ``problems``, a bad
+    assignment is appended there and skipped instead of raising.
     """
     for item in assignments:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise SuiteError(f"--set {item}: expected PATH=VALUE, e.g. probes.universal-trigger.params.length=2")
         try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError:
-            value = text
-        parts = key.split(".")
-        node: Any = raw
-        for i, part in enumerate(parts[:-1]):
-            where = ".".join(parts[: i + 1])
-            if isinstance(node, list):
-                matches = [e for e in node if isinstance(e, dict) and (e.get("id") == part or e.get("name") == part)]
-                matches = matches or [e for e in node if isinstance(e, dict) and e.get("probe") == part and "id" not in e]
-                if len(matches) != 1:
-                    names = [str(e.get("id") or e.get("name") or e.get("probe")) for e in node if isinstance(e, dict)]
-                    raise SuiteError(f"--set {item}: no single entry '{part}' under {'.'.join(parts[:i])}"
-                                     f"{did_you_mean(part, names)}; entries: {', '.join(names)}")
-                node = matches[0]
-                continue
-            if not isinstance(node, dict):
-                raise SuiteError(f"--set {item}: {where} is not a mapping")
-            if node.get(part) is None:
-                node[part] = [] if part in ("probes", "models") else {}
-            node = node[part]
-        if not isinstance(node, dict):
-            raise SuiteError(f"--set {item}: {'.'.join(parts[:-1])} is not a mapping")
-        node[parts[-1]] = value
+            _apply_set(raw, item)
+        except SuiteError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
     return raw
+
+
+def _apply_set(raw: dict[str, Any], item: str) -> None:
+    """One ``--set PATH=VALUE`` (see ``apply_sets``)."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise SuiteError(f"--set {item}: expected PATH=VALUE, e.g. probes.universal-trigger.params.length=2")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    parts = key.split(".")
+    node: Any = raw
+    for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            matches = [e for e in node if isinstance(e, dict) and (e.get("id") == part or e.get("name") == part)]
+            matches = matches or [e for e in node if isinstance(e, dict) and e.get("probe") == part and "id" not in e]
+            if len(matches) != 1:
+                names = [str(e.get("id") or e.get("name") or e.get("probe")) for e in node if isinstance(e, dict)]
+                raise SuiteError(f"--set {item}: no single entry '{part}' under {'.'.join(parts[:i])}"
+                                 f"{did_you_mean(part, names)}; entries: {', '.join(names)}")
+            node = matches[0]
+            continue
+        if not isinstance(node, dict):
+            raise SuiteError(f"--set {item}: {where} is not a mapping")
+        if node.get(part) is None:
+            node[part] = [] if part in ("probes", "models") else {}
+        node = node[part]
+    if not isinstance(node, dict):
+        raise SuiteError(f"--set {item}: {'.'.join(parts[:-1])} is not a mapping")
+    node[parts[-1]] = value
 
 
 MAX_SUITE_BYTES = 1 << 20  # a suite is a page of YAML, not a data file
@@ -448,9 +503,12 @@ def lift_given(raw: dict[str, Any], given: Collection[str], env: Mapping[str, st
 
 
 def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tuple[str, ...] = (),
-               given: Collection[str] = ()) -> Suite:
+               given: Collection[str] = (), defer: bool = False) -> Suite:
     """Read and parse a suite file (with ``--set`` assignments applied); every problem is a one-line SuiteError.
-    ``given`` names what flags replace (``model``, ``data``): their paths need no required ``${VAR}``."""
+
+    ``given`` names what flags replace (``model``, ``data``): their paths need no required ``${VAR}``.
+    ``defer``: problems that leave a usable suite (bad ``--set``s, unknown keys, bad values) are kept in
+    ``Suite.problems`` for ``validate_suite`` to report together with everything else (``run`` and ``validate``)."""
     file = Path(path)
     if not file.is_file():
         raise SuiteError(f"suite file '{path}' not found; try 'bertprobe run suites/sst2.yaml'")
@@ -467,11 +525,13 @@ def load_suite(path: str | Path, env: Mapping[str, str] | None = None, sets: tup
     if raw is None:
         raise SuiteError(f"{path}: the suite file is empty")
     check_shape(raw, str(path))
+    set_problems: list[str] = []
     if sets and isinstance(raw, dict):
-        raw = apply_sets(raw, sets)
+        raw = apply_sets(raw, sets, set_problems if defer else None)
     if given and isinstance(raw, dict):
         raw = lift_given(raw, given, os.environ if env is None else env)
     try:
-        return parse_suite(raw, str(path), env, base_dir=file.resolve().parent)
+        suite = parse_suite(raw, str(path), env, base_dir=file.resolve().parent, defer=defer)
     except SuiteError as exc:
-        raise SuiteError(f"{path}: {exc}") from None
+        raise _suite_error(set_problems + list(getattr(exc, "problems", None) or [str(exc)]), str(path)) from None
+    return replace(suite, problems=(*set_problems, *suite.problems)) if set_problems else suite

@@ -92,6 +92,7 @@ class Suite:
     source: str = ""
     executor: ExecutorSpec | None = None  # where models and sweeps run (None: local, in this process)
     variables: dict[str, str | None] = field(default_factory=dict)  # ${VAR}s read, with their values (None: unset)
+    problems: tuple[str, ...] = ()  # what loading found and left for validate_suite to report with the rest
 
 
 def unique_names(specs: list[ModelSpec]) -> list[ModelSpec]:

@@ -16,7 +16,7 @@ from typing import Any
 from bertprobe.data.classes import find_class
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
 from bertprobe.data.prepare import read_data
-from bertprobe.errors import BertprobeError, DataError, SuiteError
+from bertprobe.errors import BertprobeError, DataError, Problems, SuiteError
 from bertprobe.model.loading import looks_local
 from bertprobe.model.spec import ModelSpec
 from bertprobe.params import parse_params
@@ -80,32 +80,40 @@ def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
 
 
 def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
+    """Every class name a probe's entry gives (``Probe.named_labels``: params such as ``target_label``, per-label
+    expectations such as ``recall_joy``, slices' ``metric: label:joy``, behaviour templates' labels) against
+    the classes in each local model's config.json; no weights are read."""
     for spec in suite.probes:
         cls = cls_of.get(spec.id)
-        if cls is None or spec.id not in params:
-            continue
+        if cls is None:
+            continue  # params that did not parse (None) still leave the expectations' names to check
+        named = cls.named_labels(params.get(spec.id), [e.metric for e in spec.expect])
         models = [spec.model] if spec.model is not None else list(suite.models)
-        for name in getattr(cls, "label_params", ()):
-            value = getattr(params[spec.id], name, None)
-            if value is None or isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-                continue
+        for where, value in named:
             for model in models:
                 labels = _config_labels(model)
-                # a token classifier's classes for these params are its entity types (B-ORG, I-ORG: ORG)
+                # a token classifier's classes for these names are also its entity types (B-ORG, I-ORG: ORG)
                 labels = labels if labels is None else labels + sorted(
-                    {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"})
+                    {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"} - set(labels))
                 label_map = suite.data.label_map if suite.data is not None else None
-                if labels is not None and find_class(str(value), labels, label_map) is None:
-                    problems.append(f"{spec.path}.params.{name}: {value!r} is not a class of {model.path}"
-                                    f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; map it with --label-map "
-                                    f"{value}=CLASS, pass --set probes.{spec.id}.params.{name}=CLASS, or leave the "
-                                    "probe out with --only")
+                if labels is None or find_class(str(value), labels, label_map) is not None:
+                    continue
+                if where.startswith("params.") and "[" not in where:
+                    fix = f"pass --set probes.{spec.id}.{where}=CLASS"
+                elif where.startswith("expect."):
+                    fix = f"drop the expectation with --set probes.{spec.id}.{where}=off"
+                else:
+                    fix = f"edit {where} in the suite"
+                problems.append(f"{spec.path}.{where}: {value!r} is not a class of {model.path}"
+                                f"{did_you_mean(str(value), labels)}; classes: {', '.join(labels)}; map it with "
+                                f"--label-map {value}=CLASS, {fix}, or leave the probe out with --only")
 
 
-def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:
+def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) -> dict[str, Any]:
     """Check the suite (as ``--only`` leaves it: the probes that will run); raise one SuiteError listing every
-    problem. Returns parsed params by probe id."""
-    problems: list[str] = []
+    problem, with those loading left in ``suite.problems``, or add them to ``found``. Returns parsed params
+    by probe id."""
+    problems: list[str] = list(suite.problems)
     params = validate_probes(suite, plugins.probes, plugins.reporters, problems)
     for i, model in enumerate(suite.models):
         _check_model(model, f"models[{i}]" if len(suite.models) > 1 else "model", problems)
@@ -138,11 +146,11 @@ def validate_suite(suite: Suite, plugins: Any) -> dict[str, Any]:
                 Path(data.path).suffix.lower() in (".csv", ".tsv", ".txt", ".jsonl", ".json"):
             problems.append(f"{spec.path}: {spec.probe} needs data with {', '.join(needs)}, which a "
                             f"{Path(data.path).suffix} table has not; give a CoNLL-U treebank (.conllu)")
-    if problems:
-        source = suite.source or "suite"
-        if len(problems) == 1:
-            raise SuiteError(f"{source}: {problems[0]}")
-        raise SuiteError(f"{source}: {len(problems)} problems: " + "; ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
+    collected = Problems() if found is None else found
+    for problem in problems:
+        collected.add(problem, SuiteError, suite=True)
+    if found is None:
+        collected.raise_if_any(suite.source or "suite")
     return params
 
 
@@ -193,19 +201,24 @@ def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
                             "has them (words and dependency layers come from a .conllu treebank)")
 
 
-def read_local_data(suite: Suite, plugins: Any) -> Dataset | None:
+def read_local_data(suite: Suite, plugins: Any, found: Problems | None = None) -> Dataset | None:
     """The suite's local data file, read and checked against the probes' needs (``check_data_needs``)
-    before any model loads; None when there is no such file or no probe reads it. What ``run`` does before
-    its run folder exists, and ``validate`` too."""
+    and each local model's classes before any model loads; None when there is no such file or no probe reads
+    it. What ``run`` does before its run folder exists, and ``validate`` too. Raises one error listing every
+    problem (bad rows up to a limit), or adds them to ``found``."""
     spec = suite.data
     if spec is None or spec.loader is not None or not spec.path or not Path(spec.path).expanduser().is_file():
         return None
     if not any(p.probe in plugins.probes and plugins.probes.get(p.probe).needs_data and p.data is None
                for p in suite.probes):
         return None
-    data = read_data(spec, None, suite.seed)
-    check_data_needs(suite, plugins, data)
-    check_labels_against_models(suite, plugins, data)
+    collected = Problems() if found is None else found
+    data = collected.attempt(read_data, spec, None, suite.seed)
+    if data is not None:
+        collected.attempt(check_data_needs, suite, plugins, data)
+        collected.attempt(check_labels_against_models, suite, plugins, data)
+    if found is None:
+        collected.raise_if_any(suite.source)
     return data
 
 
@@ -292,18 +305,24 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             for name in getattr(cls, "path_params", ()):
                 if name in params and name not in spec.env_params:
                     params[name] = resolve_path_value(params[name], Path(spec.base_dir))
+        bad: list[str] = []  # every bad param of the probe, not only its first
         try:
-            params_by_probe[spec.id] = parse_params(cls.Params, params, f"{spec.path}.params")
+            parsed = parse_params(cls.Params, params, f"{spec.path}.params", bad)
         except SuiteError as exc:
-            problem(str(exc))
+            bad.append(str(exc))
+        for message in bad:
+            problem(message)
+        if not bad:
+            params_by_probe[spec.id] = parsed
         for metric in [e.metric for e in spec.expect] + [m for m in spec.expect_off if m != "*"]:
             if not cls.knows_metric(metric):
                 known = [m for m in cls.metrics if "*" not in m]
                 problem(f"{spec.path}.expect.{metric}: probe '{spec.probe}' has no such metric"
                         f"{did_you_mean(metric, known)}; metrics: {', '.join(cls.metrics)}")
-        if cls.needs_data and not getattr(cls, "data_optional", False) and spec.data is None and suite.data is None:
+        if cls.needs_data and not getattr(cls, "data_optional", False) and spec.data is None and suite.data is None \
+                and not _reported(suite, "data", f"{spec.path}.data"):
             problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
-        if spec.model is None and not suite.models:
+        if spec.model is None and not suite.models and not _reported(suite, "model", "models", f"{spec.path}.model"):
             problem(f"{spec.path}: no model; add a model: section to the suite or the probe")
     if reporters is not None:
         for fmt in suite.formats:
@@ -312,6 +331,12 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             except SuiteError as exc:
                 problem(f"report.formats: {exc}")
     return params_by_probe
+
+
+def _reported(suite: Suite, *sections: str) -> bool:
+    """Whether loading already reported a problem in one of these sections (so that a section that did not
+    parse is not reported a second time as missing)."""
+    return any(p == s or p.startswith((f"{s}:", f"{s}.", f"{s}[")) for p in suite.problems for s in sections)
 
 
 def _cached_model(spec: ModelSpec) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import torch
 
 from bertprobe.data.dataset import Dataset, DataSpec
-from bertprobe.errors import ProbeError
+from bertprobe.errors import DataError, ProbeError
 from bertprobe.tasks.scores import OutcomeScore
 
 
@@ -111,3 +111,15 @@ def config_labels(config: Any) -> tuple[str, ...]:
     count = getattr(config, "num_labels", None) or len(id2label)
     by_id = {int(k): str(v) for k, v in dict(id2label).items()}
     return tuple(by_id.get(i, f"LABEL_{i}") for i in range(int(count)))
+
+
+def refuse_token_tags(data: Dataset, task: str, model: str, wants: str) -> None:
+    """A DataError when ``data`` tags tokens (a CoNLL or tokens/tags file: one tag per word) but the model of
+    ``task`` labels whole sentences (``wants``: what each example should carry instead)."""
+    for i, ex in enumerate(data.examples):
+        if ex.words is not None and isinstance(ex.label, (tuple, list)) and len(ex.label) == len(ex.words) \
+                and all(isinstance(t, str) for t in ex.label):
+            raise DataError(f"'{data.name}' tags tokens (one tag per word, a token-classification file: {data.where(i)} "
+                            f"tags {len(ex.words)} words {' '.join(list(ex.label)[:4])}{' ...' if len(ex.label) > 4 else ''}), "
+                            f"but {model} is a {task} model, which labels whole sentences; give a file with {wants} per "
+                            "sentence (csv/tsv/jsonl), or audit a token-classification model with this file")

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.data.prepare import align_labels
 from bertprobe.errors import ProbeError
-from bertprobe.tasks.base import Task, config_labels
+from bertprobe.tasks.base import Task, config_labels, refuse_token_tags
 from bertprobe.tasks.scores import ACCURACY, OutcomeScore
 
 
@@ -85,4 +85,5 @@ class SingleLabelClassification(OneOfMany):
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         if not any(ex.label is not None for ex in data.examples):
             return data
+        refuse_token_tags(data, self.name, model, "one class")
         return align_labels(data, self.label_names, label_map=spec.label_map)

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
-from bertprobe.errors import DataError, ProbeError, SuiteError
-from bertprobe.tasks.base import Task, config_labels
+from bertprobe.errors import DataError, ProbeError, RowProblems, SuiteError
+from bertprobe.tasks.base import Task, config_labels, refuse_token_tags
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.scores import OutcomeScore
 
@@ -129,9 +129,34 @@ class MultiLabelClassification(Task):
 
 
 def _nearest(label: str, names: Sequence[str]) -> str:
-    close = difflib.get_close_matches(label.lower(), [n.lower() for n in names], n=3, cutoff=0.5)
-    near = [n for c in close for n in names if n.lower() == c]
+    near = _near(label, names)
     return f" (nearest: {', '.join(near)})" if near else ""
+
+
+def _near(label: str, names: Sequence[str]) -> list[str]:
+    close = difflib.get_close_matches(label.lower(), [n.lower() for n in names], n=3, cutoff=0.5)
+    return [n for c in close for n in names if n.lower() == c]
+
+
+SEPARATORS = ("|", ";", ",", "/", "+", " ")
+
+
+def _unknown_label(text: str, where: str, names: Sequence[str], lookup: Mapping[str, int], spec: DataSpec,
+                   model: str) -> str:
+    """Why a label is not the model's, and the likeliest fix: a separator other than ``data.label_sep`` whose
+    parts are all labels (``LOC|ORG``), a close spelling (``PRE``: did you mean PER?), else a label map."""
+    head = f"label '{text}' on {where} is not one {model} knows"
+    for sep in SEPARATORS:
+        parts = [p.strip() for p in text.split(sep)] if sep != spec.label_sep and sep in text.strip() else []
+        if len(parts) > 1 and all(p.lower() in lookup for p in parts):
+            quoted = f"'{sep}'"
+            return (f"{head}, but its parts {', '.join(parts)} are: it looks like a label set separated by {quoted} "
+                    f"(data.label_sep is '{spec.label_sep}'); set data.label_sep: {quoted} (--set data.label_sep={quoted})")
+    near = _near(text, names)
+    if near:
+        return (f"{head}; did you mean {near[0]}? fix the data, or map it with --label-map {text}={near[0]}; "
+                f"labels: {', '.join(names)}")
+    return f"{head}; labels: {', '.join(names)}; fix the data or map it with --label-map {text}=NAME"
 
 
 def _form(raw: Any) -> str:
@@ -144,6 +169,53 @@ def _form(raw: Any) -> str:
     return type(raw).__name__
 
 
+def _label_set(raw: Any, where: str, data: Dataset, spec: DataSpec, names: Sequence[str], lookup: Mapping[str, int],
+               mapped: Mapping[str, str], model: str, rows: RowProblems) -> set[int] | None:
+    """One example's label set as label ids; None, with its problems added to ``rows``, when it is malformed."""
+    if isinstance(raw, dict):
+        items = []
+        for column, value in raw.items():
+            text = str(value).strip().lower() if value is not None else ""
+            if text not in _ON | _OFF:
+                rows.add(f"{where}: column '{column}' holds {value!r}; a label column holds 0 or 1")
+                return None
+            if text in _ON:
+                items.append(column)
+    elif isinstance(raw, str):
+        items = [p.strip() for p in raw.split(spec.label_sep)] if raw.strip() else []
+    elif isinstance(raw, (list, tuple)):
+        items = list(raw)
+        ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+        strs = [v for v in items if isinstance(v, str)]
+        if ints and strs:
+            rows.add(f"label set {raw!r} on {where} mixes class ids ({', '.join(map(str, ints))}) and names "
+                     f"({', '.join(strs)}); write every label of the file by name (such as {names[0]!r}), or every one by id")
+            return None
+    else:
+        rows.add(f"label {raw!r} on {where} is not a label set; give a JSON list (\"labels\": [\"a\", \"b\"]), "
+                 f"a '{spec.label_sep}'-separated string, or one 0/1 column per label (data.label_columns)")
+        return None
+    ids = set()
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            rows.add(f"label {item!r} on {where} is not a label name")
+            return None
+        text = str(item).strip()
+        text = mapped.get(text.lower(), text)
+        index = lookup.get(text.lower())
+        if index is None and isinstance(item, int) and data.label_names and 0 <= item < len(data.label_names):
+            named = mapped.get(data.label_names[item].lower(), data.label_names[item])  # the data's own names
+            index = lookup.get(named.lower())
+            text = named
+        elif index is None and isinstance(item, int) and 0 <= item < len(names):
+            index = item
+        if index is None:
+            rows.add(_unknown_label(text, where, names, lookup, spec, model))
+            return None
+        ids.add(index)
+    return ids
+
+
 def read_label_sets(data: Dataset, spec: DataSpec, names: Sequence[str], model: str) -> Dataset:
     """Each example's label set as sorted label ids, from a JSON list, a ``label_sep``-delimited string, or
     one 0/1 column per label (``data.label_columns``, or every label of the model present as a column).
@@ -151,6 +223,7 @@ def read_label_sets(data: Dataset, spec: DataSpec, names: Sequence[str], model: 
     Every malformed form is a DataError naming the file and line: an unknown label (with the nearest known
     ones), a value other than 0/1 in a label column, or two forms mixed in one file.
     """
+    refuse_token_tags(data, "multi-label", model, "a label set")
     lookup = {n.lower(): i for i, n in enumerate(names)}
     mapped = {str(k).strip().lower(): str(v) for k, v in spec.label_map.items()}
     columns: list[str] = []
@@ -166,48 +239,22 @@ def read_label_sets(data: Dataset, spec: DataSpec, names: Sequence[str], model: 
         return data
     first_form: tuple[str, str] | None = None
     out: list[Example] = []
+    rows = RowProblems()
     for i, ex in enumerate(data.examples):
         where = data.where(i)
         raw: Any = {c: ex.meta.get(c) for c in columns} if columns else ex.label
         if raw is None:
-            raise DataError(f"{where} has no label set; give every example one (an empty list [] for no label)")
+            rows.add(f"{where} has no label set; give every example one (an empty list [] for no label)")
+            continue
         form = _form(raw)
         if first_form is None:
             first_form = (form, where)
         elif form != first_form[0]:
-            raise DataError(f"{where}: the label set is {form}, but {first_form[1]} gives {first_form[0]}; "
-                            "write every label set in one form")
-        if isinstance(raw, dict):
-            items = []
-            for column, value in raw.items():
-                text = str(value).strip().lower() if value is not None else ""
-                if text not in _ON | _OFF:
-                    raise DataError(f"{where}: column '{column}' holds {value!r}; a label column holds 0 or 1")
-                if text in _ON:
-                    items.append(column)
-        elif isinstance(raw, str):
-            items = [p.strip() for p in raw.split(spec.label_sep)] if raw.strip() else []
-        elif isinstance(raw, (list, tuple)):
-            items = list(raw)
-        else:
-            raise DataError(f"label {raw!r} on {where} is not a label set; give a JSON list (\"labels\": [\"a\", \"b\"]), "
-                            f"a '{spec.label_sep}'-separated string, or one 0/1 column per label (data.label_columns)")
-        ids = set()
-        for item in items:
-            if isinstance(item, bool) or not isinstance(item, (str, int)):
-                raise DataError(f"label {item!r} on {where} is not a label name")
-            text = str(item).strip()
-            text = mapped.get(text.lower(), text)
-            index = lookup.get(text.lower())
-            if index is None and isinstance(item, int) and data.label_names and 0 <= item < len(data.label_names):
-                named = mapped.get(data.label_names[item].lower(), data.label_names[item])  # the data's own names
-                index = lookup.get(named.lower())
-                text = named
-            elif index is None and isinstance(item, int) and 0 <= item < len(names):
-                index = item
-            if index is None:
-                raise DataError(f"label '{text}' on {where} is not one {model} knows{_nearest(text, names)}; "
-                                f"labels: {', '.join(names)}; fix the data or map it with --label-map {text}=NAME")
-            ids.add(index)
-        out.append(replace(ex, label=tuple(sorted(ids))))
+            rows.add(f"{where}: the label set is {form}, but {first_form[1]} gives {first_form[0]}; "
+                     "write every label set in one form")
+            continue
+        ids = _label_set(raw, where, data, spec, names, lookup, mapped, model, rows)
+        if ids is not None:
+            out.append(replace(ex, label=tuple(sorted(ids))))
+    rows.raise_if_any()
     return replace(data, examples=out, label_names=list(names))

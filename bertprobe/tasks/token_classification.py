@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
-from bertprobe.errors import DataError, ProbeError
+from bertprobe.errors import DataError, ProbeError, RowProblems
 from bertprobe.tasks.base import Task, config_labels
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
@@ -56,10 +56,12 @@ class TokenClassification(Task):
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         if not any(ex.label is not None for ex in data.examples):
             return data
+        rows = RowProblems()
         for i, ex in enumerate(data.examples):
             if ex.words is None or not isinstance(ex.label, (tuple, list)) or len(ex.label) != len(ex.words):
-                raise DataError(f"{data.where(i)}: {model} is a token-classification model, which needs one tag per "
-                                "word; give a CoNLL column file (.iob2, .conll) or JSONL with tokens and tags lists")
+                rows.add(f"{data.where(i)}: {model} is a token-classification model, which needs one tag per "
+                         "word; give a CoNLL column file (.iob2, .conll) or JSONL with tokens and tags lists")
+        rows.raise_if_any()
         lookup = {n.upper(): i for i, n in enumerate(self.label_names)}
         mapped = {str(k).strip().upper(): str(v) for k, v in spec.label_map.items()}
         every = [str(t) for ex in data.examples for t in (ex.label or ())]
@@ -70,16 +72,22 @@ class TokenClassification(Task):
         for i, ex in enumerate(data.examples):
             tags = [mapped.get(str(t).upper(), str(t)) for t in ex.label]
             lines = ex.meta.get("lines") or ()
+            bad = False
             for w, tag in enumerate(tags):
                 if tag.upper() not in lookup and not (source != self.scheme and tag.split("-", 1)[-1] in self.entity_types):
                     where = f"line {lines[w]} of {data.name}" if w < len(lines) else data.where(i)
                     near = difflib.get_close_matches(tag, list(self.label_names), n=3, cutoff=0.4)
-                    raise DataError(f"tag '{tag}' on {where} is not one {model} knows"
-                                    + (f" (closest: {', '.join(near)})" if near else "")
-                                    + f"; tags: {', '.join(self.label_names)}; map it with --label-map {tag}=TAG")
+                    rows.add(f"tag '{tag}' on {where} is not one {model} knows"
+                             + (f"; did you mean {near[0]}? fix the data, or map it with --label-map {tag}={near[0]}"
+                                if near else f"; map it with --label-map {tag}=TAG")
+                             + f"; tags: {', '.join(self.label_names)}")
+                    bad = True
+            if bad:
+                continue
             if source != self.scheme:
                 tags = convert(tags, source, self.scheme)
             out.append(replace(ex, label=tuple(lookup[t.upper()] for t in tags)))
+        rows.raise_if_any()
         return replace(data, examples=out, label_names=list(self.label_names))
 
     def gold(self, data: Dataset) -> torch.Tensor:

@@ -211,6 +211,23 @@ class BehaviourProbe(Probe):
     )
     key_metrics = ("failure_rate", "failure_rate.capability.*", "fairness_gap.*", "max_fairness_gap")
 
+    @classmethod
+    def named_labels(cls, params: Any, metrics: Any) -> list[tuple[str, str]]:
+        """The classes the inline templates name: ``label``, ``not_label``, ``labels``, ``contains``,
+        ``not_contains`` and ``expect.class``."""
+        out = super().named_labels(params, metrics)
+        for i, spec in enumerate(params.templates if params is not None else ()):
+            if not isinstance(spec, dict):
+                continue
+            expect = spec.get("expect") if isinstance(spec.get("expect"), dict) else {}
+            named = [("label", spec.get("label")), ("not_label", spec.get("not_label")), ("expect.class", expect.get("class"))]
+            for key in ("labels", "contains", "not_contains"):
+                values = spec.get(key) if isinstance(spec.get(key), list) else [spec.get(key)]
+                named += [(key, v) for v in values]
+            out += [(f"params.templates[{i}].{key}", value) for key, value in named
+                    if isinstance(value, str) and not value.strip().isdigit()]
+        return out
+
     def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
         lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
         if target.outputs.name == "token-classification":
