@@ -15,7 +15,7 @@ windows), ``n_best`` 20 and ``max_answer_tokens`` 30 (the decoding), ``null_thre
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
@@ -58,6 +58,7 @@ def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
 class QuestionAnswering(Task):
     """``…ForQuestionAnswering``: start and end logits over each window's sub-tokens; one span per question."""
 
+    settings: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULTS))
     name: ClassVar[str] = "question-answering"
     description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
@@ -91,16 +92,20 @@ class QuestionAnswering(Task):
         examples = data.examples if isinstance(data, Dataset) else data
         return [[text for text, _ in (ex.label or ())] for ex in examples]
 
+    def setting(self, key: str) -> Any:
+        """One setting (its default where the task was built without it)."""
+        return self.settings.get(key, DEFAULTS[key])
+
     def null_threshold_for(self, examples: Sequence[Example]) -> float | None:
         """The null threshold when the data hold unanswerable questions (SQuAD 2.0), else None: a SQuAD 1.1
         reader is never asked to abstain."""
-        return float(self.settings["null_threshold"]) if any(ex.label == () for ex in examples) else None
+        return float(self.setting("null_threshold")) if any(ex.label == () for ex in examples) else None
 
     def answers(self, target: Any, examples: Sequence[Example], batch_size: int | None = None,
-                progress: Callable[..., Iterable[Any]] | None = None) -> list[Answer]:
-        """Each question's decoded answer from ``target`` (a Target, or a QA module with ``.tokenizer``)."""
-        s = self.settings
-        return answer(target, [ex.text for ex in examples], [ex.text_pair or "" for ex in examples],
+                progress: Callable[..., Iterable[Any]] | None = None, tokenizer: Any = None) -> list[Answer]:
+        """Each question's decoded answer from ``target`` (a Target, or a plain QA module and its ``tokenizer``)."""
+        s = {**DEFAULTS, **self.settings}
+        return answer(target, [ex.text for ex in examples], [ex.text_pair or "" for ex in examples], tokenizer,
                       max_length=s["max_length"], stride=s["stride"], n_best=s["n_best"],
                       max_answer_tokens=s["max_answer_tokens"], null_threshold=self.null_threshold_for(examples),
                       question_first=s["question_first"], batch_size=batch_size,
