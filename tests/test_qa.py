@@ -17,7 +17,17 @@ from bertprobe.errors import DataError
 from bertprobe.tasks import builtin_tasks, resolve_task
 from bertprobe.tasks import squad_metrics as M
 from bertprobe.tasks.question_answering import QuestionAnswering, qa_settings
-from bertprobe.tasks.spans import QuestionWindows, answer, decode, encode_windows, window_starts
+from bertprobe.tasks.spans import (
+    QuestionWindows,
+    answer,
+    decode,
+    encode_windows,
+    gold_positions,
+    rebuilt_note,
+    span_loss,
+    window_logits,
+    window_starts,
+)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -100,8 +110,8 @@ def test_the_task_is_detected_and_binds_its_settings(qa_model):
                                    "null_threshold": 0.0, "question_first": True}
     assert builtin_tasks().get("question-answering").model_class == "AutoModelForQuestionAnswering"
     assert qa_settings({"stride": 64, "threshold": 0.5})["stride"] == 64  # another task's option is ignored
-    with pytest.raises(DataError, match="stride 200 must be less than half of max_length 384"):
-        qa_settings({"stride": 200})
+    with pytest.raises(DataError, match="stride 384 must be less than max_length 384"):
+        qa_settings({"stride": 384})
     with pytest.raises(DataError, match="n_best must be a positive whole number"):
         qa_settings({"n_best": 0})
 
@@ -143,6 +153,7 @@ def test_windows_that_drop_the_context_tail_are_rebuilt(qa_model, monkeypatch):
     monkeypatch.setattr(type(tokenizer), "__call__", drop_last_window)
     [rebuilt] = encode_windows(tokenizer, ["what is the dog ?"], [context], max_length=64, stride=16)
     assert rebuilt.rebuilt and rebuilt.covered() == set(range(rebuilt.context_tokens))
+    assert "left part of 1 context(s) out" in rebuilt_note([rebuilt, honest]) and rebuilt_note([honest]) is None
     assert rebuilt.rows == honest.rows and rebuilt.context_index == honest.context_index  # as the tokenizer cuts them
 
 
@@ -227,6 +238,40 @@ def test_confidence_is_the_softmax_over_the_n_best_of_all_windows_and_null_absta
     gave_up = decode([s0, s1], [e0, e1], qw, CONTEXT, n_best=2, null_threshold=-1.5)
     assert gave_up.abstained and gave_up.text == "" and gave_up.confidence == pytest.approx(
         math.exp(2) / (math.exp(3) + math.exp(2) + math.exp(2)))
+
+
+def test_gold_positions_label_the_window_holding_the_whole_answer_and_cls_elsewhere():
+    qw = synthetic_windows()
+    assert gold_positions(qw, 12, "w4 w5 w6") == [(0, 0), (3, 5)]   # window 0 ends inside the answer
+    assert gold_positions(qw, 13, "4 w5") == [(7, 8), (3, 4)]       # a span starting mid-token takes that token
+    assert gold_positions(qw, 0, "w0") == [(3, 3), (0, 0)]
+
+
+def test_span_loss_is_the_loss_the_model_head_computes(qa_model):
+    model, tokenizer, _ = qa_model
+    questions, contexts = ["who is the dog ?", "what is red ?"], ["the dog is a cat .", "the house is red and blue ."]
+    windows = encode_windows(tokenizer, questions, contexts, max_length=64, stride=16)
+    positions = [gold_positions(qw, c.index(a), a)[0] for qw, c, a in zip(windows, contexts, ["a cat", "red and blue"])]
+    assert all(p != (0, 0) and p[1] >= p[0] for p in positions)
+    rows = [qw.rows[0] for qw in windows]
+    [(s0, e0), (s1, e1)] = window_logits(model, rows)
+    width = max(len(r["input_ids"]) for r in rows)
+    batch = {k: torch.tensor([r[k] + [0] * (width - len(r[k])) for r in rows]) for k in rows[0]}
+    starts, ends = torch.tensor([p[0] for p in positions]), torch.tensor([p[1] for p in positions])
+    with torch.no_grad():
+        expected = model(**batch, start_positions=starts, end_positions=ends).loss
+    pad = torch.nn.functional.pad
+    start_logits = torch.stack([pad(s0, (0, width - len(s0)), value=-1e4), pad(s1, (0, width - len(s1)), value=-1e4)])
+    end_logits = torch.stack([pad(e0, (0, width - len(e0)), value=-1e4), pad(e1, (0, width - len(e1)), value=-1e4)])
+    assert span_loss(start_logits, end_logits, starts, ends).mean() == pytest.approx(float(expected), abs=1e-4)
+
+
+def test_context_first_models_get_windows_with_the_context_first(qa_model):
+    _, tokenizer, _ = qa_model
+    [qw] = encode_windows(tokenizer, ["what is the dog ?"], [long_context(140)], max_length=64, stride=16,
+                          question_first=False)
+    assert len(qw.rows) >= 3 and qw.covered() == set(range(qw.context_tokens))
+    assert all(index[1] >= 0 and index[0] == -1 for index in qw.context_index)  # [CLS], then the context
 
 
 # ---- data forms -------------------------------------------------------------------------------------

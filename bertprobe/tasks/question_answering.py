@@ -48,8 +48,8 @@ def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DataError(f"{key} must be a positive whole number, not {value!r}")
             out[key] = value
-    if out["stride"] >= out["max_length"] // 2:
-        raise DataError(f"stride {out['stride']} must be less than half of max_length {out['max_length']} "
+    if out["stride"] >= out["max_length"]:
+        raise DataError(f"stride {out['stride']} must be less than max_length {out['max_length']} "
                         "(consecutive windows share stride sub-tokens)")
     return out
 
@@ -85,6 +85,9 @@ class QuestionAnswering(Task):
                 raise DataError(f"{data.where(i)}: the gold of a question-answering example is a list of answers in "
                                 f"its context, not {ex.label!r}; give SQuAD JSON, or an answers/answer column")
         return data
+
+    def gold(self, data: Dataset) -> Any:
+        raise self._unsupported("tensor of gold labels (answers are spans: use answers(), outcomes() and golds())")
 
     @staticmethod
     def golds(data: Dataset | Sequence[Example]) -> list[list[str]]:

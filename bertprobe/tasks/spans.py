@@ -151,6 +151,18 @@ def encode_windows(tokenizer: Any, questions: Sequence[str], contexts: Sequence[
     return out
 
 
+def rebuilt_note(windows: Sequence[QuestionWindows]) -> str | None:
+    """A line for the report when the installed ``tokenizers`` returned windows that left part of some
+    contexts out (and they were rebuilt here), naming its version; None when its windows covered every context."""
+    count = sum(qw.rebuilt for qw in windows)
+    if not count:
+        return None
+    import tokenizers
+
+    return (f"tokenizers {tokenizers.__version__} returned windows that left part of {count} context(s) out; "
+            "bertprobe rebuilt them so that every sub-token lies in some window")
+
+
 def _context_index(seq: list[int | None], context_seq: int, row_ids: list[int], row_offsets: list[Any],
                    ids: list[int], offsets: list[tuple[int, int]]) -> list[int] | None:
     """Per position of a window, its sub-token's index in the context's own tokenisation (-1 outside the
@@ -230,6 +242,32 @@ def decode(start_logits: Sequence[torch.Tensor], end_logits: Sequence[torch.Tens
     first, last = windows.context_index[w][i], windows.context_index[w][j]
     start, end = windows.offsets[first][0], windows.offsets[last][1]
     return Answer(context[start:end], start, end, score, probs[0], window=w, tokens=(first, last), **common)
+
+
+def gold_positions(windows: QuestionWindows, start: int, text: str) -> list[tuple[int, int]]:
+    """Per window, the positions of the first and last sub-tokens of the answer ``text`` at character ``start``
+    where the window holds the whole answer, else the [CLS] position twice: the labels QA models are trained
+    on (what the start/end cross-entropy of ``span_loss`` is taken against)."""
+    end = start + len(text)
+    inside = [k for k, (a, b) in enumerate(windows.offsets) if a < end and b > start and b > a]
+    cls = (windows.cls_position, windows.cls_position)
+    if not inside:
+        return [cls] * len(windows.rows)
+    out = []
+    for index in windows.context_index:
+        where = {k: p for p, k in enumerate(index) if k >= 0}
+        out.append((where[inside[0]], where[inside[-1]]) if inside[0] in where and inside[-1] in where else cls)
+    return out
+
+
+def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """Per window (``reduction='none'``) the mean of the start and end cross-entropies, as Hugging Face's
+    ``…ForQuestionAnswering`` heads compute their training loss (whose batch mean it is)."""
+    import torch.nn.functional as F
+
+    start = F.cross_entropy(start_logits.float(), starts.to(start_logits.device), reduction="none")
+    end = F.cross_entropy(end_logits.float(), ends.to(end_logits.device), reduction="none")
+    return (start + end) / 2
 
 
 def accepted_inputs(model: Any) -> frozenset[str]:
