@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertprobe.data.dataset import DataSpec
-from bertprobe.data.squad import SquadLoader
+from bertprobe.data.squad_loader import SquadLoader
 from bertprobe.data.tables import load_table
 from bertprobe.errors import DataError
 from bertprobe.tasks import builtin_tasks, resolve_task

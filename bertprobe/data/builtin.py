@@ -6,7 +6,7 @@ from typing import Any
 
 from bertprobe.data.arct import ArctLoader
 from bertprobe.data.conll import ConllLoader
-from bertprobe.data.squad import SquadLoader
+from bertprobe.data.squad_loader import SquadLoader
 from bertprobe.data.treebank import ConlluLoader
 from bertprobe.hookmarkers import hookimpl
 

@@ -12,7 +12,7 @@ Every form becomes the same ``Example`` per question:
 * ``meta``: ``title`` (SQuAD's article title, where given) and ``is_impossible``.
 
 Forms (``load_table`` routes a local ``.json`` file holding ``{"data": [...paragraphs...]}`` and any table
-with ``question`` and ``context`` columns here; ``loader: squad`` names it explicitly):
+with ``question`` and ``context`` columns here; ``loader: squad``, in ``data.squad_loader``, names it explicitly):
 
 * SQuAD JSON, v1.1 and v2.0: ``data[].paragraphs[].qas[]`` with ``id``, ``question``, ``answers[]``
   (``text``, ``answer_start``) and, in v2.0, ``is_impossible``;
@@ -207,26 +207,3 @@ def qa_table(table: Any, spec: DataSpec, lines: Sequence[int] | None = None) -> 
         raise DataError(f"'{source}' has no rows")
     local = Path(source).expanduser().exists()
     return Dataset(qa_rows(table, source, lines), name=Path(source).stem if local else source)
-
-
-class SquadLoader:
-    """``loader: squad``: SQuAD JSON, or JSONL/CSV/TSV/hub rows with question, context and answers."""
-
-    name = "squad"
-    description = "extractive QA: SQuAD JSON (v1.1, v2.0), JSONL/hub rows in the squad schema, CSV/TSV with question, context, answer"
-
-    def load(self, spec: DataSpec) -> Dataset:
-        from bertprobe.data.tables import load_table
-
-        if not spec.path:
-            raise DataError("loader squad needs data.path: a SQuAD JSON file, or a JSONL/CSV/TSV of questions")
-        path = Path(spec.path).expanduser()
-        if path.suffix.lower() == ".json" and path.is_file():
-            found = maybe_squad_json(path)
-            if found is not None:
-                return found
-        data = load_table(spec)
-        if data.examples and not all(ex.text_pair is not None and "is_impossible" in ex.meta for ex in data.examples):
-            raise DataError(f"'{spec.path}' is not question-answering data (it has no question and context columns); "
-                            "give SQuAD JSON, or rows with question, context and answers")
-        return data

@@ -281,12 +281,10 @@ def window_logits(model: Any, rows: Sequence[dict[str, list[int]]], batch_size: 
     """(start, end) logits of each window, float32 on the CPU, in input order, from length-sorted batches under
     ``torch.inference_mode``. ``model`` is a ``Target`` (its batch planning, padding, device and compiled
     model) or a plain ``…ForQuestionAnswering`` module (batches of ``batch_size`` on its own device)."""
-    from bertprobe.model.target import Encoded, Target
-
-    if isinstance(model, Target):
+    if hasattr(model, "plan_batches") and hasattr(model, "collate"):  # a Target (the model floor, not imported here)
         names = model.input_names
-        encoded = Encoded([{k: v for k, v in r.items() if k in names} for r in rows], [len(r["input_ids"]) for r in rows])
-        order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__)
+        encoded = _Rows([{k: v for k, v in r.items() if k in names} for r in rows], [len(r["input_ids"]) for r in rows])
+        order = sorted(range(len(encoded.rows)), key=encoded.lengths.__getitem__)
         plans = model.plan_batches(encoded, order, batch_size)
         collate: Callable[[list[dict[str, list[int]]]], dict[str, torch.Tensor]] = model.collate
         net = model.compiled if model.compiled is not None else model.model
@@ -309,6 +307,14 @@ def window_logits(model: Any, rows: Sequence[dict[str, list[int]]], batch_size: 
                 n = len(rows[i]["input_ids"])
                 out[i] = (starts[k, :n].clone(), ends[k, :n].clone())
     return out  # type: ignore[return-value]
+
+
+@dataclass
+class _Rows:
+    """Encoded rows and their lengths, as ``Target.plan_batches`` reads them (``model.target.Encoded``'s shape)."""
+
+    rows: list[dict[str, list[int]]]
+    lengths: list[int]
 
 
 def _pad(rows: list[dict[str, list[int]]], names: frozenset[str], device: torch.device) -> dict[str, torch.Tensor]:
