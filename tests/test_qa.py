@@ -492,3 +492,23 @@ def test_the_fixture_reproduces_its_model_card_on_the_whole_held_out_split():
     assert sum(a.windows for a in got) == 2900
     out = task.metrics_of(got, data.examples)
     assert out["exact"] == pytest.approx(58.44, abs=0.3) and out["f1"] == pytest.approx(71.20, abs=0.3)
+
+
+def test_validate_refuses_bad_qa_data_in_one_line_with_exit_2_before_any_weights_load(tmp_path, qa_model):
+    from click.testing import CliRunner
+
+    from bertprobe.cli import main
+
+    _, _, model = qa_model
+    sst = tmp_path / "sst.tsv"
+    sst.write_text("sentence\tlabel\ngood film\t1\n", encoding="utf-8")
+    shifted = squad_with(tmp_path, answers=[{"text": "Denver Broncos", "answer_start": 21}])
+    for data, expected in ((sst, f"line 2 of {sst}: {model.name} is a question-answering model, which needs a question and its context"),
+                           (shifted, f"question q1 of {shifted}: answer 'Denver Broncos' starts at 29, not 21")):
+        suite = tmp_path / "s.yaml"
+        suite.write_text(f"suite: qa\nmodel: {{path: '{model}', device: cpu}}\ndata: {{path: '{data}'}}\n"
+                         f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n", encoding="utf-8")
+        result = CliRunner().invoke(main, ["validate", str(suite)])
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert result.exit_code == 2 and len(errors) == 1 and "Traceback" not in result.output, result.output
+        assert expected in errors[0]
