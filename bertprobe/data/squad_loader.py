@@ -15,7 +15,8 @@ class SquadLoader:
     """``loader: squad``: SQuAD JSON, or JSONL/CSV/TSV/hub rows with question, context and answers."""
 
     name = "squad"
-    description = "extractive QA: SQuAD JSON (v1.1, v2.0), JSONL/hub rows in the squad schema, CSV/TSV with question, context, answer"
+    description = ("extractive QA: SQuAD JSON (v1.1, v2.0), JSONL/hub rows in the squad schema, CSV/TSV with question, "
+                   "context, answer")
 
     def load(self, spec: DataSpec) -> Dataset:
         if not spec.path:

@@ -141,7 +141,8 @@ def encode_windows(tokenizer: Any, questions: Sequence[str], contexts: Sequence[
         cls = _cls_position(tokenizer, rows[0]["input_ids"]) if rows else 0
         windows_ok = rows and all(i is not None for i in index)
         if windows_ok and {k for i in index for k in i if k >= 0} == set(range(len(ids))):
-            out.append(QuestionWindows(tuple(rows), tuple(tuple(i) for i in index), tuple(offsets), cls))  # type: ignore[arg-type]
+            kept = tuple(tuple(i) for i in index if i is not None)
+            out.append(QuestionWindows(tuple(rows), kept, tuple(offsets), cls))
             continue
         if not rows:
             raise TargetError(f"the tokenizer returned no window for question {names[q]}")
