@@ -22,6 +22,7 @@ TARGET: dict[str, str] = {
     "multi-label": "task multi-label classification",
     "token-classification": "task token classification (NER): one tag per word",
     "multiple-choice": "task multiple choice",
+    "question-answering": "task extractive question answering: a span of the context",
     "masked-lm": "task masked LM",
     "mlm": "a masked-LM head",
     "mask-token": "the tokenizer has a mask token",

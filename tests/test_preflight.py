@@ -78,9 +78,9 @@ def with_architecture(source: Path, folder: Path, architecture: str) -> Path:
 
 
 def test_a_task_the_architecture_does_not_tell_is_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):
-    model = with_architecture(tiny_clf_dir, tmp_path / "other", "BertForQuestionAnswering")
+    model = with_architecture(tiny_clf_dir, tmp_path / "other", "BertForNextSentencePrediction")
     line = same_refusal(suite_file(tmp_path, model, sst_tsv))
-    assert "cannot tell the task from the config" in line and "BertForQuestionAnswering" in line
+    assert "cannot tell the task from the config" in line and "BertForNextSentencePrediction" in line
 
 
 def test_sentence_labels_for_a_token_classifier_are_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):

@@ -1,4 +1,4 @@
-"""Built-in plugin: the named data loaders ``arct``, ``conllu`` and ``conll``."""
+"""Built-in plugin: the named data loaders ``arct``, ``conllu``, ``conll`` and ``squad``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from bertprobe.data.arct import ArctLoader
 from bertprobe.data.conll import ConllLoader
+from bertprobe.data.squad_loader import SquadLoader
 from bertprobe.data.treebank import ConlluLoader
 from bertprobe.hookmarkers import hookimpl
 
@@ -15,3 +16,4 @@ def bertprobe_register_datasets(registry: Any) -> None:
     registry.add(ArctLoader())
     registry.add(ConlluLoader())
     registry.add(ConllLoader())
+    registry.add(SquadLoader())

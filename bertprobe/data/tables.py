@@ -182,9 +182,17 @@ def load_table(spec: DataSpec) -> Dataset:
         return read_conll(Path(spec.path).expanduser(), spec)
     if local and Path(spec.path).suffix.lower() in SNIFFED_SUFFIXES and looks_like_conll(Path(spec.path).expanduser()):
         return read_conll(Path(spec.path).expanduser(), spec)  # a CoNLL file named .txt: word and tag columns
+
+    from bertprobe.data import squad  # extractive QA: SQuAD JSON, and tables with question and context columns
+
+    found = squad.maybe_squad_json(Path(spec.path).expanduser()) if local and Path(spec.path).suffix.lower() == ".json" else None
+    if found is not None:
+        return found
     table, text = _read_local(Path(spec.path).expanduser()) if local else (_read_hub(spec), None)
     columns = list(table.column_names)
     source = spec.path
+    if squad.looks_like_qa(columns, spec):
+        return squad.qa_table(table, spec, _line_numbers(Path(source).expanduser(), text, len(table)) if text is not None else None)
     if "tokens" in columns and spec.text in (None, "tokens"):
         return _word_table(table, spec, Path(spec.path).expanduser() if local else None, text)
     # The default label column is optional (unlabelled data); one that a suite or flag names must exist.

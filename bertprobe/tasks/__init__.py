@@ -11,8 +11,9 @@ from bertprobe.tasks.encoder import Encoder
 from bertprobe.tasks.masked_lm import MaskedLM
 from bertprobe.tasks.multilabel import MultiLabelClassification
 from bertprobe.tasks.multiple_choice import MultipleChoice
+from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.resolve import builtin_tasks, resolve_task, task_class, task_options
 from bertprobe.tasks.token_classification import TokenClassification
 
-__all__ = ["Encoder", "MaskedLM", "MultiLabelClassification", "MultipleChoice", "SingleLabelClassification", "Task", "TokenClassification",
+__all__ = ["Encoder", "MaskedLM", "MultiLabelClassification", "MultipleChoice", "QuestionAnswering", "SingleLabelClassification", "Task", "TokenClassification",
            "builtin_tasks", "config_labels", "resolve_task", "task_class", "task_options"]

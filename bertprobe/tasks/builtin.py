@@ -10,11 +10,12 @@ from bertprobe.tasks.encoder import Encoder
 from bertprobe.tasks.masked_lm import MaskedLM
 from bertprobe.tasks.multilabel import MultiLabelClassification
 from bertprobe.tasks.multiple_choice import MultipleChoice
+from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.token_classification import TokenClassification
 
 
 @hookimpl
 def bertprobe_register_tasks(registry: Any) -> None:
     for task in (SingleLabelClassification, MultiLabelClassification, MultipleChoice, MaskedLM, Encoder,
-                 TokenClassification):
+                 TokenClassification, QuestionAnswering):
         registry.add(task)

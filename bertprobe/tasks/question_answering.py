@@ -1,0 +1,129 @@
+"""Extractive question answering (SQuAD-style): a span of the context answers each question.
+
+Inputs are (question, context) pairs: an ``Example`` holds the question in ``text``, the context in
+``text_pair`` and the gold answers in ``label`` as a tuple of ``(answer text, character start)`` pairs
+(``()`` for a SQuAD 2.0 unanswerable question; ``None`` for unlabelled data): see ``bertprobe.data.squad``.
+The question comes first, as the common checkpoints were trained (``question_first: false`` for a model
+trained the other way round). Long contexts are split into overlapping windows and an answer is decoded
+over all windows of a question (``tasks.spans``); exact match and F1 are the official SQuAD ones
+(``tasks.squad_metrics``). Settings, recorded in the report: ``max_length`` 384 and ``stride`` 128 (the
+windows), ``n_best`` 20 and ``max_answer_tokens`` 30 (the decoding), ``null_threshold`` 0 (SQuAD 2.0: the
+[CLS] null score against the best span, applied when the data hold unanswerable questions) and
+``question_first``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from bertprobe.data.dataset import Dataset, DataSpec, Example
+from bertprobe.errors import DataError
+from bertprobe.tasks import squad_metrics
+from bertprobe.tasks.base import Task
+from bertprobe.tasks.classification import has_head
+from bertprobe.tasks.spans import Answer, answer
+
+DEFAULTS: dict[str, Any] = {"max_length": 384, "stride": 128, "n_best": 20, "max_answer_tokens": 30,
+                            "null_threshold": 0.0, "question_first": True}
+
+
+def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The task's settings: ``DEFAULTS`` with the ``options`` that name one of them (checked, with a one-line
+    DataError naming the setting); other options (a classifier's thresholds) are ignored."""
+    out = dict(DEFAULTS)
+    for key, value in (options or {}).items():
+        if key not in DEFAULTS or value is None:
+            continue
+        if key == "question_first":
+            if not isinstance(value, bool):
+                raise DataError(f"question_first must be true or false, not {value!r}")
+            out[key] = value
+        elif key == "null_threshold":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise DataError(f"null_threshold must be a number (a logit difference), not {value!r}")
+            out[key] = float(value)
+        else:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DataError(f"{key} must be a positive whole number, not {value!r}")
+            out[key] = value
+    if out["stride"] >= out["max_length"]:
+        raise DataError(f"stride {out['stride']} must be less than max_length {out['max_length']} "
+                        "(consecutive windows share stride sub-tokens)")
+    return out
+
+
+@dataclass(frozen=True)
+class QuestionAnswering(Task):
+    """``…ForQuestionAnswering``: start and end logits over each window's sub-tokens; one span per question."""
+
+    settings: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULTS))
+    name: ClassVar[str] = "question-answering"
+    description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
+    model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
+    capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
+
+    @classmethod
+    def detect(cls, config: Any) -> bool:
+        return has_head(config, "ForQuestionAnswering")
+
+    @classmethod
+    def bind(cls, config: Any, options: Mapping[str, Any] | None = None) -> Task:
+        return cls(settings=qa_settings(options))
+
+    # ---- data ----------------------------------------------------------------------------------
+    def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
+        """Checks that every example is a question with its context (and, when labelled, gold answers as the
+        QA readers give them); a file of another task's shape is a DataError naming the row."""
+        for i, ex in enumerate(data.examples):
+            if not ex.text_pair or not ex.text:
+                raise DataError(f"{data.where(i)}: {model} is a question-answering model, which needs a question and "
+                                "its context; give SQuAD JSON, JSONL rows with question, context and answers, or a "
+                                "CSV/TSV with question, context and answer columns")
+            if ex.label is not None and not is_gold(ex.label):
+                raise DataError(f"{data.where(i)}: the gold of a question-answering example is a list of answers in "
+                                f"its context, not {ex.label!r}; give SQuAD JSON, or an answers/answer column")
+        return data
+
+    def gold(self, data: Dataset) -> Any:
+        raise self._unsupported("tensor of gold labels (answers are spans: use answers(), outcomes() and golds())")
+
+    @staticmethod
+    def golds(data: Dataset | Sequence[Example]) -> list[list[str]]:
+        """Each question's gold answer texts (empty for an unanswerable one)."""
+        examples = data.examples if isinstance(data, Dataset) else data
+        return [[text for text, _ in (ex.label or ())] for ex in examples]
+
+    def setting(self, key: str) -> Any:
+        """One setting (its default where the task was built without it)."""
+        return self.settings.get(key, DEFAULTS[key])
+
+    def null_threshold_for(self, examples: Sequence[Example]) -> float | None:
+        """The null threshold when the data hold unanswerable questions (SQuAD 2.0), else None: a SQuAD 1.1
+        reader is never asked to abstain."""
+        return float(self.setting("null_threshold")) if any(ex.label == () for ex in examples) else None
+
+    def answers(self, target: Any, examples: Sequence[Example], batch_size: int | None = None,
+                progress: Callable[..., Iterable[Any]] | None = None, tokenizer: Any = None) -> list[Answer]:
+        """Each question's decoded answer from ``target`` (a Target, or a plain QA module and its ``tokenizer``)."""
+        s = {**DEFAULTS, **self.settings}
+        return answer(target, [ex.text for ex in examples], [ex.text_pair or "" for ex in examples], tokenizer,
+                      max_length=s["max_length"], stride=s["stride"], n_best=s["n_best"],
+                      max_answer_tokens=s["max_answer_tokens"], null_threshold=self.null_threshold_for(examples),
+                      question_first=s["question_first"], batch_size=batch_size,
+                      names=[ex.id for ex in examples], progress=progress)
+
+    def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
+        """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""
+        return [dict(zip(("em", "f1"), squad_metrics.score(a.text, g))) for a, g in zip(answers, self.golds(examples))]
+
+    def metrics_of(self, answers: Sequence[Answer], examples: Sequence[Example]) -> dict[str, Any]:
+        """SQuAD's EM and F1 (x100), with the has-answer and no-answer splits where they apply."""
+        return squad_metrics.summary([a.text for a in answers], self.golds(examples))
+
+
+def is_gold(label: Any) -> bool:
+    """Whether ``label`` is a QA gold: a tuple of (answer text, character start) pairs."""
+    return isinstance(label, tuple) and all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int) for p in label)
