@@ -264,3 +264,16 @@ def test_a_role_no_rule_reads_is_refused_by_validate_naming_the_label_map(tmp_pa
     mapped = invoke("validate", str(SUITES / "sst2.yaml"), "--model", str(model), "--data", str(data),
                     "--label-map", "positive=happy")
     assert mapped.exit_code == 0, mapped.output
+
+
+def test_slices_read_a_label_by_role_and_through_the_map_as_the_other_probes_do():
+    import numpy as np
+
+    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+
+    gold, pred = np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])
+    _, base = SlicesProbe._outcome(SlicesParams(metric="recall", positive="positive"), gold, pred, ["NEG", "POS"])
+    assert base.tolist() == [False, True, True, False]  # 'positive' reads POS
+    _, base = SlicesProbe._outcome(SlicesParams(metric="recall", positive="happy"), gold, pred, ["sad", "glad"],
+                                   {"happy": "sad"})
+    assert base.tolist() == [True, False, False, True]
