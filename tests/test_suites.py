@@ -40,7 +40,7 @@ def test_data_and_model_flags_lift_the_suites_required_variables(tmp_path, tiny_
     flags = ("--model", str(tiny_clf_dir), "--data", str(sst_tsv))
     checked = invoke("validate", str(suite), *flags)
     assert checked.exit_code == 0, checked.output
-    ran = invoke("run", str(suite), *flags, "--allow-skips")
+    ran = invoke("run", str(suite), *flags, "--allow-skips", "--threads", "1")
     assert ran.exit_code == 0, ran.output
     loaded = apply_overrides(load_suite(suite, given=("model", "data")), SuiteOverrides(models=(str(tiny_clf_dir),),
                                                                                       data=str(sst_tsv)))
@@ -232,9 +232,10 @@ def test_a_shipped_suite_runs_on_a_tiny_model_of_its_task_with_its_own_label_nam
     suite = str(SUITES / f"{name}.yaml")
     flags = ["--model", str(model), "--device", "cpu", *(("--data", str(data)) if data else ())]
     flags += [f"--set={s}" for s in sets] + ["--set=report.formats=[json]"]
+    run_flags = ["--threads", "1", "--limit", "48" if name == "backdoor" else "12", "--out", str(tmp_path / "out")]
     checked = invoke("validate", suite, *flags)
     assert checked.exit_code == 0, checked.output
-    ran = invoke("run", suite, *flags, "--limit", "48" if name == "backdoor" else "12", "--out", str(tmp_path / "out"))
+    ran = invoke("run", suite, *flags, *run_flags)  # one thread: a tiny model on a busy machine
     assert ran.exit_code in (0, 1, 5), ran.output  # a decision: not bad input (2), not an internal error (3)
     assert "Traceback" not in ran.output and "decision:" in ran.output, ran.output
     _, report = only_run(tmp_path / "out", SUITE_NAMES.get(name, name))
@@ -245,7 +246,7 @@ def test_unnamed_classes_are_read_by_the_glue_convention_and_the_run_says_so(tmp
     model, data = _classifier(tmp_path, ("LABEL_0", "LABEL_1"))
     flags = ["--model", str(model), "--data", str(data), "--device", "cpu", "--only", "universal-trigger",
              "--set=probes.universal-trigger.params.candidates=2", "--set=probes.universal-trigger.params.iterations=1",
-             "--set=report.formats=[json]", "--limit", "12", "--out", str(tmp_path / "out")]
+             "--set=report.formats=[json]", "--limit", "12", "--threads", "1", "--out", str(tmp_path / "out")]
     ran = invoke("run", str(SUITES / "sst2.yaml"), *flags)
     assert ran.exit_code in (0, 1), ran.output
     assert "read positive as LABEL_1 by the GLUE convention" in ran.output  # stated in the run's output...
