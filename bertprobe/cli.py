@@ -196,7 +196,8 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
         suite_files, suite_env, overrides, control = (request.suite_file,), request.environment, request.overrides, request.control
     if resume and len(suite_files) > 1:
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
-    suites = [load_suite(f, env=suite_env, sets=overrides.sets, given=given_paths(overrides)) for f in suite_files]  # all checked before any runs
+    given = given_paths(overrides)  # what --model/--data replace: their paths need no required ${VAR}
+    suites = [load_suite(f, env=suite_env, sets=overrides.sets, given=given) for f in suite_files]  # all checked first
     several = len(suites) > 1
     codes: list[int] = []
 

@@ -101,15 +101,13 @@ def test_the_label_map_comes_first_and_an_unreadable_name_is_none():
 
 
 def test_the_glue_note_names_the_reading_and_the_map_that_undoes_it():
-    from bertprobe.data.classes import glue_note, role_words
+    from bertprobe.data.classes import glue_note
 
-    roles = role_words([{"target_label": "positive", "templates": [{"label": "negative"}, {"pairs": ["positive->neg"]}]}])
-    assert roles == {"positive", "negative"}
-    note = glue_note(["LABEL_0", "LABEL_1"], {}, roles)
-    assert "read negative as LABEL_0, positive as LABEL_1 by the GLUE convention" in note
-    assert "--label-map negative=LABEL_1,positive=LABEL_0" in note
-    assert glue_note(["NEG", "POS"], {}, roles) is None and glue_note(["LABEL_0", "LABEL_1"], {}, set()) is None
-    assert glue_note(["LABEL_0", "LABEL_1"], {"positive": "LABEL_1", "negative": "LABEL_0"}, roles) is None
+    note = glue_note(["LABEL_0", "LABEL_1"])
+    assert "positive reads LABEL_1 and negative reads LABEL_0 by the GLUE convention" in note
+    assert "--label-map positive=LABEL_0,negative=LABEL_1" in note
+    assert glue_note(["NEG", "POS"]) is None and glue_note(["LABEL_0", "LABEL_1", "LABEL_2"]) is None
+    assert glue_note(["LABEL_0", "LABEL_1"], {"positive": "LABEL_1", "negative": "LABEL_0"}) is None  # the map says
 
 
 # ---- every shipped suite runs on a tiny model of its task, with that model's own label names -----------------
@@ -249,12 +247,15 @@ def test_unnamed_classes_are_read_by_the_glue_convention_and_the_run_says_so(tmp
              "--set=report.formats=[json]", "--limit", "12", "--threads", "1", "--out", str(tmp_path / "out")]
     ran = invoke("run", str(SUITES / "sst2.yaml"), *flags)
     assert ran.exit_code in (0, 1), ran.output
-    assert "read positive as LABEL_1 by the GLUE convention" in ran.output  # stated in the run's output...
+    assert "positive reads LABEL_1 and negative reads LABEL_0 by the GLUE convention" in ran.output  # said in the run...
     _, report = only_run(tmp_path / "out", "sst2")
     assert any("GLUE convention" in note for note in report["models"][0]["notes"])  # ... and in the report
     assert report["probes"][0]["details"]["target_label"] == "LABEL_1"
-    mapped = invoke("run", str(SUITES / "sst2.yaml"), *flags, "--label-map", "positive=LABEL_0")
+    flags[flags.index("--out") + 1] = str(tmp_path / "mapped")
+    mapped = invoke("run", str(SUITES / "sst2.yaml"), *flags, "--label-map", "positive=LABEL_0,negative=LABEL_1")
     assert "GLUE" not in mapped.output, mapped.output  # the map says otherwise: no convention, no note
+    _, report = only_run(tmp_path / "mapped", "sst2")
+    assert report["probes"][0]["details"]["target_label"] == "LABEL_0"
 
 
 def test_a_role_no_rule_reads_is_refused_by_validate_naming_the_label_map(tmp_path):
