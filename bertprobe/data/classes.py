@@ -1,4 +1,4 @@
-"""Which class of a model a name written in a suite or a data file means.
+"""Which class of a model a class name written in a suite means: its own name, a role (positive), an index.
 
 A suite written for a task names classes by role (``target_label: positive``, a template's ``label: negative``,
 an entity type ``organisation``),
