@@ -203,9 +203,9 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
         suite_files, suite_env, overrides, control = (request.suite_file,), request.environment, request.overrides, request.control
     if resume and len(suite_files) > 1:
         raise click.UsageError("--resume continues one run: give one SUITE (or none)")
+    given = given_paths(overrides)  # what --model/--data replace: their paths need no required ${VAR}
     # all checked before any runs; what loading finds is reported with the rest of the preflight's problems
-    suites = [load_suite(f, env=suite_env, sets=overrides.sets, given=given_paths(overrides), defer=True)
-              for f in suite_files]
+    suites = [load_suite(f, env=suite_env, sets=overrides.sets, given=given, defer=True) for f in suite_files]
     several = len(suites) > 1
     codes: list[int] = []
 

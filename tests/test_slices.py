@@ -132,5 +132,5 @@ def test_recall_slices_count_only_the_gold_positive_examples():
     assert recall.value("recall") == pytest.approx(np.mean(np.array(pred)[gold == 1] == 1))
     precision = _run(examples, pred, metric="precision", vocabulary_slices=20)  # marked examples are never predicted positive
     assert "contains 'zorblat'" not in {s["name"] for s in precision.details["slices"]}
-    with pytest.raises(ProbeError, match="positive 'upbeat' is no class"):
+    with pytest.raises(ProbeError, match="positive 'upbeat' is not a class of the model; classes: negative, positive; map it with --label-map upbeat=CLASS"):
         _run(examples, pred, metric="recall", positive="upbeat")

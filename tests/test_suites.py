@@ -40,7 +40,7 @@ def test_data_and_model_flags_lift_the_suites_required_variables(tmp_path, tiny_
     flags = ("--model", str(tiny_clf_dir), "--data", str(sst_tsv))
     checked = invoke("validate", str(suite), *flags)
     assert checked.exit_code == 0, checked.output
-    ran = invoke("run", str(suite), *flags, "--allow-skips")
+    ran = invoke("run", str(suite), *flags, "--allow-skips", "--threads", "1")
     assert ran.exit_code == 0, ran.output
     loaded = apply_overrides(load_suite(suite, given=("model", "data")), SuiteOverrides(models=(str(tiny_clf_dir),),
                                                                                       data=str(sst_tsv)))
@@ -101,15 +101,13 @@ def test_the_label_map_comes_first_and_an_unreadable_name_is_none():
 
 
 def test_the_glue_note_names_the_reading_and_the_map_that_undoes_it():
-    from bertprobe.data.classes import glue_note, role_words
+    from bertprobe.data.classes import glue_note
 
-    roles = role_words([{"target_label": "positive", "templates": [{"label": "negative"}, {"pairs": ["positive->neg"]}]}])
-    assert roles == {"positive", "negative"}
-    note = glue_note(["LABEL_0", "LABEL_1"], {}, roles)
-    assert "read negative as LABEL_0, positive as LABEL_1 by the GLUE convention" in note
-    assert "--label-map negative=LABEL_1,positive=LABEL_0" in note
-    assert glue_note(["NEG", "POS"], {}, roles) is None and glue_note(["LABEL_0", "LABEL_1"], {}, set()) is None
-    assert glue_note(["LABEL_0", "LABEL_1"], {"positive": "LABEL_1", "negative": "LABEL_0"}, roles) is None
+    note = glue_note(["LABEL_0", "LABEL_1"])
+    assert "positive reads LABEL_1 and negative reads LABEL_0 by the GLUE convention" in note
+    assert "--label-map positive=LABEL_0,negative=LABEL_1" in note
+    assert glue_note(["NEG", "POS"]) is None and glue_note(["LABEL_0", "LABEL_1", "LABEL_2"]) is None
+    assert glue_note(["LABEL_0", "LABEL_1"], {"positive": "LABEL_1", "negative": "LABEL_0"}) is None  # the map says
 
 
 # ---- every shipped suite runs on a tiny model of its task, with that model's own label names -----------------
@@ -232,9 +230,10 @@ def test_a_shipped_suite_runs_on_a_tiny_model_of_its_task_with_its_own_label_nam
     suite = str(SUITES / f"{name}.yaml")
     flags = ["--model", str(model), "--device", "cpu", *(("--data", str(data)) if data else ())]
     flags += [f"--set={s}" for s in sets] + ["--set=report.formats=[json]"]
+    run_flags = ["--threads", "1", "--limit", "48" if name == "backdoor" else "12", "--out", str(tmp_path / "out")]
     checked = invoke("validate", suite, *flags)
     assert checked.exit_code == 0, checked.output
-    ran = invoke("run", suite, *flags, "--limit", "48" if name == "backdoor" else "12", "--out", str(tmp_path / "out"))
+    ran = invoke("run", suite, *flags, *run_flags)  # one thread: a tiny model on a busy machine
     assert ran.exit_code in (0, 1, 5), ran.output  # a decision: not bad input (2), not an internal error (3)
     assert "Traceback" not in ran.output and "decision:" in ran.output, ran.output
     _, report = only_run(tmp_path / "out", SUITE_NAMES.get(name, name))
@@ -245,15 +244,18 @@ def test_unnamed_classes_are_read_by_the_glue_convention_and_the_run_says_so(tmp
     model, data = _classifier(tmp_path, ("LABEL_0", "LABEL_1"))
     flags = ["--model", str(model), "--data", str(data), "--device", "cpu", "--only", "universal-trigger",
              "--set=probes.universal-trigger.params.candidates=2", "--set=probes.universal-trigger.params.iterations=1",
-             "--set=report.formats=[json]", "--limit", "12", "--out", str(tmp_path / "out")]
+             "--set=report.formats=[json]", "--limit", "12", "--threads", "1", "--out", str(tmp_path / "out")]
     ran = invoke("run", str(SUITES / "sst2.yaml"), *flags)
     assert ran.exit_code in (0, 1), ran.output
-    assert "read positive as LABEL_1 by the GLUE convention" in ran.output  # stated in the run's output...
+    assert "positive reads LABEL_1 and negative reads LABEL_0 by the GLUE convention" in ran.output  # said in the run...
     _, report = only_run(tmp_path / "out", "sst2")
     assert any("GLUE convention" in note for note in report["models"][0]["notes"])  # ... and in the report
     assert report["probes"][0]["details"]["target_label"] == "LABEL_1"
-    mapped = invoke("run", str(SUITES / "sst2.yaml"), *flags, "--label-map", "positive=LABEL_0")
+    flags[flags.index("--out") + 1] = str(tmp_path / "mapped")
+    mapped = invoke("run", str(SUITES / "sst2.yaml"), *flags, "--label-map", "positive=LABEL_0,negative=LABEL_1")
     assert "GLUE" not in mapped.output, mapped.output  # the map says otherwise: no convention, no note
+    _, report = only_run(tmp_path / "mapped", "sst2")
+    assert report["probes"][0]["details"]["target_label"] == "LABEL_0"
 
 
 def test_a_role_no_rule_reads_is_refused_by_validate_naming_the_label_map(tmp_path):
@@ -264,3 +266,16 @@ def test_a_role_no_rule_reads_is_refused_by_validate_naming_the_label_map(tmp_pa
     mapped = invoke("validate", str(SUITES / "sst2.yaml"), "--model", str(model), "--data", str(data),
                     "--label-map", "positive=happy")
     assert mapped.exit_code == 0, mapped.output
+
+
+def test_slices_read_a_label_by_role_and_through_the_map_as_the_other_probes_do():
+    import numpy as np
+
+    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+
+    gold, pred = np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])
+    _, base = SlicesProbe._outcome(SlicesParams(metric="recall", positive="positive"), gold, pred, ["NEG", "POS"])
+    assert base.tolist() == [False, True, True, False]  # 'positive' reads POS
+    _, base = SlicesProbe._outcome(SlicesParams(metric="recall", positive="happy"), gold, pred, ["sad", "glad"],
+                                   {"happy": "sad"})
+    assert base.tolist() == [True, False, False, True]

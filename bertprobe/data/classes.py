@@ -1,4 +1,4 @@
-"""Which class of a model a name written in a suite or a data file means.
+"""Which class of a model a class name written in a suite means: its own name, a role (positive), an index.
 
 A suite written for a task names classes by role (``target_label: positive``, a template's ``label: negative``,
 an entity type ``organisation``),
@@ -10,7 +10,7 @@ class params, behaviour templates and cases, and ``validate`` alike, reads such 
 3. the model's own class name, case-insensitively;
 4. a role alias: ``positive`` also means ``pos``, ``good``...; the one class of the model in that role;
 5. the GLUE convention (SST-2: 0 negative, 1 positive), only for a two-class model whose config names no
-   classes (``LABEL_0``/``LABEL_1``), and stated in the run's output (``glue_note``).
+   classes (``LABEL_0``/``LABEL_1``); a run that loads such a model says so (``glue_note``).
 
 Anything else is an error naming ``--label-map``. The data's own labels are facts about a file: they match the
 model's names exactly (case aside) or through ``--label-map`` (``bertprobe.data.prepare.align_labels``), whose
@@ -20,10 +20,8 @@ refusal proposes the map.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
 # Role -> the names that mean it (lower case). A model's class is in a role when its name is one of these.
 ROLES: dict[str, tuple[str, ...]] = {
     "positive": ("positive", "pos", "good", "favorable", "favourable"),
@@ -95,33 +93,15 @@ def class_problem(value: str | int, names: Sequence[str], what: str) -> str:
             f"--label-map {value}=CLASS (or data.label_map in the suite)")
 
 
-def role_words(values: Any) -> set[str]:
-    """The role names (``positive``...) among the strings of ``values`` (params, templates: nested lists and
-    maps), each string also read as a pair's halves (``positive->negative``, ``toxic:add``)."""
-    found: set[str] = set()
-    stack = [values]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple, set)):
-            stack.extend(item)
-        elif isinstance(item, str):
-            for part in re.split(r"->|:", item):
-                role = role_of(part)
-                if role is not None:
-                    found.add(role)
-    return found
-
-
-def glue_note(names: Sequence[str], label_map: Mapping[str, str] | None, roles: Iterable[str]) -> str | None:
-    """What the run output says when the GLUE convention reads this model's classes for ``roles`` the suite
-    names (None when it does not apply: named classes, not two, or the map already says)."""
+def glue_note(names: Sequence[str], label_map: Mapping[str, str] | None = None) -> str | None:
+    """What a run says when it loads a two-class model whose config names no classes (``LABEL_0``,
+    ``LABEL_1``): a class the suite names positive or negative (a trigger's target, a template's label, a
+    directional perturbation) reads it by the GLUE convention. None where that cannot happen: named classes,
+    not two, or the map says what both roles are."""
     mapped = {str(k).strip().lower() for k in (label_map or {})}
-    used = sorted(r for r in set(roles) if r in GLUE_INDEX and r not in mapped)
-    if not used or len(names) != 2 or not unnamed(names):
+    if len(names) != 2 or not unnamed(names) or set(GLUE_INDEX) <= mapped:
         return None
-    read = ", ".join(f"{role} as {names[GLUE_INDEX[role]]}" for role in used)
-    fix = ",".join(f"{role}={names[1 - GLUE_INDEX[role]]}" for role in used)
-    return (f"the model's config names no classes ({', '.join(names)}): read {read} by the GLUE convention "
-            f"(SST-2: 0 negative, 1 positive); if this model says otherwise, pass --label-map {fix}")
+    return (f"the model's config names no classes ({', '.join(names)}): a class the suite names positive reads "
+            f"{names[GLUE_INDEX['positive']]} and negative reads {names[GLUE_INDEX['negative']]} by the GLUE convention "
+            f"(SST-2: 0 negative, 1 positive); if this model says otherwise, pass --label-map "
+            f"positive={names[GLUE_INDEX['negative']]},negative={names[GLUE_INDEX['positive']]}")

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from bertprobe.data.classes import class_problem, find_class
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
 from bertprobe.hookmarkers import hookimpl
@@ -185,7 +186,7 @@ class SlicesProbe(Probe):
         else:
             pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()
             labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
-            correct, base = self._outcome(params, gold, pred, labels)
+            correct, base = self._outcome(params, gold, pred, labels, task.label_map)
         lengths = list(target.encode(data.examples).lengths)
         masks = builtin_slices(data, lengths, target.max_length, pred, labels, params.vocabulary_slices, params.min_size,
                                gold)
@@ -308,21 +309,22 @@ class SlicesProbe(Probe):
         return task.describe_labels([int(v) for v in value] if np.ndim(value) else int(value))
 
     @classmethod
-    def _outcome(cls, params: SlicesParams, gold: np.ndarray, pred: np.ndarray, labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _outcome(cls, params: SlicesParams, gold: np.ndarray, pred: np.ndarray, labels: list[str],
+                 label_map: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Per example, whether it counts as right, and which examples the metric is a proportion over.
         Multi-label: exact match for accuracy; one label's decisions for ``label:NAME``, and for recall or precision
         of the ``positive`` label."""
         if gold.ndim == 1:
-            return (pred == gold).astype(float), cls._base(params, gold, pred, labels)
+            return (pred == gold).astype(float), cls._base(params, gold, pred, labels, label_map)
         if params.metric == "accuracy":
             return (pred == gold).all(axis=1).astype(float), np.ones(len(gold), dtype=bool)
         name = params.metric[6:] if params.metric.startswith("label:") else params.positive
         if name is None:
             raise ProbeError(f"slices: metric '{params.metric}' on a multi-label model needs the label: set positive: NAME")
-        lookup = {n.lower(): i for i, n in enumerate(labels)}
-        k = lookup.get(str(name).lower()) if not isinstance(name, int) else name
-        if k is None or not 0 <= k < len(labels):
-            raise ProbeError(f"slices: '{name}' is not a label of the model; labels: {', '.join(labels)}")
+        match = find_class(name, labels, label_map)  # a name, an index, or a role (bertprobe.data.classes)
+        if match is None:
+            raise ProbeError("slices: " + class_problem(name, labels, "label"))
+        k = match.index
         right = (pred[:, k] == gold[:, k]).astype(float)
         if params.metric == "recall":
             return right, gold[:, k] == 1
@@ -331,17 +333,18 @@ class SlicesProbe(Probe):
         return right, np.ones(len(gold), dtype=bool)
 
     @staticmethod
-    def _base(params: SlicesParams, gold: np.ndarray, pred: np.ndarray, labels: list[str]) -> np.ndarray:
+    def _base(params: SlicesParams, gold: np.ndarray, pred: np.ndarray, labels: list[str],
+              label_map: Any = None) -> np.ndarray:
         """All examples for accuracy; the gold-positive (recall) or predicted-positive (precision) ones."""
         if params.metric == "accuracy":
             return np.ones(len(gold), dtype=bool)
         if len(labels) != 2:
             raise ProbeError(f"slices: metric '{params.metric}' needs a binary task; this model has {len(labels)} classes")
         positive = params.positive if params.positive is not None else 1
-        if isinstance(positive, str):
-            if positive not in labels:
-                raise ProbeError(f"slices: positive '{positive}' is no class of the model; classes: {', '.join(labels)}")
-            positive = labels.index(positive)
+        match = find_class(positive, labels, label_map)  # a name, an index, or a role (bertprobe.data.classes)
+        if match is None:
+            raise ProbeError("slices: " + class_problem(positive, labels, "positive"))
+        positive = match.index
         return (gold == positive) if params.metric == "recall" else (pred == positive)
 
     @staticmethod

@@ -60,13 +60,13 @@ class RunCaches:
 
     def _read_classes(self, target: Target) -> None:
         """How the suite's class names read this model's classes: the run's --label-map goes to its task, and
-        where the GLUE convention reads unnamed classes (LABEL_0, LABEL_1) the run says so."""
-        from bertprobe.data.classes import glue_note, role_words
+        where the GLUE convention may read unnamed classes (LABEL_0, LABEL_1) the run says so."""
+        from bertprobe.data.classes import glue_note
 
         label_map = dict(self.suite.data.label_map) if self.suite.data is not None else {}
         if label_map:
             target.task_def = replace(target.outputs, label_map=label_map)
-        note = glue_note(target.label_names, label_map, role_words([p.params for p in self.suite.probes]))
+        note = glue_note(target.label_names, label_map)
         if note:
             target.notes.append(note)
             self.say(f"note: {note}")
