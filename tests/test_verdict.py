@@ -167,7 +167,8 @@ def test_a_run_whose_candidate_shares_the_baselines_miss_says_may_replace_everyw
     assert line.startswith("may replace deployed (no significant regression); like deployed, misses: accuracy accuracy ")
     assert f"decision: candidate: {line}" in result.output
     assert f"Decision: candidate: {line}" in (run_dir / "report.md").read_text()
-    assert f"Decision: candidate: {line}" in (run_dir / "report.html").read_text()
+    html = (run_dir / "report.html").read_text()
+    assert f"Decision: candidate: {line}" in html and "class='banner open'" in html  # grey, not green: exit 4 is not 0
     root = ET.parse(run_dir / "report.junit.xml").getroot()
     (decision,) = [c for c in root.iter("testcase") if c.get("name") == "decision"
                    and c.get("classname").endswith(".candidate")]
