@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bertprobe.results import Expectation, MetricDelta, ModelInfo, ProbeResult, RunReport
-from bertprobe.results.exitcodes import FAILED, OK, SHARED_MISSES, run_exit_code
+from bertprobe.results.exitcodes import FAILED, NOTHING_CHECKED, OK, SHARED_MISSES, run_exit_code
 from bertprobe.results.verdict import MIN_EXAMPLES, decide
 
 
@@ -144,6 +144,11 @@ def test_the_baselines_own_misses_do_not_fail_a_run_whose_candidates_hold_everyt
     assert run_exit_code(report) == OK
     single = _report(_result("m", "calibration", 0.87, 0.9))
     assert run_exit_code(single) == FAILED  # a model judged on its own: a miss is a miss
+    unchecked = _report(_result("fp32", "calibration", 0.87, 0.9),
+                        ProbeResult(probe="calibration", id="calibration", model="new", status="skipped"),
+                        models=("fp32", "new"), gate="fp32")
+    assert {v.model: v.decision for v in decide(unchecked)}["new"] == "no decision"
+    assert run_exit_code(unchecked) == NOTHING_CHECKED and run_exit_code(unchecked, allow_skips=True) == OK
 
 
 def test_a_run_whose_candidate_shares_the_baselines_miss_says_may_replace_everywhere_and_exits_4(suite_factory, tiny_clf_dir):

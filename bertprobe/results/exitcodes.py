@@ -7,7 +7,7 @@
 | 2 | bad input or usage, found before or during the run; ``compare`` runs that do not pair |
 | 3 | an internal error: the run is ``aborted``, with the message in the report |
 | 4 | a gated matrix whose every candidate *may replace* the baseline, some missing expectations the baseline misses too |
-| 5 | nothing was checked (no expectation and no gate ran); ``--allow-skips`` makes it 0 |
+| 5 | nothing was checked (no expectation and no gate ran, or a gated candidate had nothing checked); ``--allow-skips`` makes it 0 |
 | 130 / 143 | interrupted by SIGINT / SIGTERM, with a partial report |
 
 Where several apply, the first in this order wins: 130/143, 2, 3, 1, 5, 4.
@@ -44,7 +44,8 @@ def run_exit_code(report: RunReport, allow_skips: bool = False) -> int:
     gated = any(v.decision == "baseline" for v in verdicts)
     if not gated and report.counts().get("failed", 0):  # a model judged on its own missed an expectation
         return FAILED
-    if nothing_checked(report) and not allow_skips:
+    undecided = gated and any(v.decision == "no decision" for v in verdicts)  # a candidate nothing checked
+    if (nothing_checked(report) or undecided) and not allow_skips:
         return NOTHING_CHECKED
     if any(v.below_bar for v in verdicts):
         return SHARED_MISSES
