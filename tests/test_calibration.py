@@ -229,7 +229,8 @@ def test_a_change_within_noise_or_below_the_minimum_has_no_measurable_effect():
     # a change past its interval, but smaller than the stated minimum: no effect either
     tiny = _scaling(1.05, (0.2000, 0.1990), (0.05, 0.0499), held=400, spread=0.0001)
     assert tiny.metrics["nll_heldout_change"].ci[1] < 0 and tiny.value("temperature_helps") == 0.0
-    assert "at least 0.005" in tiny.details["temperature_scaling"]
+    assert tiny.details["temperature_scaling"].endswith("; a change under 0.005 counts as none)")
+    assert "counts as none" not in noise.details["temperature_scaling"]  # there the interval decided
     assert _scaling(1.05, (0.2000, 0.1990), (0.05, 0.0499), held=400, spread=0.0001,
                     min_scaling_change=0.0005).value("temperature_helps") == 1.0
 

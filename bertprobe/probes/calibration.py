@@ -369,10 +369,11 @@ class CalibrationProbe(Probe):
             result.details.setdefault("warnings", []).append(
                 f"the fitted temperature {t:.2f} measurably worsens the held-out {worse} ({change_text}): do not apply it"
                 + few)
-        else:
-            result.details["temperature_scaling"] = (
-                f"temperature {t:.2f}: no measurable effect ({change_text}; an effect needs a change of at least "
-                f"{params.min_scaling_change:g} past its interval){few}")
+        else:  # the minimum is named where it, not the interval, made a change no effect
+            small = any(abs(d) < params.min_scaling_change and (ci is None or not ci[0] <= 0 <= ci[1])
+                        for d, ci in zip(deltas, intervals) if d)
+            minimum = f"; a change under {params.min_scaling_change:g} counts as none" if small else ""
+            result.details["temperature_scaling"] = f"temperature {t:.2f}: no measurable effect ({change_text}{minimum}){few}"
 
     @staticmethod
     def _overconfidence(result: ProbeResult, probs: np.ndarray, correct: np.ndarray, params: CalibrationParams) -> None:
