@@ -126,6 +126,9 @@ def test_a_candidate_whose_misses_the_baseline_shares_may_replace_it():
                                "like fp32, misses: calibration score 0.869 (fp32: 0.87)")
     assert by_model["fp32"].headline().endswith("it misses itself: calibration: score 0.87 (expected >= 0.9)")
     assert run_exit_code(report) == SHARED_MISSES
+    report.probes[0].status, report.probes[0].message = "error", "RuntimeError: boom"  # fp32 unmeasured: nothing shared
+    bf16 = {v.model: v for v in decide(report)}["bf16"]
+    assert bf16.decision == "do not ship" and bf16.headline().startswith("do not ship: calibration: score 0.869")
 
 
 def test_a_regression_blocks_even_when_every_miss_is_shared():

@@ -131,8 +131,9 @@ def _value(e: Expectation) -> str:
 
 def shared_misses(result: ProbeResult, baseline: ProbeResult | None, baseline_name: str) -> list[tuple[str, str]]:
     """(metric, 'calibration ece 0.1308 (fp32: 0.1298)') for each expectation ``result`` misses that the
-    baseline's run of the same probe misses too: no worse than the model in service there."""
-    if baseline is None or result.status != "failed":
+    baseline's run of the same probe misses too (a baseline's probe that errored misses nothing: it was not
+    measured): no worse than the model in service there."""
+    if baseline is None or result.status != "failed" or baseline.status != "failed":
         return []
     missed = {e.metric: e for e in baseline.expectations if not e.passed}
     label = result.id or result.probe
