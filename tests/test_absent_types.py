@@ -76,12 +76,13 @@ def test_a_label_absent_from_gold_and_predictions_gets_no_row_and_no_finding():
             logits[i, 1] = -6.0  # a LOC missed
     target = SimpleNamespace(outputs=task, label_names=list(names))
     result = ProbeResult(probe="accuracy")
-    label_set_accuracy(result, target, Dataset(examples, name="d"), logits, AccuracyParams(bootstrap=50), 0)  # type: ignore[arg-type]
+    data = Dataset(examples, name="d")
+    label_set_accuracy(result, target, data, logits, AccuracyParams(bootstrap=50), 0)  # type: ignore[arg-type]
     assert not [m for m in result.metrics if m.endswith("_ORG")]
     assert "weakest label LOC F1 0.8" in result.details["key_finding"]
     assert result.details["key_finding"].endswith("; absent from the data and never predicted: ORG")
     assert result.details["figures"][0]["data"]["labels"] == ["PER", "LOC"]
-    assert result.value("macro_f1") == float(f1_scores(task.predict(logits).numpy(), task.gold(Dataset(examples)).numpy())["macro_f1"])
+    assert result.value("macro_f1") == f1_scores(task.predict(logits).numpy(), task.gold(data).numpy())["macro_f1"]
     result.status = "measured"
     judge(result, (), (), AccuracyProbe.defaults, AccuracyProbe.key_metrics)
     assert result.status == "passed"

@@ -70,7 +70,8 @@ def test_a_gated_matrix_says_which_candidate_may_replace_the_baseline():
                      models=("old", "good", "bad"), gate="old", regressions=(delta,))
     by_model = {v.model: v for v in decide(report)}
     assert by_model["old"].decision == "baseline"
-    assert by_model["good"].decision == "may replace" and by_model["good"].headline() == "may replace old (no significant regression)"
+    assert by_model["good"].decision == "may replace"
+    assert by_model["good"].headline() == "may replace old (no significant regression)"
     assert by_model["bad"].decision == "do not ship"
     assert "1 significant regression(s) against old (accuracy.score -0.1)" in by_model["bad"].headline()
 

@@ -214,8 +214,8 @@ class CalibrationProbe(Probe):
     }
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
-                         "ece_heldout_scaled": False, "temperature_helps": None, "nll_heldout_change": None, "ece_heldout_change": None,
-                         "overconfident_error_rate": False, "aurc": False,
+                         "ece_heldout_scaled": False, "temperature_helps": None, "nll_heldout_change": None,
+                         "ece_heldout_change": None, "overconfident_error_rate": False, "aurc": False,
                          "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
                          "temperature_*": None, "ece_token": False, "brier_token": False, "nll_token": False,
                          "entities": None}

@@ -3,11 +3,13 @@
 | code | meaning |
 |---|---|
 | 0 | everything checked held; in a gated matrix: every candidate may replace the baseline and misses nothing |
-| 1 | some decision is *do not ship*: an expectation failed, a probe errored, or (a gated matrix) a candidate regressed significantly or misses an expectation the baseline holds |
+| 1 | some decision is *do not ship*: an expectation failed, a probe errored, or (a gated matrix) a candidate |
+|   | regressed significantly or misses an expectation the baseline holds |
 | 2 | bad input or usage, found before or during the run; ``compare`` runs that do not pair |
 | 3 | an internal error: the run is ``aborted``, with the message in the report |
 | 4 | a gated matrix whose every candidate *may replace* the baseline, some missing expectations the baseline misses too |
-| 5 | nothing was checked (no expectation and no gate ran, or a gated candidate had nothing checked); ``--allow-skips`` makes it 0 |
+| 5 | nothing was checked (no expectation and no gate ran, or a gated candidate had nothing checked); |
+|   | ``--allow-skips`` makes it 0 |
 | 130 / 143 | interrupted by SIGINT / SIGTERM, with a partial report |
 
 Where several apply, the first in this order wins: 130/143, 2, 3, 1, 5, 4.

@@ -43,7 +43,7 @@ class Verdict:
     closest: str = ""  # the held expectation with the least room: the worst finding of a model that ships
     not_gated: list[str] = field(default_factory=list)  # key metrics whose default the suite turned off
     unconfirmed: list[str] = field(default_factory=list)  # changes past the tolerance that are not significant
-    shared: list[str] = field(default_factory=list)  # a candidate's misses the baseline has too: 'calibration ece 0.13 (fp32: 0.12)'
+    shared: list[str] = field(default_factory=list)  # misses the baseline shares: 'calibration ece 0.13 (fp32: 0.12)'
     gate_test: str = ""  # a candidate's: 'no significant regression' (or 'no regression past the tolerance')
 
     @property
