@@ -90,11 +90,13 @@ def main(ctx: click.Context, debug: bool) -> None:
                                      --data ../shared/data/sst2/dev.tsv
 
     \b
-    Exit codes (the first that applies, in this order: 130/143, 2, 3, 1, 5):
-      0    everything checked held
-      1    an expectation failed, a probe errored, or a gate found a regression
+    Exit codes (the first that applies, in this order: 130/143, 2, 3, 1, 5, 4):
+      0    everything checked held (gated: every candidate may replace the baseline, missing nothing)
+      1    a decision is "do not ship": an expectation failed, a probe errored, or a candidate
+           regressed significantly or misses an expectation the baseline holds
       2    bad input or usage (suite, model, data; runs that do not pair)
       3    an internal error (the report says aborted, with the message)
+      4    gated: every candidate may replace the baseline, some missing what the baseline misses too
       5    nothing was checked (no expectation and no gate ran); --allow-skips makes it 0
       130  interrupted by Ctrl-C; 143 by SIGTERM (a partial report is kept)
     """
@@ -116,7 +118,8 @@ _INPUT_OPTIONS = [
                       "adds to data.label_map."),
     click.option("--baseline", metavar="NAME",
                  help="Gate the matrix: judge every other model against NAME (a --model NAME=PATH or a model of "
-                      "the suite) and state which may replace it; replaces compare.baseline."),
+                      "the suite) and state which may replace it (exit 4 where all may, some sharing the baseline's misses); "
+                      "replaces compare.baseline."),
     click.option("--device", metavar="D", help="auto | cpu | cuda | cuda:N | mps (default: the suite's, else auto)."),
     click.option("--dtype", type=click.Choice(["auto", "float32", "float16", "bfloat16"]),
                  help="Compute dtype. auto: float32 on a CPU (even for a float16 checkpoint); the checkpoint's stored "

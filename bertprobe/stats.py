@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -70,6 +70,22 @@ def paired_bootstrap_diff(
     """Percentile bootstrap CI of mean(b) - mean(a) over paired examples (resampled together)."""
     diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     return bootstrap_ci(diff, resamples, confidence, seed)
+
+
+def paired_bootstrap_statistic(
+    statistic: Callable[[np.ndarray], Sequence[float]], n: int, resamples: int = 1000, confidence: float = 0.95,
+    seed: int = 0,
+) -> list[tuple[float, float]]:
+    """Percentile bootstrap CIs of each value of ``statistic(indices)``, with ``n`` units resampled together: a
+    paired bootstrap when the statistic compares two measurements of the same units (a held-out NLL and ECE before
+    and after temperature scaling, where the ECE is no mean of per-unit values). NaN bounds without units."""
+    if n <= 0 or resamples <= 0:
+        size = len(statistic(np.arange(n)))
+        return [(float("nan"), float("nan"))] * size
+    rng = np.random.default_rng(seed)
+    draws = np.asarray([statistic(rng.integers(0, n, size=n)) for _ in range(resamples)], dtype=np.float64)
+    alpha = (1 - confidence) / 2
+    return [(float(np.quantile(col, alpha)), float(np.quantile(col, 1 - alpha))) for col in draws.T]
 
 
 def unpaired_bootstrap_diff(

@@ -174,7 +174,10 @@ def test_a_prediction_that_changes_alone_is_a_finding(tiny_clf):
     assert finding.extra["id"] == "0" and finding.title == "prediction differs alone and in a batch"
 
 
-def _scaling(temperature: float, nll: tuple[float, float], ece: tuple[float, float], held: int):
+def _scaling(temperature: float, nll: tuple[float, float], ece: tuple[float, float], held: int, spread: float = 0.0,
+             **params):
+    """A result whose held-out NLL and ECE moved as given, each held-out example's change spread around the mean
+    change by +-``spread`` (so its paired interval is as wide as the spread makes it), judged."""
     from bertprobe.probes.calibration import CalibrationProbe
     from bertprobe.results import ProbeResult
 
@@ -182,7 +185,13 @@ def _scaling(temperature: float, nll: tuple[float, float], ece: tuple[float, flo
     for name, value in (("temperature", temperature), ("nll_heldout", nll[0]), ("nll_heldout_scaled", nll[1]),
                         ("ece_heldout", ece[0]), ("ece_heldout_scaled", ece[1])):
         result.add_metric(name, value)
-    CalibrationProbe._judge_scaling(result, held)
+    signs = np.resize([1.0, -1.0], held)
+    per_nll, per_ece = nll[1] - nll[0] + spread * signs, ece[1] - ece[0] + spread * signs
+
+    def change(idx):
+        return float(per_nll[idx].mean()), float(per_ece[idx].mean())
+
+    CalibrationProbe._judge_scaling(result, held, change, CalibrationParams(**{"bootstrap": 1000, **params}), 7)
     return result
 
 
@@ -190,21 +199,56 @@ def test_a_temperature_that_worsens_the_held_out_nll_is_flagged_never_advised():
     from bertprobe.results import ModelInfo, RunReport
     from bertprobe.results.verdict import decide
 
-    worse = _scaling(0.05, (0.085, 0.965), (0.03, 0.2), held=10)  # the small-data case of the issue
-    assert worse.value("temperature_helps") == 0.0
-    assert worse.details["temperature_scaling"].startswith("temperature 0.05 does not help (held-out NLL 0.085 -> 0.965")
+    worse = _scaling(0.05, (0.085, 0.965), (0.03, 0.2), held=10, spread=0.05)  # the small-data case of the issue
+    assert worse.value("temperature_helps") == -1.0
+    assert worse.details["temperature_scaling"].startswith("temperature 0.05 is harmful (held-out NLL 0.085 -> 0.965 [Δ +0.8")
     assert "do not apply it" in worse.details["temperature_scaling"] and "few examples (10 held out)" in worse.details["temperature_scaling"]
     (warning,) = worse.details["warnings"]
-    assert "worsens the held-out NLL (0.085 -> 0.965)" in warning
+    assert "measurably worsens the held-out NLL and ECE (held-out NLL 0.085 -> 0.965" in warning
     # the verdict carries it, whatever the expectations say
     (verdict,) = decide(RunReport(suite="s", status="completed", probes=[worse], models=[ModelInfo("m", "m")]))
-    assert any("worsens the held-out NLL" in w for w in verdict.warnings)
-    # lower NLL but higher ECE: not a help either, though nothing got worse in likelihood
-    mixed = _scaling(1.3, (0.30, 0.28), (0.04, 0.05), held=400)
-    assert mixed.value("temperature_helps") == 0.0 and "warnings" not in mixed.details
-    helps = _scaling(1.52, (0.30, 0.28), (0.041, 0.040), held=436)
-    assert helps.value("temperature_helps") == 1.0
-    assert helps.details["temperature_scaling"] == "temperature 1.52 helps (held-out NLL 0.300 -> 0.280, ECE 0.041 -> 0.040)"
+    assert any("measurably worsens the held-out NLL" in w for w in verdict.warnings)
+    # lower NLL but measurably higher ECE: harmful, not a help
+    mixed = _scaling(1.3, (0.30, 0.28), (0.04, 0.05), held=400, spread=0.01)
+    assert mixed.value("temperature_helps") == -1.0 and "worsens the held-out ECE" in mixed.details["warnings"][0]
+    helps = _scaling(1.52, (0.30, 0.28), (0.041, 0.040), held=436, spread=0.02)
+    assert helps.value("temperature_helps") == 1.0 and "warnings" not in helps.details
+    assert helps.details["temperature_scaling"].startswith(
+        "temperature 1.52 helps (held-out NLL 0.300 -> 0.280 [Δ -0.02")  # the ECE's change is noise, not harm
+
+
+def test_a_change_within_noise_or_below_the_minimum_has_no_measurable_effect():
+    """The issue's case: 0.119 -> 0.118 read 'helps' for bf16 and 0.119 -> 0.120 'does not help' for fp32."""
+    for ece_after in (0.118, 0.120):
+        noise = _scaling(1.22, (0.168, 0.1675), (0.119, ece_after), held=250, spread=0.05)
+        assert noise.value("temperature_helps") == 0.0 and "warnings" not in noise.details
+        text = noise.details["temperature_scaling"]
+        assert text.startswith("temperature 1.22: no measurable effect (held-out NLL 0.168 -> 0.168 [Δ -0.00"), text
+        lo, hi = noise.metrics["nll_heldout_change"].ci
+        assert lo < 0 < hi
+    # a change past its interval, but smaller than the stated minimum: no effect either
+    tiny = _scaling(1.05, (0.2000, 0.1990), (0.05, 0.0499), held=400, spread=0.0001)
+    assert tiny.metrics["nll_heldout_change"].ci[1] < 0 and tiny.value("temperature_helps") == 0.0
+    assert tiny.details["temperature_scaling"].endswith("; a change under 0.005 counts as none)")
+    assert "counts as none" not in noise.details["temperature_scaling"]  # there the interval decided
+    assert _scaling(1.05, (0.2000, 0.1990), (0.05, 0.0499), held=400, spread=0.0001,
+                    min_scaling_change=0.0005).value("temperature_helps") == 1.0
+
+
+def test_a_clearly_miscalibrated_model_is_told_to_scale_and_a_calibrated_one_is_not(sample):
+    logits, gold = sample
+    rng = np.random.default_rng(3)
+    calibrated = rng.normal(size=(600, 3)) * 2
+    drawn = np.array([rng.choice(3, p=p) for p in softmax(calibrated)])  # gold drawn from the model's own probabilities
+    for scale in (1.0, 1.0 + 1e-3):  # and a copy of it that differs by a rounding (bf16 against fp32): the same advice
+        same = _run(calibrated * scale, drawn, bootstrap=500)
+        assert same.value("temperature_helps") == 0.0, same.details["temperature_scaling"]
+        assert "no measurable effect" in same.details["key_finding"]
+    overconfident = _run(logits * 5, gold, bootstrap=500)  # logits x5: far too sure
+    assert overconfident.value("temperature") > 3 and overconfident.value("temperature_helps") == 1.0
+    assert "helps" in overconfident.details["key_finding"] and "apply it" in overconfident.details["key_finding"]
+    lo, hi = overconfident.metrics["nll_heldout_change"].ci
+    assert hi < 0 and lo <= overconfident.value("nll_heldout_change") <= hi
 
 
 def test_temperature_helps_is_what_the_held_out_metrics_say(tiny_clf):
@@ -215,6 +259,8 @@ def test_temperature_helps_is_what_the_held_out_metrics_say(tiny_clf):
 
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40, 3))], name="s")
     r = CalibrationProbe().run(tiny_clf, data, CalibrationParams(bootstrap=0), ProbeContext(seed=0))
-    helps = r.value("nll_heldout_scaled") < r.value("nll_heldout") and r.value("ece_heldout_scaled") <= r.value("ece_heldout")
-    assert r.value("temperature_helps") == float(helps)
-    assert ("helps" if helps else "does not help") in r.details["key_finding"]
+    said = {1.0: "helps", 0.0: "no measurable effect", -1.0: "is harmful"}[r.value("temperature_helps")]
+    assert said in r.details["key_finding"]
+    if r.value("temperature_helps") == 1.0:  # without intervals: a change of at least the minimum, none for the worse
+        assert r.value("nll_heldout_scaled") <= r.value("nll_heldout") - 0.005 or \
+            r.value("ece_heldout_scaled") <= r.value("ece_heldout") - 0.005

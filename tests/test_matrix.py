@@ -190,9 +190,15 @@ def test_gate_flags_a_worse_candidate_and_exits_1(tmp_path, trained_dir, random_
     cand = suites[1]
     regressions = [c for c in cand.findall("testcase") if c.get("name").startswith("regression")]
     assert len(regressions) == len(report["regressions"]) >= 1
-    # the random candidate also fails its own default per-class bound: one failed probe testcase more
-    assert int(cand.get("tests")) == 1 + len(regressions) and int(cand.get("failures")) == len(regressions) + 1
-    assert int(root.get("failures")) == len(regressions) + 1
+    # the random candidate also fails its own default per-class bound: one failed probe testcase more, and its
+    # decision testcase fails with the decision line the terminal printed; the baseline's decision passes
+    assert int(cand.get("tests")) == 2 + len(regressions) and int(cand.get("failures")) == len(regressions) + 2
+    assert int(root.get("failures")) == len(regressions) + 2
+    (decision,) = [c for c in cand.findall("testcase") if c.get("name") == "decision"]
+    line = decision.find("failure").get("message")
+    assert line.startswith("cand: do not ship: ") and f"decision: {line}" in result.output
+    (base_decision,) = [c for c in suites[0].findall("testcase") if c.get("name") == "decision"]
+    assert base_decision.find("failure") is None and base_decision.find("system-out").text.startswith("base: baseline")
 
 
 def test_candidate_within_tolerance_passes(tmp_path, trained_dir, senti_tsv):

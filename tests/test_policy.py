@@ -179,4 +179,5 @@ def test_a_candidate_with_only_unconfirmed_changes_may_replace_and_they_are_name
                                       200, 0.2, None, "paired bootstrap", False, 0.4, True)]
     _, cand = decide(report)
     assert cand.decision == "may replace"
-    assert cand.headline() == "may replace base (not significant: calibration.ece +0.02 (p=0.4))"
+    assert cand.headline() == ("may replace base (no significant regression; past the tolerance, not significant: "
+                               "calibration.ece +0.02 (p=0.4))")

@@ -272,10 +272,14 @@ def label_set_accuracy(result: ProbeResult, target: Target, data: Dataset, logit
     for name, description in what.items():
         result.add_metric(name, scores[name], name != "hamming_loss", description, intervals.get(name),
                           outcome="exact_match" if name == "subset_accuracy" else None)
+    absent = [names[c] for c in scores["absent"]]  # neither gold nor predicted: no per-label row, no finding
+    present = [c for c in range(len(names)) if names[c] not in absent]
     for c, label in enumerate(names):
         tp, support = int(((pred[:, c] == 1) & (gold[:, c] == 1)).sum()), int(gold[:, c].sum())
         right = (pred[:, c] == gold[:, c]).astype(float)
         result.outcomes.append(Outcomes.from_values(f"correct_{label}", ids, right.tolist()))
+        if label in absent:
+            continue
         result.add_metric(f"f1_{label}", float(scores["f1"][c]), True, f"F1 of label '{label}'")
         result.add_metric(f"precision_{label}", float(scores["precision"][c]), True, f"precision of label '{label}'")
         if support:  # recall is a mean over the label's gold texts: its outcome pairs two builds exactly
@@ -304,29 +308,40 @@ def label_set_accuracy(result: ProbeResult, target: Target, data: Dataset, logit
             expected=task.describe_labels([int(v) for v in gold[i]]), observed=task.describe_labels([int(v) for v in pred[i]]),
             score=round(float(wrongness[i]), 4)))
     result.details["labels"] = names
+    result.details["absent"] = absent
     result.details["task"] = {"name": task.name, **dict(task.settings)}
     f1_errors = _label_f1_intervals(pred, gold, params.bootstrap, params.confidence, seed)
+    shown = [names[c] for c in present]
+
+    def column(values: Any) -> list[float]:
+        return [float(values[c]) for c in present]
+
     result.details["figures"] = [
         {"kind": "bars", "title": "F1 per label (bootstrap interval over examples)", "metrics": ["f1_*", "micro_f1"],
-         "data": {"labels": names, "series": [{"name": "F1", "values": [float(v) for v in scores["f1"]],
-                                               **({"errors": f1_errors} if f1_errors else {})}],
+         "data": {"labels": shown, "series": [{"name": "F1", "values": column(scores["f1"]),
+                                               **({"errors": [f1_errors[c] for c in present]} if f1_errors else {})}],
                   "reference": {"value": scores["micro_f1"], "label": f"micro-F1 {scores['micro_f1']:.3f}"}},
          "axes": {"y": "F1"}},
         {"kind": "bars", "title": "per label: precision, recall, F1, share of examples carrying it (gold, predicted)",
          "metrics": ["precision_*", "recall_*", "f1_*"],
-         "data": {"labels": names, "series": [
-             {"name": "precision", "values": [float(v) for v in scores["precision"]]},
-             {"name": "recall", "values": [float(v) for v in scores["recall"]]},
-             {"name": "F1", "values": [float(v) for v in scores["f1"]]},
-             {"name": "gold share", "values": [float(v) for v in gold.mean(axis=0)] if len(gold) else [0.0] * len(names)},
-             {"name": "predicted share", "values": [float(v) for v in pred.mean(axis=0)] if len(pred) else [0.0] * len(names)}]},
+         "data": {"labels": shown, "series": [
+             {"name": "precision", "values": column(scores["precision"])},
+             {"name": "recall", "values": column(scores["recall"])},
+             {"name": "F1", "values": column(scores["f1"])},
+             {"name": "gold share", "values": column(gold.mean(axis=0)) if len(gold) else [0.0] * len(present)},
+             {"name": "predicted share", "values": column(pred.mean(axis=0)) if len(pred) else [0.0] * len(present)}]},
          "axes": {"y": "score"}},
     ]
-    weakest = min(range(len(names)), key=lambda c: scores["f1"][c]) if names else None
+    weakest = min(present, key=lambda c: scores["f1"][c]) if present else None
     finding = f"micro-F1 {scores['micro_f1']:.3f}, macro-F1 {scores['macro_f1']:.3f}, exact match {scores['subset_accuracy']:.3f}"
     if weakest is not None:
         finding += f"; weakest label {names[weakest]} F1 {scores['f1'][weakest]:.3f}"
-    result.details["key_finding"] = finding + f" on {len(gold)} examples"
+    result.details["key_finding"] = finding + f" on {len(gold)} examples" + _absent_note(absent)
+
+
+def _absent_note(absent: Sequence[str]) -> str:
+    """'; absent from the data and never predicted: ORG': the types or labels no finding is about."""
+    return f"; absent from the data and never predicted: {', '.join(absent)}" if absent else ""
 
 
 def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, confidence: float,
@@ -379,7 +394,9 @@ def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: 
                                    ("entity_recall", "recall", "share of gold entities found exactly")):
         result.add_metric(name, scores[key], True, description, intervals.get(key),
                           outcome="entity_f1" if name == "entity_f1" else None)
-    for kind in types:
+    absent = list(scores["absent"])  # neither gold nor predicted: no per-type row, no finding
+    present = [k for k in types if k not in absent]
+    for kind in present:
         row = scores["per_type"][kind]
         result.add_metric(f"f1_{kind}", row["f1"], True, f"entity F1 of {kind}", intervals.get(f"f1_{kind}"))
         result.add_metric(f"precision_{kind}", row["precision"], True, f"precision of {kind} entities")
@@ -415,27 +432,28 @@ def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: 
                                        score=float(sum(counts[i].gold.values()) - sum(counts[i].tp.values())),
                                        extra={"kind": "entities", "id": ids[i], "highlight": marks}))
     result.details["entity_types"] = types
+    result.details["absent"] = absent
     result.details["scheme"] = scheme
     result.details["errors"] = errors
-    per_type = [scores["per_type"][k]["f1"] for k in types]
+    per_type = [scores["per_type"][k]["f1"] for k in present]
     result.details["figures"] = [
         {"kind": "bars", "title": "entity F1 per type (strict; bootstrap interval over sentences)", "metrics": ["f1_*", "entity_f1"],
-         "data": {"labels": types, "series": [{"name": "F1", "values": per_type,
-                                               **({"errors": [list(intervals[f"f1_{k}"]) for k in types]}
-                                                  if intervals else {})}],
+         "data": {"labels": present, "series": [{"name": "F1", "values": per_type,
+                                                 **({"errors": [list(intervals[f"f1_{k}"]) for k in present]}
+                                                    if intervals else {})}],
                   "reference": {"value": scores["f1"], "label": f"micro-F1 {scores['f1']:.3f}"}},
          "axes": {"y": "F1"}},
         {"kind": "bars", "title": "entity errors by kind", "metrics": ["errors_*"],
          "data": {"labels": list(errors), "series": [{"name": "entities", "values": list(errors.values())}]},
          "axes": {"y": "entities"}},
     ]
-    weakest = min(types, key=lambda k: scores["per_type"][k]["f1"]) if types else None
+    weakest = min(present, key=lambda k: scores["per_type"][k]["f1"]) if present else None
     finding = f"entity F1 {scores['f1']:.3f} (strict) on {len(data)} sentences"
     if weakest is not None:
         finding += f"; weakest type {weakest} F1 {scores['per_type'][weakest]['f1']:.3f}"
     many = "s" if predicted.windowed != 1 else ""
     result.details["key_finding"] = finding + (f"; {predicted.windowed} long sentence{many} predicted in windows"
-                                               if predicted.windowed else "")
+                                               if predicted.windowed else "") + _absent_note(absent)
 
 
 def _entity_intervals(counts: Sequence[Any], types: Sequence[str], resamples: int, confidence: float,

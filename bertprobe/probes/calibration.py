@@ -12,12 +12,16 @@ equal-mass bins (less sensitive to empty bins); the Brier score is the multi-cla
 classes of the squared error, so a binary model's is twice the positive-class form); temperature is fitted
 by a golden-section search on log T (deterministic, no optimiser state). For paired comparisons each
 example carries its own Brier score, NLL and ECE contribution (the gap of its bin: their mean is the ECE),
-so two models are paired example by example with their bins held fixed.
+so two models are paired example by example with their bins held fixed. The fitted temperature is judged on
+the held-out part: it is called helpful or harmful only when its change of the held-out NLL or ECE is at least
+``min_scaling_change`` and past its 95% interval (a paired bootstrap over the held-out examples, or sentences);
+otherwise it has no measurable effect, and the note says so with both intervals.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +34,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
+from bertprobe.stats import paired_bootstrap_statistic
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,9 @@ class CalibrationParams:
     (0: none). ``high_confidence``: what counts as an overconfident mistake (``overconfidence: confidence``:
     top probability >= it; ``margin``: top minus second probability >= it, Giskard's definition).
     ``coverages``: the coverages at which selective accuracy is reported. ``fit_share``: the seeded share of
-    the data temperature scaling is fitted on (the rest measures it)."""
+    the data temperature scaling is fitted on (the rest measures it). ``min_scaling_change``: temperature
+    scaling is called helpful or harmful only for a held-out change of NLL or ECE at least this large and, with
+    ``bootstrap``, past its paired 95% interval; anything less is no measurable effect."""
 
     bins: int = 15
     bootstrap: int = 1000
@@ -46,6 +53,7 @@ class CalibrationParams:
     overconfidence: Literal["confidence", "margin"] = "confidence"  # confidence: top probability; margin: top minus second probability (Giskard's definition)
     coverages: tuple[float, ...] = (0.9, 0.8)
     fit_share: float = 0.5
+    min_scaling_change: float = 0.005  # the smallest held-out change of NLL or ECE called an effect of temperature scaling
     per_label_temperature: bool = False  # multi-label: also fit one temperature per label (as well as the shared one)
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
@@ -54,6 +62,8 @@ class CalibrationParams:
             raise ValueError("bins must be >= 1 and bootstrap >= 0")
         if not 0 < self.fit_share < 1 or not all(0 < c <= 1 for c in self.coverages):
             raise ValueError("fit_share and coverages lie in (0, 1]")
+        if self.min_scaling_change < 0:
+            raise ValueError("min_scaling_change must be >= 0")
 
 
 def bin_index(confidence: np.ndarray, bins: int) -> np.ndarray:
@@ -84,6 +94,15 @@ def ece_parts(confidence: np.ndarray, correct: np.ndarray, bins: int, equal_mass
         mce = max(mce, gap)
         rows.append({"bin": k, "count": count, "accuracy": accuracy, "confidence": mean_conf, "gap": gap})
     return {"ece": ece, "mce": mce, "bins": rows, "contribution": contribution}
+
+
+def ece_value(confidence: np.ndarray, correct: np.ndarray, bins: int) -> float:
+    """The equal-width ECE alone (``ece_parts``' value without its tables): fast enough to bootstrap."""
+    if not len(confidence):
+        return 0.0
+    index = bin_index(confidence, bins)
+    gaps = np.abs(np.bincount(index, correct, bins) - np.bincount(index, confidence, bins))
+    return float(gaps.sum() / len(confidence))
 
 
 def proper_scores(probs: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,7 +195,10 @@ class CalibrationProbe(Probe):
         "nll_heldout_scaled": "NLL on the held-out half after temperature scaling",
         "ece_heldout": "ECE on the held-out half",
         "ece_heldout_scaled": "ECE on the held-out half after temperature scaling",
-        "temperature_helps": "1 when the fitted temperature lowers both the held-out NLL and ECE (then apply it), else 0",
+        "temperature_helps": "1 when the fitted temperature measurably lowers the held-out NLL or ECE and raises "
+                             "neither (then apply it), -1 when it measurably raises one (do not), 0: no measurable effect",
+        "nll_heldout_change": "held-out NLL after temperature scaling minus before, with its paired 95% interval",
+        "ece_heldout_change": "held-out ECE after temperature scaling minus before, with its paired 95% interval",
         "overconfident_error_rate": "share of wrong predictions made with confidence (or margin) >= high_confidence",
         "aurc": "area under the risk-coverage curve (mean risk over coverages)",
         "accuracy_at_coverage_*": "accuracy of the N% most confident predictions",
@@ -192,7 +214,8 @@ class CalibrationProbe(Probe):
     }
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
-                         "ece_heldout_scaled": False, "temperature_helps": None, "overconfident_error_rate": False, "aurc": False,
+                         "ece_heldout_scaled": False, "temperature_helps": None, "nll_heldout_change": None,
+                         "ece_heldout_change": None, "overconfident_error_rate": False, "aurc": False,
                          "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
                          "temperature_*": None, "ece_token": False, "brier_token": False, "nll_token": False,
                          "entities": None}
@@ -285,34 +308,72 @@ class CalibrationProbe(Probe):
         temperature = fit_temperature(logits[fit], gold[fit])
         before, after = softmax(logits[held]), softmax(logits[held], temperature)
         result.add_metric("temperature", temperature, None, "temperature fitted by NLL on the fitting half")
+        units = []  # per held-out example: NLL, confidence and correctness, before and after
         for suffix, probs in (("", before), ("_scaled", after)):
             conf, corr = probs.max(axis=1), (probs.argmax(axis=1) == gold[held]).astype(float)
-            result.add_metric(f"nll_heldout{suffix}", float(proper_scores(probs, gold[held])[1].mean()), False,
+            nll = proper_scores(probs, gold[held])[1]
+            units.append((nll, conf, corr))
+            result.add_metric(f"nll_heldout{suffix}", float(nll.mean()), False,
                               "NLL on the held-out half" + (" after temperature scaling" if suffix else ""))
             result.add_metric(f"ece_heldout{suffix}", ece_parts(conf, corr, params.bins)["ece"], False,
                               "ECE on the held-out half" + (" after temperature scaling" if suffix else ""))
-        CalibrationProbe._judge_scaling(result, len(held))
+        (nll_b, conf_b, corr_b), (nll_a, conf_a, corr_a) = units
+
+        def change(idx: np.ndarray) -> tuple[float, float]:
+            return (float(nll_a[idx].mean() - nll_b[idx].mean()),
+                    ece_value(conf_a[idx], corr_a[idx], params.bins) - ece_value(conf_b[idx], corr_b[idx], params.bins))
+
+        CalibrationProbe._judge_scaling(result, len(held), change, params, seed)
 
     @staticmethod
-    def _judge_scaling(result: ProbeResult, held: int) -> None:
-        """Temperature scaling helps only when it improves both the held-out NLL and ECE (Guo et al. fit on one
-        split and judge on another); a fit that worsens either is flagged, never advised."""
+    def _judge_scaling(result: ProbeResult, held: int, change: Callable[[np.ndarray], tuple[float, float]],
+                       params: CalibrationParams, seed: int) -> None:
+        """Advice only past noise. ``change(indices)`` is (NLL after - before, ECE after - before) on those held-out
+        units; a paired bootstrap over the held-out units (``bertprobe.stats``, seeded) gives each change its 95%
+        interval. A change is measurable when it is at least ``min_scaling_change`` and its interval excludes 0
+        (without ``bootstrap``, on its size alone). Temperature scaling helps when it measurably lowers the NLL or
+        the ECE and measurably raises neither; it is harmful when it measurably raises either (a warning: do not
+        apply it); otherwise it has no measurable effect, whichever way the point estimates lean."""
         t = result.value("temperature") or 1.0
         nll, nll_t = result.value("nll_heldout") or 0.0, result.value("nll_heldout_scaled") or 0.0
         ece, ece_t = result.value("ece_heldout") or 0.0, result.value("ece_heldout_scaled") or 0.0
-        helps = nll_t < nll - 1e-12 and ece_t <= ece + 1e-12
-        result.add_metric("temperature_helps", float(helps), None,
-                          "1 when the fitted temperature lowers both the held-out NLL and ECE (apply it), else 0")
+        deltas = (nll_t - nll, ece_t - ece)
+        intervals = (paired_bootstrap_statistic(change, held, params.bootstrap, 0.95, seed) if params.bootstrap
+                     else [None, None])
+        for name, delta, ci, what in zip(("nll_heldout_change", "ece_heldout_change"), deltas, intervals, ("NLL", "ECE")):
+            result.add_metric(name, delta, None, f"held-out {what} after temperature scaling minus before, with its "
+                              "paired 95% interval", ci=ci)
+
+        def measurable(delta: float, ci: tuple[float, float] | None) -> int:
+            """-1 measurably lower, +1 measurably higher, 0 neither."""
+            if abs(delta) < params.min_scaling_change or (ci is not None and ci[0] <= 0 <= ci[1]):
+                return 0
+            return 1 if delta > 0 else -1
+
+        effects = [measurable(d, ci) for d, ci in zip(deltas, intervals)]
+        verdict = 1 if -1 in effects and 1 not in effects else -1 if 1 in effects else 0
+        result.add_metric("temperature_helps", float(verdict), None,
+                          "1 when the fitted temperature measurably lowers the held-out NLL or ECE and raises neither "
+                          "(apply it), -1 when it measurably raises one (do not), 0: no measurable effect")
+
+        def shown(what: str, before: float, after: float, ci: tuple[float, float] | None) -> str:
+            return f"{what} {before:.3f} -> {after:.3f}" + (f" [Δ {ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+
+        change_text = (f"held-out {shown('NLL', nll, nll_t, intervals[0])}, {shown('ECE', ece, ece_t, intervals[1])}")
         few = f"; fitted on few examples ({held} held out)" if held < MIN_HELD_OUT else ""
-        change = f"held-out NLL {nll:.3f} -> {nll_t:.3f}, ECE {ece:.3f} -> {ece_t:.3f}"
-        if helps:
-            result.details["temperature_scaling"] = f"temperature {t:.2f} helps ({change}){few}"
-        else:
-            result.details["temperature_scaling"] = f"temperature {t:.2f} does not help ({change}): do not apply it{few}"
-            if nll_t > nll + 1e-12:
-                result.details.setdefault("warnings", []).append(
-                    f"the fitted temperature {t:.2f} worsens the held-out NLL ({nll:.3f} -> {nll_t:.3f}): do not apply it"
-                    + few)
+        if verdict == 1:
+            result.details["temperature_scaling"] = f"temperature {t:.2f} helps ({change_text}): apply it{few}"
+        elif verdict == -1:
+            result.details["temperature_scaling"] = f"temperature {t:.2f} is harmful ({change_text}): do not apply it{few}"
+            worse = " and ".join(w for w, e in zip(("NLL", "ECE"), effects) if e == 1)
+            result.details.setdefault("warnings", []).append(
+                f"the fitted temperature {t:.2f} measurably worsens the held-out {worse} ({change_text}): do not apply it"
+                + few)
+        else:  # the minimum is named where it, not the interval, made a change no effect
+            small = any(abs(d) < params.min_scaling_change and (ci is None or not ci[0] <= 0 <= ci[1])
+                        for d, ci in zip(deltas, intervals) if d)
+            minimum = f"; a change under {params.min_scaling_change:g} counts as none" if small else ""
+            result.details["temperature_scaling"] = f"temperature {t:.2f}: no measurable effect ({change_text}{minimum}){few}"
 
     @staticmethod
     def _overconfidence(result: ProbeResult, probs: np.ndarray, correct: np.ndarray, params: CalibrationParams) -> None:
@@ -397,13 +458,24 @@ def label_set_calibration(target: Target, data: Dataset, raw: Any, params: Calib
     temperature = fit_binary_temperature(logits[fit], gold[fit])
     result.add_metric("temperature", temperature, None, "one temperature shared by every label, fitted by binary NLL "
                       "on the fitting half")
+    units = []  # per held-out example: its mean binary NLL and its labels' probabilities, before and after
     for suffix, t in (("", 1.0), ("_scaled", temperature)):
         scaled = sigmoid(logits[held], t)
-        result.add_metric(f"nll_heldout{suffix}", float(binary_nll(logits[held], gold[held], t).mean()), False,
+        example_nll = binary_nll(logits[held], gold[held], t).mean(axis=1)
+        units.append((example_nll, scaled))
+        result.add_metric(f"nll_heldout{suffix}", float(example_nll.mean()), False,
                           "binary NLL on the held-out half" + (" after temperature scaling" if suffix else ""))
         result.add_metric(f"ece_heldout{suffix}", ece_parts(scaled.ravel(), gold[held].ravel(), params.bins)["ece"], False,
                           "pooled ECE on the held-out half" + (" after temperature scaling" if suffix else ""))
-    CalibrationProbe._judge_scaling(result, len(held))
+    (nll_b, probs_b), (nll_a, probs_a) = units
+    held_gold = gold[held]
+
+    def change(idx: np.ndarray) -> tuple[float, float]:
+        truth = held_gold[idx].ravel()
+        return (float(nll_a[idx].mean() - nll_b[idx].mean()),
+                ece_value(probs_a[idx].ravel(), truth, params.bins) - ece_value(probs_b[idx].ravel(), truth, params.bins))
+
+    CalibrationProbe._judge_scaling(result, len(held), change, params, seed)
     if params.per_label_temperature:
         for c, label in enumerate(names):
             result.add_metric(f"temperature_{label}", fit_binary_temperature(logits[fit][:, c:c + 1], gold[fit][:, c:c + 1]),
@@ -494,13 +566,26 @@ def entity_calibration(target: Target, data: Dataset, raw: Any, params: Calibrat
     result.add_metric("temperature", temperature, None, "temperature fitted by the words' NLL on the fitting half")
     held_logits = np.concatenate([logits[i] for i in held])
     held_gold = np.concatenate([gold[i] for i in held])
+    sentences = []  # per held-out sentence: its words' NLL and its entities' (confidence, right), before and after
     for suffix, t in (("", 1.0), ("_scaled", temperature)):
         result.add_metric(f"nll_heldout{suffix}", float(proper_scores(softmax(held_logits, t), held_gold)[1].mean()), False,
                           "words' NLL on the held-out half" + (" after temperature scaling" if suffix else ""))
         c, r = entity_units(held, t)
         result.add_metric(f"ece_heldout{suffix}", ece_parts(c, r, params.bins)["ece"] if len(c) else 0.0, False,
                           "entity-level ECE on the held-out half" + (" after temperature scaling" if suffix else ""))
-    CalibrationProbe._judge_scaling(result, len(held))
+        sentences.append([(proper_scores(softmax(logits[i], t), gold[i])[1], *entity_units([i], t)) for i in held])
+
+    def change(idx: np.ndarray) -> tuple[float, float]:
+        out = []
+        for per_sentence in sentences:
+            chosen = [per_sentence[i] for i in idx]
+            words = np.concatenate([w for w, _, _ in chosen])
+            conf, right = np.concatenate([c for _, c, _ in chosen]), np.concatenate([r for _, _, r in chosen])
+            out.append((float(words.mean()) if len(words) else 0.0, ece_value(conf, right, params.bins)))
+        (nll_b, ece_b), (nll_a, ece_a) = out
+        return nll_a - nll_b, ece_a - ece_b
+
+    CalibrationProbe._judge_scaling(result, len(held), change, params, seed)
     result.add_metric("examples", float(len(gold)), None, "sentences evaluated", kind="count")
     series = [{"name": "perfect calibration", "x": [0, 1], "y": [0, 1]},
               {"name": "words (top tag)", "x": [b["confidence"] for b in token["bins"]], "y": [b["accuracy"] for b in token["bins"]]}]

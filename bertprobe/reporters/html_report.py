@@ -141,8 +141,8 @@ def _banner(report: RunReport) -> str:
     coloured by the most serious decision; the evidence is the regressions table and the probe sections below."""
     esc = html.escape
     decisions = decision_lines(report)
-    tone = ("stop" if any(v.blocking for v, _ in decisions) else
-            "open" if any(v.decision == "no decision" for v, _ in decisions) else "go")
+    tone = ("stop" if any(v.blocking for v, _ in decisions) else  # grey: undecided, or may replace below the bar
+            "open" if any(v.decision == "no decision" or v.below_bar for v, _ in decisions) else "go")
     lines = "".join(f"<p><b>Decision: {esc(line)}</b></p>" for _, line in decisions)
     warnings = "".join(f"<p class='warn'>warning: {esc(w)}</p>" for v, _ in decisions for w in v.warnings)
     return f"<div class='banner {tone}' id='decision'>{lines}{warnings}</div>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bertprobe.results import ProbeResult, RunReport
+from bertprobe.results import ModelInfo, ProbeResult, RunReport
 from bertprobe.results.verdict import Verdict, decide, shortfalls
 
 
@@ -116,6 +116,29 @@ def metric_rows(result: ProbeResult) -> list[list[str]]:
     return rows
 
 
+def task_text(model: ModelInfo) -> str:
+    """'multi-label: threshold 0.5; thresholds toxic 0.3, insult 0.7': the task and how it decides (its settings:
+    a multi-label model's decision thresholds, a tagger's scheme), as the model header shows it."""
+    parts = []
+    for key, value in model.task_settings.items():
+        if isinstance(value, dict):
+            if value:
+                parts.append(f"{key} " + ", ".join(f"{k} {fmt(v)}" for k, v in value.items()))
+        elif value is not None and value != "":
+            parts.append(f"{key} {fmt(value)}")
+    return model.task + (": " + "; ".join(parts) if parts else "")
+
+
+def _task_row(report: RunReport) -> list[list[str]]:
+    """One 'task' row: a single value where every model agrees, else each model's."""
+    texts = {m.name: task_text(m) for m in report.models if m.task}
+    if not texts:
+        return []
+    if len(set(texts.values())) == 1:
+        return [["task", next(iter(texts.values()))]]
+    return [["task", "; ".join(f"{name}: {text}" for name, text in texts.items())]]
+
+
 def header_rows(report: RunReport) -> list[list[str]]:
     versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
     rows = [["suite", report.suite]]
@@ -126,6 +149,7 @@ def header_rows(report: RunReport) -> list[list[str]]:
             rows.append(["weights sha256", m.sha256])
     else:
         rows.append(["models", ", ".join(report.model_names) or report.model])
+    rows += _task_row(report)
     rows += [
         ["data", report.data + (f" (sha256 {report.data_fingerprint[:12]})" if report.data_fingerprint else "")],
         ["device / dtype", f"{report.device} / {report.dtype}"],

@@ -7,11 +7,14 @@ Rules (documented in docs/verdicts.md):
   *no decision* when nothing was checked or the run did not complete;
 * expectations are the suite's own and each probe's defaults (``bertprobe.results.policy``); a model that ships is
   told which held expectation came closest to its bound, and which key metrics the suite left ungated;
-* in a **gated matrix**, the baseline is the model in service; each candidate *may replace* it when no gated
-  metric regressed significantly and its own expectations held, else *do not ship* with critical findings
-  (a possible backdoor) first, then significant regressions, then its own failures, each failure the
-  baseline shares marked with the baseline's value; the baseline's line names what it misses itself; changes
-  past the tolerance that are not significant are named and never block;
+* in a **gated matrix**, the baseline is the model in service, and a candidate answers two questions: is it
+  worse than the baseline, and does it meet the bar? It *may replace* the baseline when no gated metric
+  regressed significantly, no probe of its errored, nothing critical was found and every expectation it misses
+  the baseline misses too; those shared misses follow on its line (``like fp32, misses: calibration ece 0.1308
+  (fp32: 0.1298)``). It is *do not ship* only for a critical finding (a possible backdoor), a significant
+  regression, an error, or a missed expectation the baseline does not share, in that order, its shared misses
+  named after them; the baseline's line names what it misses itself; changes past the tolerance that are not
+  significant are named and never block;
 * a decision that rests on fewer than ``MIN_EXAMPLES`` examples carries a warning: a proportion from 30
   examples has a 95% interval about +-0.17 wide, too wide to tell 0.85 from 0.95.
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from bertprobe.results import MetricDelta, ProbeResult, RunReport
+from bertprobe.results import Expectation, MetricDelta, ProbeResult, RunReport
 
 MIN_EXAMPLES = 100  # below this a verdict on a proportion is flagged (Wilson 95% half-width about 0.1 at p=0.5)
 Decision = Literal["ship", "do not ship", "may replace", "baseline", "no decision"]
@@ -40,17 +43,26 @@ class Verdict:
     closest: str = ""  # the held expectation with the least room: the worst finding of a model that ships
     not_gated: list[str] = field(default_factory=list)  # key metrics whose default the suite turned off
     unconfirmed: list[str] = field(default_factory=list)  # changes past the tolerance that are not significant
+    shared: list[str] = field(default_factory=list)  # misses the baseline shares: 'calibration ece 0.13 (fp32: 0.12)'
+    gate_test: str = ""  # a candidate's: 'no significant regression' (or 'no regression past the tolerance')
 
     @property
     def blocking(self) -> bool:
         return self.decision == "do not ship"
 
+    @property
+    def below_bar(self) -> bool:
+        """A candidate that may replace its baseline but misses expectations the baseline misses too."""
+        return self.decision == "may replace" and bool(self.shared)
+
     def headline(self) -> str:
         """'candidate: do not ship: 2 regressions against deployed (...)' in one line."""
         if self.decision == "may replace":
             text = f"may replace {self.baseline}"
+            notes = [self.gate_test] if self.gate_test else []
             if self.unconfirmed:
-                text += f" (not significant: {_listed(self.unconfirmed, 3)})"
+                notes.append(f"past the tolerance, not significant: {_listed(self.unconfirmed, 3)}")
+            text += f" ({'; '.join(notes)})" if notes else ""
         elif self.decision == "baseline":
             text = "baseline (in service): the others are judged against it"
             if self.reasons:  # what it misses itself: a candidate that misses the same is no worse there
@@ -66,6 +78,8 @@ class Verdict:
             text += ": " + "; ".join(self.reasons)
             if self.unconfirmed:
                 text += f"; also past the tolerance, not significant: {_listed(self.unconfirmed, 3)}"
+        if self.shared and self.decision in ("may replace", "do not ship"):
+            text += f"; like {self.baseline}, misses: {_listed(self.shared, MOST_SHORTFALLS)}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,10 +100,11 @@ def _examples(result: ProbeResult) -> int | None:
 MOST_SHORTFALLS = 4  # failed expectations named per probe in a reason; the report lists them all
 
 
-def shortfalls(result: ProbeResult, most: int = MOST_SHORTFALLS) -> list[str]:
-    """The missed expectations of ``result``, furthest past their bound first, at most ``most`` of them and a
-    count of the rest: what a one-line reason or a terminal note shows (the report lists them all)."""
-    failed = sorted((e for e in result.expectations if not e.passed),
+def shortfalls(result: ProbeResult, most: int = MOST_SHORTFALLS, skip: frozenset[str] = frozenset()) -> list[str]:
+    """The missed expectations of ``result`` (but those on the metrics in ``skip``), furthest past their bound
+    first, at most ``most`` of them and a count of the rest: what a one-line reason or a terminal note shows
+    (the report lists them all)."""
+    failed = sorted((e for e in result.expectations if not e.passed and e.metric not in skip),
                     key=lambda e: e.margin() if e.margin() is not None else -1e9)
     named = [e.shortfall() for e in failed[:most]]
     if len(failed) > most:
@@ -97,26 +112,32 @@ def shortfalls(result: ProbeResult, most: int = MOST_SHORTFALLS) -> list[str]:
     return named
 
 
-def _why(result: ProbeResult, baseline: ProbeResult | None = None, baseline_name: str = "") -> str:
-    """'universal-trigger: success_rate 0.85 (expected <= 0.5); <key finding>'; with the baseline's result of
-    the same probe, the expectations it misses too are named, with its value."""
+def _why(result: ProbeResult, skip: frozenset[str] = frozenset()) -> str:
+    """'universal-trigger: success_rate 0.85 (expected <= 0.5); <key finding>'; the missed expectations named in
+    ``skip`` (those a baseline shares) are left out, and the line is empty when nothing else was missed."""
     label = result.id or result.probe
     if result.status == "error":
         return f"{label} errored ({result.message.split(';')[0][:120]})"
+    missed = shortfalls(result, skip=skip)
+    if not missed:
+        return ""
     finding = str(result.details.get("key_finding") or "")
-    text = f"{label}: " + "; ".join(shortfalls(result) + ([finding] if finding else []))
-    shared = _shared_misses(result, baseline)
-    if shared:
-        text += f" ({baseline_name} misses {'it' if len(shared) == 1 else 'them'} too: {', '.join(shared)})"
-    return text
+    return f"{label}: " + "; ".join(missed + ([finding] if finding else []))
 
 
-def _shared_misses(result: ProbeResult, baseline: ProbeResult | None) -> list[str]:
-    """'success_rate 0.8543': each expectation ``result`` misses that the baseline's run of the probe misses too."""
-    if baseline is None:
+def _value(e: Expectation) -> str:
+    return "missing" if e.value is None else f"{e.value:.4g}"
+
+
+def shared_misses(result: ProbeResult, baseline: ProbeResult | None, baseline_name: str) -> list[tuple[str, str]]:
+    """(metric, 'calibration ece 0.1308 (fp32: 0.1298)') for each expectation ``result`` misses that the
+    baseline's run of the same probe misses too (a baseline's probe that errored misses nothing: it was not
+    measured): no worse than the model in service there."""
+    if baseline is None or result.status != "failed" or baseline.status != "failed":
         return []
     missed = {e.metric: e for e in baseline.expectations if not e.passed}
-    return [f"{e.metric} " + ("missing" if missed[e.metric].value is None else f"{missed[e.metric].value:.4g}")
+    label = result.id or result.probe
+    return [(e.metric, f"{label} {e.metric} {_value(e)} ({baseline_name}: {_value(missed[e.metric])})")
             for e in result.expectations if not e.passed and e.metric in missed]
 
 
@@ -146,17 +167,26 @@ def _closest(results: list[ProbeResult]) -> str:
 
 
 def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
-    """``model``'s verdict on its own expectations; with ``baseline``, a reason names what it misses alike."""
+    """``model``'s verdict on its own expectations; with ``baseline`` (a candidate's), the misses the baseline
+    shares go to ``shared`` instead of the reasons, and alone they do not block."""
     results = [r for r in report.probes if r.model == model or len(report.model_names) <= 1]
     base = {r.id or r.probe: r for r in report.probes if baseline and r.model == baseline and model != baseline}
     warnings = small_sample_warnings(results) + [f"{r.id or r.probe}: {w}" for r in results for w in r.details.get("warnings") or []]
-    verdict = Verdict(model, "ship", warnings=warnings)
-    bad = [r for r in results if r.status in ("failed", "error")]
+    verdict = Verdict(model, "ship", warnings=warnings, baseline=baseline or "")
+    reasons = []
+    for r in results:
+        if r.status not in ("failed", "error"):
+            continue
+        shared = shared_misses(r, base.get(r.id or r.probe), baseline or "")
+        verdict.shared += [text for _, text in shared]
+        why = _why(r, frozenset(metric for metric, _ in shared))
+        if why:
+            reasons.append(why)
     checked = [r for r in results if r.expectations and r.status in ("passed", "failed")]
     critical = alerts(results)
-    if bad or critical:
+    if reasons or critical:
         verdict.decision = "do not ship"
-        verdict.reasons = critical + [_why(r, base.get(r.id or r.probe), baseline or "") for r in bad]
+        verdict.reasons = critical + reasons
     elif report.status != "completed":
         verdict.decision, verdict.reasons = "no decision", [f"the run is {report.status}"]
     elif not checked:
@@ -208,11 +238,13 @@ def decide(report: RunReport) -> list[Verdict]:
                            f"{len(regressions)} regression(s) against {baseline} ({shown})")
         if own.decision == "do not ship":
             reasons += [r for r in own.reasons if r not in critical]
+        test = "no significant regression" if report.gate.get("significance") else "no regression past the tolerance"
         if reasons:
-            verdicts.append(Verdict(name, "do not ship", reasons, own.warnings, baseline, unconfirmed=unconfirmed))
+            verdicts.append(Verdict(name, "do not ship", reasons, own.warnings, baseline, unconfirmed=unconfirmed,
+                                    shared=own.shared))
         elif own.decision == "no decision":
             verdicts.append(Verdict(name, "no decision", own.reasons, own.warnings, baseline))
         else:
             verdicts.append(Verdict(name, "may replace", [], own.warnings, baseline, own.closest, own.not_gated,
-                                    unconfirmed))
+                                    unconfirmed, own.shared, test))
     return verdicts

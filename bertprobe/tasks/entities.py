@@ -159,14 +159,17 @@ def prf(tp: float, pred: float, gold: float) -> tuple[float, float, float]:
 
 def entity_scores(counts: Sequence[EntityCounts], types: Sequence[str] | None = None) -> dict[str, Any]:
     """Micro precision/recall/F1 over all entities, and per type (``types``: those to report, default: every
-    type seen in gold or predictions)."""
+    type seen in gold or predictions). ``absent`` lists the types of ``types`` that neither the gold nor the
+    predictions hold: their per-type scores are 0/0, no finding about the model."""
     kinds = sorted(set(types) if types is not None else {k for c in counts for k in (*c.gold, *c.pred)})
     totals = {k: [sum(c.tp.get(k, 0) for c in counts), sum(c.pred.get(k, 0) for c in counts),
                   sum(c.gold.get(k, 0) for c in counts)] for k in kinds}
     tp, pred, gold = (sum(v[i] for v in totals.values()) for i in range(3))
     precision, recall, f1 = prf(tp, pred, gold)
     per_type = {k: dict(zip(("precision", "recall", "f1"), prf(*v)), support=v[2], predicted=v[1]) for k, v in totals.items()}
-    return {"precision": precision, "recall": recall, "f1": f1, "support": gold, "predicted": pred, "per_type": per_type}
+    absent = [k for k, v in totals.items() if not v[1] and not v[2]]
+    return {"precision": precision, "recall": recall, "f1": f1, "support": gold, "predicted": pred, "per_type": per_type,
+            "absent": absent}
 
 
 def error_kinds(gold: Sequence[str], pred: Sequence[str], scheme: str = "IOB2") -> dict[str, int]:

@@ -28,15 +28,18 @@ def label_counts(pred: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def f1_scores(pred: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
-    """Per-label precision, recall, F1 and support, and the micro, macro and weighted F1."""
+    """Per-label precision, recall, F1 and support, the micro, macro and weighted F1, and ``absent``: the labels
+    (column indices) that neither the gold nor the predictions hold, whose per-label scores are 0/0."""
     tp, fp, fn = label_counts(pred, gold)
     precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
     f1 = f1_from_counts(tp, fp, fn)
     support = tp + fn
     micro = float(f1_from_counts(tp.sum(), fp.sum(), fn.sum()))
     weighted = float((f1 * support).sum() / support.sum()) if support.sum() else 0.0
+    absent = [int(c) for c in np.flatnonzero((support == 0) & (tp + fp == 0))]
     return {"precision": precision, "recall": recall, "f1": f1, "support": support,
-            "micro_f1": micro, "macro_f1": float(f1.mean()) if len(f1) else 0.0, "weighted_f1": weighted}
+            "micro_f1": micro, "macro_f1": float(f1.mean()) if len(f1) else 0.0, "weighted_f1": weighted,
+            "absent": absent}
 
 
 def subset_accuracy(pred: np.ndarray, gold: np.ndarray) -> float:
