@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import traceback
@@ -187,6 +188,8 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
                                models=models, data=data, sets=sets, device=device, dtype=dtype, only=only, limit=limit,
                                allow_pickle=allow_pickle, seed=seed, executor=executor, ray_address=ray_address,
                                workers=workers)
+    if quiet:  # no progress on the terminal, ours or a library's (model loading), even on Ctrl-C
+        os.environ["BERTPROBE_NO_PROGRESS"] = "1"
     control = RunControl(out=out, threads=threads, resume=resume, log=None if quiet else log_to_stderr)
     suite_env = None
     if not suite_files:
