@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -73,10 +73,6 @@ class Reporter:
     first: float = FIRST_S
     every: float = EVERY_S
     clock: Callable[[], float] = field(default=lambda: time.monotonic())
-
-    def scoped(self, prefix: str, **fields: Any) -> Reporter:
-        """The same reporter, its lines prefixed and its records carrying ``fields`` (model, probe id)."""
-        return replace(self, prefix=prefix, fields={**self.fields, **fields})
 
     def __call__(self, iterable: Iterable[T], total: int | None = None, desc: str = "", **_: Any) -> Iterator[T]:
         """Yield ``iterable``'s items, reporting one step per item."""

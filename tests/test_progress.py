@@ -16,7 +16,7 @@ def ticking(step: float):
 def test_a_long_loop_reports_from_its_first_second_then_every_interval_and_its_end():
     lines: list[str] = []
     records: list[dict] = []
-    reporter = Reporter(say=lines.append, record=records.append, clock=ticking(1)).scoped("[p] ", id="p")
+    reporter = Reporter(say=lines.append, record=records.append, clock=ticking(1), prefix="[p] ", fields={"id": "p"})
     assert list(reporter(range(10), desc="trigger search")) == list(range(10))
     # each step takes 1 s: the first report after 1 s, then every 2 s, and the end
     assert lines == ["[p] trigger search: 1/10 (10%), 1 s", "[p] trigger search: 3/10 (30%), 3 s",

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
-
+import re
 import pytest
 import torch
 from transformers import PreTrainedModel
@@ -76,7 +75,8 @@ PROBES = {  # probe -> its entry in the suite (model and data of its own where i
     "spurious-cues": "{probe: spurious-cues, model: {path: '%(mc)s', device: cpu}, data: {loader: arct, path: '%(arct)s'}, "
                      "params: {min_applicability: 1, ngrams: [1]}}",
     "cloze": "{probe: cloze, model: {path: '%(mlm)s', device: cpu}, params: {sets: ['builtin:counting', 'builtin:negation']}}",
-    "syntax-heads": "{probe: syntax-heads, model: {path: '%(enc)s', device: cpu}, data: {path: '%(treebank)s'}, params: {min_count: 1}}",
+    "syntax-heads": "{probe: syntax-heads, model: {path: '%(enc)s', device: cpu}, data: {path: '%(treebank)s'}, "
+                    "params: {min_count: 1}}",
     "typo-consistency": "{probe: typo-consistency}",  # the example plugin: target.predict reports for free
 }
 
@@ -102,8 +102,9 @@ def test_a_probe_reports_progress_on_its_loops_in_the_terminal_and_the_log(probe
 
     monkeypatch.setattr(session_module.Session, "emit", timed)
     suite = tmp_path / "s.yaml"
+    entry = PROBES[probe] % {k: str(v) for k, v in files.items()}
     suite.write_text(f"suite: s\nmodel: {{path: '{files['clf']}', device: cpu}}\ndata: {{path: '{files['data']}'}}\n"
-                     f"seed: 1\nreport: {{formats: [json]}}\nprobes:\n  - {PROBES[probe] % {k: str(v) for k, v in files.items()}}\n")
+                     f"seed: 1\nreport: {{formats: [json]}}\nprobes:\n  - {entry}\n")
     lines: list[str] = []
     pre = torch.nn.modules.module.register_module_forward_pre_hook(clock.pre)
     post = torch.nn.modules.module.register_module_forward_hook(clock.post)
@@ -115,7 +116,7 @@ def test_a_probe_reports_progress_on_its_loops_in_the_terminal_and_the_log(probe
         post.remove()
     (result,) = session.report.probes
     assert result.status not in ("error", "skipped"), result.message
-    shown = [line for line in lines if line.startswith(f"[{probe}] ") and "/" in line and line.endswith(" s")]
+    shown = [line for line in lines if re.fullmatch(rf"\[{probe}\] [^:]+: \d+/\d+ \(\d+%\), \d+ s", line)]
     assert shown, f"{probe} printed no progress line: {lines}"
     events = [json.loads(line) for line in (session.run_dir / "events.jsonl").read_text().splitlines()]
     logged = [e for e in events if e["event"] == "progress"]

@@ -67,21 +67,20 @@ class Session:
     threads: int = 0  # torch threads of this run (a parallel executor's jobs use at most as many)
     state: RunState = field(default_factory=RunState)
     caches: RunCaches = field(init=False)
-    progress: Reporter = field(init=False)  # the run's loops: the terminal (unless quiet) and a ``progress`` event
 
     def __post_init__(self) -> None:
         self.caches = RunCaches(self.suite, self.plugins, self.say)
-        self.progress = Reporter(say=self.log if progress_shown() else None,
-                                 record=lambda fields: self.emit("progress", **fields), bars=self.draws_bars())
 
     def draws_bars(self) -> bool:
         """Progress as bars on stderr (a terminal) rather than lines through ``log``."""
         return progress_enabled()
 
     def progress_for(self, model: str, probe_id: str) -> Reporter:
-        """The reporter of one probe on one model: lines prefixed as the probe's log lines are."""
+        """The progress reporter of one probe on one model: on the terminal (bars, else lines prefixed as the
+        probe's log lines are; nothing when quiet) and a ``progress`` event of the run's log."""
         prefix = f"[{model}/{probe_id}] " if len(self.suite.models) > 1 else f"[{probe_id}] "
-        return self.progress.scoped(prefix, model=model, id=probe_id)
+        return Reporter(say=self.log if progress_shown() else None, record=lambda fields: self.emit("progress", **fields),
+                        bars=self.draws_bars(), prefix=prefix, fields={"model": model, "id": probe_id})
 
     @property
     def baseline(self) -> str:
