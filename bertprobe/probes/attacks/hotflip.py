@@ -13,9 +13,9 @@ from typing import Any
 import torch
 
 from bertprobe.model.target import Target
-from bertprobe.progress import progress
 from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.splice import SplicedRows
+from bertprobe.progress import progress
 
 
 class TriggerScorer:
