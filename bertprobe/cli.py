@@ -155,7 +155,8 @@ def _input_options(fn: Any) -> Any:
               help="ray: CPUs of the private cluster and sweep shards (default: the cores this process may use).")
 @click.option("--allow-skips", is_flag=True,
               help="Exit 0, not 5, when nothing was checked (every probe skipped or without expectations).")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print only the final summary: no log or progress lines, Ctrl-C included (progress stays in events.jsonl).")
 @_debug_option
 @_guard
 def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
