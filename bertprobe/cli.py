@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import traceback
@@ -164,7 +165,8 @@ def _input_options(fn: Any) -> Any:
               help="ray: CPUs of the private cluster and sweep shards (default: the cores this process may use).")
 @click.option("--allow-skips", is_flag=True,
               help="Exit 0, not 5, when nothing was checked (every probe skipped or without expectations).")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the final summary.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print only the final summary: no log or progress lines, Ctrl-C included (progress stays in events.jsonl).")
 @_debug_option
 @_guard
 def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...], data: str | None, device: str | None, dtype: str | None,
@@ -197,6 +199,8 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
                                models=models, data=data, sets=sets, device=device, dtype=dtype, only=only, limit=limit,
                                allow_pickle=allow_pickle, seed=seed, executor=executor, ray_address=ray_address,
                                workers=workers)
+    if quiet:  # no progress on the terminal, ours or a library's (model loading), even on Ctrl-C
+        os.environ["BERTPROBE_NO_PROGRESS"] = "1"
     control = RunControl(out=out, threads=threads, resume=resume, log=None if quiet else log_to_stderr)
     suite_env = None
     if not suite_files:

@@ -119,7 +119,8 @@ def test_matrix_of_two_models_gives_the_same_report_as_local(cluster, tmp_path, 
     assert (run_dir / "outcomes.jsonl").is_file()
 
 
-def test_sharded_head_ablation_gives_identical_numbers(cluster, tmp_path, models, data):
+def test_sharded_head_ablation_gives_identical_numbers(cluster, tmp_path, models, data, monkeypatch):
+    monkeypatch.delenv("BERTPROBE_NO_PROGRESS", raising=False)  # progress as on a user's terminal
     path = suite_file(tmp_path, models[:1], data, HEADS)
     local = run(path, tmp_path / "local")
     lines: list[str] = []
@@ -128,11 +129,12 @@ def test_sharded_head_ablation_gives_identical_numbers(cluster, tmp_path, models
     (probe,) = remote["probes"]
     assert len(probe["details"]["ablation"]) == 12
     # workers draw no progress bars; the driver gets progress lines instead, the last one complete
-    assert "[m0/head-pruning] head ablation (mask): 12/12 units" in lines
-    assert "[m0/head-pruning] layer ablation: 3/3 units" in lines
+    assert any(line.startswith("[m0/head-pruning] head ablation (mask): 12/12 units (100%), ") for line in lines), lines
+    assert any(line.startswith("[m0/head-pruning] layer ablation: 3/3 units (100%), ") for line in lines), lines
 
 
 def test_the_driver_draws_a_bar_per_remote_sweep_on_a_terminal(cluster, tmp_path, models, data, monkeypatch):
+    monkeypatch.delenv("BERTPROBE_NO_PROGRESS", raising=False)  # progress as on a user's terminal
     import bertprobe.progress as progress_module
 
     bars: list[Any] = []
@@ -163,7 +165,8 @@ def test_the_driver_draws_a_bar_per_remote_sweep_on_a_terminal(cluster, tmp_path
     assert not [line for line in lines if "units" in line]  # bars instead of lines
 
 
-def test_backdoor_pairs_sharded_over_workers_give_the_same_scan(cluster, tmp_path, models, data):
+def test_backdoor_pairs_sharded_over_workers_give_the_same_scan(cluster, tmp_path, models, data, monkeypatch):
+    monkeypatch.delenv("BERTPROBE_NO_PROGRESS", raising=False)  # progress as on a user's terminal
     params = ("{candidates: 20, finalists: 8, inits: 2, relax_steps: 5, search_examples: 8, held_out: 16, "
               "screen_examples: 8, extend: 1, extend_candidates: 3, reference_model: '%s'}" % models[1])
     path = suite_file(tmp_path, models[:1], data, f"  - {{probe: backdoor-scan, params: {params}}}\n")
@@ -175,10 +178,11 @@ def test_backdoor_pairs_sharded_over_workers_give_the_same_scan(cluster, tmp_pat
     assert probe["status"] != "error", probe.get("message")
     assert [(p["source"], p["target"]) for p in probe["details"]["pairs"]] == [("negative", "positive"),
                                                                                ("positive", "negative")]
-    assert "[m0/backdoor-scan] backdoor scan: 2/2 units" in lines
+    assert any(line.startswith("[m0/backdoor-scan] backdoor scan: 2/2 units (100%), ") for line in lines), lines
 
 
-def test_cloze_chunks_sharded_over_workers_give_the_same_scores(cluster, tmp_path, data):
+def test_cloze_chunks_sharded_over_workers_give_the_same_scores(cluster, tmp_path, data, monkeypatch):
+    monkeypatch.delenv("BERTPROBE_NO_PROGRESS", raising=False)  # progress as on a user's terminal
     from bertprobe.testing import WORDS
 
     mlm = save_tiny_model(tmp_path / "mlm", task="masked-lm")
@@ -192,7 +196,7 @@ def test_cloze_chunks_sharded_over_workers_give_the_same_scores(cluster, tmp_pat
     lines: list[str] = []
     remote = run(path, tmp_path / "ray", executor="ray", workers=2, log=lines.append)
     assert comparable(local) == comparable(remote)
-    assert "[m0/cloze] cloze chunks: 2/2 units" in lines
+    assert any(line.startswith("[m0/cloze] cloze chunks: 2/2 units (100%), ") for line in lines), lines
     (probe,) = remote["probes"]
     assert probe["metrics"]["items"] == 300 and probe["details"]["forward_passes"] > 0
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from bertprobe.environment import usable_cores
 from bertprobe.errors import BertprobeError, SuiteError, first_line
 from bertprobe.probe import run_chunks
-from bertprobe.progress import RemoteProgress
+from bertprobe.progress import RemoteProgress, progress_shown
 from bertprobe.suite.schema import ExecutorSpec
 
 if TYPE_CHECKING:
@@ -70,8 +70,8 @@ def _job_resources(spec: ExecutorSpec, model: ModelSpec, cpus_each: int = 1) -> 
 
 
 def _quiet_worker() -> None:
-    """No progress bars in workers: Ray would forward every redraw to the driver's terminal."""
-    os.environ["BERTPROBE_NO_PROGRESS"] = "1"
+    """No progress bars in workers: Ray would forward every redraw to the driver's terminal (a worker's session
+    sends its progress to the driver as lines and events instead: ``WorkerSession.draws_bars``)."""
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     from transformers.utils import logging as hf_logging
 
@@ -250,7 +250,8 @@ class RayExecutor:
     def progress_of(self, session: Session) -> RemoteProgress:
         """The driver's view of ``session``'s sweeps in the workers (bars on a terminal, else lines)."""
         if id(session) not in self.progress:
-            self.progress[id(session)] = RemoteProgress(session.say)
+            self.progress[id(session)] = RemoteProgress(session.log if progress_shown() else None,
+                                                        record=lambda fields: session.emit("progress", **fields))
         return self.progress[id(session)]
 
     def _wait_all(self, session: Session, pending: dict[Any, str], jobs: dict[str, ModelJob], submit: Any,

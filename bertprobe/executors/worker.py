@@ -78,6 +78,9 @@ class WorkerSession(Session):
     def record(self, result: ProbeResult) -> None:
         self.emit("probe_result", result=result.to_dict(), outcomes=[o.to_dict() for o in result.outcomes])
 
+    def draws_bars(self) -> bool:
+        return False  # the driver's terminal shows a worker's progress: as lines, through the log
+
 
 def worker_session(context: WorkerContext, send: Callable[[dict[str, Any]], None] | None,
                    state: RunState | None = None) -> WorkerSession:

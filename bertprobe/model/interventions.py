@@ -22,6 +22,7 @@ from torch import nn
 
 from bertprobe.model.architectures import AttentionSite
 from bertprobe.model.budgets import hidden_width, stack_budget
+from bertprobe.progress import tracking
 
 
 @contextlib.contextmanager
@@ -301,7 +302,9 @@ def evaluate_units(
     # predictions stay on the device until the evaluation ends: no synchronising copy after each pass
     out: list[torch.Tensor] = []  # allocated at the first pass, shaped as the judge's outcome
     gold_all = labels.to(device)
-    with torch.inference_mode():
+    # progress in (unit, batch) evaluations: a batch holds one forward pass per stack of units
+    with torch.inference_mode(), tracking(f"{len(units)} intervention(s) x {len(batches)} batches",
+                                          len(units) * len(batches)) as tracker:
         for number, (idx, batch) in enumerate(batches):
             ids = batch["input_ids"]
             rows, length = ids.shape[0], ids.shape[-1]
@@ -327,4 +330,6 @@ def evaluate_units(
                     out = [torch.empty((n, *outcome.shape[2:]), dtype=outcome.dtype, device=device) for _ in units]
                 for j in range(len(group)):
                     out[start + j][where] = outcome[j]
+                tracker.advance(len(group))
+        tracker.finish()
     return [o.cpu() for o in out]

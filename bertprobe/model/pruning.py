@@ -15,6 +15,7 @@ from torch import nn
 
 from bertprobe.model.architectures import attention_sites, head_grid
 from bertprobe.model.interventions import frozen_parameters, head_intervention
+from bertprobe.progress import progress
 
 PRUNABLE = {"bert", "roberta", "xlm-roberta", "electra", "distilbert", "camembert"}
 
@@ -90,7 +91,7 @@ def head_importance(target: Any, batches: Iterable[tuple[list[int], dict[str, to
     model = target.model
     count = 0
     with frozen_parameters(model):
-        for idx, batch in batches:
+        for idx, batch in progress(batches, desc="head importance"):
             xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(target.device).requires_grad_(True)
             with torch.enable_grad(), head_intervention(model, sites, mask=xi):
                 logits = target.forward(batch).logits.float()

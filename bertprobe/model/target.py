@@ -12,6 +12,7 @@ import torch
 
 from bertprobe.errors import TargetError
 from bertprobe.model.spec import ModelSpec, TaskName
+from bertprobe.progress import active as active_progress
 from bertprobe.tasks.base import Task
 
 
@@ -302,6 +303,7 @@ class Target:
         order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__)
         plans = self.plan_batches(encoded, order, batch_size)
         batches: Any = ((idx, self.collate([encoded.rows[i] for i in idx])) for idx in plans)
+        progress = progress if progress is not None else active_progress()  # a probe's, under the harness
         if progress is not None:
             batches = progress(batches, total=len(plans), desc="predict")
         out: torch.Tensor | None = None

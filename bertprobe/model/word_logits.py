@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError
+from bertprobe.progress import active as active_progress
 
 
 @dataclass
@@ -82,6 +83,7 @@ def word_logits(target: Any, words: Sequence[Sequence[str]], batch_size: int | N
     size = batch_size or target.spec.batch_size
     window_out: list[torch.Tensor | None] = [None] * len(rows)
     chunks = [order[i : i + size] for i in range(0, len(order), size)]
+    progress = progress if progress is not None else active_progress()  # a probe's, under the harness
     if progress is not None:
         chunks = progress(chunks, total=len(chunks), desc="predict")
     with torch.inference_mode():

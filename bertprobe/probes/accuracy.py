@@ -14,6 +14,7 @@ from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.model.timing import measure_throughput
 from bertprobe.probe import Probe, ProbeContext
+from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
@@ -351,7 +352,7 @@ def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, conf
         return []
     rng = np.random.default_rng(seed + 1)
     draws = np.empty((resamples, gold.shape[1]))
-    for r in range(resamples):
+    for r in progress(range(resamples), desc="bootstrap per label"):
         idx = rng.integers(0, len(gold), size=len(gold))
         p, g = pred[idx].astype(bool), gold[idx].astype(bool)
         draws[r] = f1_from_counts((p & g).sum(0), (p & ~g).sum(0), (~p & g).sum(0))

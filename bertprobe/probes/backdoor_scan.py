@@ -96,6 +96,7 @@ from bertprobe.probes.attacks.goals import LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
+from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import binomial_cdf
@@ -326,15 +327,18 @@ class PairScan:
         total = torch.zeros(0)
         ok = self.allowed
         windows = iter(self.windows(len(POSITIONS) * len(inits)))
-        for position in POSITIONS:
-            scorer = self._scorer(self.search_rows(length, position))
-            for init in inits:
-                trigger = torch.tensor(prefix, dtype=torch.long)
-                trigger[slot] = init
-                scores = scorer.token_scores(scorer.gradient(trigger, next(windows)), ok)[slot]
-                finite = scores[ok[: len(scores)]]
-                z = (scores - finite.mean()) / finite.std().clamp_min(1e-12)
-                total = z if total.numel() == 0 else total + z
+        scorers: dict[str, TriggerScorer] = {}
+        for position, init in progress([(q, i) for q in POSITIONS for i in inits], desc="first-order scores"):
+            if position not in scorers:
+                scorers[position] = self._scorer(self.search_rows(length, position))
+            scorer = scorers[position]
+            trigger = torch.tensor(prefix, dtype=torch.long)
+            trigger[slot] = init
+            scores = scorer.token_scores(scorer.gradient(trigger, next(windows)), ok)[slot]
+            finite = scores[ok[: len(scores)]]
+            z = (scores - finite.mean()) / finite.std().clamp_min(1e-12)
+            total = z if total.numel() == 0 else total + z
+        for scorer in scorers.values():
             self._count(scorer)
         return total
 
@@ -356,7 +360,7 @@ class PairScan:
         out = torch.zeros(triggers.shape[0], len(spliced), dtype=torch.bool)
         # length buckets of rows, as many as fill a forward pass with every trigger (at least 8): little padding
         step = max(8, min(len(ordered), scorer.max_rows // max(1, triggers.shape[0])))
-        for start in range(0, len(ordered), step):
+        for start in progress(range(0, len(ordered), step), desc=f"measuring {triggers.shape[0]} trigger(s)"):
             bucket = tuple(ordered[start : start + step])
             out[:, list(bucket)] = scorer.hits(triggers, bucket)
         self._count(scorer)
@@ -454,7 +458,7 @@ class PairScan:
             stage(f"extending the best {len(shorter)} by one token", f"extension to {length} tokens")
             phrases: list[tuple[int, ...]] = []
             ext_inits = inits[: max(2, p.inits // 4)]
-            for base in shorter:
+            for base in progress(shorter, desc=f"extending to {length} tokens"):
                 for slot in (0, length - 1):  # one token before, or after
                     prefix = list(base) + [0] if slot == length - 1 else [0] + list(base)
                     ext = self.first_order(prefix, slot, ext_inits).topk(p.extend_candidates).indices.tolist()

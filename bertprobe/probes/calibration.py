@@ -32,6 +32,7 @@ from bertprobe.errors import ProbeError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
+from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import paired_bootstrap_statistic
@@ -286,7 +287,7 @@ class CalibrationProbe(Probe):
         rng = np.random.default_rng(seed)
         draws: dict[str, list[float]] = {k: [] for k in ("ece", "ece_equal_mass", "mce", "brier", "nll", "aurc")}
         n = len(gold)
-        for _ in range(params.bootstrap):
+        for _ in progress(range(params.bootstrap), desc="bootstrap"):
             idx = rng.integers(0, n, size=n)
             p, g = probs[idx], gold[idx]
             conf, corr = p.max(axis=1), (p.argmax(axis=1) == g).astype(float)
@@ -433,7 +434,7 @@ def label_set_calibration(target: Target, data: Dataset, raw: Any, params: Calib
     if params.bootstrap:
         rng = np.random.default_rng(seed)
         draws: dict[str, list[float]] = {"ece": [], "brier": [], "nll": []}
-        for _ in range(params.bootstrap):
+        for _ in progress(range(params.bootstrap), desc="bootstrap"):
             idx = rng.integers(0, len(gold), size=len(gold))
             draws["ece"].append(ece_parts(probs[idx].ravel(), gold[idx].ravel(), params.bins)["ece"])
             draws["brier"].append(float(brier[idx].mean()))

@@ -208,7 +208,7 @@ class SlicesProbe(Probe):
         metric = params.metric
         overall = float(correct[base].mean()) if base.any() else float("nan")
         rows = []
-        for name, mask in masks.items():
+        for name, mask in ctx.progress(list(masks.items()), desc="slices"):
             size = int((mask & base).sum())
             if size == 0 or size == int(base.sum()):
                 continue

@@ -58,6 +58,7 @@ from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
+from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, wilson_interval
@@ -164,7 +165,7 @@ class TriggerSearch(TriggerScorer):
         p = self.params
         beams: list[tuple[float, torch.Tensor]] = [(current, trigger)]
         small = rows[::4] if p.halving and p.scoring == "batched" and len(rows) >= 8 else None
-        for pos in range(p.length):
+        for pos in progress(range(p.length), desc="beam search"):
             expansions = []
             seen = set()
             for _, beam in beams:
@@ -236,7 +237,7 @@ def held_out_logits(search: TriggerSearch, trigger: torch.Tensor | None, rows: l
     out = torch.empty(len(rows), search.target.model.config.num_labels)
     where = {r: i for i, r in enumerate(rows)}
     with torch.inference_mode():
-        for start in range(0, len(ordered), p.eval_batch_size):
+        for start in progress(range(0, len(ordered), p.eval_batch_size), desc="held-out predict"):
             chunk = tuple(ordered[start : start + p.eval_batch_size])
             if trigger is None:
                 batch = search.target.collate([search.rows.plain(r) for r in chunk])
@@ -257,7 +258,7 @@ def entity_hits(search: TriggerSearch, trigger: torch.Tensor | None, rows: list[
     shift = 0 if trigger is None else goal.shift
     ordered = sorted(rows, key=lambda r: len(search.rows.ids[r]))
     with torch.inference_mode():
-        for start in range(0, len(ordered), search.params.eval_batch_size):
+        for start in progress(range(0, len(ordered), search.params.eval_batch_size), desc="held-out predict"):
             chunk = tuple(ordered[start : start + search.params.eval_batch_size])
             batch = (search.target.collate([search.rows.plain(r) for r in chunk]) if trigger is None
                      else search.rows.build(chunk, trigger.unsqueeze(0)))

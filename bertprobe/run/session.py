@@ -14,7 +14,7 @@ from bertprobe.model.spec import ModelSpec, resolve_model_param
 from bertprobe.model.target import Target
 from bertprobe.plugins import Plugins
 from bertprobe.probe import Sweep, run_chunks
-from bertprobe.progress import progress
+from bertprobe.progress import Reporter, progress_enabled, progress_shown
 from bertprobe.results import ProbeResult, RunReport, jsonable
 from bertprobe.results.outcomes import append_outcomes
 from bertprobe.run.caches import RunCaches
@@ -71,6 +71,17 @@ class Session:
     def __post_init__(self) -> None:
         self.caches = RunCaches(self.suite, self.plugins, self.say)
 
+    def draws_bars(self) -> bool:
+        """Progress as bars on stderr (a terminal) rather than lines through ``log``."""
+        return progress_enabled()
+
+    def progress_for(self, model: str, probe_id: str) -> Reporter:
+        """The progress reporter of one probe on one model: on the terminal (bars, else lines prefixed as the
+        probe's log lines are; nothing when quiet) and a ``progress`` event of the run's log."""
+        prefix = f"[{model}/{probe_id}] " if len(self.suite.models) > 1 else f"[{probe_id}] "
+        return Reporter(say=self.log if progress_shown() else None, record=lambda fields: self.emit("progress", **fields),
+                        bars=self.draws_bars(), prefix=prefix, fields={"model": model, "id": probe_id})
+
     @property
     def baseline(self) -> str:
         """The model every other model of a matrix is judged against ("" in a one-model run)."""
@@ -107,23 +118,22 @@ class Session:
             finished = self.executor.map_sweep(self, fn, plain, where, bool(group))
         else:
             finished = run_chunks(fn, plain, bool(group))
-        for i, results in progress(finished, total=len(chunks), desc=desc or probe_id):
-            chunk = chunks[i]
-            if len(results) != len(chunk):
-                raise ProbeError(f"{probe_id}: a grouped work function returned {len(results)} values for {len(chunk)} units")
-            for (key, _), value in zip(chunk, results):
-                value = jsonable(value)
-                self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
-                values[key] = value
-            self.unit_progress(model, probe_id, desc or probe_id, len(values), len(keys))
+        forward = getattr(self.sink, "progress", None)  # a worker's: the driver shows and logs its sweeps
+        local = self.progress_for(model, probe_id) if forward is None else Reporter()
+        with local.track(desc or probe_id, len(keys), len(values)) as tracker:
+            for i, results in finished:
+                chunk = chunks[i]
+                if len(results) != len(chunk):
+                    raise ProbeError(f"{probe_id}: a grouped work function returned {len(results)} values for {len(chunk)} units")
+                for (key, _), value in zip(chunk, results):
+                    value = jsonable(value)
+                    self.emit("unit_result", model=model, id=probe_id, key=key, value=value)
+                    values[key] = value
+                tracker.advance(len(chunk))
+                if forward is not None:
+                    forward(model, probe_id, desc or probe_id, len(values), len(keys))
+            tracker.finish()
         return [values[k] for k in keys]
-
-    def unit_progress(self, model: str, probe_id: str, desc: str, done: int, total: int) -> None:
-        """A sweep advanced: here a progress bar shows it; a sink that forwards to a driver (a worker's)
-        takes it as a ``progress`` call too."""
-        forward = getattr(self.sink, "progress", None)
-        if forward is not None:
-            forward(model, probe_id, desc, done, total)
 
     def emit(self, event: str, **payload: Any) -> None:
         """Fold the event into the report and the run state, then hand it to the sink."""

@@ -21,7 +21,7 @@ from bertprobe.model.kernels import attention_kernels
 from bertprobe.model.spec import ModelSpec
 from bertprobe.params import params_to_dict
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.progress import progress
+from bertprobe.progress import reporting
 from bertprobe.results import ProbeResult, policy
 from bertprobe.run.session import Session
 from bertprobe.suite.schema import ProbeSpec, Suite
@@ -68,6 +68,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
             return None
         return session.report.result(session.baseline, spec.id)
 
+    progress = session.progress_for(name, spec.id)
     ctx = ProbeContext(
         seed=suite.seed,
         out_dir=session.run_dir,
@@ -86,7 +87,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     seed_everything(suite.seed)
     start = time.perf_counter()
     try:
-        with attention_kernels(target.device):  # no cuDNN attention on CUDA: a plan per batch shape
+        # no cuDNN attention on CUDA: a plan per batch shape; the shared prediction helpers report progress
+        with attention_kernels(target.device), reporting(progress):
             produced = cls().run(target, data, params, ctx)
     except (TargetError, DataError, SuiteError):
         raise

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from bertprobe.progress import progress
 from bertprobe.tasks.scores import f1_from_counts
 
 
@@ -118,7 +119,7 @@ def bootstrap_headline(pred: np.ndarray, gold: np.ndarray, resamples: int, confi
         return {}
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {k: [] for k in HEADLINE}
-    for _ in range(resamples):
+    for _ in progress(range(resamples), desc="bootstrap"):
         idx = rng.integers(0, len(gold), size=len(gold))
         for k, v in headline(pred[idx], gold[idx]).items():
             draws[k].append(v)

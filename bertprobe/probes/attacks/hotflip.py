@@ -15,6 +15,7 @@ import torch
 from bertprobe.model.target import Target
 from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.splice import SplicedRows
+from bertprobe.progress import progress
 
 
 class TriggerScorer:
@@ -147,7 +148,7 @@ def relaxed_token_scores(scorers: list[TriggerScorer], trigger: torch.Tensor, sl
     table = embedding.weight.detach().float()[vocab.to(embedding.weight.device)]
     theta = torch.zeros(len(vocab), device=table.device, requires_grad=True)
     optim = torch.optim.Adam([theta], lr=lr)
-    for step in range(steps):
+    for step in progress(range(steps), desc="relaxed inversion"):
         scorer = scorers[step % len(scorers)]
         rows = windows[(step // len(scorers)) % len(windows)]
         optim.zero_grad()

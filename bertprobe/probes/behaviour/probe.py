@@ -40,6 +40,7 @@ from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
 from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
 from bertprobe.probes.behaviour.scoring import CaseOutcome, check_labels, class_index, judge_case, named_as_model
 from bertprobe.probes.behaviour.templates import expand_template
+from bertprobe.progress import progress
 from bertprobe.registry import check_keys, did_you_mean
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
@@ -105,7 +106,7 @@ def perturbation_cases(data: Dataset, specs: list[tuple[Perturbation, dict[str, 
         examples = random.Random(seed).sample(examples, max_examples)
     cases: list[Case] = []
     rows = []
-    for pert, options in specs:
+    for pert, options in progress(specs, desc="perturbations"):
         words.variants = int(options.get("variants", pert.variants))
         target_field = options.get("field", "text")
         if target_field not in ("text", "text_pair"):
@@ -314,7 +315,7 @@ class BehaviourProbe(Probe):
         for i, case in enumerate(cases):
             by_test[case.test].append(i)
         fairness = {}
-        for test, idx in by_test.items():
+        for test, idx in progress(list(by_test.items()), desc="fairness gaps"):
             grouped = [cases[i] for i in idx if cases[i].groups]
             gaps = fairness_gaps(grouped, probs, labels, params.bootstrap, ctx.seed) if grouped else {}
             if gaps:

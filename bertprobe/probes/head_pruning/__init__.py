@@ -76,6 +76,7 @@ from bertprobe.model.target import Encoded, Target
 from bertprobe.model.timing import compare_speed
 from bertprobe.probe import Probe, ProbeContext, Sweep
 from bertprobe.probes.head_pruning.sequential import census_first, classify, classify_drop, looks, run_sequential
+from bertprobe.progress import progress
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 from bertprobe.results.outcomes import Outcomes, example_ids
@@ -210,7 +211,7 @@ class Evaluator:
         margins = torch.empty(len(self.labels), device=device) if margin is not None else None
         capture = self.cache.capture() if plain and self.cache is not None and not self.cache.inputs else contextlib.nullcontext()
         with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform), capture:
-            for idx, batch in self.batches:
+            for idx, batch in progress(self.batches, desc="predict" if plain else "predict (intervened)"):
                 where = torch.tensor(idx, device=device)
                 logits = self.target.forward(batch).logits
                 outcome = self.score.outcome(logits, labels[where])
