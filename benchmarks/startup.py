@@ -10,7 +10,8 @@ Then one ``python -X importtime`` run of the NER command: the top-level imports 
 With ``--baseline REF`` the same commands also run on a copy of the code at git REF (``git archive``, into a
 temporary folder), interleaved with the current code's runs so that both meet the same load, and each
 figure gets its ratio to the baseline's. Times are the best of the runs (the least disturbed by other work on
-the machine) with the median beside them.
+the machine) with the median beside them, and the CPU time (user + system, of the child process) of that run:
+on a machine shared with other work the wall time grows with the load, the CPU time much less.
 
 Usage: python benchmarks/startup.py [--repeat N] [--baseline REF] [--top N]
 """
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,10 +52,16 @@ def command(code: Path, args: list[str], python_flags: tuple[str, ...] = ()) -> 
                           capture_output=True, text=True)
 
 
-def timed_command(code: Path, args: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed_command(code: Path, args: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Wall and CPU seconds of one command, and its outcome."""
+    cpu, start = _children_cpu(), time.perf_counter()
     done = command(code, args)
-    return time.perf_counter() - start, done
+    return time.perf_counter() - start, _children_cpu() - cpu, done
 
 
 def probes_seconds(out: Path) -> float:
@@ -63,19 +71,19 @@ def probes_seconds(out: Path) -> float:
     return sum(float(p.get("duration_s") or 0.0) for p in report["probes"])
 
 
-def measure(code: Path, work: Path) -> dict[str, tuple[float, float]]:
-    """One round: each command once; name -> (wall seconds, probes' seconds)."""
+def measure(code: Path, work: Path) -> dict[str, tuple[float, float, float]]:
+    """One round: each command once; name -> (wall seconds, probes' seconds, CPU seconds)."""
     out = work / "runs"
     out.mkdir(parents=True, exist_ok=True)
-    wall, done = timed_command(code, run_args(out))
+    wall, cpu, done = timed_command(code, run_args(out))
     if done.returncode not in (0, 1):  # 1: an expectation failed (the fixture misses the suite's bars): fine
         raise SystemExit(f"the NER run failed ({done.returncode}) in {code}:\n{done.stderr[-2000:]}")
-    rows = {"run": (wall, probes_seconds(out))}
+    rows = {"run": (wall, probes_seconds(out), cpu)}
     for name, args in (("--help", ["--help"]), ("list", ["list"])):
-        wall, done = timed_command(code, args)
+        wall, cpu, done = timed_command(code, args)
         if done.returncode != 0:
             raise SystemExit(f"bertprobe {name} failed in {code}:\n{done.stderr[-2000:]}")
-        rows[name] = (wall, 0.0)
+        rows[name] = (wall, 0.0, cpu)
     return rows
 
 
@@ -98,11 +106,11 @@ def baseline_copy(ref: str, into: Path) -> Path:
     return into
 
 
-def summary(samples: list[dict[str, tuple[float, float]]], name: str) -> tuple[float, float, float, float]:
-    """best wall, median wall, probes' seconds of the best run, fixed cost of the best run."""
+def summary(samples: list[dict[str, tuple[float, float, float]]], name: str) -> tuple[float, float, float, float, float]:
+    """best wall, median wall, probes' seconds of the best run, fixed cost of the best run, its CPU seconds."""
     walls = [s[name][0] for s in samples]
     best = min(samples, key=lambda s: s[name][0])[name]
-    return best[0], statistics.median(walls), best[1], best[0] - best[1]
+    return best[0], statistics.median(walls), best[1], best[0] - best[1], best[2]
 
 
 def main() -> None:
@@ -118,7 +126,7 @@ def main() -> None:
         codes = {"current": REPO}
         if args.baseline:
             codes["baseline"] = baseline_copy(args.baseline, work / "baseline-code")
-        samples: dict[str, list[dict[str, tuple[float, float]]]] = {k: [] for k in codes}
+        samples: dict[str, list[dict[str, tuple[float, float, float]]]] = {k: [] for k in codes}
         for round_ in range(args.repeat):
             for key, code in codes.items():  # interleaved: both meet the same load
                 samples[key].append(measure(code, work / key))
@@ -128,22 +136,24 @@ def main() -> None:
         for key in codes:
             label = f" ({args.baseline})" if key == "baseline" else ""
             print(f"{key}{label}:")
-            wall, median, probes, fixed = summary(samples[key], "run")
+            wall, median, probes, fixed, cpu = summary(samples[key], "run")
             verdict = "ok" if fixed <= RUN_TARGET_S else "over"
             print(f"  run ner --limit 40 --only accuracy,calibration: wall {wall:.2f} s [{median:.2f}], probes "
-                  f"{probes:.2f} s, fixed cost {fixed:.2f} s (target <= {RUN_TARGET_S:.0f} s: {verdict})")
+                  f"{probes:.2f} s, fixed cost {fixed:.2f} s (target <= {RUN_TARGET_S:.0f} s: {verdict}); cpu {cpu:.2f} s")
             for name in ("--help", "list"):
-                wall, median, _, _ = summary(samples[key], name)
+                wall, median, _, _, cpu = summary(samples[key], name)
                 verdict = "ok" if wall < QUICK_TARGET_S else "over"
-                print(f"  bertprobe {name}: {wall:.2f} s [{median:.2f}] (target < {QUICK_TARGET_S} s: {verdict})")
+                print(f"  bertprobe {name}: {wall:.2f} s [{median:.2f}] (target < {QUICK_TARGET_S} s: {verdict}); "
+                      f"cpu {cpu:.2f} s")
         if "baseline" in codes:
             print("\ncurrent / baseline (best runs):")
             now, then = summary(samples["current"], "run"), summary(samples["baseline"], "run")
             print(f"  run: wall {now[0] / then[0]:.2f}x, fixed cost {now[3] / then[3]:.2f}x "
-                  f"({then[3]:.2f} s -> {now[3]:.2f} s)")
+                  f"({then[3]:.2f} s -> {now[3]:.2f} s), cpu {now[4] / then[4]:.2f}x ({then[4]:.2f} s -> {now[4]:.2f} s)")
             for name in ("--help", "list"):
                 now, then = summary(samples["current"], name), summary(samples["baseline"], name)
-                print(f"  {name}: {now[0] / then[0]:.2f}x ({then[0]:.2f} s -> {now[0]:.2f} s)")
+                print(f"  {name}: {now[0] / then[0]:.2f}x ({then[0]:.2f} s -> {now[0]:.2f} s), cpu {now[4] / then[4]:.2f}x "
+                      f"({then[4]:.2f} s -> {now[4]:.2f} s)")
         for key, code in codes.items():
             print(f"\ntop-level imports of one NER run, {key} (python -X importtime, cumulative s; one run, "
                   "inflated by the tracing):")
