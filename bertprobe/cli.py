@@ -389,21 +389,98 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 
 
-def _fit(rows: list[list[Any]], headers: list[str], prose: int, wrap_also: int | None = None) -> str:
-    """A table as wide as the terminal: names are never cut; the ``prose`` column (and ``wrap_also``) wraps at
-    words into what the other columns leave."""
-    import shutil
+def _fit(rows: list[list[Any]], headers: list[str], wrap: tuple[int, ...], optional: tuple[int, ...] = (),
+         width: int | None = None) -> tuple[str, list[str]]:
+    """A table as wide as the terminal, and the headers of the columns left out to fit it.
 
-    width = shutil.get_terminal_size((100, 24)).columns
-    widest = [max([len(str(h)) + 2] + [len(str(r[i])) for r in rows]) for i, h in enumerate(headers)]  # tabulate pads headers by 2
-    wrapped = {prose} | ({wrap_also} if wrap_also is not None else set())
-    room = width - sum(w for i, w in enumerate(widest) if i not in wrapped) - 2 * (len(headers) - 1)
-    limits: list[int | None] = [None] * len(headers)
-    if wrap_also is not None:  # the second wrapped column takes up to a third, the prose the rest
-        limits[wrap_also] = min(widest[wrap_also], max(16, room // 3))
-        room -= limits[wrap_also]  # type: ignore[operator]
-    limits[prose] = max(24, room) if widest[prose] > room else None
-    return tabulate(rows, headers=headers, tablefmt="simple", maxcolwidths=limits)
+    Words are never cut: the ``wrap`` columns wrap between words (a hyphenated word or a module path stays
+    whole) into what the other columns leave; when even their longest words do not fit, the ``optional``
+    columns are left out, in that order.
+    """
+    import textwrap
+
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    columns = list(range(len(headers)))
+    texts = [[str(cell) for cell in row] for row in rows]
+
+    def natural(i: int) -> int:  # tabulate's simple format pads a header by 2; columns are 2 apart
+        return max([len(headers[i]) + 2] + [len(t[i]) for t in texts])
+
+    def shortest(i: int) -> int:
+        return max([len(headers[i]) + 2] + [len(w) for t in texts for w in t[i].split()])
+
+    def room(kept: list[int]) -> int:
+        return width - 2 * (len(kept) - 1) - sum(natural(i) for i in kept if i not in wrap)
+
+    dropped = []
+    for i in optional:
+        kept = [c for c in columns if c not in dropped]
+        if room(kept) >= sum(shortest(c) for c in kept if c in wrap):
+            break
+        dropped.append(i)
+    kept = [c for c in columns if c not in dropped]
+    limits = {c: shortest(c) for c in kept if c in wrap}
+    spare = room(kept) - sum(limits.values())
+    wanted = {c: natural(c) - limits[c] for c in limits}
+    order = sorted(limits, key=lambda c: wanted[c])
+    for n, c in enumerate(order):  # the room left is shared evenly; a column takes no more than it needs
+        grant = max(0, min(wanted[c], spare // (len(order) - n)))
+        limits[c] += grant
+        spare -= grant
+
+    def cell(c: int, text: str) -> str:
+        if c not in limits:
+            return text
+        return textwrap.fill(text, limits[c], break_long_words=False, break_on_hyphens=False)
+
+    table = tabulate([[cell(c, t[c]) for c in kept] for t in texts], headers=[headers[c] for c in kept], tablefmt="simple")
+    return table, [headers[c] for c in dropped]
+
+
+def _blurb(item: Any) -> str:
+    """An item's one-line description: its ``description``, else its docstring's first line (executors)."""
+    return getattr(item, "description", None) or first_line(getattr(item, "__doc__", None) or "")
+
+
+def _listing(plugins: Any, width: int | None = None) -> str:
+    """What ``bertprobe list`` prints: the plugins, tasks, probes, reporters, data loaders and executors."""
+    import textwrap
+
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    out = []
+
+    def table(title: str, rows: list[list[Any]], headers: list[str], wrap: tuple[int, ...],
+              optional: tuple[int, ...] = ()) -> None:
+        text, dropped = _fit(rows, headers, wrap, optional, width)
+        out.extend([title, text])
+        if dropped:  # only the probes' plugin column is optional
+            out.append(textwrap.fill(f"(column {', '.join(dropped)} left out to fit {width} columns; "
+                                     "'bertprobe describe PROBE' names a probe's plugin)", width,
+                                     break_long_words=False, break_on_hyphens=False))
+
+    table("Plugins", [[r["name"], r["version"], r["source"]] for r in plugins.describe()], ["name", "version", "source"],
+          (2,))
+    table("\nTasks (model.task; auto detects them from config.json)",
+          [[n, plugins.tasks.get(n).description, plugins.tasks.origin(n)] for n in plugins.tasks.names()],
+          ["task", "description", "plugin"], (1,))
+    rows = []
+    for name in plugins.probes.names():
+        cls = plugins.probes.get(name)
+        rows.append([name, f"{', '.join(sorted(cls.tasks))}; needs {', '.join(sorted(cls.requires)) or 'nothing'}",
+                     cls.description, plugins.probes.origin(name)])
+    table("\nProbes", rows, ["probe", "tasks; needs", "description", "plugin"], (1, 2), optional=(3,))
+    table("\nReporters (name them in report.formats)",
+          [[n, getattr(plugins.reporters.get(n), "filename", ""), plugins.reporters.origin(n)]
+           for n in plugins.reporters.names()], ["format", "writes", "plugin"], (1,))
+    if len(plugins.datasets):
+        table("\nData loaders (data: {loader: NAME, path: ...})",
+              [[n, plugins.datasets.get(n).description, plugins.datasets.origin(n)] for n in plugins.datasets.names()],
+              ["loader", "description", "plugin"], (1,))
+    table("\nExecutors (executor: NAME, or --executor NAME)",
+          [[n, _blurb(plugins.executors.get(n)), plugins.executors.origin(n)] for n in plugins.executors.names()],
+          ["executor", "description", "plugin"], (1,))
+    out.append("\n'bertprobe describe PROBE' shows a probe's paper, params and metrics.")
+    return "\n".join(out)
 
 
 @main.command(name="list")
@@ -413,30 +490,7 @@ def list_(**_: Any) -> None:
     """List installed plugins (name, version, source), tasks, and probes (name, tasks, requirements, description)."""
     from bertprobe.plugins import build_plugins
 
-    plugins = build_plugins()
-    click.echo("Plugins")
-    click.echo(_fit([[r["name"], r["version"], r["source"]] for r in plugins.describe()], ["name", "version", "source"], 2))
-    rows = []
-    for name in plugins.probes.names():
-        cls = plugins.probes.get(name)
-        rows.append([name, f"{', '.join(sorted(cls.tasks))}; needs {', '.join(sorted(cls.requires)) or 'nothing'}",
-                     cls.description, plugins.probes.origin(name)])
-    click.echo("\nTasks (model.task; auto detects them from config.json)")
-    click.echo(_fit([[n, plugins.tasks.get(n).description, plugins.tasks.origin(n)] for n in plugins.tasks.names()],
-                    ["task", "description", "plugin"], 1))
-    click.echo("\nProbes")
-    click.echo(_fit(rows, ["probe", "tasks; needs", "description", "plugin"], 2, wrap_also=1))
-    click.echo("\nReporters (name them in report.formats)")
-    click.echo(_fit([[n, getattr(plugins.reporters.get(n), "filename", ""), plugins.reporters.origin(n)]
-                     for n in plugins.reporters.names()], ["format", "writes", "plugin"], 1))
-    if len(plugins.datasets):
-        click.echo("\nData loaders (data: {loader: NAME, path: ...})")
-        click.echo(_fit([[n, plugins.datasets.get(n).description, plugins.datasets.origin(n)]
-                         for n in plugins.datasets.names()], ["loader", "description", "plugin"], 1))
-    click.echo("\nExecutors (executor: NAME, or --executor NAME)")
-    click.echo(_fit([[n, first_line(plugins.executors.get(n).__doc__), plugins.executors.origin(n)]
-                     for n in plugins.executors.names()], ["executor", "description", "plugin"], 1))
-    click.echo("\n'bertprobe describe PROBE' shows a probe's paper, params and metrics.")
+    click.echo(_listing(build_plugins(listing=True)))  # the built-ins from their catalog: nothing heavy imported
 
 
 @main.command()
@@ -516,9 +570,10 @@ def entry_point(argv: list[str] | None = None) -> None:
     sys.exit(EXIT_OK)
 
 
+def log_to_stderr(message: str) -> None:
+    """A run's progress and notes: to stderr, at once (stdout keeps the results)."""
+    print(message, file=sys.stderr, flush=True)
+
+
 if __name__ == "__main__":
     entry_point()
-
-
-def log_to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -28,15 +28,24 @@ def default_threads() -> int:
     return max(1, min(torch.get_num_threads(), usable_cores()))
 
 
+def package_version(name: str) -> str:
+    """An installed package's version from its metadata, without importing it (``datasets`` takes a second);
+    the module's ``__version__`` when there is no metadata (a source checkout on the path)."""
+    import importlib
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return str(getattr(importlib.import_module(name), "__version__", "?"))
+
+
 def versions() -> dict[str, str]:
     """The versions a run records in its ``run_start`` event."""
-    import datasets
-    import transformers
-
     return {
         "bertprobe": __version__,
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "datasets": datasets.__version__,
+        "transformers": package_version("transformers"),
+        "datasets": package_version("datasets"),
         "python": platform.python_version(),
     }

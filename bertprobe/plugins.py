@@ -123,24 +123,46 @@ def _check_requires(probe: Any, plugin: str) -> None:
                           f"capabilities: {', '.join(bad)}; see bertprobe/capabilities.py")
 
 
+def _task_check() -> Any:
+    """The check of a registered task (not when listing: the catalog's tasks are no classes, and importing
+    the check imports torch)."""
+    from bertprobe.tasks.resolve import check_task
+
+    return check_task
+
+
+def _catalog() -> dict[str, Any]:
+    """The built-in plugins the catalog describes, as stand-ins to register in their modules' place."""
+    from bertprobe.catalog import ListedPlugin, load
+
+    return {module: ListedPlugin(rows) for module, rows in load().items() if module in DEFAULT_PLUGINS}
+
+
 def build_plugins(
     extra: list[Any] | None = None,
     env: dict[str, str] | None = None,
     entry_points: bool = True,
+    listing: bool = False,
 ) -> Plugins:
     """Create a fresh plugin manager (never a global) and fill the registries.
 
     ``extra`` plugins (objects or modules) are registered after the built-ins; useful in tests.
     Names listed in BERTPROBE_DISABLE_PLUGINS (comma-separated) are blocked, built-ins included.
+    ``listing``: for showing what is installed only (``bertprobe list``): the built-in plugins register their
+    names and descriptions from ``bertprobe.catalog`` without being imported (nor torch with them), and tasks
+    are not checked; entry-point plugins load as always.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     for name in _disabled(env):
         pm.set_blocked(name)
     try:
+        listed = _catalog() if listing else {}
         for module_name in DEFAULT_PLUGINS:
-            if not pm.is_blocked(module_name):
-                pm.register(importlib.import_module(module_name), name=module_name)
+            if pm.is_blocked(module_name):
+                continue
+            plugin = listed[module_name] if module_name in listed else importlib.import_module(module_name)
+            pm.register(plugin, name=module_name)
         for plugin in extra or []:
             pm.register(plugin)
         dists = _load_entry_points(pm) if entry_points else {}
@@ -151,10 +173,8 @@ def build_plugins(
     except (ImportError, AttributeError) as exc:
         raise PluginError(f"a bertprobe plugin failed to load: {exc}; disable it with {DISABLE_ENV}") from None
     _check_disabled(pm, _disabled(env), entry_points)
-    from bertprobe.tasks.resolve import check_task
-
     plugins = Plugins(pm, Registry("probe", check=_check_requires), Registry("reporter"), Registry("dataset loader"), dists,
-                      extra=list(extra or []), tasks=Registry("task", check=check_task))
+                      extra=list(extra or []), tasks=Registry("task", check=None if listing else _task_check()))
     for hook, registry in (
         ("bertprobe_register_tasks", plugins.tasks),
         ("bertprobe_register_probes", plugins.probes),

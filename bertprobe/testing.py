@@ -75,9 +75,9 @@ def gpt2_tokenizer(words: tuple[str, ...] | list[str] = WORDS, eos: bool = True)
 
 
 def _transformers() -> Any:
-    from bertprobe.model.quantize import preload_quietly
+    from bertprobe.model.quantize import defer_torchao
 
-    preload_quietly()  # transformers imports torchao when installed; keep its load warnings quiet
+    defer_torchao()  # transformers would import torchao when installed: seconds, and warnings
     import transformers
 
     return transformers

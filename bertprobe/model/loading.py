@@ -81,9 +81,9 @@ def detect_task(config: Any, requested: str = "auto", tasks: Any = None) -> str:
 def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed.
     ``tasks``: the registered tasks (default: the built-in ones)."""
-    from bertprobe.model.quantize import preload_quietly
+    from bertprobe.model.quantize import defer_torchao, preload_quietly, uses_torchao
 
-    preload_quietly()
+    defer_torchao()  # torchao only when a variant quantizes (bertprobe.model.variants)
     import transformers
 
     from bertprobe.progress import progress_enabled
@@ -117,6 +117,8 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
         ) from None
     except ValueError as exc:
         raise TargetError(f"cannot load '{path}': {first_line(exc, type(exc).__name__)}") from None
+    if uses_torchao(config):
+        preload_quietly()  # transformers imports torchao for such a checkpoint: quietly
     from bertprobe.tasks import resolve_task, task_options
 
     task_def = resolve_task(config, spec.task, tasks, task_options(spec))

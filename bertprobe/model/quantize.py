@@ -1,14 +1,18 @@
 """int8 variants through torchao, the maintained successor of ``torch.ao.quantization``.
 
 torchao is an optional dependency (``pip install torchao``): only a suite that asks for
-``quantize:`` imports it. Its wheel ships CUDA-only extensions that fail to load on a CPU machine and
-log a warning at import; that noise is kept out of the user's terminal.
+``quantize:`` (or a checkpoint quantized with torchao) imports it. Importing it costs seconds (it pulls in
+``torch._dynamo``), and transformers would import it on every model load when it is installed:
+``defer_torchao`` keeps transformers from doing so. Its wheel ships CUDA-only extensions that fail to load on
+a CPU machine and log a warning at import; whenever torchao is imported, that noise is kept out of the
+user's terminal.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -38,8 +42,8 @@ def _quiet() -> Iterator[None]:
 def preload_quietly() -> None:
     """Import torchao (when installed) with its load-time warnings silenced.
 
-    transformers imports torchao, when it is installed, as soon as a model class is used; importing
-    it here first, quietly, keeps those warnings out of the terminal (the module is then cached).
+    Called before torchao is used (to quantize, or by a torchao-quantized checkpoint): importing it here first,
+    quietly, keeps those warnings out of the terminal (the module is then cached).
     """
     try:
         with _quiet():
@@ -50,8 +54,58 @@ def preload_quietly() -> None:
         pass
 
 
+def defer_torchao() -> None:
+    """Let transformers load models without importing torchao, which costs seconds and is needed only to quantize.
+
+    transformers' torchao quantizer imports torchao when its module loads (with ``modeling_utils``, on the
+    first model class used), whether or not a model is quantized. That module is imported here with
+    transformers' availability check answering no, then given the real check back and a ``flatten_tensor_state_dict``
+    that imports torchao (quietly) when a torchao-quantized model is saved. Already imported, or on a transformers
+    whose quantizer looks otherwise, torchao is preloaded quietly instead (the former behaviour).
+    """
+    name = "transformers.quantizers.quantizer_torchao"
+    if "torchao" in sys.modules or name in sys.modules:
+        preload_quietly()  # cached: only its load-time warnings to keep quiet, if a submodule is new
+        return
+    try:
+        import transformers.utils as hf_utils
+
+        available = hf_utils.is_torchao_available
+
+        def unavailable(*args: Any, **kwargs: Any) -> bool:
+            return False
+
+        hf_utils.is_torchao_available = unavailable
+        try:
+            import transformers.quantizers.quantizer_torchao as quantizer
+        finally:
+            hf_utils.is_torchao_available = available
+            for module in list(sys.modules.values()):  # every module that took the stand-in gets the real check
+                if getattr(module, "is_torchao_available", None) is unavailable:
+                    module.is_torchao_available = available
+        quantizer.flatten_tensor_state_dict = _flatten_tensor_state_dict
+    except Exception:  # another transformers layout: import torchao now, as before, but quietly
+        preload_quietly()
+
+
+def _flatten_tensor_state_dict(*args: Any, **kwargs: Any) -> Any:
+    """torchao's own, imported on first use (what transformers calls to save a torchao-quantized model)."""
+    preload_quietly()
+    from torchao.prototype.safetensors.safetensors_support import flatten_tensor_state_dict
+
+    return flatten_tensor_state_dict(*args, **kwargs)
+
+
+def uses_torchao(config: Any) -> bool:
+    """Whether a model's config says its checkpoint was quantized with torchao (transformers then imports it)."""
+    quantization = getattr(config, "quantization_config", None)
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else getattr(quantization, "quant_method", None)
+    return str(getattr(method, "value", method) or "").lower() == "torchao"
+
+
 def _torchao() -> Any:
     try:
+        preload_quietly()
         with _quiet():
             import torchao.quantization as tq
     except ImportError:
