@@ -234,7 +234,7 @@ def test_a_shipped_suite_runs_on_a_tiny_model_of_its_task_with_its_own_label_nam
     checked = invoke("validate", suite, *flags)
     assert checked.exit_code == 0, checked.output
     ran = invoke("run", suite, *flags, *run_flags)  # one thread: a tiny model on a busy machine
-    assert ran.exit_code in (0, 1, 5), ran.output  # a decision: not bad input (2), not an internal error (3)
+    assert ran.exit_code in (0, 1, 4, 5), ran.output  # a decision: not bad input (2), not an internal error (3)
     assert "Traceback" not in ran.output and "decision:" in ran.output, ran.output
     _, report = only_run(tmp_path / "out", SUITE_NAMES.get(name, name))
     assert [(p["id"], p["status"]) for p in report["probes"] if p["status"] in ("error", "skipped")] == [], ran.output
