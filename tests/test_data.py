@@ -83,3 +83,16 @@ def test_na_like_text_stays_text(tmp_path):
     csv_path = tmp_path / "d.csv"
     csv_path.write_text('sentence,label\n"a, quoted ""film""",1\nNone,0\n')
     assert [ex.text for ex in load_table(DataSpec(path=str(csv_path))).examples] == ['a, quoted "film"', "None"]
+
+
+def test_a_labels_column_is_the_default_label_where_no_label_column_is(tmp_path):
+    rows = [{"text": "Ann met Bo", "labels": ["PER"]}, {"text": "rain", "labels": []}]
+    path = tmp_path / "sets.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = load_table(DataSpec(path=str(path)))  # no label named: the documented multi-label form is read
+    assert [ex.label for ex in data.examples] == [["PER"], []]
+    both = tmp_path / "both.jsonl"  # a 'label' column stays the default where there is one
+    both.write_text(json.dumps({"text": "x", "label": "a", "labels": ["b"]}) + "\n")
+    assert load_table(DataSpec(path=str(both))).examples[0].label == "a"
+    with pytest.raises(DataError, match="no column 'label'"):  # a label column a suite names must exist
+        load_table(DataSpec(path=str(path), label="label", named=frozenset({"label"})))

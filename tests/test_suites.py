@@ -196,6 +196,7 @@ SHIPPED = {
                    "probes.universal-trigger.params.iterations=1", "probes.universal-trigger.params.max_examples=8",
                    "probes.attention-audit.params.similarity_examples=4"), {}),
     "ner-int8": (_ner, ("probes.behaviour.params.max_examples=4",), {"BERTPROBE_NER_BEHAVIOUR_EXAMPLES": "4"}),
+    "bf16": (_tagger, (), {}),
     "cloze": (_mlm, (), {}),
     "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
     "arct": (_arct, (), {}),

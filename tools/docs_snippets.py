@@ -55,11 +55,12 @@ SNIPPETS: dict[str, str] = {
               "--baseline deployed --only accuracy,universal-trigger,calibration",
     "ner": f"bertprobe run suites/ner.yaml --model {NER_MODEL} --data {NER_DATA}",
     "multilabel": "bertprobe run suites/multilabel.yaml --model ./tagger --data reviews.jsonl",
+    "bf16": f"bertprobe run suites/bf16.yaml --model {NER_MODEL} --data {NER_DATA} --limit 500",
 }
 
 # The snippets a test reruns and compares with what the docs show (tests/test_docs.py, marked reproduction):
 # a figure in the docs that a run no longer prints fails it.
-CHECKED = ("quickstart", "ner", "multilabel")
+CHECKED = ("quickstart", "ner", "multilabel", "bf16")
 
 
 def _reviews(path: Path) -> None:

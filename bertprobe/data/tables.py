@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,8 @@ def load_table(spec: DataSpec) -> Dataset:
         return _word_table(table, spec, Path(spec.path).expanduser() if local else None, text)
     # The default label column is optional (unlabelled data); one that a suite or flag names must exist.
     default_missing = "label" not in spec.named and spec.label == DataSpec.label and spec.label not in columns
+    if default_missing and "labels" in columns:  # a label set per text, the documented multi-label form
+        spec, default_missing = dataclasses.replace(spec, label="labels"), False
     label_error = None
     try:
         label_col = None if default_missing else _column(spec.label, columns, "label", source)
