@@ -10,8 +10,11 @@ from __future__ import annotations
 import functools
 import json
 import re
+
 import pytest
 import torch
+from test_spurious_cues import write_arct
+from test_syntax_heads import CONLLU
 from transformers import PreTrainedModel
 
 import bertprobe.run.session as session_module
@@ -21,9 +24,6 @@ from bertprobe.progress import Reporter
 from bertprobe.run.control import RunControl
 from bertprobe.suite.load import load_suite
 from bertprobe.testing import save_tiny_model, sentiment_examples
-
-from test_spurious_cues import write_arct
-from test_syntax_heads import CONLLU
 
 MOST_SILENT = 6  # forward passes a probe may run without a progress report (first after 1, then every 2)
 

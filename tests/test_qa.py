@@ -482,7 +482,7 @@ def test_the_fixture_answers_agree_with_a_plain_decoding_loop_question_by_questi
 
 
 @needs_fixture
-@pytest.mark.reproduction
+@pytest.mark.long
 def test_the_fixture_reproduces_its_model_card_on_the_whole_held_out_split():
     model, tokenizer = fixture_model()
     data = load_table(DataSpec(path=str(SPLIT)))

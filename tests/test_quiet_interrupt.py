@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from bertprobe.testing import save_tiny_model, sentiment_examples
 

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-import pytest
-from conftest import SHARED
-
 from bertprobe.results import Expectation, MetricDelta, ModelInfo, ProbeResult, RunReport
 from bertprobe.results.exitcodes import FAILED, NOTHING_CHECKED, OK, SHARED_MISSES, run_exit_code
 from bertprobe.results.verdict import MIN_EXAMPLES, decide
@@ -191,26 +185,3 @@ def test_a_run_whose_candidate_shares_the_baselines_miss_says_may_replace_everyw
     (probe,) = [c for c in root.iter("testcase") if c.get("name") == "accuracy" and c.get("classname").endswith(".candidate")]
     assert probe.find("failure").get("type") == "expectation shared with the baseline"
     assert json.loads((run_dir / "report.json").read_text())["decisions"][1]["shared"]
-
-
-NER_MODEL = SHARED / "models" / "minilm-l6-uner"
-NER_DATA = SHARED / "data" / "uner" / "en_ewt-ud-test.iob2"
-
-
-@pytest.mark.reproduction
-@pytest.mark.skipif(not (NER_MODEL.is_dir() and NER_DATA.is_file()), reason="../shared NER fixture not present")
-def test_a_bf16_build_of_the_ner_fixture_may_replace_fp32_and_names_the_shared_miss(tmp_path):
-    """docs/verdicts.md's run: fp32 against bf16 of the same NER weights on 500 sentences; both miss the suite's
-    ECE bound, nothing regresses, so bf16 may replace fp32 with the shared miss named, exit 4."""
-    from click.testing import CliRunner
-
-    from bertprobe.cli import main
-
-    suite = Path(__file__).resolve().parent.parent / "suites" / "ner.yaml"
-    result = CliRunner().invoke(main, [
-        "run", str(suite), "--model", str(NER_MODEL), "--data", str(NER_DATA), "--set", "model=null",
-        "--set", "models=[{name: fp32, path: M, dtype: float32}, {name: bf16, path: M, dtype: bfloat16}]",
-        "--baseline", "fp32", "--only", "accuracy,calibration", "--set", "data.limit=500", "--out", str(tmp_path)])
-    assert result.exit_code == SHARED_MISSES, result.output
-    assert re.search(r"decision: bf16: may replace fp32 \(no significant regression\); like fp32, misses: "
-                     r"calibration ece \d\.\d+ \(fp32: \d\.\d+\)$", result.output, re.MULTILINE), result.output

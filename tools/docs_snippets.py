@@ -74,8 +74,8 @@ def _reviews(path: Path) -> None:
 
 def _tagger(folder: Path, reviews: Path) -> None:
     """A multi-label model of a user's own making: the SST-2 fixture's weights under a config that says
-    ``problem_type: multi_label_classification`` (a sigmoid per label, ``negative`` and ``positive``), and SST-2
-    dev as JSONL label sets (``{"text": ..., "labels": ["positive"]}``)."""
+    ``problem_type: multi_label_classification`` (a sigmoid per label, ``negative`` and ``positive``), and 300
+    SST-2 dev sentences as JSONL label sets (``{"text": ..., "labels": ["positive"]}``)."""
     source = SHARED / "models" / "minilm-l6-sst2"
     folder.mkdir()
     for file in source.iterdir():
@@ -85,7 +85,7 @@ def _tagger(folder: Path, reviews: Path) -> None:
     config["problem_type"] = "multi_label_classification"
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     with open(SHARED / "data" / "sst2" / "dev.tsv", encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:301]
     with open(reviews, "w", encoding="utf-8") as f:
         for text, label in rows:
             f.write(json.dumps({"text": text, "labels": ["positive" if label == "1" else "negative"]}) + "\n")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
 # Role -> the names that mean it (lower case). A model's class is in a role when its name is one of these.
 ROLES: dict[str, tuple[str, ...]] = {
     "positive": ("positive", "pos", "good", "favorable", "favourable"),
