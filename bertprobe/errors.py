@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -42,7 +43,8 @@ def first_line(error: BaseException | str | None, default: str = "") -> str:
     return text.splitlines()[0].strip() if text else default
 
 
-ROW_LIMIT = 20  # bad data rows reported one by one; the rest are counted
+ROW_LIMIT = 20  # distinct problems of bad data rows listed one by one; the rest are counted
+_LINE = re.compile(r"\bline (\d+)\b")
 
 
 class Problems:
@@ -111,28 +113,52 @@ def problems_error(messages: list[str], kind: type[BertprobeError] = SuiteError,
 
 
 class RowProblems:
-    """Bad rows of one data file, collected up to ``limit`` and counted past it, raised once as a DataError."""
+    """Bad rows of one data file, raised once as a DataError: rows with the same problem (the same message but for
+    its line number) are one item, ``label 'LOC|ORG' on lines 114, 124, 131 and 48 more of test.tsv ...``; the
+    first ``limit`` distinct problems are listed and the rest counted."""
+
+    SHOWN_LINES = 3  # line numbers named per problem; the rest are counted
 
     def __init__(self, limit: int = ROW_LIMIT) -> None:
         self.limit = limit
-        self.messages: list[str] = []
-        self.more = 0
+        self.groups: dict[str, list[str]] = {}  # message with '{line}' for its line number -> the line numbers
+        self.counts: dict[str, int] = {}
+        self.more = 0  # rows with problems past the first ``limit`` distinct ones
 
     def add(self, message: str) -> None:
-        if len(self.messages) < self.limit:
-            self.messages.append(message)
-        else:
+        match = _LINE.search(message)
+        key = message if match is None else f"{message[:match.start(1)]}{{line}}{message[match.end(1):]}"
+        if key not in self.groups and len(self.groups) >= self.limit:
             self.more += 1
+            return
+        lines = self.groups.setdefault(key, [])
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if match is not None and len(lines) < self.SHOWN_LINES:
+            lines.append(match.group(1))
+
+    @property
+    def messages(self) -> list[str]:
+        """One message per distinct problem, naming its rows."""
+        out = []
+        for key, lines in self.groups.items():
+            count = self.counts[key]
+            if "{line}" not in key or count == 1:
+                out.append(key.replace("{line}", lines[0]) if lines else key)
+                continue
+            rest = count - len(lines)
+            named = ", ".join(lines[:-1]) + (f", {lines[-1]} and {rest} more" if rest else f" and {lines[-1]}")
+            out.append(key.replace("line {line}", f"lines {named}", 1).replace("{line}", named, 1))
+        return out
 
     def __bool__(self) -> bool:
-        return bool(self.messages)
+        return bool(self.groups)
 
     def raise_if_any(self) -> None:
-        if not self.messages:
+        if not self.groups:
             return
-        messages = list(self.messages)
+        messages = self.messages
         if self.more:
-            messages.append(f"and {self.more} more row{'' if self.more == 1 else 's'} like these "
+            messages.append(f"and {self.more} more row{'' if self.more == 1 else 's'} with other problems "
                             f"(the first {self.limit} are listed)")
         if len(messages) == 1:
             raise DataError(messages[0])
