@@ -96,3 +96,12 @@ def test_a_labels_column_is_the_default_label_where_no_label_column_is(tmp_path)
     assert load_table(DataSpec(path=str(both))).examples[0].label == "a"
     with pytest.raises(DataError, match="no column 'label'"):  # a label column a suite names must exist
         load_table(DataSpec(path=str(path), label="label", named=frozenset({"label"})))
+
+
+def test_a_pair_classifiers_question_context_label_table_is_not_read_as_qa(tmp_path):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("question,context,label\nIs it wet?,It rains.,yes\n", encoding="utf-8")
+    data = load_table(DataSpec(path=str(pairs), text="question", text_pair="context", named=frozenset({"text", "text_pair"})))
+    assert data.examples[0].label == "yes" and data.examples[0].text_pair == "It rains."
+    plain = load_table(DataSpec(path=str(pairs)))  # nothing named: a label column and no answer column, so not QA
+    assert plain.examples[0].label == "yes"

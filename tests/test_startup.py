@@ -82,13 +82,15 @@ import sys
 from bertprobe.model import ModelSpec, load_target
 target = load_target(ModelSpec(path={str(tiny_clf_dir)!r}, device="cpu"))
 print("after load:", "torchao" in sys.modules, flush=True)
+load_target(ModelSpec(path={str(tiny_clf_dir)!r}, device="cpu"))  # a matrix's second model
+print("after a second load:", "torchao" in sys.modules, flush=True)
 from bertprobe.model.quantize import quantize_model
 quantize_model(target.model, "int8-dynamic")
 print("after quantize:", "torchao" in sys.modules, flush=True)
 """
     done = python(code)
     assert done.returncode == 0, done.stderr
-    assert "after load: False" in done.stdout
+    assert "after load: False" in done.stdout and "after a second load: False" in done.stdout
     assert "after quantize: True" in done.stdout  # quantizing imports it ...
     assert "Failed to load" not in done.stderr and "_pytree" not in done.stderr  # ... without its load warnings
     assert done.stderr.strip() == "", done.stderr

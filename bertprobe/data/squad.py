@@ -41,9 +41,12 @@ ANSWER_COLUMNS = ("answers", "answer", "answer_text")
 
 
 def looks_like_qa(columns: Sequence[str], spec: DataSpec | None = None) -> bool:
-    """A table of questions: ``question`` and ``context`` columns, and no text columns named by the suite."""
+    """A table of questions: ``question`` and ``context`` columns, and no text columns named by the suite; with a
+    label column (a sentence-pair classifier's ``question,context,label``), only where an answer column is too."""
     named = spec is not None and bool({"text", "text_pair"} & spec.named)
-    return {"question", "context"} <= set(columns) and not named
+    labelled = "label" in columns or (spec is not None and "label" in spec.named)
+    answered = bool(set(ANSWER_COLUMNS) & set(columns))
+    return {"question", "context"} <= set(columns) and not named and (answered or not labelled)
 
 
 def _short(text: str, width: int = 40) -> str:

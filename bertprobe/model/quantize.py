@@ -64,8 +64,10 @@ def defer_torchao() -> None:
     whose quantizer looks otherwise, torchao is preloaded quietly instead (the former behaviour).
     """
     name = "transformers.quantizers.quantizer_torchao"
-    if "torchao" in sys.modules or name in sys.modules:
+    if "torchao" in sys.modules:
         preload_quietly()  # cached: only its load-time warnings to keep quiet, if a submodule is new
+        return
+    if name in sys.modules:  # deferred by an earlier load (or imported with torchao: handled above)
         return
     try:
         import transformers.utils as hf_utils
@@ -80,8 +82,9 @@ def defer_torchao() -> None:
             import transformers.quantizers.quantizer_torchao as quantizer
         finally:
             hf_utils.is_torchao_available = available
-            for module in list(sys.modules.values()):  # every module that took the stand-in gets the real check
-                if getattr(module, "is_torchao_available", None) is unavailable:
+            for key, module in list(sys.modules.items()):  # each transformers module that took the stand-in
+                own = getattr(module, "__dict__", {}) if key.startswith("transformers") else {}  # no lazy __getattr__
+                if own.get("is_torchao_available") is unavailable:
                     module.is_torchao_available = available
         quantizer.flatten_tensor_state_dict = _flatten_tensor_state_dict
     except Exception:  # another transformers layout: import torchao now, as before, but quietly
