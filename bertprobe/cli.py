@@ -199,8 +199,10 @@ def run(suite_files: tuple[str, ...], resume: str | None, models: tuple[str, ...
                                models=models, data=data, sets=sets, device=device, dtype=dtype, only=only, limit=limit,
                                allow_pickle=allow_pickle, seed=seed, executor=executor, ray_address=ray_address,
                                workers=workers)
-    if quiet:  # no progress on the terminal, ours or a library's (model loading), even on Ctrl-C
+    if quiet:  # no progress on the terminal, ours or a library's (model loading), even on Ctrl-C; the caller's
+        previous = os.environ.get("BERTPROBE_NO_PROGRESS")  # environment comes back when the command ends
         os.environ["BERTPROBE_NO_PROGRESS"] = "1"
+        click.get_current_context().call_on_close(lambda: _restore_variable("BERTPROBE_NO_PROGRESS", previous))
     control = RunControl(out=out, threads=threads, resume=resume, log=None if quiet else log_to_stderr)
     suite_env = None
     if not suite_files:
@@ -568,6 +570,14 @@ def entry_point(argv: list[str] | None = None) -> None:
         click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK)
+
+
+def _restore_variable(name: str, value: str | None) -> None:
+    """Put an environment variable back as it was (unset when ``value`` is None)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def log_to_stderr(message: str) -> None:

@@ -812,3 +812,17 @@ def test_terminal_notes_wrap_to_the_width_and_keep_every_word():
         (note + " ECE 0.05").split()
     assert last_column_widths(rows, OVERVIEW_HEADERS, None) is None  # piped: one line per probe
     assert last_column_widths(rows[1:], OVERVIEW_HEADERS, 100) is None  # fits already
+
+
+def test_quiet_leaves_the_callers_environment_as_it_was(suite_factory, monkeypatch):
+    """run -q keeps progress off the terminal for its own run only: a caller in the same process (an embedding
+    program, a test) gets its environment back."""
+    import os
+
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n")
+    monkeypatch.delenv("BERTPROBE_NO_PROGRESS", raising=False)
+    assert invoke("run", str(suite), "-q").exit_code == 0
+    assert "BERTPROBE_NO_PROGRESS" not in os.environ
+    monkeypatch.setenv("BERTPROBE_NO_PROGRESS", "yes")
+    assert invoke("run", str(suite), "-q").exit_code == 0
+    assert os.environ["BERTPROBE_NO_PROGRESS"] == "yes"

@@ -224,3 +224,16 @@ def test_the_readers_list_every_malformed_row(tmp_path, name, body, expected):
         load_table(DataSpec(path=str(path)))
     problems = getattr(caught.value, "problems", None) or [str(caught.value)]
     assert len(problems) == (1 if name == "d.iob2" else 2) and all(e in " ".join(problems) for e in expected), problems
+
+
+def test_an_expectation_names_a_class_exactly_as_the_metric_does(tmp_path, ml_dir):
+    """recall_org would pass a case-blind check, then fail the run as 'missing' (the metric is recall_ORG):
+    validate names the metric to write."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "Anna in Paris", "labels": ["PER", "LOC"]}\n', encoding="utf-8")
+    suite = suite_file(tmp_path, ml_dir, data, "  - probe: accuracy\n    expect: {recall_org: {min: 0.5}, recall_PER: {min: 0.5}}\n",
+                       data_keys=", label: labels")
+    result = invoke("validate", str(suite))  # one problem: its one line
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.strip().endswith("probes[0].expect.recall_org: the model's metric is named 'recall_ORG' (its "
+                                          "class is 'ORG', written exactly in a metric's name); write expect.recall_ORG")

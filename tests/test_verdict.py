@@ -185,3 +185,18 @@ def test_a_run_whose_candidate_shares_the_baselines_miss_says_may_replace_everyw
     (probe,) = [c for c in root.iter("testcase") if c.get("name") == "accuracy" and c.get("classname").endswith(".candidate")]
     assert probe.find("failure").get("type") == "expectation shared with the baseline"
     assert json.loads((run_dir / "report.json").read_text())["decisions"][1]["shared"]
+
+
+def test_a_miss_much_worse_than_the_baselines_is_the_candidates_own():
+    """Both miss macro-F1 >= 0.4, but the candidate by far more than the gate's tolerance (0.01), on a metric that
+    no paired test judged: that miss is its own, so it may not replace the baseline; within the tolerance it is
+    shared."""
+    report = _report(_result("fp32", "accuracy", 0.39, 0.4), _result("cand", "accuracy", 0.10, 0.4),
+                     models=("fp32", "cand"), gate="fp32")
+    cand = {v.model: v for v in decide(report)}["cand"]
+    assert cand.decision == "do not ship" and not cand.shared
+    assert cand.headline().startswith("do not ship: accuracy: score 0.1 (expected >= 0.4)")
+    assert run_exit_code(report) == FAILED
+    report.probes[1] = _result("cand", "accuracy", 0.385, 0.4)  # 0.005 worse: within the tolerance
+    cand = {v.model: v for v in decide(report)}["cand"]
+    assert cand.decision == "may replace" and cand.shared == ["accuracy score 0.385 (fp32: 0.39)"]

@@ -92,7 +92,7 @@ def _tagger(folder: Path, reviews: Path) -> None:
 
 
 # a progress line ("predict: 18/28 (64%), 21 s"): how often one is printed depends on the clock
-PROGRESS = re.compile(r"^.*\b\d+/\d+ \(\d+%\).*$\n?", re.M)
+PROGRESS = re.compile(r"^(?:\[[^\]\n]+\] )?[^\n]*: \d+/\d+(?: [a-z]+)? \(\d+%\), [\d.]+ ?s$\n?", re.M)
 
 
 def _clean(text: str, scratch: Path) -> str:

@@ -38,7 +38,7 @@ def render_junit(report: RunReport) -> ET.ElementTree:
             if result.status == "failed":
                 text = failed_note(result) or "an expectation failed"
                 base = report.result(baseline, result.id or result.probe) if baseline and model != baseline else None
-                shared = shared_misses(result, base, baseline)
+                shared = shared_misses(result, base, baseline, report.gate)
                 unshared = {e.metric for e in result.expectations if not e.passed} - {m for m, _ in shared}
                 kind = "expectation" if unshared or not shared else "expectation shared with the baseline"
                 if shared:

@@ -129,16 +129,38 @@ def _value(e: Expectation) -> str:
     return "missing" if e.value is None else f"{e.value:.4g}"
 
 
-def shared_misses(result: ProbeResult, baseline: ProbeResult | None, baseline_name: str) -> list[tuple[str, str]]:
+def _tolerance(gate: dict[str, Any] | None, metric: str) -> float:
+    """The gate's tolerance for ``metric`` (``compare.tolerance``: one number, or a map with a ``default``)."""
+    tolerance = (gate or {}).get("tolerance", 0.0)
+    if isinstance(tolerance, dict):
+        tolerance = tolerance.get(metric, tolerance.get("default", 0.0))
+    try:
+        return float(tolerance)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _no_worse(miss: Expectation, base: Expectation, tolerance: float) -> bool:
+    """Whether a candidate's miss is within ``tolerance`` of the baseline's miss of the same bound: a candidate
+    at 0.10 against a baseline at 0.39 under ``min: 0.4`` misses it much worse, and that miss is its own."""
+    if miss.value is None or base.value is None:
+        return miss.value is None and base.value is None
+    worse = (base.value - miss.value) if miss.min is not None else (miss.value - base.value)
+    return worse <= tolerance + 1e-12
+
+
+def shared_misses(result: ProbeResult, baseline: ProbeResult | None, baseline_name: str,
+                  gate: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """(metric, 'calibration ece 0.1308 (fp32: 0.1298)') for each expectation ``result`` misses that the
-    baseline's run of the same probe misses too (a baseline's probe that errored misses nothing: it was not
-    measured): no worse than the model in service there."""
+    baseline's run of the same probe misses too, by no more than the gate's tolerance for the metric (a
+    baseline's probe that errored misses nothing: it was not measured): no worse than the model in service there."""
     if baseline is None or result.status != "failed" or baseline.status != "failed":
         return []
     missed = {e.metric: e for e in baseline.expectations if not e.passed}
     label = result.id or result.probe
     return [(e.metric, f"{label} {e.metric} {_value(e)} ({baseline_name}: {_value(missed[e.metric])})")
-            for e in result.expectations if not e.passed and e.metric in missed]
+            for e in result.expectations if not e.passed and e.metric in missed
+            and _no_worse(e, missed[e.metric], _tolerance(gate, e.metric))]
 
 
 def alerts(results: list[ProbeResult]) -> list[str]:
@@ -177,7 +199,7 @@ def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
     for r in results:
         if r.status not in ("failed", "error"):
             continue
-        shared = shared_misses(r, base.get(r.id or r.probe), baseline or "")
+        shared = shared_misses(r, base.get(r.id or r.probe), baseline or "", report.gate)
         verdict.shared += [text for _, text in shared]
         why = _why(r, frozenset(metric for metric, _ in shared))
         if why:

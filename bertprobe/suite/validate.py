@@ -96,7 +96,19 @@ def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], 
                 labels = labels if labels is None else labels + sorted(
                     {lab[2:] for lab in labels if len(lab) > 2 and lab[1] in "-_"} - set(labels))
                 label_map = suite.data.label_map if suite.data is not None else None
-                if labels is None or find_class(str(value), labels, label_map) is not None:
+                if labels is None:
+                    continue
+                match = find_class(str(value), labels, label_map)
+                if where.startswith("expect.") and str(value) not in labels:
+                    # a metric's name holds the model's class name as it is (recall_ORG): no case, alias or map
+                    if match is not None:
+                        metric = where.split(".", 1)[1]
+                        exact = metric[: len(metric) - len(str(value))] + labels[match.index]
+                        problems.append(f"{spec.path}.{where}: the model's metric is named {exact!r} (its class is "
+                                        f"{labels[match.index]!r}, written exactly in a metric's name); write "
+                                        f"expect.{exact}")
+                        continue
+                elif match is not None:
                     continue
                 if where.startswith("params.") and "[" not in where:
                     fix = f"pass --set probes.{spec.id}.{where}=CLASS"
