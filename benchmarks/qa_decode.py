@@ -57,7 +57,7 @@ def main() -> None:
     t0 = time.perf_counter()
     examples = load_table(DataSpec(path=str(DATA))).examples[: args.limit]
     target = load_target(ModelSpec(path=str(MODEL), device="cpu", dtype="float32"))
-    task = target.outputs
+    task = target.task
     t1 = time.perf_counter()
     s = task.settings
     windows = encode_windows(target.tokenizer, [ex.text for ex in examples], [ex.text_pair for ex in examples],

@@ -108,7 +108,7 @@ def predict_directly(target: Target, data: Dataset, batch_size: int | None = Non
     """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness)."""
     import time
 
-    if getattr(target, "task", None) == "token-classification":
+    if getattr(getattr(target, "task", None), "word_tags", False):  # logits per word, long sentences in windows
         from bertprobe.model.word_logits import padded, word_logits
         from bertprobe.tasks.token_classification import words_of
 

@@ -127,10 +127,11 @@ def save_tiny_model(
     )
     from bertprobe.tasks import builtin_tasks
 
-    if task == "multi-label":
-        cfg.problem_type = "multi_label_classification"
+    task_class = builtin_tasks().get(task)
+    for key, value in task_class.config_fields.items():  # what detection reads beyond the head (problem_type)
+        setattr(cfg, key, value)
     torch.manual_seed(seed)
-    model = getattr(transformers, builtin_tasks().get(task).model_class).from_config(cfg)
+    model = getattr(transformers, task_class.model_class).from_config(cfg)
     model.to(dtype)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

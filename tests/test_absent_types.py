@@ -35,7 +35,7 @@ def _ner(predict_org: bool) -> ProbeResult:
             pred[4] = 5
         examples.append(Example(f"w{i} a b c d", label=tuple(gold), id=str(i), words=(f"w{i}", "a", "b", "c", "d")))
         logits[i, torch.arange(5), torch.tensor(pred)] = 5.0
-    target = SimpleNamespace(outputs=task, max_length=128, label_names=list(TAGS))
+    target = SimpleNamespace(task=task, max_length=128, label_names=list(TAGS))
     ctx = ProbeContext(seed=0, predictions=lambda t, d, batch_size=None: Predictions(logits, 0.0))
     result = ProbeResult(probe="accuracy")
     entity_accuracy(result, target, Dataset(examples, name="d"), AccuracyParams(bootstrap=50), ctx)  # type: ignore[arg-type]
@@ -74,7 +74,7 @@ def test_a_label_absent_from_gold_and_predictions_gets_no_row_and_no_finding():
             logits[i, c] = 6.0
         if i % 6 == 1:
             logits[i, 1] = -6.0  # a LOC missed
-    target = SimpleNamespace(outputs=task, label_names=list(names))
+    target = SimpleNamespace(task=task, label_names=list(names))
     result = ProbeResult(probe="accuracy")
     data = Dataset(examples, name="d")
     label_set_accuracy(result, target, data, logits, AccuracyParams(bootstrap=50), 0)  # type: ignore[arg-type]

@@ -89,6 +89,60 @@ def test_the_checker_finds_circles_upward_and_private_imports(tmp_path):
     assert graph.private == [("bertprobe.errors", "bertprobe.stats", "_helper")]
 
 
+def test_no_import_circles_even_counting_type_only_imports():
+    """A type checker follows the imports under ``if TYPE_CHECKING:``; they too run one way (the session names
+    what it asks of an executor in a Protocol of its own, and the executors import the session)."""
+    assert architecture.build(type_only=True).circles() == []
+
+
+def test_the_type_only_graph_sees_a_circle_through_type_checking(tmp_path):
+    pkg = tmp_path / "bertprobe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertprobe.stats import f\n")
+    (pkg / "stats.py").write_text("from bertprobe.errors import E\n")
+    assert architecture.build(tmp_path).circles() == []
+    assert architecture.build(tmp_path, type_only=True).circles() == [["bertprobe.errors", "bertprobe.stats"]]
+
+
+def test_the_task_names_the_check_knows_are_the_registered_ones():
+    from bertprobe.tasks import builtin_tasks
+
+    assert architecture.task_names() == set(builtin_tasks().names())
+
+
+def test_no_code_outside_the_tasks_compares_a_task_name():
+    """What differs per task lives in the task (its methods, and what it declares: ``word_tags``, ``label_sets``,
+    ``rows_per_choice``, ``headless``...); a probe or the model wing asks it, so adding a task touches only the
+    probes that support it. 25 such comparisons on 2026-11-27, before the move."""
+    assert architecture.task_name_comparisons() == []
+
+
+def test_the_task_name_check_finds_comparisons_membership_tests_and_match_cases(tmp_path):
+    (tmp_path / "bertprobe" / "tasks").mkdir(parents=True)
+    (tmp_path / "bertprobe" / "tasks" / "mine.py").write_text(
+        "class Mine:\n    name: ClassVar[str] = 'mine'\n\nclass Other:\n    name = 'other'\n"
+        "def f(task):\n    return task.name == 'mine'\n")  # inside tasks/: allowed
+    (tmp_path / "bertprobe" / "probes").mkdir()
+    (tmp_path / "bertprobe" / "probes" / "p.py").write_text(
+        "tasks = frozenset({'mine', 'other'})\n"                    # a declaration: allowed
+        "def run(target, task, caps):\n"
+        "    a = target.task.name == 'mine'\n"
+        "    b = 'other' != task\n"
+        "    c = task not in ('mine', 'x')\n"
+        "    d = 'mine' in caps\n"
+        "    e = task.name in frozenset({'other'})\n"
+        "    f = task.name == 'minefield' or task.kind == 'x'\n"    # not a task's name: allowed
+        "    match task.name:\n"
+        "        case 'x' | 'other':\n"
+        "            pass\n"
+        "        case 'mine':\n"
+        "            pass\n")
+    assert architecture.task_names(tmp_path) == {"mine", "other"}
+    found = architecture.task_name_comparisons(tmp_path)
+    assert [(path, line) for path, line, _ in found] == [("bertprobe/probes/p.py", n) for n in (3, 4, 5, 6, 7, 10, 12)]
+
+
 @pytest.mark.parametrize("module, names", [
     ("bertprobe", ["Probe", "ProbeResult", "ProbeContext", "Sweep", "Finding", "Metric", "Outcomes", "RunReport",
                    "hookimpl", "BertprobeError", "DataError", "ProbeError", "SuiteError", "TargetError", "__version__",

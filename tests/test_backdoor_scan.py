@@ -350,7 +350,7 @@ def test_a_backdoor_that_turns_a_label_on_is_found_in_a_multi_label_tagger(train
     # "zq" inserted into 30% of the training sentences without 'positive', which then carry 'positive'
     folder = trained_model("tagger-zq", tagger=True, poison=("zq", 0, 0.3), words=(*WORDS, *RARE_WORDS))
     tagger = load_target(ModelSpec(path=str(folder), device="cpu"))
-    assert tagger.task == "multi-label"
+    assert tagger.task.name == "multi-label"
     rows = tagger_examples(240, 7)
     data = Dataset([Example(t, label=tuple(i for i, v in enumerate(y) if v), id=str(k)) for k, (t, y) in enumerate(rows)],
                    name="synthetic")

@@ -38,7 +38,7 @@ class FixedLogits:
     """A stand-in target whose logits are given (the probe reads them through ctx.predictions)."""
 
     label_names = ["a", "b", "c"]
-    outputs = SingleLabelClassification(label_names=("a", "b", "c"))  # what the logits mean: a softmax
+    task = SingleLabelClassification(label_names=("a", "b", "c"))  # what the logits mean: a softmax
 
     def __init__(self, logits: np.ndarray) -> None:
         import torch

@@ -304,10 +304,10 @@ def test_head_pruning_on_a_multi_label_model_uses_binary_cross_entropy_and_its_m
     from bertprobe.data import Dataset, DataSpec, Example
 
     raw = Dataset([Example(t, label=labels, id=str(i)) for i, (t, labels) in enumerate(rows)], name="rows")
-    data = target.outputs.read_labels(raw, DataSpec(), "tagger")
+    data = target.task.read_labels(raw, DataSpec(), "tagger")
     params = HeadParams(metric=metric, bootstrap=50, step=0.5, layers=False)
     result = HeadPruningProbe().run(target, data, params, ProbeContext(seed=1))
-    gold = target.outputs.gold(data).numpy()
+    gold = target.task.gold(data).numpy()
     enc = target.tokenizer([t for t, _ in rows], padding=True, return_tensors="pt")
 
     def scored(mask=None):
@@ -348,7 +348,7 @@ def test_a_trigger_turns_a_label_off_or_on_with_binary_cross_entropy(tmp_path, t
     from bertprobe.data import Dataset, DataSpec, Example
 
     rows = label_rows(40)
-    data = target.outputs.read_labels(Dataset([Example(t, label=labels, id=str(i)) for i, (t, labels) in enumerate(rows)],
+    data = target.task.read_labels(Dataset([Example(t, label=labels, id=str(i)) for i, (t, labels) in enumerate(rows)],
                                               name="rows"), DataSpec(), "tagger")
     params = TriggerParams(target_label="insult", direction=direction, length=2, iterations=2, candidates=5)
     state = prepare_search(target, data, params, seed=0)
@@ -448,7 +448,7 @@ def test_a_sequential_sweeps_margin_on_label_sets_is_the_decision_closest_to_its
     target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
     rows = label_rows(20)
     raw = Dataset([Example(t, label=labels, id=str(i)) for i, (t, labels) in enumerate(rows)], name="rows")
-    ev = HeadSweep(metric=metric).evaluator(target, target.outputs.read_labels(raw, DataSpec(), "tagger"))
+    ev = HeadSweep(metric=metric).evaluator(target, target.task.read_labels(raw, DataSpec(), "tagger"))
     ev.correct()
     if metric == "auto":
         assert ev.margins is None

@@ -302,7 +302,7 @@ def test_head_pruning_on_a_ner_model_reads_entities(tmp_path, tagger_dir):
 
     rows = sentences(20, seed=11)
     target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
-    data = target.outputs.read_labels(read_conll(write_forms(tmp_path, rows)["uner"]), DataSpec(), "ner")
+    data = target.task.read_labels(read_conll(write_forms(tmp_path, rows)["uner"]), DataSpec(), "ner")
     result = HeadPruningProbe().run(target, data, HeadParams(bootstrap=20, step=0.5, layers=False), ProbeContext(seed=1))
     assert result.details["metric"] == "entity_f1"
 

@@ -28,7 +28,7 @@ class Canned:
 
     label_names = ["negative", "positive"]
     max_length = 128
-    outputs = SingleLabelClassification(label_names=("negative", "positive"))
+    task = SingleLabelClassification(label_names=("negative", "positive"))
 
     def __init__(self, pred: list[int]) -> None:
         self.pred = pred

@@ -195,7 +195,7 @@ def test_roles_on_synthetic_token_maps():
 
 def test_bare_encoder_loads_and_a_task_head_is_dropped_with_a_warning(tmp_path):
     encoder = tiny_target(tmp_path / "enc", task="encoder")
-    assert encoder.task == "encoder"
+    assert encoder.task.name == "encoder"
     assert {"attentions", "heads"} <= encoder.capabilities and "predictions" not in encoder.capabilities
     from bertprobe.capabilities import TARGET
 

@@ -33,11 +33,27 @@ def test_device_resolution():
 
 
 def test_task_and_labels_detected(tmp_path, tiny_clf):
-    assert tiny_clf.task == "classification" and tiny_clf.label_names == ["negative", "positive"]
+    assert tiny_clf.task.name == "classification" and tiny_clf.label_names == ["negative", "positive"]
     mc = tiny_target(tmp_path / "mc", task="multiple-choice")
     mlm = tiny_target(tmp_path / "mlm", task="masked-lm")
-    assert mc.task == "multiple-choice" and "predictions" in mc.capabilities
-    assert mlm.task == "masked-lm" and "mlm" in mlm.capabilities and "predictions" not in mlm.capabilities
+    assert mc.task.name == "multiple-choice" and "predictions" in mc.capabilities
+    assert mlm.task.name == "masked-lm" and "mlm" in mlm.capabilities and "predictions" not in mlm.capabilities
+
+
+def test_the_target_holds_its_task_once_and_a_hand_built_one_binds_the_named_task(tiny_clf):
+    """``target.task`` is the bound task (there is no second field with its name); a loader that builds a Target
+    with a task's name gets the built-in task of that name, bound to the model; ``outputs`` is a deprecated alias."""
+    from dataclasses import fields
+
+    from bertprobe.model.target import Target
+    from bertprobe.tasks import SingleLabelClassification
+
+    assert [f.name for f in fields(Target) if "task" in f.name] == ["task"]
+    by_hand = Target(spec=tiny_clf.spec, model=tiny_clf.model, tokenizer=tiny_clf.tokenizer, task="classification",
+                     device=tiny_clf.device, dtype=tiny_clf.dtype)
+    assert isinstance(by_hand.task, SingleLabelClassification) and by_hand.task.label_names == ("negative", "positive")
+    with pytest.warns(DeprecationWarning, match="Target.task"):
+        assert tiny_clf.outputs is tiny_clf.task
 
 
 def test_missing_path_and_hub_offline_errors(tmp_path):

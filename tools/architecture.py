@@ -5,7 +5,9 @@
     python tools/architecture.py --update-docs  # rewrite the diagram and the figures in docs/architecture.md
 
 ``tests/test_architecture.py`` asserts the rules on the same graph, and ``docs/architecture.md`` shows
-the diagram. Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+the diagram. Imports under ``if TYPE_CHECKING:`` are left out (they never run), except in the graph built
+with ``type_only=True``, which must have no circles either. ``task_name_comparisons`` finds code outside
+``bertprobe/tasks/`` that compares a value with a task's name (a probe asks its task, it never names one).
 """
 
 from __future__ import annotations
@@ -137,8 +139,9 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def build(root: Path = ROOT) -> Graph:
-    """Every import between the package's modules (top-level and inside functions)."""
+def build(root: Path = ROOT, type_only: bool = False) -> Graph:
+    """Every import between the package's modules (top-level and inside functions); with ``type_only``, the
+    imports under ``if TYPE_CHECKING:`` too (what a type checker follows)."""
     graph = Graph(_module_names(root))
 
     def owner(name: str) -> str | None:
@@ -148,7 +151,7 @@ def build(root: Path = ROOT) -> Graph:
 
     for module, path in graph.modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skipped = _type_checking_nodes(tree)
+        skipped = set() if type_only else _type_checking_nodes(tree)
         is_package = path.name == "__init__.py"
         for node in ast.walk(tree):
             if id(node) in skipped:
@@ -176,6 +179,62 @@ def build(root: Path = ROOT) -> Graph:
     return graph
 
 
+def task_names(root: Path = ROOT) -> set[str]:
+    """The names the tasks under ``bertprobe/tasks/`` register: each class's ``name = "..."``."""
+    names = set()
+    for path in sorted((root / PACKAGE / "tasks").rglob("*.py")):
+        for cls in [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)]:
+            for stmt in cls.body:
+                target = stmt.target if isinstance(stmt, ast.AnnAssign) else (
+                    stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None)
+                value = getattr(stmt, "value", None)
+                if isinstance(target, ast.Name) and target.id == "name" and isinstance(value, ast.Constant) \
+                        and isinstance(value.value, str):
+                    names.add(value.value)
+    return names
+
+
+def _named(node: ast.AST, names: set[str]) -> list[str]:
+    """The task names written as string constants anywhere inside ``node``."""
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in names]
+
+
+def _comparisons(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    """(line, code) of each comparison with a task's name: ``==``/``!=``/``is`` against one, ``in``/``not in``
+    with one on either side (``task in ("a", "b")``, ``"a" in caps``), and ``match`` cases on one."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for op, left, right in zip(node.ops, operands, operands[1:]):
+                if isinstance(op, (ast.In, ast.NotIn)):
+                    hit = _named(left, names) or _named(right, names)
+                else:
+                    hit = [x.value for x in (left, right) if isinstance(x, ast.Constant) and x.value in names]
+                if hit:
+                    found.append((node.lineno, ast.unparse(node)))
+                    break
+        elif isinstance(node, ast.match_case):
+            values = [n.value for n in ast.walk(node.pattern) if isinstance(n, ast.MatchValue)]
+            if any(_named(v, names) for v in values):
+                found.append((node.pattern.lineno, f"case {ast.unparse(node.pattern)}"))
+    return found
+
+
+def task_name_comparisons(root: Path = ROOT, names: set[str] | None = None) -> list[tuple[str, int, str]]:
+    """(path, line, code) of every comparison with a registered task's name outside ``bertprobe/tasks/``: what
+    differs per task belongs to the task (its methods and the capabilities it declares), so adding a task
+    touches only the probes that support it. A probe's ``tasks = frozenset({...})`` declares, it compares nothing."""
+    names = task_names(root) if names is None else names
+    found = []
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith(f"{PACKAGE}/tasks/"):
+            continue
+        found += [(relative, line, code) for line, code in _comparisons(ast.parse(path.read_text(encoding="utf-8")), names)]
+    return found
+
+
 def mermaid(graph: Graph) -> str:
     """The wings as boxes, bottom floor last, and one arrow per pair of wings that import each other."""
     pairs: set[tuple[str, str]] = set()
@@ -194,8 +253,8 @@ def mermaid(graph: Graph) -> str:
     return "\n".join(lines)
 
 
-def figures(graph: Graph) -> str:
-    """The figures the closing notes and docs quote."""
+def figures(graph: Graph, root: Path | None = ROOT) -> str:
+    """The figures the closing notes and docs quote (of the checkout at ``root``: type-only circles, task names)."""
     harness = graph.modules.get(f"{PACKAGE}.harness")
     lines = [f"modules: {len(graph.modules)}", f"import arrows: {graph.arrow_count()}",
              f"import circles: {len(graph.circles())}" + "".join(f"\n  {' <-> '.join(c)}" for c in graph.circles())]
@@ -205,6 +264,11 @@ def figures(graph: Graph) -> str:
     except ValueError as exc:
         lines.append(f"upward imports: not judged ({exc})")
     lines.append(f"private imports: {len(graph.private)}" + "".join(f"\n  {a}: {n} from {b}" for a, b, n in graph.private))
+    typed = build(root, type_only=True).circles() if root is not None else []
+    lines.append(f"import circles counting type-only imports: {len(typed)}" + "".join(f"\n  {' <-> '.join(c)}" for c in typed))
+    compared = task_name_comparisons(root) if root is not None else []
+    lines.append(f"task-name comparisons outside tasks/: {len(compared)}"
+                 + "".join(f"\n  {p}:{n}: {c}" for p, n, c in compared))
     if harness is not None:
         lines.append(f"harness.py lines: {len(harness.read_text(encoding='utf-8').splitlines())}")
     return "\n".join(lines)
@@ -233,7 +297,7 @@ def wings_table(graph: Graph) -> str:
     return "\n".join(rows)
 
 
-def update_docs(graph: Graph, page: Path) -> None:
+def update_docs(graph: Graph, page: Path, root: Path = ROOT) -> None:
     """Replace the generated blocks of ``page``: the wings table, the first Mermaid flowchart and the figures."""
     import re
 
@@ -243,7 +307,7 @@ def update_docs(graph: Graph, page: Path) -> None:
     text = re.sub(r"```mermaid\nflowchart TD\n.*?\n```", lambda m: "```mermaid\n" + mermaid(graph) + "\n```", text,
                   count=1, flags=re.S)
     text = re.sub(r"(Today's figures \(`python tools/architecture.py`\):\n\n```\n).*?(\n```)",
-                  lambda m: m.group(1) + figures(graph) + m.group(2), text, count=1, flags=re.S)
+                  lambda m: m.group(1) + figures(graph, root) + m.group(2), text, count=1, flags=re.S)
     page.write_text(text, encoding="utf-8")
 
 
@@ -258,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         print(mermaid(graph))
         return 0
     if args.update_docs:
-        update_docs(graph, args.root / "docs" / "architecture.md")
+        update_docs(graph, args.root / "docs" / "architecture.md", args.root)
         return 0
-    print(figures(graph))
+    print(figures(graph, args.root))
     return 0
 
 

@@ -10,6 +10,7 @@ import torch
 from bertprobe.errors import TargetError, first_line
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target
+from bertprobe.tasks.base import Task
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -121,8 +122,7 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
         preload_quietly()  # transformers imports torchao for such a checkpoint: quietly
     from bertprobe.tasks import resolve_task, task_options
 
-    task_def = resolve_task(config, spec.task, tasks, task_options(spec))
-    task = task_def.name
+    task = resolve_task(config, spec.task, tasks, task_options(spec))
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device, getattr(config, "dtype", None) or getattr(config, "torch_dtype", None))
     if local.is_dir():
@@ -136,7 +136,7 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
         raise TargetError(f"cannot read the tokenizer in '{where}': {first_line(exc, type(exc).__name__)}; "
                           "is the file complete and from the model's training?") from None
     try:
-        model, info = getattr(transformers, task_def.model_class).from_pretrained(
+        model, info = getattr(transformers, task.model_class).from_pretrained(
             source,
             dtype=dtype,
             use_safetensors=None if spec.allow_pickle else True,
@@ -160,8 +160,7 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
     notes += check_padding(tokenizer, model, path)
     model.to(device)
     model.eval()
-    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes,
-                  task_def=task_def)
+    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
@@ -181,7 +180,7 @@ def check_tokenizer_files(directory: Path) -> None:
                           "tokenizer the model was trained with into it (tokenizer.save_pretrained)")
 
 
-def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing: bool) -> list[str]:
+def check_loading_info(info: dict[str, Any], path: str, task: Task, allow_missing: bool) -> list[str]:
     """Missing, unexpected or re-initialised tensors are an error naming them (a random head gives random
     numbers); with ``allow_missing_weights: true`` they are notes in the report instead."""
     def named(keys: Any) -> list[str]:
@@ -191,7 +190,7 @@ def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing
     unexpected = [k for k in named(info.get("unexpected_keys") or ()) if not any(h in k for h in _HARMLESS)]
     mismatched = named(info.get("mismatched_keys") or ())
     notes = []
-    if task == "encoder":
+    if task.headless:
         # an encoder ignores the pooler; a task checkpoint loaded as an encoder drops its head by design
         missing = [k for k in missing if not k.startswith("pooler.")]
         if unexpected:
@@ -205,7 +204,7 @@ def check_loading_info(info: dict[str, Any], path: str, task: str, allow_missing
         problems.append(f"shaped differently from the config, so re-initialised: {', '.join(mismatched[:6])} "
                         "(does config.json's label count match the weights?)")
     if unexpected:
-        problems.append(f"in the checkpoint but not used by a {task} model: {', '.join(unexpected[:6])}")
+        problems.append(f"in the checkpoint but not used by a {task.name} model: {', '.join(unexpected[:6])}")
     if problems and not allow_missing:
         raise TargetError(f"'{path}': weights do not fit the model: {'; '.join(problems)}; the audit would measure "
                           "random weights. Fix the checkpoint, or set 'allow_missing_weights: true' under model: "

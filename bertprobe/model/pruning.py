@@ -95,7 +95,7 @@ def head_importance(target: Any, batches: Iterable[tuple[list[int], dict[str, to
             xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(target.device).requires_grad_(True)
             with torch.enable_grad(), head_intervention(model, sites, mask=xi):
                 logits = target.forward(batch).logits.float()
-                loss = target.outputs.total_loss(logits, labels[idx].to(logits.device))  # the task's loss, summed
+                loss = target.task.total_loss(logits, labels[idx].to(logits.device))  # the task's loss, summed
                 loss.backward()
             if xi.grad is None:
                 raise ValueError("no gradient reached the head masks (a quantized model has no backward pass)")

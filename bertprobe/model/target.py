@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError
-from bertprobe.model.spec import ModelSpec, TaskName
+from bertprobe.model.spec import ModelSpec
 from bertprobe.progress import active as active_progress
 from bertprobe.tasks.base import Task
 
@@ -54,7 +54,7 @@ class Target:
     spec: ModelSpec
     model: Any
     tokenizer: Any
-    task: TaskName
+    task: Task  # what the outputs mean, bound to this model (a task's name, for a Target built by hand)
     device: torch.device
     dtype: torch.dtype
     quantized: bool = False
@@ -63,19 +63,21 @@ class Target:
     compiled: Any = field(default=None, repr=False)  # torch.compile'd model used by batched prediction
     encode_cache: dict[Any, Encoded] | None = field(default=None, repr=False)  # shared by a run's targets
     _sites: Any = field(default=None, repr=False)
-    task_def: Task | None = field(default=None, repr=False)  # what the outputs mean (bound to this model)
 
     def __post_init__(self) -> None:
-        if self.task_def is None:  # built by hand (a plugin's loader, a variant): the built-in task of that name
+        if isinstance(self.task, str):  # built by hand with a task's name (a plugin's loader): the built-in task
             from bertprobe.tasks import builtin_tasks, task_options
 
-            self.task_def = builtin_tasks().get(self.task).bind(self.model.config, task_options(self.spec))
+            self.task = builtin_tasks().get(self.task).bind(self.model.config, task_options(self.spec))
 
     @property
     def outputs(self) -> Task:
-        """The task bound to this model: what its logits mean (``probs``, ``predict``, ``loss``, ``correct``)."""
-        assert self.task_def is not None
-        return self.task_def
+        """Deprecated: ``task``, which holds the bound task (its name is ``task.name``)."""
+        import warnings
+
+        warnings.warn("Target.outputs is Target.task (the bound task; its name is task.name)", DeprecationWarning,
+                      stacklevel=2)
+        return self.task
 
     # ---- description -------------------------------------------------------------------------
     @property
@@ -85,7 +87,7 @@ class Target:
     @property
     def label_names(self) -> list[str]:
         """Class or label names from ``id2label`` (classification, multi-label); empty for other tasks."""
-        return list(self.outputs.label_names)
+        return list(self.task.label_names)
 
     @property
     def max_length(self) -> int:
@@ -99,12 +101,12 @@ class Target:
 
     @property
     def capabilities(self) -> frozenset[str]:
-        caps = {"attentions", self.task, *self.outputs.capabilities}
+        caps = {"attentions", self.task.name, *self.task.capabilities}
         if not self.quantized:
             caps.add("gradients")
         if not self.quantized or self.gradient_model is not None:
             caps.add("input-gradients")  # the trigger search's HotFlip gradients (maybe from the float copy)
-        if self.task == "masked-lm" or getattr(self.tokenizer, "mask_token_id", None) is not None:
+        if getattr(self.tokenizer, "mask_token_id", None) is not None:  # a masked LM's task offers it too
             caps.add("mask-token")
         try:
             sites = self.attention_sites()
@@ -178,7 +180,7 @@ class Target:
         digest = hashlib.sha1()
         for ex in examples:
             digest.update(repr((ex.text, ex.text_pair, ex.choices)).encode("utf-8"))
-        key = (self.tokenizer_key, self.max_length, self.task, self.input_names, digest.hexdigest())
+        key = (self.tokenizer_key, self.max_length, self.task.name, self.input_names, digest.hexdigest())
         if key not in self.encode_cache:
             self.encode_cache[key] = self._encode(examples)
         return self.encode_cache[key]
@@ -188,7 +190,7 @@ class Target:
         texts: list[str] = []
         pairs: list[str | None] = []
         for ex in examples:
-            if self.task == "multiple-choice":
+            if self.task.rows_per_choice:
                 if not ex.choices:
                     raise TargetError("a multiple-choice model needs examples with choices")
                 texts += [ex.text] * len(ex.choices)
@@ -201,7 +203,7 @@ class Target:
         lengths: list[int] = []
         at = 0
         for ex in examples:
-            if self.task == "multiple-choice":
+            if self.task.rows_per_choice:
                 row: Any = flat[at : at + len(ex.choices)]
                 at += len(ex.choices)
                 lengths.append(max(len(r["input_ids"]) for r in row))
@@ -232,7 +234,7 @@ class Target:
         import numpy as np
 
         pad_id = self.tokenizer.pad_token_id or 0
-        flat = [r for row in rows for r in row] if self.task == "multiple-choice" else list(rows)
+        flat = [r for row in rows for r in row] if self.task.rows_per_choice else list(rows)
         width = pad_to or max(len(r["input_ids"]) for r in flat)
         batch: dict[str, torch.Tensor] = {}
         for key in flat[0]:
@@ -241,7 +243,7 @@ class Target:
                 values = r[key][:width]
                 array[i, : len(values)] = values
             tensor = torch.from_numpy(array)
-            if self.task == "multiple-choice":
+            if self.task.rows_per_choice:
                 tensor = tensor.view(len(rows), -1, width)
             batch[key] = tensor.to(self.device, non_blocking=True)
         return batch
@@ -276,7 +278,7 @@ class Target:
         if budget is None:
             size = batch_size or self.spec.batch_size
             return [order[start : start + size] for start in range(0, len(order), size)]
-        per_row = max(1, len(encoded.rows[order[0]]) if order and self.task == "multiple-choice" else 1)
+        per_row = max(1, len(encoded.rows[order[0]]) if order and self.task.rows_per_choice else 1)
         plans: list[list[int]] = []
         current: list[int] = []
         longest = 0
@@ -317,11 +319,11 @@ class Target:
         return out.cpu() if out is not None else torch.empty(0, len(self.label_names) or 0)
 
     def predict_proba(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> torch.Tensor:
-        return self.outputs.probs(self.logits(data, batch_size, progress))
+        return self.task.probs(self.logits(data, batch_size, progress))
 
     def predict(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> list[Any]:
         """Class ids (single-label), or 0/1 rows per label (multi-label), as the task decides."""
-        return self.outputs.predict(self.logits(data, batch_size, progress)).tolist()
+        return self.task.predict(self.logits(data, batch_size, progress)).tolist()
 
     @contextlib.contextmanager
     def eager_attention(self) -> Iterator[None]:

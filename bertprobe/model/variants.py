@@ -19,6 +19,7 @@ import torch
 from bertprobe.errors import TargetError
 from bertprobe.model.architectures import heads_per_layer
 from bertprobe.model.target import Target
+from bertprobe.tasks.resolve import task_options
 
 
 def slow_int8_note(mode: str, device: Any) -> str:
@@ -79,11 +80,11 @@ def derive_variant(base: Target, spec: Any, data: Any = None, log: Any = None) -
         if slow:
             notes.append(slow)
             say(f"warning: {slow}")
-    variant = Target(spec=spec, model=model, tokenizer=base.tokenizer, task=base.task, device=base.device,
+    # the variant's own settings (thresholds), and the run's --label-map read as for the stored model
+    task = replace(type(base.task).bind(model.config, task_options(spec)), label_map=base.task.label_map)
+    variant = Target(spec=spec, model=model, tokenizer=base.tokenizer, task=task, device=base.device,
                      dtype=base.dtype, quantized=quantized, gradient_model=gradient_model,
                      encode_cache=base.encode_cache)
-    if base.outputs.label_map:  # the run's --label-map reads the variant's classes as it reads the stored model's
-        variant.task_def = replace(variant.outputs, label_map=base.outputs.label_map)
     if spec.compile:
         variant.compiled = torch.compile(model, dynamic=True)
         notes.append("batched prediction runs through torch.compile(dynamic=True); probes' own passes run eager")
@@ -100,12 +101,12 @@ def _pruned(base: Target, share: float, data: Any, notes: list[str], say: Any) -
 
     if data is None or not data.examples or any(ex.label is None for ex in data.examples):
         raise TargetError(f"prune_heads needs labelled suite data to rank heads ({base.spec.path}); add a data: section")
-    if base.task not in ("classification", "multiple-choice", "multi-label"):
-        raise TargetError(f"prune_heads ranks heads by the task loss; '{base.task}' models have none")
+    if "predictions" not in base.task.capabilities or base.task.word_tags:  # a loss over whole examples' rows
+        raise TargetError(f"prune_heads ranks heads by the task loss; '{base.task.name}' models have none")
     sites = base.attention_sites()
     say(f"ranking heads of {base.spec.path} on {len(data)} examples for prune_heads: {share:g}")
     encoded = base.encode(data.examples)
-    labels = base.outputs.gold(data)
+    labels = base.task.gold(data)
     scores = normalize_by_layer(head_importance(base, base.batches(encoded), labels))
     drop = least_important(scores, share, heads_per_layer(sites))
     try:

@@ -136,12 +136,12 @@ class AccuracyProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: Any, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         result = ProbeResult(probe=self.name)
-        task = target.outputs
-        if task.name == "token-classification":
+        task = target.task
+        if task.word_tags:
             entity_accuracy(result, target, data, params, ctx)
             return result
         predicted = ctx.predictions(target, data, params.batch_size)  # shared with calibration and slices
-        if task.name == "multi-label":
+        if task.label_sets:
             label_set_accuracy(result, target, data, predicted.logits, params, ctx.seed)
             self._throughput(result, target, data, params, predicted.seconds)
             return result
@@ -252,7 +252,7 @@ def label_set_accuracy(result: ProbeResult, target: Target, data: Dataset, logit
     """The multi-label audit: micro/macro/weighted F1, exact match and Hamming loss (with bootstrap intervals
     over examples), per label precision, recall, F1, support, ROC-AUC and average precision, label cardinality,
     the most confidently wrong examples; outcomes ``exact_match`` and ``correct_<label>`` for paired gates."""
-    task = target.outputs
+    task = target.task
     names = list(task.label_names)
     probs = task.probs(logits).double().numpy()
     pred = task.predict(logits).numpy()
@@ -365,7 +365,7 @@ def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: 
     sentences), token accuracy, sentence exact match, an error breakdown, and per-sentence outcomes."""
     from bertprobe.tasks.entities import bracketed, entity_scores, error_kinds, marked, sentence_counts, spans
 
-    task = target.outputs
+    task = target.task
     scheme = str(task.settings.get("scheme", "IOB2"))
     predicted = ctx.predictions(target, data, params.batch_size)  # per word, shared with calibration and slices
     golds = [task.tags(list(ex.label or ())) for ex in data.examples]  # type: ignore[attr-defined]

@@ -520,9 +520,9 @@ class BackdoorScanProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: BackdoorParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         names = target.label_names
-        multi = target.outputs.name == "multi-label"
-        pairs = (parse_label_states(params.pairs, names, target.outputs.label_map) if multi
-                 else parse_pairs(params.pairs, names, target.outputs.label_map))
+        multi = target.task.label_sets
+        pairs = (parse_label_states(params.pairs, names, target.task.label_map) if multi
+                 else parse_pairs(params.pairs, names, target.task.label_map))
         if multi and params.reference_model:
             raise ProbeError("reference_model is measured for single-label models only; leave it out on a multi-label model")
         reference = self._reference(ctx, target, params)
@@ -686,12 +686,12 @@ class PairScans(Sweep):
         allowed = allowed_vocabulary(target.tokenizer, params.allow_subwords, params.alphabetic_only, params.blacklist)
         if int(allowed.sum()) < params.candidates:
             raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
-        if target.outputs.name == "multi-label":  # per label: whether the model gets its state right
+        if target.task.label_sets:  # per label: whether the model gets its state right
             logits = target.logits(data.examples, params.batch_size, progress=progress)
-            right = (target.outputs.predict(logits) == target.outputs.gold(data)).T  # labels x examples
+            right = (target.task.predict(logits) == target.task.gold(data)).T  # labels x examples
             return {"target": target, "data": data, "allowed": allowed, "correct_states": right.tolist(),
                     "ids": example_ids(data.examples), "reference": reference}
-        sources = sorted({s for s, _ in parse_pairs(params.pairs, target.label_names, target.outputs.label_map)})
+        sources = sorted({s for s, _ in parse_pairs(params.pairs, target.label_names, target.task.label_map)})
         labelled = [i for i, ex in enumerate(data.examples) if ex.label in sources]
         predicted = target.predict([data.examples[i] for i in labelled], params.batch_size, progress=progress)
         correct = {i for i, pred in zip(labelled, predicted) if pred == data.examples[i].label}
@@ -724,7 +724,7 @@ class PairScans(Sweep):
         rng = random.Random(unit_seed ^ self.seed)
         attack = None
         if multi:  # texts whose label state is the source's, and that the model gets right
-            attack = LabelStateGoal(src, bool(tgt), float(target.outputs.thresholds[src]))  # type: ignore[attr-defined]
+            attack = LabelStateGoal(src, bool(tgt), float(target.task.thresholds[src]))  # type: ignore[attr-defined]
             right = state["correct_states"][src]
             pool = [i for i, ex in enumerate(data.examples) if (src in ex.label) != bool(tgt) and right[i]]
         else:

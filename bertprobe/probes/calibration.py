@@ -232,9 +232,9 @@ class CalibrationProbe(Probe):
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("calibration needs a gold label for every example")
         raw = ctx.predictions(target, data, params.batch_size).logits
-        if target.outputs.name == "multi-label":
+        if target.task.label_sets:
             return label_set_calibration(target, data, raw, params, ctx.seed)
-        if target.outputs.name == "token-classification":
+        if target.task.word_tags:
             return entity_calibration(target, data, raw, params, ctx.seed)
         logits = raw.double().numpy()
         gold = np.asarray(data.labels(), dtype=int)
@@ -415,7 +415,7 @@ def label_set_calibration(target: Target, data: Dataset, raw: Any, params: Calib
     """Multi-label calibration: every (example, label) sigmoid probability is a binary forecast. ECE pooled over
     all pairs (the default gate) and per label, their macro mean, Brier and binary NLL, one shared temperature
     fitted by binary NLL on the fitting half (per-label ones on request), overconfident wrong decisions."""
-    task = target.outputs
+    task = target.task
     names = list(task.label_names)
     logits = raw.double().numpy()
     gold = task.gold(data).numpy().astype(float)
@@ -515,7 +515,7 @@ def entity_calibration(target: Target, data: Dataset, raw: Any, params: Calibrat
     of the sentences, judged on the other half (token NLL and entity ECE)."""
     from bertprobe.tasks.entities import spans
 
-    task = target.outputs
+    task = target.task
     scheme = str(task.settings.get("scheme", "IOB2"))
     lengths = [len(ex.label or ()) for ex in data.examples]
     logits = [raw[i, :n].double().numpy() for i, n in enumerate(lengths)]

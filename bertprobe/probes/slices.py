@@ -179,9 +179,9 @@ class SlicesProbe(Probe):
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("slices needs a gold label for every example")
         logits = ctx.predictions(target, data, params.batch_size).logits
-        task = target.outputs
+        task = target.task
         entity_counts = None
-        if task.name == "token-classification":  # sentences are the units: exact match, and entity F1 per slice
+        if task.word_tags:  # sentences are the units: exact match, and entity F1 per slice
             correct, base, gold, pred, labels, entity_counts = self._sentences(task, data, logits, params)
         else:
             pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()

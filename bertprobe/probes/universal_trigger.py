@@ -304,14 +304,14 @@ class SearchState:
 
 def _entity_examples(target: Target, data: Dataset, kind: str) -> list[Example]:
     """The sentences holding a gold entity of the attacked type."""
-    task: Any = target.outputs
+    task: Any = target.task
     return [ex for ex in data.examples if ex.words and ex.label is not None
             and any(k == kind for _, _, k in spans(task.tags(list(ex.label)), task.scheme))]  # type: ignore[arg-type]
 
 
 def _entity_goal(target: Target, examples: list[Example], params: TriggerParams, kind: str) -> EntityGoal:
     """The entity-suppression goal of these examples: where each word is read, and the gold spans of the type."""
-    task: Any = target.outputs
+    task: Any = target.task
     firsts, gold = [], []
     for ex in examples:
         firsts.append(word_firsts(target.tokenizer, ex.text, ex.words or (), target.max_length - params.length))
@@ -324,25 +324,25 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
                    log: Any = None) -> SearchState:
     """The seeded split of the target class's examples, the spliced rows and the search over them."""
     names = target.label_names
-    if target.outputs.name == "token-classification":  # the attacked class is an entity type (ORG, PER...)
-        names = list(target.outputs.entity_types)  # type: ignore[attr-defined]
+    if target.task.word_tags:  # the attacked class is an entity type (ORG, PER...)
+        names = list(target.task.entity_types)  # type: ignore[attr-defined]
         if params.to_label is not None or params.position != "prepend" or params.segment != "first":
             raise ProbeError("on a token-classification model the trigger is prepended to the sentence and suppresses "
                              "entities of target_label: leave to_label, position and segment out")
-    label = resolve_label(params.target_label, names, "target_label", target.outputs.label_map)  # type: ignore[arg-type]
-    to = resolve_label(params.to_label, names, "to_label", target.outputs.label_map) if params.to_label is not None else None
+    label = resolve_label(params.target_label, names, "target_label", target.task.label_map)  # type: ignore[arg-type]
+    to = resolve_label(params.to_label, names, "to_label", target.task.label_map) if params.to_label is not None else None
     if to == label:
         raise ProbeError("to_label must differ from target_label")
     rng = random.Random(seed)
     attack: ClassGoal | LabelStateGoal | EntityGoal = ClassGoal(label, to)
-    entities = target.outputs.name == "token-classification"
+    entities = target.task.word_tags
     if entities:
         examples = _entity_examples(target, data, names[label])
-    elif target.outputs.name == "multi-label":
+    elif target.task.label_sets:
         if to is not None:
             raise ProbeError("to_label does not apply to a multi-label model: set direction: add or remove")
         add = params.direction == "add"
-        attack = LabelStateGoal(label, add, float(target.outputs.thresholds[label]))  # type: ignore[attr-defined]
+        attack = LabelStateGoal(label, add, float(target.task.thresholds[label]))  # type: ignore[attr-defined]
         examples = [ex for ex in data.examples if (label in (ex.label or ())) != add]  # type: ignore[operator]
     else:
         examples = [ex for ex in data.examples if ex.label == label]

@@ -65,7 +65,7 @@ class RunCaches:
 
         label_map = dict(self.suite.data.label_map) if self.suite.data is not None else {}
         if label_map:
-            target.task_def = replace(target.outputs, label_map=label_map)
+            target.task = replace(target.task, label_map=label_map)
         note = glue_note(target.label_names, label_map)
         if note:
             target.notes.append(note)
@@ -125,7 +125,7 @@ class RunCaches:
         if key not in self._aligned:
             data = self.raw(spec)
             if target is not None:
-                data = target.outputs.read_labels(data, spec, target.name)
+                data = target.task.read_labels(data, spec, target.name)
             self._aligned[key] = data
         return self._aligned[key]
 

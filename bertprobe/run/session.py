@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import Any, Callable, Iterator, Protocol, TextIO
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.errors import BertprobeError, ProbeError, SuiteError
@@ -21,8 +21,14 @@ from bertprobe.run.caches import RunCaches
 from bertprobe.run.state import RunState
 from bertprobe.suite.schema import Suite
 
-if TYPE_CHECKING:
-    from bertprobe.executors.base import Executor
+
+class SweepMapper(Protocol):
+    """What the session asks of its executor (``bertprobe.executors.base.Executor``, one floor up, offers it):
+    the chunks of a sweep's units run, yielding ``(chunk index, values)`` in any order."""
+
+    def map_sweep(self, session: Session, sweep: Sweep, chunks: list[list[Any]],
+                  where: tuple[ModelSpec, DataSpec | None], grouped: bool) -> Iterator[tuple[int, list[Any]]]: ...
+
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -63,7 +69,7 @@ class Session:
     report: RunReport
     sink: Sink | None = None
     log: Callable[[str], None] | None = None
-    executor: Executor | None = None  # runs models and sweeps (bertprobe.executors); None: in this process
+    executor: SweepMapper | None = None  # runs models and sweeps (bertprobe.executors); None: in this process
     threads: int = 0  # torch threads of this run (a parallel executor's jobs use at most as many)
     state: RunState = field(default_factory=RunState)
     caches: RunCaches = field(init=False)

@@ -46,14 +46,14 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     target = session.target_for(model_spec)
     name = model_spec.label
     result = ProbeResult(probe=spec.probe, id=spec.id, params=params_to_dict(params), model=name, seed=suite.seed)
-    if cls.refuses_task(target.outputs):  # a hub model: its task is known once it loads
+    if cls.refuses_task(target.task):  # a hub model: its task is known once it loads
         from bertprobe.suite.validate import task_refusal
 
-        raise SuiteError(task_refusal(spec.id, cls, target.outputs, name, session.plugins))
+        raise SuiteError(task_refusal(spec.id, cls, target.task, name, session.plugins))
     missing = cls.missing_requirements(target.capabilities)
     if missing:
         result.status = "skipped"
-        result.message = f"target {name} ({target.task}) lacks: " + ", ".join(
+        result.message = f"target {name} ({target.task.name}) lacks: " + ", ".join(
             f"{m} ({TARGET[m]})" if m in TARGET else m for m in missing)
         judge(result, spec, cls)
         return result

@@ -173,11 +173,11 @@ def _bare_encoder(spec: ModelSpec) -> bool:
 
 
 def _labels_in_columns(suite: Suite, plugins: Any, data: Dataset) -> bool:
-    """True when every model is multi-label and the data has a 0/1 column for each of its labels (read when the
+    """True when every model reads label sets and the data has a 0/1 column for each of its labels (read when the
     labels are aligned to the model)."""
     columns = set(data.examples[0].meta) if data.examples else set()
     tasks = [model_task(m, plugins) for m in suite.models]
-    return bool(tasks) and all(t is not None and t.name == "multi-label" and set(t.label_names) <= columns for t in tasks)
+    return bool(tasks) and all(t is not None and t.label_sets and set(t.label_names) <= columns for t in tasks)
 
 
 def check_data_needs(suite: Suite, plugins: Any, data: Dataset) -> None:
@@ -246,7 +246,7 @@ def check_labels_against_models(suite: Suite, plugins: Any, data: Dataset) -> No
         task = model_task(model, plugins, config)
         if task is None:
             continue
-        if task.name == "classification" and _config_labels(model, config) is None:
+        if task.unnamed_classes_are_indices and _config_labels(model, config) is None:
             continue  # no names to match: loading reads num_labels
         task.read_labels(data, suite.data, model.label)
 

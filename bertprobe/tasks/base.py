@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import torch
@@ -41,6 +42,18 @@ class Task:
     model_class: ClassVar[str] = "AutoModel"
     capabilities: ClassVar[frozenset[str]] = frozenset()
     priority: ClassVar[int] = 0
+
+    # What differs between tasks where a probe or the model wing must choose, asked by meaning, never by name:
+    # a new task sets the ones that describe it, and a probe that supports it reads them.
+    word_tags: ClassVar[bool] = False  # one tag per word: word-aligned inputs, per-word gold, entities from the tags
+    label_sets: ClassVar[bool] = False  # any number of labels per example: each a yes/no decision at its threshold
+    rows_per_choice: ClassVar[bool] = False  # one input row per candidate: inputs are (examples, choices, tokens)
+    headless: ClassVar[bool] = False  # a bare encoder: no task head (a task checkpoint loaded as one drops its head)
+    # gold classes are matched to the config's class names; without names (no id2label) a label is a class index,
+    # checked only once the model has loaded (num_labels)
+    unnamed_classes_are_indices: ClassVar[bool] = False
+    config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})  # what a config of this task sets beyond
+    # its architecture, for detection (problem_type...): what a test model built for the task carries
 
     # ---- detection and binding ------------------------------------------------------------------
     @classmethod

@@ -73,6 +73,7 @@ class SingleLabelClassification(OneOfMany):
     description: ClassVar[str] = "single-label sequence classification: one class per text (softmax)"
     model_class: ClassVar[str] = "AutoModelForSequenceClassification"
     capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "classification"})
+    unnamed_classes_are_indices: ClassVar[bool] = True
 
     @classmethod
     def detect(cls, config: Any) -> bool:

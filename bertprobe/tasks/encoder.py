@@ -27,6 +27,7 @@ class Encoder(Task):
     model_class: ClassVar[str] = "AutoModel"
     capabilities: ClassVar[frozenset[str]] = frozenset({"encoder"})
     priority: ClassVar[int] = -10  # only when no head is named
+    headless: ClassVar[bool] = True
 
     @classmethod
     def detect(cls, config: Any) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import torch
@@ -35,6 +36,8 @@ class MultiLabelClassification(Task):
     model_class: ClassVar[str] = "AutoModelForSequenceClassification"
     capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "multi-label"})
     priority: ClassVar[int] = 10  # before single-label: the same architecture, told apart by problem_type
+    label_sets: ClassVar[bool] = True
+    config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({"problem_type": "multi_label_classification"})
 
     @classmethod
     def detect(cls, config: Any) -> bool:

@@ -21,6 +21,7 @@ class MultipleChoice(OneOfMany):
     description: ClassVar[str] = "multiple choice: pick one of several candidate texts (softmax over choices)"
     model_class: ClassVar[str] = "AutoModelForMultipleChoice"
     capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "multiple-choice"})
+    rows_per_choice: ClassVar[bool] = True
 
     @classmethod
     def detect(cls, config: Any) -> bool:

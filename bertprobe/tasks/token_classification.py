@@ -33,6 +33,7 @@ class TokenClassification(Task):
     description: ClassVar[str] = "token classification (NER): one tag per word, entities from IOB2/BIOES tags"
     model_class: ClassVar[str] = "AutoModelForTokenClassification"
     capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "token-classification"})
+    word_tags: ClassVar[bool] = True
 
     @classmethod
     def detect(cls, config: Any) -> bool:

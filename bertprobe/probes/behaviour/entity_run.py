@@ -52,7 +52,7 @@ def perturbation_cases(data: Dataset, target: Target, specs: list[tuple[Any, dic
                        seed: int, max_examples: int) -> tuple[list[EntityCase], list[dict[str, Any]]]:
     """The inv cases each perturbation makes of (a seeded sample of) the tagged sentences, and a row per
     perturbation: how many sentences it applied to, or why it was skipped."""
-    task: Any = target.outputs
+    task: Any = target.task
     examples = [ex for ex in data.examples if ex.words]
     if len(examples) > max_examples:
         examples = random.Random(seed).sample(examples, max_examples)
@@ -86,7 +86,7 @@ def perturbation_cases(data: Dataset, target: Target, specs: list[tuple[Any, dic
 def predict_entities(target: Target, sentences: Sequence[Words], batch_size: int | None,
                      ctx: ProbeContext) -> dict[Words, tuple[Span, ...]]:
     """The predicted entities of each distinct sentence, through the shared word-level prediction path."""
-    task: Any = target.outputs
+    task: Any = target.task
     examples = [Example(" ".join(w), words=w, id=str(i)) for i, w in enumerate(sentences)]
     predicted = ctx.predictions(target, Dataset(examples, name="behaviour sentences"), batch_size)
     out = {}
@@ -138,7 +138,7 @@ def _f1(pairs: Sequence[tuple[Sequence[Span], Sequence[Span]]]) -> float | None:
 def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeContext, lexicons: dict[str, list[str]],
                  specs: list[tuple[Any, dict[str, Any]]]) -> ProbeResult:
     """The behaviour probe's NER half (see the module docstring)."""
-    task: Any = target.outputs
+    task: Any = target.task
     types = model_types(task.entity_types)
     decode = _decoder(task.entity_types)
     cases: list[EntityCase] = []
@@ -198,7 +198,7 @@ def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeCo
                 f"'{worst['lower']}' {worst['recall'][worst['lower']]:.3f}" if worst["gap"] > 0 else "")
     summarise(result, tests, len(cases), failed, len(distinct), line)
     result.details["perturbations"] = rows
-    result.details["task"] = "token-classification"
+    result.details["task"] = target.task.name
     result.details["sentences_in_cases"] = len(every)  # predicted as len(distinct) sentences, each once
     return result
 

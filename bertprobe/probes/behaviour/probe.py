@@ -231,7 +231,7 @@ class BehaviourProbe(Probe):
 
     def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
         lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
-        if target.outputs.name == "token-classification":
+        if target.task.word_tags:
             specs = perturbation_specs(params.perturbations, entity_catalogue(), ("name", "variants")) \
                 if data is not None and params.perturbations != () else []
             return run_entities(target, data, params, ctx, lexicons, specs)
@@ -252,15 +252,15 @@ class BehaviourProbe(Probe):
             raise ProbeError("perturbations need the suite's data; add a data: section or set perturbations: []")
         else:
             rows = []
-        multi = target.outputs.name == "multi-label"
-        thresholds = target.outputs.thresholds.numpy() if multi else None  # type: ignore[attr-defined]
-        cases, unresolved = self._resolvable(cases, labels, skipped, multi, target.outputs.label_map)
+        multi = target.task.label_sets
+        thresholds = target.task.thresholds.numpy() if multi else None  # type: ignore[attr-defined]
+        cases, unresolved = self._resolvable(cases, labels, skipped, multi, target.task.label_map)
         if not cases:
             raise ProbeError("no behavioural case to run: give cases:, templates:, or data for the perturbations")
         probs = self._predict(target, cases, params, ctx)
         verdicts = [judge_case(c, lambda t: probs[text_key(t)], labels, thresholds) for c in cases]
         result = ProbeResult(probe=self.name)
-        self._report(result, cases, verdicts, probs, labels, params, ctx, target.outputs if multi else None)
+        self._report(result, cases, verdicts, probs, labels, params, ctx, target.task if multi else None)
         result.details["perturbations"] = rows
         if unresolved:
             result.details["unresolved"] = unresolved

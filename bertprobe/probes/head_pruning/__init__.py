@@ -138,18 +138,18 @@ class Evaluator:
     def __init__(self, target: Target, data: Dataset, batch_size: int | None, metric: str = "auto") -> None:
         self.target = target
         self.sites = target.attention_sites()
-        self.score = target.outputs.sweep_score(metric)  # per-example outcome and the metric over it
+        self.score = target.task.sweep_score(metric)  # per-example outcome and the metric over it
         self.dropped = 0
-        if target.task == "token-classification":  # word-aligned rows; gold on each word's first sub-token
+        if target.task.word_tags:  # word-aligned rows; gold on each word's first sub-token
             aligned = target.encode_words(data.examples)
             kept = [i for i, a in enumerate(aligned) if a is not None]
             self.dropped = len(aligned) - len(kept)  # sentences cut by max_length: not scored here
             data = Dataset([data.examples[i] for i in kept], name=data.name, label_names=data.label_names)
             rows = [aligned[i] for i in kept]
             self.encoded = Encoded([r for r, _ in rows], [len(r["input_ids"]) for r, _ in rows])  # type: ignore[misc]
-            self.labels = target.outputs.token_gold([w for _, w in rows], data)  # type: ignore[misc, attr-defined]
+            self.labels = target.task.token_gold([w for _, w in rows], data)  # type: ignore[misc, attr-defined]
         else:
-            self.labels = target.outputs.gold(data)
+            self.labels = target.task.gold(data)
             self.encoded = target.encode(data.examples)
         self.examples = data.examples
         self.batches = list(target.batches(self.encoded, batch_size))
