@@ -167,7 +167,9 @@ def test_run_writes_reports_and_exits_zero(suite_factory):
     run_dir, report = only_run(suite.parent / "reports", "tiny")
     assert run_dir.name.startswith("tiny-") and run_dir.name.endswith("Z")
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events] == ["run_start", "data_loaded", "probe_start", "model_loaded", "probe_result", "run_finish"]
+    # (progress events come as the clock says: a loop past a second on a busy machine reports)
+    assert [e["event"] for e in events if e["event"] != "progress"] == [
+        "run_start", "data_loaded", "probe_start", "model_loaded", "probe_result", "run_finish"]
     assert report["suite"] == "tiny" and report["seed"] == 3 and report["status"] == "completed"
     assert report["device"] == "cpu" and report["dtype"] == "float32"
     assert set(report["versions"]) >= {"bertprobe", "torch", "transformers"}
@@ -476,8 +478,8 @@ def test_column_flags_and_label_map(suite_factory, tmp_path):
     line = one_line_error(invoke("run", str(suite)))
     assert "did you mean 'sentiment'" not in line and "--text COL" in line  # the label column is no hint for text
     _, problems = error_lines(invoke("run", str(suite), "--text", "review", "--label", "sentiment"))
-    assert [p.split(" of ")[0] for p in problems] == [f"label '{v}' on line {n}" for n, v in
-                                                       [(2, "pos"), (3, "neg"), (4, "pos"), (5, "neg")]]  # every bad row
+    # every bad row, those with the same problem as one item
+    assert [p.split(" of ")[0] for p in problems] == ["label 'pos' on lines 2 and 4", "label 'neg' on lines 3 and 5"]
     assert all("--label-map neg=negative,pos=positive" in p for p in problems)
     result = invoke("run", str(suite), "--text", "review", "--label", "sentiment", "--out", str(tmp_path / "flag"),
                     "--label-map", "neg=negative,pos=positive")

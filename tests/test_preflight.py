@@ -86,7 +86,7 @@ def test_a_task_the_architecture_does_not_tell_is_refused_by_both(tmp_path, tiny
 def test_sentence_labels_for_a_token_classifier_are_refused_by_both(tmp_path, tiny_clf_dir, sst_tsv):
     model = with_architecture(tiny_clf_dir, tmp_path / "tagger", "BertForTokenClassification")
     line = same_refusal(suite_file(tmp_path, model, sst_tsv))
-    assert "is a token-classification model, which needs one tag per word" in line and "line 2 of" in line
+    assert "is a token-classification model, which needs one tag per word" in line and "lines 2, 3, 4 and 3 more of" in line
 
 
 def test_a_class_param_the_model_lacks_is_refused_by_both_with_the_set_to_fix_it(tmp_path, tiny_clf_dir, sst_tsv):
