@@ -88,7 +88,7 @@ def parse_params(cls: type, raw: Any, path: str, problems: list[str] | None = No
     if not isinstance(raw, dict):
         raise SuiteError(f"{path}: expected a mapping of parameters, got {type(raw).__name__}")
     hints = get_type_hints(cls)
-    known = [f.name for f in dataclasses.fields(cls)]
+    known = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")]  # not a suite's to set
     kwargs = {}
     for key, value in raw.items():
         try:

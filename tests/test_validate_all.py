@@ -237,3 +237,11 @@ def test_an_expectation_names_a_class_exactly_as_the_metric_does(tmp_path, ml_di
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.stderr.strip().endswith("probes[0].expect.recall_org: the model's metric is named 'recall_ORG' (its "
                                           "class is 'ORG', written exactly in a metric's name); write expect.recall_ORG")
+
+
+def test_an_internal_field_is_not_offered_as_a_key(tmp_path, tiny_clf_dir):
+    data = tsv(tmp_path, [("a", "positive")])
+    suite = suite_file(tmp_path, tiny_clf_dir, data, data_keys=", text: sentence, label: label, limt: 3")
+    result = invoke("validate", str(suite))
+    assert result.exit_code == 2 and "data.limt: unknown parameter (did you mean 'limit'?)" in result.stderr
+    assert "named" not in result.stderr.split("allowed: ", 1)[1]  # DataSpec.named is bertprobe's, not a suite's

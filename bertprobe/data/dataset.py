@@ -42,7 +42,7 @@ class DataSpec:
     options: dict[str, Any] = field(default_factory=dict)
     # the column keys a suite or a flag named (text, text_pair, label, choices): each must exist in the data,
     # where the default label column may be absent (unlabelled data); left out of equality and fingerprints
-    named: frozenset[str] = field(default=frozenset(), compare=False)
+    named: frozenset[str] = field(default=frozenset(), compare=False, metadata={"internal": True})
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
