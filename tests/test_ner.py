@@ -237,7 +237,7 @@ def test_int8_against_fp32_pairs_entity_f1_and_behaviour_failure_rates(tmp_path,
     monkeypatch.setenv("BERTPROBE_NER_BEHAVIOUR_EXAMPLES", "20")
     suite = Path(__file__).resolve().parents[1] / "suites" / "ner-int8.yaml"
     result = CliRunner().invoke(main, ["run", str(suite), "--out", str(tmp_path), "--set", "report.formats=[json,markdown]"])
-    assert result.exit_code in (0, 1), result.output
+    assert result.exit_code in (0, 1, 4), result.output  # 4: int8 may replace fp32, sharing fp32's misses
     run_dir, report = only_run(tmp_path, "ner-int8")
     paired = {(d["probe_id"], d["metric"]): d for d in report["paired"] if d["model"] == "int8"}
     f1 = paired[("accuracy", "entity_f1")]
