@@ -259,9 +259,12 @@ class Probe(abc.ABC):
     def refuses_task(cls, task: Any) -> bool:
         """Whether a model of ``task`` (a ``Task`` class or instance) must be refused before it loads: the
         probe does not list the task, yet the task offers what the probe requires (so it would run, reading the
-        outputs with the wrong meaning). A task lacking a requirement is skipped, as a missing capability is."""
+        outputs with the wrong meaning), or the task admits only the probes that list it (``listed_probes_only``).
+        Otherwise a task lacking a requirement is skipped, as a missing capability is."""
         if task.name in cls.tasks:
             return False
+        if getattr(task, "listed_probes_only", False):
+            return True
         offered = set(task.capabilities) | {task.name} | _MODEL_CAPABILITIES
         return not cls.missing_requirements(offered)
 

@@ -123,3 +123,17 @@ def test_a_device_this_machine_lacks_is_refused_by_both_before_a_run_folder(tmp_
     assert "device 'cuda:1' requested" in same_refusal(own)
     joined = replace(load_suite(own), executor=ExecutorSpec(name="ray", address="10.0.0.5:6379"))
     check_devices(joined)  # no error: the cluster's workers check their own devices
+
+
+def test_a_reader_is_refused_by_every_probe_not_written_for_it_before_it_loads(tmp_path):
+    """A question-answering model under a classifier's probes: refused by validate and run alike, naming the
+    probes that support it, not loaded and then skipped probe by probe (exit 5)."""
+    from bertprobe.testing import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "reader", task="question-answering")
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "Who sang?", "context": "Anna sang.",
+                                "answers": {"text": ["Anna"], "answer_start": [0]}}) + "\n", encoding="utf-8")
+    line = same_refusal(suite_file(tmp_path, model, data, "  - probe: accuracy\n  - probe: calibration\n"))
+    assert "probe accuracy (accuracy) does not support question-answering models" in line
+    assert "probe calibration (calibration) does not support question-answering models" in line

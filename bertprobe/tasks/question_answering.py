@@ -63,6 +63,7 @@ class QuestionAnswering(Task):
     description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
     capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
+    listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
 
     @classmethod
     def detect(cls, config: Any) -> bool:
