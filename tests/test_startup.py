@@ -96,13 +96,9 @@ print("after quantize:", "torchao" in sys.modules, flush=True)
     assert done.stderr.strip() == "", done.stderr
 
 
-def test_a_run_imports_only_what_its_formats_and_models_need(tmp_path, tiny_clf_dir, sst_tsv):
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(f"suite: tiny\nmodel: {{path: '{tiny_clf_dir}', device: cpu}}\n"
-                     f"data: {{path: '{sst_tsv}', text: sentence, label: label}}\nseed: 3\n"
-                     f"report: {{dir: '{tmp_path / 'reports'}', formats: [json, markdown]}}\n"
-                     "probes:\n  - probe: accuracy\n  - probe: calibration\n", encoding="utf-8")
-    output, loaded = loaded_after("run", str(suite), "-q", "--allow-skips")
+def test_a_run_imports_only_what_its_formats_and_models_need(suite_factory):
+    suite = suite_factory("  - probe: accuracy\n  - probe: calibration\n")
+    output, loaded = loaded_after("run", str(suite), "-q", "--allow-skips", "--set=report.formats=[json, markdown]")
     assert "report:" in output
     assert {"torch", "transformers"} <= loaded  # the model needs them (and datasets reads the tsv) ...
     assert loaded.isdisjoint({"torchao", "matplotlib"}), sorted(loaded)  # ... no quantizer, no figures for json/md
@@ -127,16 +123,12 @@ def test_python_dash_m_bertprobe_is_the_command():
     assert listing.returncode == 0 and "accuracy" in listing.stdout, listing.stderr
 
 
-def test_python_dash_m_bertprobe_cli_run_logs_its_progress(tmp_path, tiny_clf_dir, sst_tsv):
+def test_python_dash_m_bertprobe_cli_run_logs_its_progress(suite_factory):
     """Without --quiet a run logs to stderr; through ``python -m bertprobe.cli`` that once died with a NameError."""
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(f"suite: tiny\nmodel: {{path: '{tiny_clf_dir}', device: cpu}}\n"
-                     f"data: {{path: '{sst_tsv}', text: sentence, label: label}}\nseed: 3\n"
-                     f"report: {{dir: '{tmp_path / 'reports'}', formats: [json]}}\n"
-                     "probes:\n  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n", encoding="utf-8")
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0}}\n")
     environ = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "bertprobe.cli", "run", str(suite)], capture_output=True, text=True,
-                          env=environ, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "bertprobe.cli", "run", str(suite), "--set=report.formats=[json]"],
+                          capture_output=True, text=True, env=environ, timeout=300)
     assert "NameError" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr
     assert "loading" in done.stderr and "report:" in done.stdout

@@ -77,6 +77,16 @@ class ModelInfo:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+DEFAULT_TOLERANCE = 0.01  # compare.tolerance where a suite gives none, or its map no default
+
+
+def metric_tolerance(tolerance: float | dict[str, float], metric: str) -> float:
+    """The tolerance ``compare.tolerance`` (one number, or a map per metric with a ``default``) gives ``metric``."""
+    if isinstance(tolerance, dict):
+        return float(tolerance.get(metric, tolerance.get("default", DEFAULT_TOLERANCE)))
+    return float(tolerance)
+
+
 @dataclass
 class MetricDelta:
     """One metric of one probe, a candidate model against the baseline; a regression when ``regression``.

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from bertprobe.results import Expectation, MetricDelta, ProbeResult, RunReport
+from bertprobe.results.report import metric_tolerance
 
 MIN_EXAMPLES = 100  # below this a verdict on a proportion is flagged (Wilson 95% half-width about 0.1 at p=0.5)
 Decision = Literal["ship", "do not ship", "may replace", "baseline", "no decision"]
@@ -129,17 +130,6 @@ def _value(e: Expectation) -> str:
     return "missing" if e.value is None else f"{e.value:.4g}"
 
 
-def _tolerance(gate: dict[str, Any] | None, metric: str) -> float:
-    """The gate's tolerance for ``metric`` (``compare.tolerance``: one number, or a map with a ``default``)."""
-    tolerance = (gate or {}).get("tolerance", 0.0)
-    if isinstance(tolerance, dict):
-        tolerance = tolerance.get(metric, tolerance.get("default", 0.0))
-    try:
-        return float(tolerance)
-    except (TypeError, ValueError):
-        return 0.0
-
-
 def _no_worse(miss: Expectation, base: Expectation, tolerance: float) -> bool:
     """Whether a candidate's miss is within ``tolerance`` of the baseline's miss of the same bound: a candidate
     at 0.10 against a baseline at 0.39 under ``min: 0.4`` misses it much worse, and that miss is its own."""
@@ -160,7 +150,7 @@ def shared_misses(result: ProbeResult, baseline: ProbeResult | None, baseline_na
     label = result.id or result.probe
     return [(e.metric, f"{label} {e.metric} {_value(e)} ({baseline_name}: {_value(missed[e.metric])})")
             for e in result.expectations if not e.passed and e.metric in missed
-            and _no_worse(e, missed[e.metric], _tolerance(gate, e.metric))]
+            and _no_worse(e, missed[e.metric], metric_tolerance((gate or {}).get("tolerance", 0.0), e.metric))]
 
 
 def alerts(results: list[ProbeResult]) -> list[str]:

@@ -8,8 +8,8 @@ from typing import Any
 from bertprobe.data.dataset import DataSpec
 from bertprobe.model.spec import ModelSpec
 from bertprobe.results import Expectation
+from bertprobe.results.report import DEFAULT_TOLERANCE, metric_tolerance
 
-DEFAULT_TOLERANCE = 0.01
 DEFAULT_SIGNIFICANCE = 0.05  # a change past the tolerance gates only when its Holm-corrected paired p is below this
 
 
@@ -68,9 +68,7 @@ class GateSpec:
     significance: float | None = DEFAULT_SIGNIFICANCE
 
     def tolerance_for(self, metric: str) -> float:
-        if isinstance(self.tolerance, dict):
-            return float(self.tolerance.get(metric, self.tolerance.get("default", DEFAULT_TOLERANCE)))
-        return float(self.tolerance)
+        return metric_tolerance(self.tolerance, metric)
 
     def to_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline, "tolerance": self.tolerance, "significance": self.significance}
