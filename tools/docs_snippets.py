@@ -63,9 +63,14 @@ SNIPPETS: dict[str, str] = {
 CHECKED = ("quickstart", "ner", "multilabel", "bf16")
 
 
-def _reviews(path: Path) -> None:
+def _sst2_dev(count: int = 300) -> list[list[str]]:
+    """The first ``count`` (sentence, label) rows of the SST-2 fixture's dev split."""
     with open(SHARED / "data" / "sst2" / "dev.tsv", encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:301]
+        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:count + 1]
+
+
+def _reviews(path: Path) -> None:
+    rows = _sst2_dev()
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["review", "sentiment"])
@@ -84,10 +89,8 @@ def _tagger(folder: Path, reviews: Path) -> None:
     config = json.loads((source / "config.json").read_text())
     config["problem_type"] = "multi_label_classification"
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    with open(SHARED / "data" / "sst2" / "dev.tsv", encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:301]
     with open(reviews, "w", encoding="utf-8") as f:
-        for text, label in rows:
+        for text, label in _sst2_dev():
             f.write(json.dumps({"text": text, "labels": ["positive" if label == "1" else "negative"]}) + "\n")
 
 
