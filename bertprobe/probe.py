@@ -97,18 +97,25 @@ def map_in_process(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], d
 
 @dataclass(frozen=True)
 class Predictions:
-    """A model's logits on a dataset (float32, CPU, in the data's order) and the seconds the pass took."""
+    """A model's logits on a dataset (float32, CPU, in the data's order) and the seconds the pass took; for a
+    task whose predictions are no logits per example (extractive QA), its own ``answers`` instead."""
 
     logits: Any  # N x C; token classification: N x longest sentence x tags, per word (zeros past each end)
     seconds: float
     windowed: int = 0  # token classification: sentences longer than max_length, predicted in windows
+    answers: Any = None  # the task's own predictions (Task.predict_data), one per example; logits is None then
 
 
 def predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:
     """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness)."""
     import time
 
-    if getattr(getattr(target, "task", None), "word_tags", False):  # logits per word, long sentences in windows
+    task = getattr(target, "task", None)
+    if task is not None and task.own_predictions:  # the task decodes its own (QA: answers over windows)
+        start = time.perf_counter()
+        own = task.predict_data(target, data, batch_size, progress)
+        return Predictions(None, time.perf_counter() - start, answers=own)
+    if getattr(task, "word_tags", False):  # logits per word, long sentences in windows
         from bertprobe.model.word_logits import padded, word_logits
         from bertprobe.tasks.token_classification import words_of
 

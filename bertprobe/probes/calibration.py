@@ -231,6 +231,9 @@ class CalibrationProbe(Probe):
         assert data is not None
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("calibration needs a gold label for every example")
+        result = ProbeResult(probe=self.name)
+        if target.task.audit_calibration(result, target, data, params, ctx):  # the task audits in its own terms
+            return result
         raw = ctx.predictions(target, data, params.batch_size).logits
         if target.task.label_sets:
             return label_set_calibration(target, data, raw, params, ctx.seed)

@@ -55,6 +55,9 @@ class Task:
     # gold classes are matched to the config's class names; without names (no id2label) a label is a class index,
     # checked only once the model has loaded (num_labels)
     unnamed_classes_are_indices: ClassVar[bool] = False
+    # predictions are the task's own (Task.predict_data: extractive QA's answers decoded over windows), not
+    # logits per example: ctx.predictions holds them in Predictions.answers
+    own_predictions: ClassVar[bool] = False
     config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})  # what a config of this task sets beyond
     # its architecture, for detection (problem_type...): what a test model built for the task carries
 
@@ -113,6 +116,23 @@ class Task:
     def metrics(self, probs: torch.Tensor, pred: torch.Tensor, gold: torch.Tensor) -> dict[str, Any]:
         """The task's standard metrics on one set of predictions (the accuracy probe adds intervals and tables)."""
         raise self._unsupported("standard metrics")
+
+    def predict_data(self, target: Any, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Any:
+        """Where ``own_predictions``: one prediction per example of ``data`` from ``target`` (what
+        ``ctx.predictions`` shares between the probes of a run)."""
+        raise self._unsupported("predictions of its own")
+
+    # ---- sections a probe leaves to the task ------------------------------------------------------
+    # A probe asks the task first: a task whose audit differs (entities, label sets, answer spans) fills the
+    # probe's ``result`` itself and returns True; False leaves the probe's own (class) audit. ``ctx`` is the
+    # ProbeContext (ctx.predictions shares one pass), ``params`` the probe's params.
+    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The accuracy probe's audit in this task's terms (False: the probe's per-class one)."""
+        return False
+
+    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
+        return False
 
     def describe_labels(self, values: Sequence[int] | int) -> str:
         """A prediction or gold value as a reader sees it (a class name, a label set)."""

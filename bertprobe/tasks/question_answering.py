@@ -64,6 +64,7 @@ class QuestionAnswering(Task):
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
     capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
+    own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
 
     @classmethod
     def detect(cls, config: Any) -> bool:
@@ -114,6 +115,10 @@ class QuestionAnswering(Task):
                       max_answer_tokens=s["max_answer_tokens"], null_threshold=self.null_threshold_for(examples),
                       question_first=s["question_first"], batch_size=batch_size,
                       names=[ex.id for ex in examples], progress=progress)
+
+    def predict_data(self, target: Any, data: Dataset, batch_size: int | None = None, progress: Any = None) -> list[Answer]:
+        """Each question's answer (``ctx.predictions(...).answers``: one decoding shared by the run's probes)."""
+        return self.answers(target, data.examples, batch_size, progress)
 
     def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""
