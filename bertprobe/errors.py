@@ -44,7 +44,8 @@ def first_line(error: BaseException | str | None, default: str = "") -> str:
 
 
 ROW_LIMIT = 20  # distinct problems of bad data rows listed one by one; the rest are counted
-_LINE = re.compile(r"\bline (\d+)\b")
+# a bad row's place in a message: "line 12 of f" (a file's line) or "question 56be4db0 of f" (a SQuAD question's id)
+_ROW = re.compile(r"\bline (\d+)\b|\bquestion (\S+) of ")
 
 
 class Problems:
@@ -114,8 +115,9 @@ def problems_error(messages: list[str], kind: type[BertprobeError] = SuiteError,
 
 class RowProblems:
     """Bad rows of one data file, raised once as a DataError: rows with the same problem (the same message but for
-    its line number) are one item, ``label 'LOC|ORG' on lines 114, 124, 131 and 48 more of test.tsv ...``; the
-    first ``limit`` distinct problems are listed and the rest counted."""
+    its line number, or its question id in SQuAD JSON) are one item, ``label 'LOC|ORG' on lines 114, 124, 131 and
+    48 more of test.tsv ...``, ``questions q1, q7 and q9 of dev.json: the question is empty``; the first ``limit``
+    distinct problems are listed and the rest counted."""
 
     SHOWN_LINES = 3  # line numbers named per problem; the rest are counted
 
@@ -126,15 +128,16 @@ class RowProblems:
         self.more = 0  # rows with problems past the first ``limit`` distinct ones
 
     def add(self, message: str) -> None:
-        match = _LINE.search(message)
-        key = message if match is None else f"{message[:match.start(1)]}{{line}}{message[match.end(1):]}"
+        match = _ROW.search(message)
+        group = None if match is None else 1 if match.group(1) is not None else 2
+        key = message if match is None else f"{message[:match.start(group)]}{{line}}{message[match.end(group):]}"
         if key not in self.groups and len(self.groups) >= self.limit:
             self.more += 1
             return
         lines = self.groups.setdefault(key, [])
         self.counts[key] = self.counts.get(key, 0) + 1
         if match is not None and len(lines) < self.SHOWN_LINES:
-            lines.append(match.group(1))
+            lines.append(match.group(group))
 
     @property
     def messages(self) -> list[str]:
@@ -147,7 +150,8 @@ class RowProblems:
                 continue
             rest = count - len(lines)
             named = ", ".join(lines[:-1]) + (f", {lines[-1]} and {rest} more" if rest else f" and {lines[-1]}")
-            out.append(key.replace("line {line}", f"lines {named}", 1).replace("{line}", named, 1))
+            out.append(key.replace("line {line}", f"lines {named}", 1).replace("question {line} of", f"questions {named} of", 1)
+                       .replace("{line}", named, 1))
         return out
 
     def __bool__(self) -> bool:

@@ -365,11 +365,12 @@ def squad_with(tmp: Path, name: str = "bad.json", **changes) -> Path:
 
 def test_each_malformed_input_gets_its_one_line_error(tmp_path):
     shifted = squad_with(tmp_path, answers=[{"text": "Denver Broncos", "answer_start": 21}])
-    assert one_line_error(shifted) == (f"question q1 of {shifted}: answer 'Denver Broncos' starts at 29, not 21; "
-                                       "fix its answer_start")
+    assert one_line_error(shifted) == (f"question q1 of {shifted}: answer 'Denver Broncos' starts at 29 in its context, "
+                                       "not 21; fix its answer_start")
     absent = squad_with(tmp_path, answers=[{"text": "Seattle", "answer_start": 3}])
     assert "answer 'Seattle' does not occur in its context" in one_line_error(absent)
-    assert one_line_error(squad_with(tmp_path, question="  ")) == f"question q1 of {tmp_path / 'bad.json'}: the question is empty"
+    assert one_line_error(squad_with(tmp_path, question="  ")) == (f"question q1 of {tmp_path / 'bad.json'}: the question is "
+                                                                   "empty; give its text, or remove the question")
     assert "the context is empty" in one_line_error(squad_with(tmp_path, context=""))
     unmarked = squad_with(tmp_path, answers=[])
     assert "no answer, and the question is not marked is_impossible" in one_line_error(unmarked)
@@ -377,18 +378,19 @@ def test_each_malformed_input_gets_its_one_line_error(tmp_path):
     csv = tmp_path / "ambiguous.csv"
     csv.write_text('question,context,answer\nWho?,"the dog saw the dog",dog\nWhat?,"a cat",cow\n', encoding="utf-8")
     message = one_line_error(csv)
-    assert message.startswith(f"line 2 of {csv}: answer 'dog' occurs 2 times in its context (at 4, 16)")
+    assert message.startswith(f"2 problems: (1) line 2 of {csv}: answer 'dog' occurs 2 times in its context (at 4, 16)")
+    assert f"(2) line 3 of {csv}: answer 'cow' does not occur in its context" in message  # every bad row, not the first
     csv.write_text('question,context,answer\nWhat?,"a cat",cow\n', encoding="utf-8")
     assert one_line_error(csv).startswith(f"line 2 of {csv}: answer 'cow' does not occur in its context")
     csv.write_text('question,context,answer,answer_start\nWho?,"the dog saw the dog",dog,15\n', encoding="utf-8")
-    assert "answer 'dog' starts at 16, not 15 (it also occurs at 4)" in one_line_error(csv)
+    assert "answer 'dog' starts at 16 in its context, not 15 (it also occurs at 4)" in one_line_error(csv)
     csv.write_text('question,context,answer,answer_start\nWho?,"the dog saw the dog",dog,16\n', encoding="utf-8")
     assert load_table(DataSpec(path=str(csv))).examples[0].label == (("dog", 16),)
 
     jsonl = tmp_path / "bad.jsonl"
     jsonl.write_text(json.dumps({"question": "Who?", "context": "a dog", "answers": {"text": ["dog"], "answer_start": [0]}})
                      + "\n", encoding="utf-8")
-    assert one_line_error(jsonl) == f"line 1 of {jsonl}: answer 'dog' starts at 2, not 0; fix its answer_start"
+    assert one_line_error(jsonl) == f"line 1 of {jsonl}: answer 'dog' starts at 2 in its context, not 0; fix its answer_start"
 
     other = tmp_path / "sst.tsv"
     other.write_text("sentence\tlabel\ngood film\t1\n", encoding="utf-8")
@@ -504,7 +506,7 @@ def test_validate_refuses_bad_qa_data_in_one_line_with_exit_2_before_any_weights
     sst.write_text("sentence\tlabel\ngood film\t1\n", encoding="utf-8")
     shifted = squad_with(tmp_path, answers=[{"text": "Denver Broncos", "answer_start": 21}])
     for data, expected in ((sst, f"line 2 of {sst}: {model.name} is a question-answering model, which needs a question"),
-                           (shifted, f"question q1 of {shifted}: answer 'Denver Broncos' starts at 29, not 21")):
+                           (shifted, f"question q1 of {shifted}: answer 'Denver Broncos' starts at 29 in its context, not 21")):
         suite = tmp_path / "s.yaml"
         suite.write_text(f"suite: qa\nmodel: {{path: '{model}', device: cpu}}\ndata: {{path: '{data}'}}\n"
                          f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n", encoding="utf-8")

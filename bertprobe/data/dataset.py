@@ -16,7 +16,10 @@ TEXT_DEFAULTS = ("sentence", "text", "sentence1", "premise", "question", "conten
 
 
 LOCAL_FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "json", ".json": "json", ".conllu": "conllu",
-                 ".iob2": "conll", ".iob": "conll", ".bio": "conll", ".conll": "conll", ".conll03": "conll", ".ner": "conll"}
+                 ".iob2": "conll", ".iob": "conll", ".bio": "conll", ".conll": "conll", ".conll03": "conll", ".ner": "conll",
+                 ".parquet": "saved", ".arrow": "saved"}
+
+SAVED_MARKERS = ("state.json", "dataset_dict.json")  # what datasets' save_to_disk writes into its folder
 
 
 COLUMN_KEYS = ("text", "text_pair", "label", "choices")
@@ -153,6 +156,13 @@ def check_text_file(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise DataError(f"'{path}' line {line}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+
+
+def is_saved_dataset(path: Path) -> bool:
+    """A Hugging Face dataset stored locally: a folder ``save_to_disk`` wrote, or a ``.parquet``/``.arrow`` file."""
+    if path.is_dir():
+        return any((path / name).is_file() for name in SAVED_MARKERS)
+    return path.is_file() and LOCAL_FORMATS.get(path.suffix.lower()) == "saved"
 
 
 def is_local(path: str) -> bool:

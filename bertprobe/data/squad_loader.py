@@ -3,16 +3,14 @@ check that a table really holds questions, which needs the table readers that ro
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bertprobe.data.dataset import Dataset, DataSpec
-from bertprobe.data.squad import maybe_squad_json
+from bertprobe.data.squad import holds_questions
 from bertprobe.data.tables import load_table
 from bertprobe.errors import DataError
 
 
 class SquadLoader:
-    """``loader: squad``: SQuAD JSON, or JSONL/CSV/TSV/hub rows with question, context and answers."""
+    """``loader: squad``: SQuAD JSON, or JSONL/CSV/TSV/saved/hub rows with question, context and answers."""
 
     name = "squad"
     description = ("extractive QA: SQuAD JSON (v1.1, v2.0), JSONL/hub rows in the squad schema, CSV/TSV with question, "
@@ -21,13 +19,8 @@ class SquadLoader:
     def load(self, spec: DataSpec) -> Dataset:
         if not spec.path:
             raise DataError("loader squad needs data.path: a SQuAD JSON file, or a JSONL/CSV/TSV of questions")
-        path = Path(spec.path).expanduser()
-        if path.suffix.lower() == ".json" and path.is_file():
-            found = maybe_squad_json(path)
-            if found is not None:
-                return found
-        data = load_table(spec)
-        if data.examples and not all(ex.text_pair is not None and "is_impossible" in ex.meta for ex in data.examples):
+        data = load_table(spec)  # SQuAD JSON and question tables are recognised there (each file parsed once)
+        if not holds_questions(data):
             raise DataError(f"'{spec.path}' is not question-answering data (it has no question and context columns); "
                             "give SQuAD JSON, or rows with question, context and answers")
         return data

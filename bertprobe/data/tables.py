@@ -15,6 +15,7 @@ from bertprobe.data.dataset import (
     Example,
     check_text_file,
     is_local,
+    is_saved_dataset,
 )
 from bertprobe.errors import DataError, RowProblems, first_line
 from bertprobe.registry import did_you_mean
@@ -66,44 +67,129 @@ def read_delimited(path: Path, sep: str = "\t", quoted: bool = False, checked: b
 
 
 def _read_local(path: Path) -> tuple[Any, str | None]:
-    """A local table and its text: the file is checked (and its text kept) once, then parsed."""
+    """A local csv/tsv table and its text: the file is checked (and its text kept) once, then parsed."""
     fmt = LOCAL_FORMATS.get(path.suffix.lower())
     if fmt is None and path.is_file():
-        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv, .jsonl, .conllu or .iob2/.conll "
-                        "(or data.loader: conll for NER columns in a .txt)")
+        raise DataError(f"data file '{path}' has an unknown extension; use .csv, .tsv, .jsonl, .json, .parquet, .arrow, "
+                        ".conllu or .iob2/.conll, or a folder a datasets.Dataset was saved to (or data.loader: conll "
+                        "for NER columns in a .txt)")
     text = check_text_file(path)
     if fmt == "tsv":  # GLUE-style: tab separated, bare quotes are literal text
         return read_delimited(path, "\t", quoted=False, checked=True), text
-    if fmt == "csv":
-        return read_delimited(path, ",", quoted=True, checked=True), text
-    check_json_lines(path, text)
-    return _load_file(path, "json", checked=True), text
+    return read_delimited(path, ",", quoted=True, checked=True), text
 
 
-def check_json_lines(path: Path, text: str | None = None) -> None:
-    """A JSON Lines file: every non-blank line one JSON object, or a DataError naming the first bad line
-    (the json builder only says 'Trailing data at position 74'). A file holding one JSON array is left to it.
-    ``text``: the file's text as ``check_text_file`` returned it (else the file is checked here)."""
+_NO_VALUE = object()
+
+
+def parse_json(path: Path, text: str) -> tuple[Any, list[int] | None]:
+    """A .json/.jsonl file's text parsed once: ``(value, None)`` for one JSON document (SQuAD JSON, an array of
+    rows), or ``(rows, line numbers)`` for JSON Lines, one object per non-blank line. Every bad line is collected
+    into one DataError naming it (a JSON parser alone says 'Extra data at position 74')."""
     import json
 
-    if text is None:
-        text = check_text_file(path)
-    if text.lstrip().startswith("["):
-        return
-    rows = RowProblems()
+    decoder = json.JSONDecoder()
+    begin = len(text) - len(text.lstrip())
+    first: Any = _NO_VALUE
+    try:
+        first, end = decoder.raw_decode(text, begin)
+    except json.JSONDecodeError:
+        end = -1
+    if first is not _NO_VALUE and not text[end:].strip():
+        return first, None  # one document
+    if first is not _NO_VALUE and "\n" in text[begin:end].strip():
+        after = end + len(text[end:]) - len(text[end:].lstrip())
+        raise DataError(f"'{path}' line {text[:after].count(chr(10)) + 1}: not valid JSON (more data after the document "
+                        f"ending on line {text[:end].count(chr(10)) + 1}); a .json file holds one JSON document, a .jsonl "
+                        "file one JSON object per line")
+    rows, lines = [], []
+    problems = RowProblems()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            rows.add(f"line {number} of '{path}': not valid JSON ({exc.msg} at column {exc.colno}); "
-                     "a .jsonl file holds one JSON object per line")
-            continue
+        if first is not _NO_VALUE and not lines and not rows:
+            value = first  # the first line, parsed above
+        else:
+            try:
+                value = decoder.decode(line)
+            except json.JSONDecodeError as exc:
+                problems.add(f"line {number} of '{path}': not valid JSON ({exc.msg} at column {exc.colno}); "
+                             "a .jsonl file holds one JSON object per line")
+                continue
         if not isinstance(value, dict):
-            rows.add(f"line {number} of '{path}': expected a JSON object such as "
-                     f"{{\"text\": ..., \"label\": ...}}, got {type(value).__name__}")
-    rows.raise_if_any()
+            problems.add(f"line {number} of '{path}': expected a JSON object such as "
+                         f"{{\"text\": ..., \"label\": ...}}, got {type(value).__name__}")
+            continue
+        rows.append(value)
+        lines.append(number)
+    problems.raise_if_any()
+    return rows, lines
+
+
+def json_rows(path: Path, value: Any, lines: list[int] | None, text: str = "") -> tuple[list[dict[str, Any]], list[int] | None]:
+    """The rows of parsed JSON (``parse_json``): JSON Lines as they are, an array's objects, one object a row
+    (a JSON Lines file of one row; ``text`` numbers its line)."""
+    if lines is not None:
+        return value, lines
+    if isinstance(value, dict):
+        return [value], [text[: len(text) - len(text.lstrip())].count("\n") + 1]
+    if not isinstance(value, list):
+        raise DataError(f"'{path}' holds a JSON {type(value).__name__}, not rows; give one JSON object per line "
+                        "(.jsonl), an array of objects, or SQuAD JSON")
+    problems = RowProblems()
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            problems.add(f"item {i + 1} of '{path}': expected a JSON object such as {{\"text\": ..., \"label\": ...}}, "
+                         f"got {type(item).__name__}")
+    problems.raise_if_any()
+    return value, None
+
+
+class JsonRows:
+    """Parsed JSON rows as a table (what the readers ask of a datasets table: ``column_names``, ``features``, the
+    rows as dicts): the values as JSON gave them, a key a row lacks read as None; the file is not parsed again."""
+
+    features: dict[str, Any] = {}  # JSON carries no class names (a hub dataset's ClassLabel does)
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.column_names = list(dict.fromkeys(k for row in rows for k in row))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Any:
+        return ({c: row.get(c) for c in self.column_names} for row in self.rows)
+
+
+def check_json_lines(path: Path, text: str | None = None) -> None:
+    """A JSON Lines file: every non-blank line one JSON object, or one DataError naming every bad line."""
+    parse_json(path, check_text_file(path) if text is None else text)
+
+
+def read_saved(path: Path, spec: DataSpec) -> Any:
+    """A Hugging Face dataset stored locally: a folder ``save_to_disk`` wrote (a ``DatasetDict``'s split is
+    ``data.split``, or its only one), a ``.parquet`` file or an ``.arrow`` file; no hub is asked."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    try:
+        if path.is_dir():
+            table = datasets.load_from_disk(str(path))
+        elif path.suffix.lower() == ".parquet":
+            table = datasets.Dataset.from_parquet(str(path))
+        else:
+            table = datasets.Dataset.from_file(str(path))
+    except Exception as exc:  # pyarrow and datasets raise many types for a damaged file
+        raise DataError(f"cannot read '{path}': {_root_message(exc)}") from None
+    if isinstance(table, datasets.DatasetDict):
+        splits = list(table)
+        if spec.split in table:
+            return table[spec.split]
+        if len(splits) == 1:
+            return table[splits[0]]
+        raise DataError(f"'{path}' holds the splits {', '.join(splits)}, not '{spec.split}'; set data.split")
+    return table
 
 
 def _read_hub(spec: DataSpec) -> Any:
@@ -186,16 +272,29 @@ def load_table(spec: DataSpec) -> Dataset:
 
     from bertprobe.data import squad  # extractive QA: SQuAD JSON, and tables with question and context columns
 
-    found = squad.maybe_squad_json(Path(spec.path).expanduser()) if local and Path(spec.path).suffix.lower() == ".json" else None
-    if found is not None:
-        return found
-    table, text = _read_local(Path(spec.path).expanduser()) if local else (_read_hub(spec), None)
+    path, source = Path(spec.path).expanduser(), spec.path
+    lines: list[int] | None = None
+    if local and is_saved_dataset(path):
+        table = read_saved(path, spec)
+    elif local and LOCAL_FORMATS.get(path.suffix.lower()) == "json":
+        text = check_text_file(path)
+        value, lines = parse_json(path, text)  # parsed once, whatever it holds
+        if lines is None and squad.is_squad_document(value):
+            return squad.read_squad_json(path, value)
+        rows, lines = json_rows(path, value, lines, text)
+        if not rows:
+            raise DataError(f"'{path}' has no rows")
+        table = JsonRows(rows)
+    elif local:
+        table, text = _read_local(path)
+        lines = _line_numbers(path, text, len(table))
+    else:
+        table = _read_hub(spec)
     columns = list(table.column_names)
-    source = spec.path
     if squad.looks_like_qa(columns, spec):
-        return squad.qa_table(table, spec, _line_numbers(Path(source).expanduser(), text, len(table)) if text is not None else None)
+        return squad.qa_table(table, spec, lines)
     if "tokens" in columns and spec.text in (None, "tokens"):
-        return _word_table(table, spec, Path(spec.path).expanduser() if local else None, text)
+        return _word_table(table, spec, path if local else None, lines)
     # The default label column is optional (unlabelled data); one that a suite or flag names must exist.
     default_missing = "label" not in spec.named and spec.label == DataSpec.label and spec.label not in columns
     if default_missing and "labels" in columns:  # a label set per text, the documented multi-label form
@@ -227,7 +326,6 @@ def load_table(spec: DataSpec) -> Dataset:
         raise DataError(f"'{source}' has no rows")
     used = {label_col, text_col, pair_col, *(choice_cols or []), *(set_cols or [])}
     extra = [c for c in columns if c not in used]  # kept on each example (Example.meta) for slices by column
-    lines = _line_numbers(Path(spec.path).expanduser(), text, len(table)) if text is not None else None
     examples = []
     rows = RowProblems()
     for i, row in enumerate(table):
@@ -254,7 +352,7 @@ def load_table(spec: DataSpec) -> Dataset:
 TAG_COLUMNS = ("tags", "ner_tags", "labels", "label")
 
 
-def _word_table(table: Any, spec: DataSpec, path: Path | None, text: str | None) -> Dataset:
+def _word_table(table: Any, spec: DataSpec, path: Path | None, lines: list[int] | None) -> Dataset:
     """Word-level rows (NER): a ``tokens`` list and a list of tags per row (``tags``, ``ner_tags``, or the column
     ``data.label`` names); tag ids of a hub ``ClassLabel`` sequence become their names."""
     columns = list(table.column_names)
@@ -265,7 +363,6 @@ def _word_table(table: Any, spec: DataSpec, path: Path | None, text: str | None)
     inner = getattr(feature, "feature", None) or (feature[0] if isinstance(feature, list) and feature else None)
     names = list(getattr(inner, "names", None) or [])
     source = spec.path or ""
-    lines = _line_numbers(path, text, len(table)) if path is not None and text is not None else None
     examples = []
     rows = RowProblems()
     for i, row in enumerate(table):
