@@ -13,6 +13,7 @@ class SquadLoader:
     """``loader: squad``: SQuAD JSON, or JSONL/CSV/TSV/saved/hub rows with question, context and answers."""
 
     name = "squad"
+    reads_local_files = True  # quick and local: validate and run's preflight read it before any weights load
     description = ("extractive QA: SQuAD JSON (v1.1, v2.0), JSONL/hub rows in the squad schema, CSV/TSV with question, "
                    "context, answer")
 

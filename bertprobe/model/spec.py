@@ -33,6 +33,9 @@ class ModelSpec:
     thresholds: dict[str, float] = field(default_factory=dict, hash=False)  # multi-label: per-label thresholds ({toxic: 0.3})
     max_length: int | None = None
     stride: int = 32  # token classification: sub-tokens two windows of a sentence longer than max_length share
+    # the task's own settings, checked when it binds (extractive QA: question_first, max_length, stride, n_best,
+    # max_answer_tokens, null_threshold; a key the task does not read is an error)
+    options: dict[str, Any] = field(default_factory=dict, hash=False)
     batch_size: int = 32
     token_budget: int | None = None  # tokens per batch (default: sized to a GPU's free memory; fixed batch_size on a CPU)
     revision: str | None = None

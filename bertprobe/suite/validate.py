@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bertprobe.data.classes import find_class
-from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local
+from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local, is_saved_dataset
 from bertprobe.data.prepare import read_data
 from bertprobe.errors import BertprobeError, DataError, Problems, SuiteError
 from bertprobe.model.loading import looks_local
@@ -39,8 +39,9 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
     path = Path(spec.path).expanduser()
     if not path.exists():
         problems.append(f"{where}.path: data file '{spec.path}' does not exist; pass --data PATH to a csv/tsv/jsonl file")
-    elif path.is_dir():
-        problems.append(f"{where}.path: '{spec.path}' is a folder, not a data file; name a csv/tsv/jsonl file in it")
+    elif path.is_dir() and not is_saved_dataset(path):
+        problems.append(f"{where}.path: '{spec.path}' is a folder, not a data file; name a csv/tsv/jsonl file in it "
+                        "(a folder is read only where datasets' save_to_disk wrote it)")
 
 
 def _config(spec: ModelSpec) -> dict[str, Any] | None:
@@ -219,13 +220,19 @@ def read_local_data(suite: Suite, plugins: Any, found: Problems | None = None) -
     it. What ``run`` does before its run folder exists, and ``validate`` too. Raises one error listing every
     problem (bad rows up to a limit), or adds them to ``found``."""
     spec = suite.data
-    if spec is None or spec.loader is not None or not spec.path or not Path(spec.path).expanduser().is_file():
+    if spec is None or not spec.path:
+        return None
+    loader = plugins.datasets.get(spec.loader) if spec.loader is not None and spec.loader in plugins.datasets else None
+    if spec.loader is not None and not getattr(loader, "reads_local_files", False):
+        return None  # a plugin's loader may be slow or remote: it reads its data when the run does
+    path = Path(spec.path).expanduser()
+    if not (path.is_file() or is_saved_dataset(path)):
         return None
     if not any(p.probe in plugins.probes and plugins.probes.get(p.probe).needs_data and p.data is None
                for p in suite.probes):
         return None
     collected = Problems() if found is None else found
-    data = collected.attempt(read_data, spec, None, suite.seed)
+    data = collected.attempt(read_data, spec, loader, suite.seed)
     if data is not None:
         collected.attempt(check_data_needs, suite, plugins, data)
         collected.attempt(check_labels_against_models, suite, plugins, data)

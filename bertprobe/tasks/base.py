@@ -58,6 +58,7 @@ class Task:
     # predictions are the task's own (Task.predict_data: extractive QA's answers decoded over windows), not
     # logits per example: ctx.predictions holds them in Predictions.answers
     own_predictions: ClassVar[bool] = False
+    option_keys: ClassVar[frozenset[str]] = frozenset()  # the settings ``model.options`` may give this task
     config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})  # what a config of this task sets beyond
     # its architecture, for detection (problem_type...): what a test model built for the task carries
 
@@ -147,6 +148,17 @@ def config_labels(config: Any) -> tuple[str, ...]:
     count = getattr(config, "num_labels", None) or len(id2label)
     by_id = {int(k): str(v) for k, v in dict(id2label).items()}
     return tuple(by_id.get(i, f"LABEL_{i}") for i in range(int(count)))
+
+
+def refuse_questions(data: Dataset, task: str, model: str, wants: str) -> None:
+    """A DataError when ``data`` are extractive QA questions (SQuAD JSON, or rows with question, context and
+    answers) but the model of ``task`` reads other data (``wants``: what each example should carry instead)."""
+    from bertprobe.data.squad import holds_questions
+
+    if holds_questions(data):
+        raise DataError(f"'{data.name}' holds extractive QA questions (a question, its context and answers: "
+                        f"{data.where(0)} ...), but {model} is a {task} model, which needs {wants}; give it such a "
+                        "file, or audit a question-answering model with this one")
 
 
 def refuse_token_tags(data: Dataset, task: str, model: str, wants: str) -> None:

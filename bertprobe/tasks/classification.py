@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.data.prepare import align_labels
 from bertprobe.errors import ProbeError
-from bertprobe.tasks.base import Task, config_labels, refuse_token_tags
+from bertprobe.tasks.base import Task, config_labels, refuse_questions, refuse_token_tags
 from bertprobe.tasks.scores import ACCURACY, OutcomeScore
 
 
@@ -84,6 +84,7 @@ class SingleLabelClassification(OneOfMany):
         return cls(label_names=config_labels(config))
 
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
+        refuse_questions(data, self.name, model, "a text and one class per example (csv/tsv/jsonl)")
         if not any(ex.label is not None for ex in data.examples):
             return data
         refuse_token_tags(data, self.name, model, "one class")

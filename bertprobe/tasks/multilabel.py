@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import DataError, ProbeError, RowProblems, SuiteError
-from bertprobe.tasks.base import Task, config_labels, refuse_token_tags
+from bertprobe.tasks.base import Task, config_labels, refuse_questions, refuse_token_tags
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.scores import OutcomeScore
 
@@ -226,6 +226,7 @@ def read_label_sets(data: Dataset, spec: DataSpec, names: Sequence[str], model: 
     Every malformed form is a DataError naming the file and line: an unknown label (with the nearest known
     ones), a value other than 0/1 in a label column, or two forms mixed in one file.
     """
+    refuse_questions(data, "multi-label", model, "a text and a label set per example (csv/tsv/jsonl)")
     refuse_token_tags(data, "multi-label", model, "a label set")
     lookup = {n.lower(): i for i, n in enumerate(names)}
     mapped = {str(k).strip().lower(): str(v) for k, v in spec.label_map.items()}

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
-from bertprobe.errors import DataError
+from bertprobe.data.squad import is_answers
+from bertprobe.errors import DataError, RowProblems
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
@@ -30,26 +31,27 @@ DEFAULTS: dict[str, Any] = {"max_length": 384, "stride": 128, "n_best": 20, "max
 
 
 def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The task's settings: ``DEFAULTS`` with the ``options`` that name one of them (checked, with a one-line
-    DataError naming the setting); other options (a classifier's thresholds) are ignored."""
+    """The task's settings: ``DEFAULTS`` with the ``options`` that name one of them (``model.options``), each
+    checked, with a one-line DataError naming it; others (a multi-label model's thresholds) are ignored."""
     out = dict(DEFAULTS)
     for key, value in (options or {}).items():
         if key not in DEFAULTS or value is None:
             continue
+        where = f"model.options.{key}"
         if key == "question_first":
             if not isinstance(value, bool):
-                raise DataError(f"question_first must be true or false, not {value!r}")
+                raise DataError(f"{where}: must be true or false, not {value!r}")
             out[key] = value
         elif key == "null_threshold":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise DataError(f"null_threshold must be a number (a logit difference), not {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise DataError(f"{where}: must be a number (a logit difference, 0 by default), not {value!r}")
             out[key] = float(value)
         else:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DataError(f"{key} must be a positive whole number, not {value!r}")
+                raise DataError(f"{where}: must be a positive whole number, not {value!r}")
             out[key] = value
     if out["stride"] >= out["max_length"]:
-        raise DataError(f"stride {out['stride']} must be less than max_length {out['max_length']} "
+        raise DataError(f"model.options.stride: stride {out['stride']} must be less than max_length {out['max_length']} "
                         "(consecutive windows share stride sub-tokens)")
     return out
 
@@ -65,6 +67,7 @@ class QuestionAnswering(Task):
     capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
+    option_keys: ClassVar[frozenset[str]] = frozenset(DEFAULTS)
 
     @classmethod
     def detect(cls, config: Any) -> bool:
@@ -77,15 +80,24 @@ class QuestionAnswering(Task):
     # ---- data ----------------------------------------------------------------------------------
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         """Checks that every example is a question with its context (and, when labelled, gold answers as the
-        QA readers give them); a file of another task's shape is a DataError naming the row."""
+        QA readers give them); a file of another task's shape is one DataError naming its rows (grouped). QA data
+        take no ``data.options``: a task setting written there is pointed to ``model.options``."""
+        for key in spec.options:
+            if key in DEFAULTS:
+                raise DataError(f"data.options.{key}: a setting of the question-answering task, not of its data; set "
+                                f"model.options.{key} (or --set model.options.{key}=VALUE)")
+            raise DataError(f"data.options.{key}: question-answering data take no options; the task's settings "
+                            f"({', '.join(DEFAULTS)}) go under model.options")
+        rows = RowProblems()
         for i, ex in enumerate(data.examples):
             if not ex.text_pair or not ex.text:
-                raise DataError(f"{data.where(i)}: {model} is a question-answering model, which needs a question and "
-                                "its context; give SQuAD JSON, JSONL rows with question, context and answers, or a "
-                                "CSV/TSV with question, context and answer columns")
-            if ex.label is not None and not is_gold(ex.label):
-                raise DataError(f"{data.where(i)}: the gold of a question-answering example is a list of answers in "
-                                f"its context, not {ex.label!r}; give SQuAD JSON, or an answers/answer column")
+                rows.add(f"{data.where(i)}: {model} is a question-answering model, which needs a question and its "
+                         "context; give SQuAD JSON, JSONL rows with question, context and answers, or a CSV/TSV with "
+                         "question, context and answer columns")
+            elif ex.label is not None and not is_gold(ex.label):
+                rows.add(f"{data.where(i)}: the gold of a question-answering example is a list of answers in its "
+                         "context, not a class label; give SQuAD JSON, or an answers/answer column")
+        rows.raise_if_any()
         return data
 
     def gold(self, data: Dataset) -> Any:
@@ -131,5 +143,4 @@ class QuestionAnswering(Task):
 
 def is_gold(label: Any) -> bool:
     """Whether ``label`` is a QA gold: a tuple of (answer text, character start) pairs."""
-    return isinstance(label, tuple) and all(
-        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int) for p in label)
+    return is_answers(label)

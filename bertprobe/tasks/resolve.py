@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bertprobe.errors import PluginError, TargetError
-from bertprobe.registry import Registry
+from bertprobe.errors import DataError, PluginError, TargetError
+from bertprobe.registry import Registry, did_you_mean
 from bertprobe.tasks.base import Task
 
 
@@ -53,10 +53,27 @@ def task_class(config: Any, requested: str = "auto", tasks: Registry[type[Task]]
 
 def resolve_task(config: Any, requested: str = "auto", tasks: Registry[type[Task]] | None = None,
                  options: Mapping[str, Any] | None = None) -> Task:
-    """The task bound to the model: its label names and settings (``options``: thresholds...)."""
-    return task_class(config, requested, tasks).bind(config, options)
+    """The task bound to the model: its label names and settings (``options``: thresholds, ``model.options``...)."""
+    cls = task_class(config, requested, tasks)
+    check_options(cls, options)
+    return cls.bind(config, options)
+
+
+SPEC_OPTIONS = ("threshold", "thresholds")  # what every model spec passes, read by the tasks that need it
 
 
 def task_options(spec: Any) -> dict[str, Any]:
-    """The model spec's settings a task binds to (multi-label thresholds)."""
-    return {"threshold": getattr(spec, "threshold", 0.5), "thresholds": dict(getattr(spec, "thresholds", None) or {})}
+    """The model spec's settings a task binds to: multi-label thresholds, and ``model.options`` (the task's own
+    settings: extractive QA's windows and decoding)."""
+    out = {"threshold": getattr(spec, "threshold", 0.5), "thresholds": dict(getattr(spec, "thresholds", None) or {})}
+    return {**out, **dict(getattr(spec, "options", None) or {})}
+
+
+def check_options(cls: type[Task], options: Mapping[str, Any] | None) -> None:
+    """A ``model.options`` key the task does not read is a DataError naming it, with a did-you-mean."""
+    for key in options or {}:
+        if key in SPEC_OPTIONS or key in cls.option_keys:
+            continue
+        keys = sorted(cls.option_keys)
+        known = f"; its settings: {', '.join(keys)}" if keys else "; it takes none"
+        raise DataError(f"model.options.{key}: not a setting of {cls.name} models{did_you_mean(str(key), keys)}{known}")

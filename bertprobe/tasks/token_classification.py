@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import DataError, ProbeError, RowProblems
-from bertprobe.tasks.base import Task, config_labels
+from bertprobe.tasks.base import Task, config_labels, refuse_questions
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
 from bertprobe.tasks.scores import OutcomeScore
@@ -55,6 +55,8 @@ class TokenClassification(Task):
 
     # ---- data ----------------------------------------------------------------------------------
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
+        refuse_questions(data, self.name, model, "one tag per word (a CoNLL column file such as .iob2, or JSONL with "
+                         "tokens and tags lists)")
         if not any(ex.label is not None for ex in data.examples):
             return data
         rows = RowProblems()
