@@ -470,3 +470,35 @@ def test_a_json_file_of_other_rows_is_read_from_the_same_parse(tmp_path, monkeyp
     assert info.value.problems == [  # type: ignore[attr-defined]
         f"line 2 of '{bad}': expected a JSON object such as {{\"text\": ..., \"label\": ...}}, got list",
         f"line 3 of '{bad}': not valid JSON (Expecting value at column 10); a .jsonl file holds one JSON object per line"]
+
+
+def test_a_saved_dataset_dict_reads_its_split_and_names_the_others(tmp_path):
+    import datasets
+
+    rows = [{"id": "a", "question": "who saw ?", "context": "the dog saw a cat .",
+             "answers": {"text": ["the dog"], "answer_start": [0]}}]
+    datasets.DatasetDict({"train": datasets.Dataset.from_list([dict(rows[0], id="t")]),
+                          "validation": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "dd"))
+    assert [ex.id for ex in load_table(DataSpec(path=str(tmp_path / "dd"))).examples] == ["a"]  # data.split's default
+    assert [ex.id for ex in load_table(DataSpec(path=str(tmp_path / "dd"), split="train")).examples] == ["t"]
+    with pytest.raises(DataError, match=r"holds the splits train, validation, not 'test'; set data.split"):
+        load_table(DataSpec(path=str(tmp_path / "dd"), split="test"))
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(DataError, match=r"^cannot read '.*bad.parquet': "):
+        load_table(DataSpec(path=str(tmp_path / "bad.parquet")))
+
+
+def test_a_task_without_settings_refuses_model_options(tmp_path, models):
+    suite = write(tmp_path / "cls.yaml", f"suite: cls\nmodel: {{path: '{models['cls']}', device: cpu, options: "
+                                         f"{{stride: 64}}}}\ndata: {{path: '{sst2(tmp_path)}'}}\n"
+                                         f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n")
+    assert refused(tmp_path, suite)[0].endswith("model.options.stride: not a setting of classification models; it "
+                                                "takes none")
+
+
+def test_a_json_file_with_more_after_its_document_names_the_line(tmp_path):
+    path = write(tmp_path / "two.json", '{\n  "text": "a"\n}\n{"text": "b"}\n')
+    with pytest.raises(DataError) as info:
+        load_table(DataSpec(path=str(path)))
+    assert str(info.value) == (f"'{path}' line 4: not valid JSON (more data after the document ending on line 3); a "
+                               ".json file holds one JSON document, a .jsonl file one JSON object per line")
