@@ -110,7 +110,7 @@ def test_the_task_is_detected_and_binds_its_settings(qa_model):
                                    "null_threshold": 0.0, "question_first": True}
     assert builtin_tasks().get("question-answering").model_class == "AutoModelForQuestionAnswering"
     assert qa_settings({"stride": 64, "threshold": 0.5})["stride"] == 64  # another task's option is ignored
-    with pytest.raises(DataError, match="stride 384 must be less than max_length 384"):
+    with pytest.raises(DataError, match="model.options.stride: 384 must be less than max_length 384"):
         qa_settings({"stride": 384})
     with pytest.raises(DataError, match="model.options.n_best: must be a positive whole number"):
         qa_settings({"n_best": 0})

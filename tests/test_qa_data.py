@@ -379,7 +379,7 @@ def test_loader_squad_refuses_a_table_of_another_shape_before_weights_load(tmp_p
 @pytest.mark.parametrize(("how", "expected"), [
     (("--set", "model.options.n_best=0"), "model.options.n_best: must be a positive whole number, not 0"),
     (("--set", "model.options.stride=400"),
-     "model.options.stride: stride 400 must be less than max_length 384 (consecutive windows share stride sub-tokens)"),
+     "model.options.stride: 400 must be less than max_length 384 (consecutive windows share stride sub-tokens)"),
     (("--set", "model.options.question_first=maybe"), "model.options.question_first: must be true or false, not 'maybe'"),
     (("--set", "model.options.null_threshold=high"),
      "model.options.null_threshold: must be a number (a logit difference, 0 by default), not 'high'"),

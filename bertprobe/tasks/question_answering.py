@@ -51,7 +51,7 @@ def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
                 raise DataError(f"{where}: must be a positive whole number, not {value!r}")
             out[key] = value
     if out["stride"] >= out["max_length"]:
-        raise DataError(f"model.options.stride: stride {out['stride']} must be less than max_length {out['max_length']} "
+        raise DataError(f"model.options.stride: {out['stride']} must be less than max_length {out['max_length']} "
                         "(consecutive windows share stride sub-tokens)")
     return out
 
