@@ -72,6 +72,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("models")
     return {"qa": save_tiny_model(root / "tiny-qa", task="question-answering", words=WORDS, seed=3),
             "cls": save_tiny_model(root / "tiny-cls", words=WORDS),
+            "tagger": save_tiny_model(root / "tiny-tagger", task="multi-label", labels=("toxic", "insult"), words=WORDS),
             "ner": save_tiny_model(root / "tiny-ner", task="token-classification", labels=("O", "B-PER", "I-PER"),
                                    words=WORDS)}
 
@@ -208,6 +209,14 @@ def test_every_form_gives_the_same_report_through_run(tmp_path, models):
     scores = [squad_metrics.score(answers[r["id"]], [r["answer"]]) for r in rows]
     assert [outcomes["em"][r["id"]] for r in rows] == [em for em, _ in scores]
     assert metrics["f1"] == pytest.approx(100 * sum(f1 for _, f1 in scores) / len(rows))
+
+
+def test_a_jsonl_row_may_list_its_answers_as_squad_json_does(tmp_path):
+    row = {"id": "a", "question": "what did the dog see ?", "context": "the dog saw a red bird .",
+           "answers": [{"text": "a red bird", "answer_start": 12}, {"text": "bird", "answer_start": 18}]}
+    path = write(tmp_path / "list.jsonl", json.dumps(row) + "\n")
+    [ex] = load_table(DataSpec(path=str(path))).examples
+    assert ex.label == (("a red bird", 12), ("bird", 18)) and ex.where == f"line 1 of {path}"
 
 
 def test_squad_v2_unanswerable_questions_agree_across_forms(tmp_path):
@@ -354,6 +363,7 @@ def test_a_file_of_another_tasks_shape_is_one_line_naming_what_the_model_needs(t
     squad = squad_file(tmp_path, [qa("q1"), qa("q2", "Carolina Panthers", 58)])
     for model, task, wants, probe in (
             (models["cls"], "classification", "a text and one class per example (csv/tsv/jsonl)", "accuracy"),
+            (models["tagger"], "multi-label", "a text and a label set per example (csv/tsv/jsonl)", "accuracy"),
             (models["ner"], "token-classification", "one tag per word (a CoNLL column file such as .iob2, or JSONL "
                                                     "with tokens and tags lists)", "accuracy")):
         suite = write(tmp_path / "other.yaml", f"suite: other\nmodel: {{path: '{model}', device: cpu}}\n"
