@@ -474,6 +474,13 @@ def test_a_json_file_of_other_rows_is_read_from_the_same_parse(tmp_path, monkeyp
         assert [(ex.text, ex.label, ex.meta) for ex in data.examples] == [("good", 1, {"extra": None}),
                                                                           ("bad", 0, {"extra": "x"})]
         assert [ex.where.startswith(w) for ex, w in zip(data.examples, where)] == [True, True]
+    columns = write(tmp_path / "columns.json", '{"text": ["good", "bad"], "label": [1, 0]}')
+    pandas = write(tmp_path / "pandas.json", '{"text": {"0": "good", "1": "bad"}, "label": {"0": 1, "1": 0}}')
+    strings = write(tmp_path / "strings.json", '["good", "bad"]')
+    for path in (columns, pandas):  # the column-oriented objects the datasets json builder read through pandas
+        assert [(ex.text, ex.label) for ex in load_table(DataSpec(path=str(path))).examples] == [("good", 1), ("bad", 0)]
+    assert [(ex.text, ex.label) for ex in load_table(DataSpec(path=str(strings))).examples] == [("good", None),
+                                                                                                  ("bad", None)]
     bad = write(tmp_path / "bad.jsonl", '{"text": "good"}\n[1, 2]\n{"text": \n')
     with pytest.raises(DataError) as info:
         load_table(DataSpec(path=str(bad)))

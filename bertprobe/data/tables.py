@@ -127,12 +127,21 @@ def parse_json(path: Path, text: str) -> tuple[Any, list[int] | None]:
 
 
 def json_rows(path: Path, value: Any, lines: list[int] | None, text: str = "") -> tuple[list[dict[str, Any]], list[int] | None]:
-    """The rows of parsed JSON (``parse_json``): JSON Lines as they are, an array's objects, one object a row
-    (a JSON Lines file of one row; ``text`` numbers its line)."""
+    """The rows of parsed JSON (``parse_json``), as the datasets json builder read them: JSON Lines as they are, an
+    array's objects (an array of strings: one ``text`` each), an object of columns (``{"text": [...], "label":
+    [...]}``, or pandas' ``to_json`` ``{"text": {"0": ...}}``), else one object a row (a JSON Lines file of one row;
+    ``text`` numbers its line)."""
     if lines is not None:
         return value, lines
     if isinstance(value, dict):
+        columns = list(value.values())
+        if columns and all(isinstance(c, list) for c in columns) and len({len(c) for c in columns}) == 1:
+            return [dict(zip(value, cells)) for cells in zip(*columns)], None
+        if columns and all(isinstance(c, dict) for c in columns) and len({tuple(c) for c in columns}) == 1:
+            return [{name: value[name][key] for name in value} for key in columns[0]], None
         return [value], [text[: len(text) - len(text.lstrip())].count("\n") + 1]
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return [{"text": item} for item in value], None
     if not isinstance(value, list):
         raise DataError(f"'{path}' holds a JSON {type(value).__name__}, not rows; give one JSON object per line "
                         "(.jsonl), an array of objects, or SQuAD JSON")
