@@ -519,3 +519,19 @@ def test_a_json_file_with_more_after_its_document_names_the_line(tmp_path):
         load_table(DataSpec(path=str(path)))
     assert str(info.value) == (f"'{path}' line 4: not valid JSON (more data after the document ending on line 3); a "
                                ".json file holds one JSON document, a .jsonl file one JSON object per line")
+
+
+def test_a_saved_dataset_serves_other_tasks_as_a_hub_table_does(tmp_path):
+    """The saved forms are the data layer's, not QA's alone: a classifier's rows with ClassLabel names."""
+    import datasets
+
+    features = datasets.Features({"sentence": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["negative", "positive"])})
+    table = datasets.Dataset.from_dict({"sentence": ["a good film", "a dull film"], "label": [1, 0]}, features=features)
+    table.save_to_disk(str(tmp_path / "sst2"))
+    table.to_parquet(str(tmp_path / "sst2.parquet"))
+    for path in (tmp_path / "sst2", tmp_path / "sst2.parquet"):
+        data = load_table(DataSpec(path=str(path)))
+        assert [(ex.text, ex.label, ex.where) for ex in data.examples] == [("a good film", 1, f"row 1 of {path}"),
+                                                                           ("a dull film", 0, f"row 2 of {path}")]
+        assert data.label_names == ["negative", "positive"]
