@@ -134,6 +134,13 @@ class Task:
         """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
         return False
 
+    @property
+    def throughput_from_encode(self) -> bool:
+        """Whether its predictions are ``target.logits`` over ``target.encode(examples)`` (so a probe may time those
+        batches as this task's prediction speed, after the task's own section): not for words predicted in windows,
+        nor for a task that predicts on its own."""
+        return not (self.word_tags or self.own_predictions)
+
     def describe_labels(self, values: Sequence[int] | int) -> str:
         """A prediction or gold value as a reader sees it (a class name, a label set)."""
         if isinstance(values, int):
