@@ -194,3 +194,32 @@ def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_o
     assert (ner.throughput_from_encode, ml.throughput_from_encode) == (False, True)
     assert SingleLabelClassification().throughput_from_encode
     assert not QuestionAnswering().throughput_from_encode  # its answers are its own predictions
+
+
+def test_the_slices_of_sentences_are_the_token_classification_tasks_units():
+    """Slices on a NER model: sentences exact or not, an "all lower case" slice and each slice's entity F1 come from
+    the task (slice_units); a slice's entity F1 equals the strict micro F1 of its sentences (tasks.entities)."""
+    from bertprobe.data import Example
+    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+    from bertprobe.tasks import TokenClassification
+    from bertprobe.tasks.entities import entity_scores, sentence_counts
+
+    tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+    ner = TokenClassification(label_names=tags, settings={"scheme": "IOB2"})
+    logits = torch.randn(24, 4, len(tags), generator=torch.Generator().manual_seed(1)) * 3
+    gold = [[1, 2, 0, 3], [0, 3, 4, 0], [1, 0, 0, 0], [0, 0, 3, 0]] * 6
+    examples = [Example(" ".join(f"W{i}{j}" if i % 3 else f"w{i}{j}" for j in range(4)), label=tuple(g), id=str(i),
+                        words=tuple(f"w{i}{j}" for j in range(4))) for i, g in enumerate(gold)]
+    target, data, ctx = _sections_setup(ner, logits, examples)
+    target.encode = lambda rows: SimpleNamespace(lengths=[6] * len(rows))
+    assert Task().slice_units(data, logits, SlicesParams()) is None  # a class task: the probe's own slices
+    result = SlicesProbe().run(target, data, SlicesParams(min_size=2), ctx)  # type: ignore[arg-type]
+    rows = {r["name"]: r for r in result.details["slices"]}
+    lower = [i for i, ex in enumerate(examples) if ex.text == ex.text.lower()]
+    assert rows["all lower case"]["size"] == len(lower) == 8
+    preds = [ner.tags(logits[i].argmax(-1)) for i in range(24)]
+    counts = [sentence_counts(ner.tags(list(g)), p) for g, p in zip(gold, preds)]
+    assert rows["all lower case"]["entity_f1"] == pytest.approx(entity_scores([counts[i] for i in lower])["f1"], abs=1e-6)
+    exact = [float(c.tp == c.gold == c.pred) for c in counts]
+    assert result.value("accuracy") == pytest.approx(sum(exact) / 24)
+    assert all("entity_f1" in r and len(r["entity_f1_interval"]) == 2 for r in rows.values())

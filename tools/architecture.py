@@ -238,9 +238,9 @@ def task_name_comparisons(root: Path = ROOT, names: set[str] | None = None) -> l
 
 
 # What a task declares so that the model wing and the probes that support it can choose without naming it. A
-# probe whose per-task sections live in the tasks (Task.audit_accuracy, audit_calibration) reads none of them.
+# probe whose per-task sections live in the tasks (Task.audit_accuracy, audit_calibration, slice_units) reads none.
 MEANING_FLAGS = ("word_tags", "label_sets")
-FLAG_FREE_PROBES = ("bertprobe/probes/accuracy.py", "bertprobe/probes/calibration.py")
+FLAG_FREE_PROBES = ("bertprobe/probes/accuracy.py", "bertprobe/probes/calibration.py", "bertprobe/probes/slices.py")
 
 
 def _flag_reads(tree: ast.AST, flags: tuple[str, ...]) -> list[tuple[int, str]]:
