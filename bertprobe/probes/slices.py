@@ -33,7 +33,6 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import unpaired_bootstrap_diff, wilson_interval
-from bertprobe.tasks.scores import f1_from_counts
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"\d")
@@ -180,9 +179,9 @@ class SlicesProbe(Probe):
             raise ProbeError("slices needs a gold label for every example")
         logits = ctx.predictions(target, data, params.batch_size).logits
         task = target.task
-        entity_counts = None
-        if task.word_tags:  # sentences are the units: exact match, and entity F1 per slice
-            correct, base, gold, pred, labels, entity_counts = self._sentences(task, data, logits, params)
+        units = task.slice_units(data, logits, params)  # the task's own units (entities: sentences, exact or not)
+        if units is not None:
+            correct, base, gold, pred, labels = units.correct, units.base, units.gold, units.pred, units.labels
         else:
             pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()
             labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
@@ -192,8 +191,8 @@ class SlicesProbe(Probe):
                                gold)
         if params.metric != "accuracy":  # recall or precision within a gold or predicted class says nothing
             masks = {k: v for k, v in masks.items() if not k.startswith(("gold ", "predicted "))}
-        if entity_counts is not None:
-            masks["all lower case"] = np.array([ex.text == ex.text.lower() for ex in data.examples])
+        if units is not None:
+            masks.update(units.masks)
         texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
         for name, pattern in params.slices.items():
             regex = re.compile(pattern, re.IGNORECASE)
@@ -217,9 +216,9 @@ class SlicesProbe(Probe):
             p = fisher_exact(int(inside.sum()), size - int(inside.sum()), int(rest.sum()), len(rest) - int(rest.sum()))
             rows.append({"name": name, "size": size, "accuracy": acc, "interval": list(wilson_interval(int(inside.sum()), size)),
                          "rest_accuracy": rest_acc, "drop": rest_acc - acc, "p": p, "mask": mask})
-        if entity_counts is not None:
+        if units is not None and units.row_scores is not None:
             for row in rows:
-                row["entity_f1"], row["entity_f1_interval"] = self._entity_f1(entity_counts, row["mask"], ctx.seed)
+                row.update(units.row_scores(row["mask"], ctx.seed))
         adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
         for row, p_adj in zip(rows, adjusted):
             row["p_adjusted"] = p_adj
@@ -247,11 +246,9 @@ class SlicesProbe(Probe):
             wrong = [i for i in np.flatnonzero(row["mask"] & base) if not correct[i]][: params.findings]
             for i in wrong:
                 ex = data.examples[i]
+                expected, observed = units.shown(i) if units is not None else (self._show(task, gold[i]), self._show(task, pred[i]))
                 result.findings.append(Finding(title=f"slice '{row['name']}': {row['accuracy']:.1%} vs {row['rest_accuracy']:.1%}",
-                                               input=texts[i], expected=self._show(task, gold[i]) if entity_counts is None else
-                                               task.describe_labels(list(data.examples[i].label or ())),
-                                               observed=self._show(task, pred[i]) if entity_counts is None else
-                                               task.describe_labels(logits[i][: len(data.examples[i].label or ())].argmax(-1).tolist()),
+                                               input=texts[i], expected=expected, observed=observed,
                                                score=round(row["p_adjusted"], 6), extra={"kind": "slice", "slice": row["name"], "id": ex.id}))
         result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
                                     | {"interval": [round(x, 4) for x in r["interval"]]} for r in rows]
@@ -269,40 +266,6 @@ class SlicesProbe(Probe):
                                          f"{flagged[0]['accuracy']:.1%} vs {flagged[0]['rest_accuracy']:.1%} elsewhere"
                                          if flagged else f"no slice flagged of {len(rows)}")
         return result
-
-    @staticmethod
-    def _sentences(task: Any, data: Dataset, logits: Any, params: SlicesParams) -> tuple[Any, ...]:
-        """Token classification: each sentence right when its entities are exact; per sentence, which entity types
-        its gold and predicted tags hold (the built-in "gold has PER" slices) and its entity counts."""
-        from bertprobe.tasks.entities import sentence_counts, spans
-
-        if params.metric != "accuracy":
-            raise ProbeError("slices on a token-classification model measure sentence exact match (metric: accuracy)"
-                             " with entity F1 per slice; recall, precision and label: do not apply")
-        scheme = str(task.settings.get("scheme", "IOB2"))
-        types = task.entity_types
-        golds = [task.tags(list(ex.label or ())) for ex in data.examples]
-        preds = [task.tags(z[: len(g)].argmax(-1)) for z, g in zip(logits, golds)]
-        counts = [sentence_counts(g, p, scheme) for g, p in zip(golds, preds)]
-        correct = np.array([float(c.tp == c.gold == c.pred) for c in counts])
-        has = lambda tags: [int(any(k == t for _, _, k in spans(tags, scheme))) for t in types]  # noqa: E731
-        gold = np.array([has(g) for g in golds]).reshape(len(golds), len(types))
-        pred = np.array([has(p) for p in preds]).reshape(len(preds), len(types))
-        return correct, np.ones(len(correct), dtype=bool), gold, pred, types, counts
-
-    @staticmethod
-    def _entity_f1(counts: list[Any], mask: np.ndarray, seed: int, resamples: int = 500) -> tuple[float, list[float]]:
-        """Entity micro-F1 of the sentences in ``mask``, with a percentile bootstrap interval over them."""
-        picked = [c for c, m in zip(counts, mask) if m]
-        sums = np.array([[sum(c.tp.values()), sum(c.pred.values()), sum(c.gold.values())] for c in picked], dtype=float)
-        if not len(sums):
-            return 0.0, [0.0, 0.0]
-        tp, pr, gd = sums.sum(0)
-        value = f1_from_counts(tp, pr - tp, gd - tp)
-        idx = np.random.default_rng(seed).integers(0, len(sums), size=(resamples, len(sums)))
-        s = sums[idx].sum(1)
-        draws = f1_from_counts(s[:, 0], s[:, 1] - s[:, 0], s[:, 2] - s[:, 0])
-        return float(value), [round(float(np.quantile(draws, 0.025)), 4), round(float(np.quantile(draws, 0.975)), 4)]
 
     @staticmethod
     def _show(task: Any, value: np.ndarray) -> str:

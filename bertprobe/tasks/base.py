@@ -122,6 +122,18 @@ class Task:
         ``ctx.predictions`` shares between the probes of a run)."""
         raise self._unsupported("predictions of its own")
 
+    @property
+    def throughput_from_encode(self) -> bool:
+        """Whether its predictions are ``target.logits`` over ``target.encode(examples)`` (so a probe may time those
+        batches as this task's prediction speed, after the task's own section): not for words predicted in windows,
+        nor for a task that predicts on its own."""
+        return not (self.word_tags or self.own_predictions)
+
+    def slice_units(self, data: Dataset, logits: Any, params: Any) -> Any:
+        """The slices probe's units where they are not the examples' classes (a ``tasks.slice_units.SliceUnits``:
+        what is right, the task's own slices and per-slice scores, how a finding reads); None: the class slices."""
+        return None
+
     # ---- sections a probe leaves to the task ------------------------------------------------------
     # A probe asks the task first: a task whose audit differs (entities, label sets, answer spans) fills the
     # probe's ``result`` itself and returns True; False leaves the probe's own (class) audit. ``ctx`` is the
