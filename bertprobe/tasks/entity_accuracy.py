@@ -83,7 +83,7 @@ def entity_accuracy(result: ProbeResult, target: Any, data: Dataset, params: Any
     for i in [i for i in worst if not exact[i]][: params.findings]:
         words_i = data.examples[i].words or ()
         gold_i, pred_i = spans(golds[i], scheme), spans(preds[i], scheme)
-        marks = sorted(set(bracketed(words_i, gold_i) + bracketed(words_i, pred_i)), key=len, reverse=True)
+        marks = sorted(set(bracketed(words_i, gold_i) + bracketed(words_i, pred_i)), key=lambda m: (-len(m), m))
         result.findings.append(Finding(title="entities wrong", input=" ".join(words_i),
                                        expected=marked(words_i, gold_i), observed=marked(words_i, pred_i),
                                        score=float(sum(counts[i].gold.values()) - sum(counts[i].tp.values())),
