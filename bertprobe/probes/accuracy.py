@@ -1,4 +1,8 @@
-"""Reference probe ``accuracy``: overall and per-class accuracy, the baseline for every robustness number."""
+"""Reference probe ``accuracy``: overall and per-class accuracy, the baseline for every robustness number.
+
+On an extractive QA reader it reports SQuAD's exact match and F1 as the official v1.1 script computes them
+(Rajpurkar et al. 2016, "SQuAD: 100,000+ Questions for Machine Comprehension of Text"), with SQuAD 2.0's
+has-answer and no-answer splits (Rajpurkar et al. 2018): ``bertprobe.tasks.qa_accuracy``."""
 
 from __future__ import annotations
 
