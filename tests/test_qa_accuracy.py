@@ -203,6 +203,18 @@ def test_squad2_splits_answerable_and_unanswerable_questions(target):
     assert [m[2] for m in marks] == ["predicted"]  # no gold span to mark
 
 
+def test_windows_are_counted_and_rebuilt_windows_named(target):
+    import tokenizers
+
+    answers = answers_of(CASES)
+    answers[0] = Answer("the Denver Broncos,", 25, 44, 1.0, 0.9, 0.0, windows=3, rebuilt=True)
+    answers[4] = Answer("1856", 25, 29, 1.0, 0.97, 0.0, windows=2)
+    result = audit(target, examples_of(CASES), answers)
+    assert result.value("windows") == 13 and result.value("windowed_questions") == 2
+    assert result.details["key_finding"].endswith("; 2 long contexts answered over windows; windows rebuilt for 1 context")
+    assert result.details["rebuilt_windows"].startswith(f"tokenizers {tokenizers.__version__} returned windows that left")
+
+
 def test_findings_are_the_most_confident_wrong_answers_with_their_spans_marked(target):
     result = audit(target, examples_of(CASES), answers_of(CASES), findings=3)
     wrong = sorted((c for c in CASES if not official(c[4], [g for g, _ in c[3]])[0]), key=lambda c: -c[5])
@@ -304,6 +316,8 @@ def test_a_run_on_a_reader_reports_em_f1_per_question_word_and_marked_answers(tm
     assert "question-answering: max_length 384; stride 128; n_best 20; max_answer_tokens 30" in md  # the task row
     assert "**exact match and F1 per question word (shares; bootstrap interval over questions)**" in md
     assert "| question word   |   questions |" in md and "### Findings" in md
+    assert "**exact match and F1 per question word (bootstrap" not in md  # the bars repeat the table: drawn in html only
+    assert html_figures(run_dir) == 1
     assert "*marked: [gold] {predicted}*" in md
     finding = probe["findings"][0]
     context, marks = finding["extra"]["columns"]["context"], finding["extra"]["marks"]["context"]
@@ -313,6 +327,10 @@ def test_a_run_on_a_reader_reports_em_f1_per_question_word_and_marked_answers(tm
     assert re.search(r"<th>question word *</th>", html) and "<td>why " in html
     suites = ET.parse(run_dir / "report.junit.xml").getroot()
     assert [c.get("name") for c in suites.iter("testcase")][0].startswith("accuracy")
+
+
+def html_figures(run_dir: Path) -> int:
+    return (run_dir / "report.html").read_text().count("<figure>")
 
 
 def test_validate_accepts_gates_on_question_words_for_a_reader(tmp_path, reader):
