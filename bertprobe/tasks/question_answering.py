@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import DataError
-from bertprobe.tasks import squad_metrics
+from bertprobe.tasks import qa_accuracy, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.spans import Answer, answer
@@ -62,7 +62,7 @@ class QuestionAnswering(Task):
     name: ClassVar[str] = "question-answering"
     description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
 
@@ -123,6 +123,12 @@ class QuestionAnswering(Task):
     def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""
         return [dict(zip(("em", "f1"), squad_metrics.score(a.text, g))) for a, g in zip(answers, self.golds(examples))]
+
+    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The accuracy probe's section for a reader: SQuAD EM/F1 with intervals, per question word, outcomes and
+        the most confident wrong answers marked in their contexts (``tasks.qa_accuracy``)."""
+        qa_accuracy.audit_accuracy(self, result, target, data, params, ctx)
+        return True
 
     def metrics_of(self, answers: Sequence[Answer], examples: Sequence[Example]) -> dict[str, Any]:
         """SQuAD's EM and F1 (x100), with the has-answer and no-answer splits where they apply."""
