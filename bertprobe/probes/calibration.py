@@ -36,6 +36,7 @@ from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import paired_bootstrap_statistic
+from bertprobe.tasks.calibration_metrics import bin_index, ece_parts, ece_value, risk_coverage
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class CalibrationParams:
     ``coverages``: the coverages at which selective accuracy is reported. ``fit_share``: the seeded share of
     the data temperature scaling is fitted on (the rest measures it). ``min_scaling_change``: temperature
     scaling is called helpful or harmful only for a held-out change of NLL or ECE at least this large and, with
-    ``bootstrap``, past its paired 95% interval; anything less is no measurable effect."""
+    ``bootstrap``, past its paired 95% interval; anything less is no measurable effect. ``target_f1`` (extractive
+    QA): the F1 the answered questions must reach for ``coverage_at_f1_*`` (Kamath et al. 2020 report 80%)."""
 
     bins: int = 15
     bootstrap: int = 1000
@@ -55,55 +57,17 @@ class CalibrationParams:
     coverages: tuple[float, ...] = (0.9, 0.8)
     fit_share: float = 0.5
     min_scaling_change: float = 0.005  # the smallest held-out change of NLL or ECE called an effect of temperature scaling
+    target_f1: float = 0.8  # extractive QA: report the largest coverage whose answered questions reach this F1
     per_label_temperature: bool = False  # multi-label: also fit one temperature per label (as well as the shared one)
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
     def __post_init__(self) -> None:
         if self.bins < 1 or self.bootstrap < 0:
             raise ValueError("bins must be >= 1 and bootstrap >= 0")
-        if not 0 < self.fit_share < 1 or not all(0 < c <= 1 for c in self.coverages):
-            raise ValueError("fit_share and coverages lie in (0, 1]")
+        if not 0 < self.fit_share < 1 or not all(0 < c <= 1 for c in self.coverages) or not 0 < self.target_f1 <= 1:
+            raise ValueError("fit_share, coverages and target_f1 lie in (0, 1]")
         if self.min_scaling_change < 0:
             raise ValueError("min_scaling_change must be >= 0")
-
-
-def bin_index(confidence: np.ndarray, bins: int) -> np.ndarray:
-    """Equal-width bin of each confidence: bin k holds (k/B, (k+1)/B] (a confidence of 0 goes to bin 0)."""
-    return np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
-
-
-def ece_parts(confidence: np.ndarray, correct: np.ndarray, bins: int, equal_mass: bool = False) -> dict[str, Any]:
-    """ECE, MCE and the per-bin table; ``contribution`` is each example's bin gap (its mean is the ECE)."""
-    n = len(confidence)
-    if equal_mass:
-        order = np.argsort(confidence, kind="stable")
-        index = np.empty(n, dtype=int)
-        for k, part in enumerate(np.array_split(order, bins)):
-            index[part] = k
-    else:
-        index = bin_index(confidence, bins)
-    rows, contribution, ece, mce = [], np.zeros(n), 0.0, 0.0
-    for k in range(bins):
-        sel = index == k
-        count = int(sel.sum())
-        if not count:
-            continue
-        accuracy, mean_conf = float(correct[sel].mean()), float(confidence[sel].mean())
-        gap = abs(accuracy - mean_conf)
-        contribution[sel] = gap
-        ece += count / n * gap
-        mce = max(mce, gap)
-        rows.append({"bin": k, "count": count, "accuracy": accuracy, "confidence": mean_conf, "gap": gap})
-    return {"ece": ece, "mce": mce, "bins": rows, "contribution": contribution}
-
-
-def ece_value(confidence: np.ndarray, correct: np.ndarray, bins: int) -> float:
-    """The equal-width ECE alone (``ece_parts``' value without its tables): fast enough to bootstrap."""
-    if not len(confidence):
-        return 0.0
-    index = bin_index(confidence, bins)
-    gaps = np.abs(np.bincount(index, correct, bins) - np.bincount(index, confidence, bins))
-    return float(gaps.sum() / len(confidence))
 
 
 def proper_scores(probs: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,14 +77,6 @@ def proper_scores(probs: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, np.n
     brier = ((probs - onehot) ** 2).sum(axis=1)
     nll = -np.log(np.clip(probs[np.arange(len(gold)), gold], 1e-12, None))
     return brier, nll
-
-
-def risk_coverage(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Coverage k/N and the error rate of the k most confident predictions, for k = 1..N (ties kept in order)."""
-    order = np.argsort(-confidence, kind="stable")
-    errors = np.cumsum(1 - correct[order])
-    k = np.arange(1, len(order) + 1)
-    return k / len(order), errors / k
 
 
 def fit_temperature(logits: np.ndarray, gold: np.ndarray, low: float = -3.0, high: float = 3.0, steps: int = 60) -> float:
@@ -184,7 +140,7 @@ class CalibrationProbe(Probe):
     description = "Is a 0.95 a 95%? ECE, MCE, Brier, NLL, temperature scaling, overconfidence, risk-coverage"
     paper = "Guo et al. 2017, On Calibration of Modern Neural Networks (ICML); Desai & Durrett 2020 (EMNLP)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering"})
     metrics = {
         "ece": "expected calibration error: mean |confidence - accuracy| over equal-width bins, weighted by size",
         "ece_equal_mass": "ECE over bins of equal size",
@@ -212,6 +168,12 @@ class CalibrationProbe(Probe):
         "brier_token": "token classification: multi-class Brier score per word",
         "nll_token": "token classification: NLL of each word's gold tag",
         "entities": "token classification: predicted entities binned by the entity-level ECE",
+        "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), the event the confidence forecasts",
+        "f1": "extractive QA: mean SQuAD F1 over questions",
+        "aurc_em": "extractive QA: area under the risk-coverage curve with risk 1 - EM",
+        "f1_at_coverage_*": "extractive QA: F1 of the N% most confident answers (selective QA)",
+        "em_at_coverage_*": "extractive QA: EM of the N% most confident answers",
+        "coverage_at_f1_*": "extractive QA: largest share of questions answered, most confident first, whose F1 reaches target_f1",
     }
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
@@ -219,7 +181,8 @@ class CalibrationProbe(Probe):
                          "ece_heldout_change": None, "overconfident_error_rate": False, "aurc": False,
                          "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
                          "temperature_*": None, "ece_token": False, "brier_token": False, "nll_token": False,
-                         "entities": None}
+                         "entities": None, "exact_match": True, "f1": True, "aurc_em": False, "f1_at_coverage_*": True,
+                         "em_at_coverage_*": True, "coverage_at_f1_*": True}
     Params = CalibrationParams
     defaults = (DefaultExpectation(
         "ece", max=0.1,
@@ -611,4 +574,4 @@ def bertprobe_register_probes(registry: Any) -> None:
     registry.add(CalibrationProbe)
 
 
-__all__ = ["CalibrationParams", "CalibrationProbe", "ece_parts", "fit_temperature", "proper_scores", "risk_coverage"]
+__all__ = ["CalibrationParams", "CalibrationProbe", "bin_index", "ece_parts", "ece_value", "fit_temperature", "proper_scores", "risk_coverage"]

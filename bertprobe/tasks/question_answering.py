@@ -62,7 +62,7 @@ class QuestionAnswering(Task):
     name: ClassVar[str] = "question-answering"
     description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
 
@@ -127,6 +127,18 @@ class QuestionAnswering(Task):
     def metrics_of(self, answers: Sequence[Answer], examples: Sequence[Example]) -> dict[str, Any]:
         """SQuAD's EM and F1 (x100), with the has-answer and no-answer splits where they apply."""
         return squad_metrics.summary([a.text for a in answers], self.golds(examples))
+
+    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The answer's confidence against exact match, and selective QA (``tasks.qa_calibration``)."""
+        from bertprobe.tasks import qa_calibration
+
+        return qa_calibration.audit(self, result, target, data, params, ctx)
+
+    def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
+        """Per question F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""
+        from bertprobe.tasks import qa_slices
+
+        return qa_slices.slice_scores(self, target, data, params, ctx)
 
 
 def is_gold(label: Any) -> bool:
