@@ -200,3 +200,24 @@ def test_a_run_on_a_tiny_reader_reports_calibration_in_its_terms(tmp_path, reade
     titles = [f["title"] for f in probe["details"]["figures"]]
     assert any("reliability" in t for t in titles) and any("risk-coverage" in t for t in titles)
     assert len(probe["findings"]) == 5 and all(f["extra"]["kind"] == "overconfident" for f in probe["findings"])
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+FIXTURE, SPLIT = SHARED / "models" / "minilm-l6-squad", SHARED / "data" / "squad" / "test-split.json"
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not (FIXTURE.is_dir() and SPLIT.is_file()), reason="../shared QA fixture absent")
+def test_the_fixture_on_its_held_out_split_is_calibrated_gains_from_abstaining_and_is_weak_on_low_overlap(tmp_path):
+    """Calibration and slices on the 2,777 held-out questions, one decoding shared (measured 2026-11-27: EM 0.5844,
+    F1 0.7120 as the model card; ECE 0.041; F1 0.830 on the most confident half; overlap low F1 0.573, high 0.745)."""
+    code, output, report = run_qa(tmp_path, FIXTURE, SPLIT, "  - probe: calibration\n  - probe: slices\n")
+    assert code == 1 and "Traceback" not in output, output  # slices flag weak spots: do not ship
+    by_probe = {p["probe"]: p for p in report["probes"]}
+    cal = by_probe["calibration"]["metrics"]
+    assert cal["exact_match"] == pytest.approx(0.5844, abs=3e-3) and cal["f1"] == pytest.approx(0.7120, abs=3e-3)
+    assert cal["ece"] == pytest.approx(0.041, abs=0.005) and by_probe["calibration"]["status"] == "passed"
+    assert cal["f1_at_coverage_50"] > cal["f1"] + 0.08 and 0.5 < cal["coverage_at_f1_80"] < 0.8
+    rows = {r["name"]: r for r in by_probe["slices"]["details"]["slices"]}
+    low, high = rows["question-sentence overlap low"], rows["question-sentence overlap high"]
+    assert low["flagged"] and low["f1_interval"][1] < high["f1_interval"][0]  # Sugawara et al.: high overlap is easy

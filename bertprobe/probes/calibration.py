@@ -16,6 +16,11 @@ so two models are paired example by example with their bins held fixed. The fitt
 the held-out part: it is called helpful or harmful only when its change of the held-out NLL or ECE is at least
 ``min_scaling_change`` and past its 95% interval (a paired bootstrap over the held-out examples, or sentences);
 otherwise it has no measurable effect, and the note says so with both intervals.
+
+Extractive QA (the task's own section, ``tasks.qa_calibration``): the chosen span's probability among the
+n-best candidates of all windows against exact match, on the same bins; selective QA's risk-coverage after
+Kamath, Jia & Liang 2020 ("Selective Question Answering under Domain Shift", ACL): F1 and EM of the answered
+questions as the least confident are abstained from, AURC, and the coverage at which F1 reaches ``target_f1``.
 """
 
 from __future__ import annotations

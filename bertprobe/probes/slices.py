@@ -12,6 +12,14 @@ of the data gets Fisher's exact test, and the p-values are adjusted across all s
 so testing a hundred slices does not flag five by chance. A slice is flagged when its drop is at least
 ``min_drop`` (absolute, in accuracy), its adjusted p is below ``alpha`` and it has ``min_size`` examples.
 Words are found with a plain lowercase word split, not a parser.
+
+A task that scores its examples rather than classifying them (extractive QA: each question's SQuAD F1 and
+exact match) gives its own units and built-in slices (``Task.slice_scores``; for QA question word, answer
+length, context length and the question's overlap with the answer's sentence after Sugawara et al. 2018,
+"What Makes Reading Comprehension Questions Easier?"). Each score is then a mean per slice with a percentile
+bootstrap interval over the slice's examples, and the first score's difference from the rest is tested with
+Welch's standard error (a two-sided z test: F1 is no proportion, so Fisher's test does not apply), adjusted
+and flagged as above.
 """
 
 from __future__ import annotations
