@@ -16,6 +16,11 @@ so two models are paired example by example with their bins held fixed. The fitt
 the held-out part: it is called helpful or harmful only when its change of the held-out NLL or ECE is at least
 ``min_scaling_change`` and past its 95% interval (a paired bootstrap over the held-out examples, or sentences);
 otherwise it has no measurable effect, and the note says so with both intervals.
+
+Extractive QA (the task's own section, ``tasks.qa_calibration``): the chosen span's probability among the
+n-best candidates of all windows against exact match, on the same bins; selective QA's risk-coverage after
+Kamath, Jia & Liang 2020 ("Selective Question Answering under Domain Shift", ACL): F1 and EM of the answered
+questions as the least confident are abstained from, AURC, and the coverage at which F1 reaches ``target_f1``.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ class CalibrationParams:
     ``coverages``: the coverages at which selective accuracy is reported. ``fit_share``: the seeded share of
     the data temperature scaling is fitted on (the rest measures it). ``min_scaling_change``: temperature
     scaling is called helpful or harmful only for a held-out change of NLL or ECE at least this large and, with
-    ``bootstrap``, past its paired 95% interval; anything less is no measurable effect."""
+    ``bootstrap``, past its paired 95% interval; anything less is no measurable effect. ``target_f1`` (extractive
+    QA): the F1 the answered questions must reach for ``coverage_at_f1_*`` (Kamath et al. 2020 report 80%)."""
 
     bins: int = 15
     bootstrap: int = 1000
@@ -55,14 +61,15 @@ class CalibrationParams:
     coverages: tuple[float, ...] = (0.9, 0.8)
     fit_share: float = 0.5
     min_scaling_change: float = 0.005  # the smallest held-out change of NLL or ECE called an effect of temperature scaling
+    target_f1: float = 0.8  # extractive QA: report the largest coverage whose answered questions reach this F1
     per_label_temperature: bool = False  # multi-label: also fit one temperature per label (as well as the shared one)
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
 
     def __post_init__(self) -> None:
         if self.bins < 1 or self.bootstrap < 0:
             raise ValueError("bins must be >= 1 and bootstrap >= 0")
-        if not 0 < self.fit_share < 1 or not all(0 < c <= 1 for c in self.coverages):
-            raise ValueError("fit_share and coverages lie in (0, 1]")
+        if not 0 < self.fit_share < 1 or not all(0 < c <= 1 for c in self.coverages) or not 0 < self.target_f1 <= 1:
+            raise ValueError("fit_share, coverages and target_f1 lie in (0, 1]")
         if self.min_scaling_change < 0:
             raise ValueError("min_scaling_change must be >= 0")
 
@@ -73,7 +80,7 @@ class CalibrationProbe(Probe):
     description = "Is a 0.95 a 95%? ECE, MCE, Brier, NLL, temperature scaling, overconfidence, risk-coverage"
     paper = "Guo et al. 2017, On Calibration of Modern Neural Networks (ICML); Desai & Durrett 2020 (EMNLP)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering"})
     metrics = {
         "ece": "expected calibration error: mean |confidence - accuracy| over equal-width bins, weighted by size",
         "ece_equal_mass": "ECE over bins of equal size",
@@ -101,6 +108,12 @@ class CalibrationProbe(Probe):
         "brier_token": "token classification: multi-class Brier score per word",
         "nll_token": "token classification: NLL of each word's gold tag",
         "entities": "token classification: predicted entities binned by the entity-level ECE",
+        "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), the event the confidence forecasts",
+        "f1": "extractive QA: mean SQuAD F1 over questions",
+        "aurc_em": "extractive QA: area under the risk-coverage curve with risk 1 - EM",
+        "f1_at_coverage_*": "extractive QA: F1 of the N% most confident answers (selective QA)",
+        "em_at_coverage_*": "extractive QA: EM of the N% most confident answers",
+        "coverage_at_f1_*": "extractive QA: largest share of questions answered, most confident first, whose F1 reaches target_f1",
     }
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
@@ -108,7 +121,8 @@ class CalibrationProbe(Probe):
                          "ece_heldout_change": None, "overconfident_error_rate": False, "aurc": False,
                          "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
                          "temperature_*": None, "ece_token": False, "brier_token": False, "nll_token": False,
-                         "entities": None}
+                         "entities": None, "exact_match": True, "f1": True, "aurc_em": False, "f1_at_coverage_*": True,
+                         "em_at_coverage_*": True, "coverage_at_f1_*": True}
     Params = CalibrationParams
     defaults = (DefaultExpectation(
         "ece", max=0.1,

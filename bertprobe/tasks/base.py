@@ -146,6 +146,11 @@ class Task:
         """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
         return False
 
+    def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
+        """The slices probe's units when this task's examples are scored, not classified: a ``tasks.slicing.
+        SliceScores`` (per-example scores and the task's built-in slices); None leaves the probe's class slices."""
+        return None
+
     def describe_labels(self, values: Sequence[int] | int) -> str:
         """A prediction or gold value as a reader sees it (a class name, a label set)."""
         if isinstance(values, int):

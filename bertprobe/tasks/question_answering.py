@@ -134,6 +134,18 @@ class QuestionAnswering(Task):
         """SQuAD's EM and F1 (x100), with the has-answer and no-answer splits where they apply."""
         return squad_metrics.summary([a.text for a in answers], self.golds(examples))
 
+    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The answer's confidence against exact match, and selective QA (``tasks.qa_calibration``)."""
+        from bertprobe.tasks import qa_calibration
+
+        return qa_calibration.audit(self, result, target, data, params, ctx)
+
+    def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
+        """Per question F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""
+        from bertprobe.tasks import qa_slices
+
+        return qa_slices.slice_scores(self, target, data, params, ctx)
+
 
 def is_gold(label: Any) -> bool:
     """Whether ``label`` is a QA gold: a tuple of (answer text, character start) pairs."""
