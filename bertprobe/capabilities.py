@@ -16,7 +16,7 @@ TARGET: dict[str, str] = {
     "uniform-heads": "every layer has as many heads (not after uneven physical pruning)",
     "gradients": "a backward pass works (not on an int8 variant)",
     "input-gradients": "gradients at the input embeddings, maybe from the float copy of a quantized variant",
-    "predictions": "class or choice predictions (classification, multiple choice)",
+    "predictions": "a prediction per example (a class, a choice, tags, an answer span): what ctx.predictions shares",
     "classifier": "a sequence classifier with named classes",
     "classification": "task classification (single-label)",
     "multi-label": "task multi-label classification",

@@ -11,9 +11,11 @@ import torch
 
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import Predictions, ProbeContext
-from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe, entity_accuracy, label_set_accuracy
+from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
 from bertprobe.results import ProbeResult
 from bertprobe.results.policy import judge
+from bertprobe.tasks.entity_accuracy import entity_accuracy
+from bertprobe.tasks.labelset_accuracy import label_set_accuracy
 from bertprobe.tasks.labelset_metrics import f1_scores
 from bertprobe.tasks.multilabel import MultiLabelClassification
 from bertprobe.tasks.token_classification import TokenClassification

@@ -143,6 +143,28 @@ def test_the_task_name_check_finds_comparisons_membership_tests_and_match_cases(
     assert [(path, line) for path, line, _ in found] == [("bertprobe/probes/p.py", n) for n in (3, 4, 5, 6, 7, 10, 12)]
 
 
+def test_the_accuracy_calibration_and_slices_probes_choose_no_section_by_a_meaning_flag():
+    """Entities and label sets are audited by their tasks (``audit_accuracy``, ``audit_calibration``,
+    ``slice_units`` in bertprobe/tasks/entity_*.py and labelset_*.py): the three probes read no ``word_tags`` or
+    ``label_sets``. 5 such reads on 2026-11-27, before the move (2 in accuracy, 2 in calibration, 1 in slices)."""
+    assert architecture.meaning_flag_reads() == []
+
+
+def test_the_meaning_flag_check_finds_attribute_reads_and_getattr(tmp_path):
+    (tmp_path / "bertprobe" / "probes").mkdir(parents=True)
+    (tmp_path / "bertprobe" / "probes" / "p.py").write_text(
+        "def run(target, task):\n"
+        "    if target.task.word_tags:\n"
+        "        pass\n"
+        "    x = task.label_sets and 1\n"
+        "    y = getattr(task, 'word_tags', False)\n"
+        "    task.word_tags = True\n"                       # a write, no read: allowed
+        "    z = task.rows_per_choice or task.tags\n")      # other flags and names: allowed
+    found = architecture.meaning_flag_reads(tmp_path, ("bertprobe/probes/p.py",))
+    assert [line for _, line, _ in found] == [2, 4, 5]
+    assert architecture.meaning_flag_reads(tmp_path, ("bertprobe/probes/absent.py",)) == []
+
+
 @pytest.mark.parametrize("module, names", [
     ("bertprobe", ["Probe", "ProbeResult", "ProbeContext", "Sweep", "Finding", "Metric", "Outcomes", "RunReport",
                    "hookimpl", "BertprobeError", "DataError", "ProbeError", "SuiteError", "TargetError", "__version__",

@@ -513,5 +513,4 @@ def test_validate_refuses_bad_qa_data_in_one_line_with_exit_2_before_any_weights
         result = CliRunner().invoke(main, ["validate", str(suite)])
         errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
         assert result.exit_code == 2 and len(errors) == 1 and "Traceback" not in result.output, result.output
-        assert expected in result.stderr  # listed with the probe's refusal: accuracy is not yet written for readers
-        assert "probe accuracy (accuracy) does not support question-answering models" in result.stderr
+        assert expected in result.stderr

@@ -135,3 +135,91 @@ def test_each_tasks_standard_metrics_match_scikit_learn():
     ml_logits, ml_gold = torch.tensor([[3.0, -3.0], [3.0, 3.0], [-3.0, 1.0]]), torch.tensor([[1, 0], [1, 0], [0, 1]])
     got = multi.metrics(multi.probs(ml_logits), multi.predict(ml_logits), ml_gold)
     assert got["micro_f1"] == pytest.approx(metrics.f1_score(ml_gold, multi.predict(ml_logits), average="micro"))
+
+
+def _sections_setup(task: Task, logits: torch.Tensor, examples: list) -> tuple:
+    from bertprobe.data import Dataset
+    from bertprobe.probe import Predictions, ProbeContext
+
+    target = SimpleNamespace(task=task, max_length=128, label_names=list(task.label_names), encode=lambda examples: examples)
+    ctx = ProbeContext(seed=3, predictions=lambda t, d, batch_size=None: Predictions(logits, 2.0))
+    return target, Dataset(examples, name="d"), ctx
+
+
+def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_only_the_timing(monkeypatch):
+    """The accuracy and calibration probes' sections for entities and label sets are the tasks' own modules,
+    reached through audit_accuracy / audit_calibration: the probes' results equal those functions' (no flag of the
+    probe chooses them); after a label-set section the accuracy probe times the encoded batches, after an entity
+    section (words in windows) it does not."""
+    from bertprobe.data import Example
+    from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
+    from bertprobe.probes.calibration import CalibrationParams, CalibrationProbe
+    from bertprobe.results import ProbeResult
+    from bertprobe.tasks import QuestionAnswering, TokenClassification
+    from bertprobe.tasks.entity_accuracy import entity_accuracy
+    from bertprobe.tasks.entity_calibration import entity_calibration
+    from bertprobe.tasks.labelset_accuracy import label_set_accuracy
+    from bertprobe.tasks.labelset_calibration import label_set_calibration
+
+    monkeypatch.setattr("bertprobe.probes.accuracy.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
+    generator = torch.Generator().manual_seed(0)
+    tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+    ner = TokenClassification(label_names=tags, settings={"scheme": "IOB2"})
+    gold = [[1, 2, 0, 3], [0, 3, 4, 0], [1, 0, 0, 0], [0, 0, 3, 0]] * 3
+    examples = [Example(" ".join(f"w{i}{j}" for j in range(4)), label=tuple(g), id=str(i),
+                        words=tuple(f"w{i}{j}" for j in range(4))) for i, g in enumerate(gold)]
+    ml = MultiLabelClassification(label_names=("a", "b", "c"), settings={"threshold": 0.5, "thresholds": {}})
+    sets = [tuple(c for c in range(3) if (i >> c) & 1) for i in range(12)]
+    ml_examples = [Example(f"text {i}", label=s, id=str(i)) for i, s in enumerate(sets)]
+    cases = [(ner, torch.randn(12, 4, len(tags), generator=generator) * 3, examples, entity_accuracy, entity_calibration),
+             (ml, torch.randn(12, 3, generator=generator) * 3, ml_examples, label_set_accuracy, label_set_calibration)]
+    for task, logits, rows, accuracy, calibration in cases:
+        target, data, ctx = _sections_setup(task, logits, rows)
+        acc_params, cal_params = AccuracyParams(bootstrap=30), CalibrationParams(bootstrap=20, bins=5)
+        probe = AccuracyProbe().run(target, data, acc_params, ctx)  # type: ignore[arg-type]
+        direct = ProbeResult(probe="accuracy")
+        if accuracy is entity_accuracy:
+            accuracy(direct, target, data, acc_params, ctx)
+        else:
+            accuracy(direct, target, data, logits, acc_params, ctx.seed)
+        if task.throughput_from_encode:  # timed last, after the task's section (here the fallback: 12 examples / 2 s)
+            assert list(probe.metrics)[-1] == "examples_per_s" and probe.value("examples_per_s") == 12 / 2.0
+        assert {k: m for k, m in probe.metrics.items() if k != "examples_per_s"} == direct.metrics
+        assert ("examples_per_s" in probe.metrics) == task.throughput_from_encode
+        assert probe.details == direct.details and len(probe.findings) == len(direct.findings)
+        cal = CalibrationProbe().run(target, data, cal_params, ctx)  # type: ignore[arg-type]
+        direct = ProbeResult(probe="calibration")
+        calibration(direct, target, data, logits, cal_params, ctx.seed)
+        assert cal.metrics == direct.metrics and cal.details == direct.details and "ece" in cal.metrics
+    assert (ner.throughput_from_encode, ml.throughput_from_encode) == (False, True)
+    assert SingleLabelClassification().throughput_from_encode
+    assert not QuestionAnswering().throughput_from_encode  # its answers are its own predictions
+
+
+def test_the_slices_of_sentences_are_the_token_classification_tasks_units():
+    """Slices on a NER model: sentences exact or not, an "all lower case" slice and each slice's entity F1 come from
+    the task (slice_units); a slice's entity F1 equals the strict micro F1 of its sentences (tasks.entities)."""
+    from bertprobe.data import Example
+    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+    from bertprobe.tasks import TokenClassification
+    from bertprobe.tasks.entities import entity_scores, sentence_counts
+
+    tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+    ner = TokenClassification(label_names=tags, settings={"scheme": "IOB2"})
+    logits = torch.randn(24, 4, len(tags), generator=torch.Generator().manual_seed(1)) * 3
+    gold = [[1, 2, 0, 3], [0, 3, 4, 0], [1, 0, 0, 0], [0, 0, 3, 0]] * 6
+    examples = [Example(" ".join(f"W{i}{j}" if i % 3 else f"w{i}{j}" for j in range(4)), label=tuple(g), id=str(i),
+                        words=tuple(f"w{i}{j}" for j in range(4))) for i, g in enumerate(gold)]
+    target, data, ctx = _sections_setup(ner, logits, examples)
+    target.encode = lambda rows: SimpleNamespace(lengths=[6] * len(rows))
+    assert Task().slice_units(data, logits, SlicesParams()) is None  # a class task: the probe's own slices
+    result = SlicesProbe().run(target, data, SlicesParams(min_size=2), ctx)  # type: ignore[arg-type]
+    rows = {r["name"]: r for r in result.details["slices"]}
+    lower = [i for i, ex in enumerate(examples) if ex.text == ex.text.lower()]
+    assert rows["all lower case"]["size"] == len(lower) == 8
+    preds = [ner.tags(logits[i].argmax(-1)) for i in range(24)]
+    counts = [sentence_counts(ner.tags(list(g)), p) for g, p in zip(gold, preds)]
+    assert rows["all lower case"]["entity_f1"] == pytest.approx(entity_scores([counts[i] for i in lower])["f1"], abs=1e-6)
+    exact = [float(c.tp == c.gold == c.pred) for c in counts]
+    assert result.value("accuracy") == pytest.approx(sum(exact) / 24)
+    assert all("entity_f1" in r and len(r["entity_f1_interval"]) == 2 for r in rows.values())

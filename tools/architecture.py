@@ -7,7 +7,9 @@
 ``tests/test_architecture.py`` asserts the rules on the same graph, and ``docs/architecture.md`` shows
 the diagram. Imports under ``if TYPE_CHECKING:`` are left out (they never run), except in the graph built
 with ``type_only=True``, which must have no circles either. ``task_name_comparisons`` finds code outside
-``bertprobe/tasks/`` that compares a value with a task's name (a probe asks its task, it never names one).
+``bertprobe/tasks/`` that compares a value with a task's name (a probe asks its task, it never names one);
+``meaning_flag_reads`` finds the probes that should leave their per-task sections to the task reading a task's
+meaning flags (``word_tags``, ``label_sets``) instead.
 """
 
 from __future__ import annotations
@@ -235,6 +237,37 @@ def task_name_comparisons(root: Path = ROOT, names: set[str] | None = None) -> l
     return found
 
 
+# What a task declares so that the model wing and the probes that support it can choose without naming it. A
+# probe whose per-task sections live in the tasks (Task.audit_accuracy, audit_calibration, slice_units) reads none.
+MEANING_FLAGS = ("word_tags", "label_sets")
+FLAG_FREE_PROBES = ("bertprobe/probes/accuracy.py", "bertprobe/probes/calibration.py", "bertprobe/probes/slices.py")
+
+
+def _flag_reads(tree: ast.AST, flags: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, code) of each read of a meaning flag: ``task.word_tags`` on any object, or ``getattr(x, "word_tags")``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in flags and isinstance(node.ctx, ast.Load):
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in flags:
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def meaning_flag_reads(root: Path = ROOT, paths: tuple[str, ...] = FLAG_FREE_PROBES,
+                       flags: tuple[str, ...] = MEANING_FLAGS) -> list[tuple[str, int, str]]:
+    """(path, line, code) of every meaning-flag read in ``paths``: the accuracy and calibration probes ask the task
+    for its section (``audit_accuracy``, ``audit_calibration``) instead of choosing one by ``word_tags`` or
+    ``label_sets``, so a new task's section is the task's own module and no branch of theirs."""
+    found = []
+    for relative in paths:
+        path = root / relative
+        if path.exists():
+            found += [(relative, line, code) for line, code in _flag_reads(ast.parse(path.read_text(encoding="utf-8")), flags)]
+    return found
+
+
 def mermaid(graph: Graph) -> str:
     """The wings as boxes, bottom floor last, and one arrow per pair of wings that import each other."""
     pairs: set[tuple[str, str]] = set()
@@ -269,6 +302,9 @@ def figures(graph: Graph, root: Path | None = ROOT) -> str:
     compared = task_name_comparisons(root) if root is not None else []
     lines.append(f"task-name comparisons outside tasks/: {len(compared)}"
                  + "".join(f"\n  {p}:{n}: {c}" for p, n, c in compared))
+    flagged = meaning_flag_reads(root) if root is not None else []
+    lines.append(f"meaning-flag reads in {', '.join(p.rsplit('/', 1)[-1] for p in FLAG_FREE_PROBES)}: {len(flagged)}"
+                 + "".join(f"\n  {p}:{n}: {c}" for p, n, c in flagged))
     if harness is not None:
         lines.append(f"harness.py lines: {len(harness.read_text(encoding='utf-8').splitlines())}")
     return "\n".join(lines)

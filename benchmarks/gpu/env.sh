@@ -10,3 +10,4 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 [ -d .device/models ] && export BERTPROBE_SHARED=$PWD/.device
 shared=${BERTPROBE_SHARED:-../shared}
 export BERTPROBE_SST2_MODEL=$shared/models/minilm-l6-sst2 BERTPROBE_SST2_DATA=$shared/data/sst2/dev.tsv
+export BERTPROBE_QA_MODEL=$shared/models/minilm-l6-squad BERTPROBE_QA_DATA=$shared/data/squad/test-split.json

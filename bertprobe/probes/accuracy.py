@@ -1,4 +1,8 @@
-"""Reference probe ``accuracy``: overall and per-class accuracy, the baseline for every robustness number."""
+"""Reference probe ``accuracy``: overall and per-class accuracy, the baseline for every robustness number.
+
+On an extractive QA reader it reports SQuAD's exact match and F1 as the official v1.1 script computes them
+(Rajpurkar et al. 2016, "SQuAD: 100,000+ Questions for Machine Comprehension of Text"), with SQuAD 2.0's
+has-answer and no-answer splits (Rajpurkar et al. 2018): ``bertprobe.tasks.qa_accuracy``."""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from bertprobe.data.dataset import Dataset
@@ -14,12 +17,10 @@ from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.model.timing import measure_throughput
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
-from bertprobe.tasks.labelset_metrics import bootstrap_headline
-from bertprobe.tasks.scores import f1_from_counts
+from bertprobe.tasks.qa_accuracy import QA_DEFAULTS, QA_DIRECTIONS, QA_METRICS
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class AccuracyProbe(Probe):
     name = "accuracy"
     description = "Overall and per-class accuracy on the data (the baseline for every robustness number)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification",
+                       "question-answering"})
     metrics = {
         "accuracy": "share of examples predicted correctly (Wilson interval)",
         "accuracy_*": "accuracy on the examples of one gold class (recall of that class)",
@@ -84,6 +86,7 @@ class AccuracyProbe(Probe):
         "sentence_exact_match": "token classification: share of sentences whose entities are all exactly right",
         "errors_*": "token classification: entities missed, spurious, of the wrong type or with a wrong boundary",
         "windowed_sentences": "token classification: sentences longer than max_length, predicted in windows",
+        **QA_METRICS,
     }
     Params = AccuracyParams
     per_label = ("accuracy_", "f1_", "precision_", "recall_", "support_", "roc_auc_", "average_precision_")
@@ -112,15 +115,18 @@ class AccuracyProbe(Probe):
         DefaultExpectation(
             "recall_*", min=0.5, interval=True,
             why="multi-label per label, or token classification per entity type: below 0.5 the model misses most of "
-                "them, which a micro-F1 over frequent ones hides; judged on the Wilson interval, as per-class accuracy is"),)
-    key_metrics = ("accuracy", "accuracy_*", "micro_f1", "macro_f1", "subset_accuracy", "recall_*", "entity_f1")
+                "them, which a micro-F1 over frequent ones hides; judged on the Wilson interval, as per-class accuracy is"),
+        *QA_DEFAULTS)
+    key_metrics = ("accuracy", "accuracy_*", "micro_f1", "macro_f1", "subset_accuracy", "recall_*", "entity_f1",
+                   "exact_match", "f1", "question_*_f1", "has_answer_f1", "no_answer_exact_match")
     paper = ""  # the reference measurement, no paper
     metric_directions = {"accuracy": True, "accuracy_*": True, "examples_per_s": True, "examples": None,
                          "micro_f1": True, "macro_f1": True, "weighted_f1": True, "subset_accuracy": True,
                          "hamming_loss": False, "f1_*": True, "precision_*": True, "recall_*": True, "support_*": None,
                          "roc_auc_*": True, "average_precision_*": True, "label_cardinality_*": None,
                          "entity_f1": True, "entity_precision": True, "entity_recall": True, "token_accuracy": True,
-                         "sentence_exact_match": True, "errors_*": None, "windowed_sentences": None}
+                         "sentence_exact_match": True, "errors_*": None, "windowed_sentences": None,
+                         **QA_DIRECTIONS}
 
     @staticmethod
     def _throughput(result: ProbeResult, target: Target, data: Dataset, params: Any, seconds: float) -> None:
@@ -138,15 +144,10 @@ class AccuracyProbe(Probe):
         result = ProbeResult(probe=self.name)
         task = target.task
         if task.audit_accuracy(result, target, data, params, ctx):  # the task audits in its own terms
-            return result
-        if task.word_tags:
-            entity_accuracy(result, target, data, params, ctx)
+            if task.throughput_from_encode:  # its predictions are logits of target.encode's batches: timed
+                self._throughput(result, target, data, params, ctx.predictions(target, data, params.batch_size).seconds)
             return result
         predicted = ctx.predictions(target, data, params.batch_size)  # shared with calibration and slices
-        if task.label_sets:
-            label_set_accuracy(result, target, data, predicted.logits, params, ctx.seed)
-            self._throughput(result, target, data, params, predicted.seconds)
-            return result
         probs, seconds = task.probs(predicted.logits), predicted.seconds
         gold = task.gold(data)
         pred = task.predict(predicted.logits)
@@ -247,237 +248,3 @@ def _confusion(gold: torch.Tensor, pred: torch.Tensor, classes: int) -> list[lis
 @hookimpl
 def bertprobe_register_probes(registry: Any) -> None:
     registry.add(AccuracyProbe)
-
-
-def label_set_accuracy(result: ProbeResult, target: Target, data: Dataset, logits: torch.Tensor, params: Any,
-                       seed: int) -> None:
-    """The multi-label audit: micro/macro/weighted F1, exact match and Hamming loss (with bootstrap intervals
-    over examples), per label precision, recall, F1, support, ROC-AUC and average precision, label cardinality,
-    the most confidently wrong examples; outcomes ``exact_match`` and ``correct_<label>`` for paired gates."""
-    task = target.task
-    names = list(task.label_names)
-    probs = task.probs(logits).double().numpy()
-    pred = task.predict(logits).numpy()
-    gold = task.gold(data).numpy()
-    scores = task.metrics(torch.from_numpy(probs), torch.from_numpy(pred), torch.from_numpy(gold))
-    intervals = bootstrap_headline(pred, gold, params.bootstrap, params.confidence, seed)
-    ids = example_ids(data.examples)
-    exact = (pred == gold).all(axis=1).astype(float)
-    result.outcomes += [Outcomes.from_values("exact_match", ids, exact.tolist()),
-                        # the predicted label set as a category: the bitmask of its labels (label c adds 2**c)
-                        Outcomes.from_values("prediction", ids, (pred * (2 ** np.arange(pred.shape[1]))).sum(axis=1).tolist(),
-                                             "categorical")]
-    what = {"micro_f1": "F1 over every (example, label) decision pooled",
-            "macro_f1": f"mean F1 over the model's {len(names)} labels",
-            "weighted_f1": "per-label F1 weighted by gold support",
-            "subset_accuracy": "exact match: predicted label set equals the gold one",
-            "hamming_loss": "share of (example, label) decisions that are wrong"}
-    for name, description in what.items():
-        result.add_metric(name, scores[name], name != "hamming_loss", description, intervals.get(name),
-                          outcome="exact_match" if name == "subset_accuracy" else None)
-    absent = [names[c] for c in scores["absent"]]  # neither gold nor predicted: no per-label row, no finding
-    present = [c for c in range(len(names)) if names[c] not in absent]
-    for c, label in enumerate(names):
-        tp, support = int(((pred[:, c] == 1) & (gold[:, c] == 1)).sum()), int(gold[:, c].sum())
-        right = (pred[:, c] == gold[:, c]).astype(float)
-        result.outcomes.append(Outcomes.from_values(f"correct_{label}", ids, right.tolist()))
-        if label in absent:
-            continue
-        result.add_metric(f"f1_{label}", float(scores["f1"][c]), True, f"F1 of label '{label}'")
-        result.add_metric(f"precision_{label}", float(scores["precision"][c]), True, f"precision of label '{label}'")
-        if support:  # recall is a mean over the label's gold texts: its outcome pairs two builds exactly
-            carrying = np.flatnonzero(gold[:, c] == 1)
-            result.outcomes.append(Outcomes.from_values(f"recall_{label}", [ids[i] for i in carrying],
-                                                        pred[carrying, c].astype(float).tolist()))
-            result.add_metric(f"recall_{label}", float(scores["recall"][c]), True, f"recall of label '{label}'",
-                              wilson_interval(tp, support, params.confidence), outcome=f"recall_{label}")
-        result.add_metric(f"support_{label}", float(support), None, f"gold examples carrying '{label}'", kind="count")
-        for key, metric in (("roc_auc", "ROC-AUC"), ("average_precision", "average precision")):
-            value = scores[key][c]
-            if value is not None:
-                result.add_metric(f"{key}_{label}", value, True, f"{metric} of label '{label}''s probability")
-    result.add_metric("label_cardinality_gold", float(gold.sum(axis=1).mean()) if len(gold) else 0.0, None,
-                      "mean number of gold labels per example")
-    result.add_metric("label_cardinality_predicted", float(pred.sum(axis=1).mean()) if len(pred) else 0.0, None,
-                      "mean number of predicted labels per example")
-    result.add_metric("examples", float(len(gold)), None, "examples evaluated", kind="count")
-    # the most confidently wrong: wrong examples ranked by their most confident wrong decision
-    wrongness = np.where(pred != gold, np.abs(probs - 0.5) * 2, 0.0).max(axis=1) if len(gold) else np.zeros(0)
-    for i in [i for i in np.argsort(-wrongness, kind="stable") if not exact[i]][: params.findings]:
-        ex = data.examples[i]
-        result.findings.append(Finding(
-            title="confidently wrong label set",
-            input=ex.text if ex.text_pair is None else f"{ex.text} [SEP] {ex.text_pair}",
-            expected=task.describe_labels([int(v) for v in gold[i]]), observed=task.describe_labels([int(v) for v in pred[i]]),
-            score=round(float(wrongness[i]), 4)))
-    result.details["labels"] = names
-    result.details["absent"] = absent
-    result.details["task"] = {"name": task.name, **dict(task.settings)}
-    f1_errors = _label_f1_intervals(pred, gold, params.bootstrap, params.confidence, seed)
-    shown = [names[c] for c in present]
-
-    def column(values: Any) -> list[float]:
-        return [float(values[c]) for c in present]
-
-    result.details["figures"] = [
-        {"kind": "bars", "title": "F1 per label (bootstrap interval over examples)", "metrics": ["f1_*", "micro_f1"],
-         "data": {"labels": shown, "series": [{"name": "F1", "values": column(scores["f1"]),
-                                               **({"errors": [f1_errors[c] for c in present]} if f1_errors else {})}],
-                  "reference": {"value": scores["micro_f1"], "label": f"micro-F1 {scores['micro_f1']:.3f}"}},
-         "axes": {"y": "F1"}},
-        {"kind": "bars", "title": "per label: precision, recall, F1, share of examples carrying it (gold, predicted)",
-         "metrics": ["precision_*", "recall_*", "f1_*"],
-         "data": {"labels": shown, "series": [
-             {"name": "precision", "values": column(scores["precision"])},
-             {"name": "recall", "values": column(scores["recall"])},
-             {"name": "F1", "values": column(scores["f1"])},
-             {"name": "gold share", "values": column(gold.mean(axis=0)) if len(gold) else [0.0] * len(present)},
-             {"name": "predicted share", "values": column(pred.mean(axis=0)) if len(pred) else [0.0] * len(present)}]},
-         "axes": {"y": "score"}},
-    ]
-    weakest = min(present, key=lambda c: scores["f1"][c]) if present else None
-    finding = f"micro-F1 {scores['micro_f1']:.3f}, macro-F1 {scores['macro_f1']:.3f}, exact match {scores['subset_accuracy']:.3f}"
-    if weakest is not None:
-        finding += f"; weakest label {names[weakest]} F1 {scores['f1'][weakest]:.3f}"
-    result.details["key_finding"] = finding + f" on {len(gold)} examples" + _absent_note(absent)
-
-
-def _absent_note(absent: Sequence[str]) -> str:
-    """'; absent from the data and never predicted: ORG': the types or labels no finding is about."""
-    return f"; absent from the data and never predicted: {', '.join(absent)}" if absent else ""
-
-
-def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, confidence: float,
-                        seed: int) -> list[list[float]]:
-    """Percentile bootstrap interval of each label's F1 over examples (empty when intervals are off)."""
-    if not resamples or len(gold) < 2:
-        return []
-    rng = np.random.default_rng(seed + 1)
-    draws = np.empty((resamples, gold.shape[1]))
-    for r in progress(range(resamples), desc="bootstrap per label"):
-        idx = rng.integers(0, len(gold), size=len(gold))
-        p, g = pred[idx].astype(bool), gold[idx].astype(bool)
-        draws[r] = f1_from_counts((p & g).sum(0), (p & ~g).sum(0), (~p & g).sum(0))
-    tail = (1 - confidence) / 2
-    return [[float(np.quantile(draws[:, c], tail)), float(np.quantile(draws[:, c], 1 - tail))] for c in range(gold.shape[1])]
-
-
-def entity_accuracy(result: ProbeResult, target: Target, data: Dataset, params: Any, ctx: ProbeContext) -> None:
-    """The NER audit: strict entity P/R/F1 (seqeval's strict mode; micro and per type, bootstrap intervals over
-    sentences), token accuracy, sentence exact match, an error breakdown, and per-sentence outcomes."""
-    from bertprobe.tasks.entities import bracketed, entity_scores, error_kinds, marked, sentence_counts, spans
-
-    task = target.task
-    scheme = str(task.settings.get("scheme", "IOB2"))
-    predicted = ctx.predictions(target, data, params.batch_size)  # per word, shared with calibration and slices
-    golds = [task.tags(list(ex.label or ())) for ex in data.examples]  # type: ignore[attr-defined]
-    preds = [task.tags(logits[: len(g)].argmax(-1)) for logits, g in zip(predicted.logits, golds)]  # type: ignore[attr-defined]
-    counts = [sentence_counts(g, p, scheme) for g, p in zip(golds, preds)]
-    types = task.entity_types  # type: ignore[attr-defined]
-    scores = entity_scores(counts, types)
-    ids = example_ids(data.examples)
-    exact = [float(c.tp == c.gold == c.pred) for c in counts]
-    result.outcomes += [
-        Outcomes.from_values("sentence_exact", ids, exact),
-        Outcomes.from_values("entities_found", ids, [sum(c.tp.values()) for c in counts], "score"),
-        Outcomes.from_values("entities_gold", ids, [sum(c.gold.values()) for c in counts], "score"),
-        Outcomes.from_values("entities_predicted", ids, [sum(c.pred.values()) for c in counts], "score"),
-    ]
-    # entity F1 is a ratio over sentences, no mean of per-sentence scores; its per-sentence outcome is the
-    # ratio's linearisation F1 + (2 tp_i - F1 (pred_i + gold_i)) / mean(pred + gold): its mean is F1 exactly,
-    # and paired against another build's it gives the F1 difference with a delta-method bootstrap interval
-    both = [sum(c.pred.values()) + sum(c.gold.values()) for c in counts]
-    scale = sum(both) / len(both) if both and sum(both) else 0.0
-    linear = [scores["f1"] + (2 * sum(c.tp.values()) - scores["f1"] * n) / scale if scale else 0.0
-              for c, n in zip(counts, both)]
-    result.outcomes.append(Outcomes.from_values("entity_f1", ids, linear, "score"))
-    intervals = _entity_intervals(counts, types, params.bootstrap, params.confidence, ctx.seed)
-    for name, key, description in (("entity_f1", "f1", "entity-level micro F1, strict: exact span and type"),
-                                   ("entity_precision", "precision", "share of predicted entities exactly right"),
-                                   ("entity_recall", "recall", "share of gold entities found exactly")):
-        result.add_metric(name, scores[key], True, description, intervals.get(key),
-                          outcome="entity_f1" if name == "entity_f1" else None)
-    absent = list(scores["absent"])  # neither gold nor predicted: no per-type row, no finding
-    present = [k for k in types if k not in absent]
-    for kind in present:
-        row = scores["per_type"][kind]
-        result.add_metric(f"f1_{kind}", row["f1"], True, f"entity F1 of {kind}", intervals.get(f"f1_{kind}"))
-        result.add_metric(f"precision_{kind}", row["precision"], True, f"precision of {kind} entities")
-        if row["support"]:
-            found = sum(c.tp.get(kind, 0) for c in counts)
-            result.add_metric(f"recall_{kind}", row["recall"], True, f"recall of {kind} entities",
-                              wilson_interval(found, int(row["support"]), params.confidence))
-        result.add_metric(f"support_{kind}", float(row["support"]), None, f"gold {kind} entities", kind="count")
-    words = sum(len(g) for g in golds)
-    right = sum(a == b for g, p in zip(golds, preds) for a, b in zip(g, p))
-    result.add_metric("token_accuracy", right / words if words else 0.0, True, "share of words tagged with their gold tag",
-                      wilson_interval(right, words, params.confidence) if words else None)
-    result.add_metric("sentence_exact_match", sum(exact) / len(exact) if exact else 0.0, True,
-                      "share of sentences whose entities are all exactly right", outcome="sentence_exact")
-    errors = {"missed": 0, "spurious": 0, "wrong_type": 0, "wrong_boundary": 0}
-    for g, p in zip(golds, preds):
-        for k, v in error_kinds(g, p, scheme).items():
-            errors[k] += v
-    for k, v in errors.items():
-        result.add_metric(f"errors_{k}", float(v), None, f"entities {k.replace('_', ' ')}", kind="count")
-    result.add_metric("windowed_sentences", float(predicted.windowed), None,
-                      f"sentences longer than {target.max_length} sub-tokens, predicted in windows", kind="count")
-    result.add_metric("examples", float(len(data)), None, "sentences evaluated", kind="count")
-
-    worst = sorted(range(len(data)), key=lambda i: -(sum(counts[i].gold.values()) + sum(counts[i].pred.values())
-                                                      - 2 * sum(counts[i].tp.values())))
-    for i in [i for i in worst if not exact[i]][: params.findings]:
-        words_i = data.examples[i].words or ()
-        gold_i, pred_i = spans(golds[i], scheme), spans(preds[i], scheme)
-        marks = sorted(set(bracketed(words_i, gold_i) + bracketed(words_i, pred_i)), key=len, reverse=True)
-        result.findings.append(Finding(title="entities wrong", input=" ".join(words_i),
-                                       expected=marked(words_i, gold_i), observed=marked(words_i, pred_i),
-                                       score=float(sum(counts[i].gold.values()) - sum(counts[i].tp.values())),
-                                       extra={"kind": "entities", "id": ids[i], "highlight": marks}))
-    result.details["entity_types"] = types
-    result.details["absent"] = absent
-    result.details["scheme"] = scheme
-    result.details["errors"] = errors
-    per_type = [scores["per_type"][k]["f1"] for k in present]
-    result.details["figures"] = [
-        {"kind": "bars", "title": "entity F1 per type (strict; bootstrap interval over sentences)", "metrics": ["f1_*", "entity_f1"],
-         "data": {"labels": present, "series": [{"name": "F1", "values": per_type,
-                                                 **({"errors": [list(intervals[f"f1_{k}"]) for k in present]}
-                                                    if intervals else {})}],
-                  "reference": {"value": scores["f1"], "label": f"micro-F1 {scores['f1']:.3f}"}},
-         "axes": {"y": "F1"}},
-        {"kind": "bars", "title": "entity errors by kind", "metrics": ["errors_*"],
-         "data": {"labels": list(errors), "series": [{"name": "entities", "values": list(errors.values())}]},
-         "axes": {"y": "entities"}},
-    ]
-    weakest = min(present, key=lambda k: scores["per_type"][k]["f1"]) if present else None
-    finding = f"entity F1 {scores['f1']:.3f} (strict) on {len(data)} sentences"
-    if weakest is not None:
-        finding += f"; weakest type {weakest} F1 {scores['per_type'][weakest]['f1']:.3f}"
-    many = "s" if predicted.windowed != 1 else ""
-    result.details["key_finding"] = finding + (f"; {predicted.windowed} long sentence{many} predicted in windows"
-                                               if predicted.windowed else "") + _absent_note(absent)
-
-
-def _entity_intervals(counts: Sequence[Any], types: Sequence[str], resamples: int, confidence: float,
-                      seed: int) -> dict[str, tuple[float, float]]:
-    """Percentile bootstrap over sentences of micro P/R/F1 and each type's F1 (from summed counts)."""
-    if not resamples or len(counts) < 2:
-        return {}
-    kinds = list(types)
-    tp = np.array([[c.tp.get(k, 0) for k in kinds] for c in counts], dtype=float)
-    pr = np.array([[c.pred.get(k, 0) for k in kinds] for c in counts], dtype=float)
-    gd = np.array([[c.gold.get(k, 0) for k in kinds] for c in counts], dtype=float)
-    idx = np.random.default_rng(seed).integers(0, len(counts), size=(resamples, len(counts)))
-    t, p, g = tp[idx].sum(1), pr[idx].sum(1), gd[idx].sum(1)  # resamples x types
-
-    def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-        return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
-
-    tail = (1 - confidence) / 2
-    q = lambda v: (float(np.quantile(v, tail)), float(np.quantile(v, 1 - tail)))  # noqa: E731
-    out = {"precision": q(ratio(t.sum(1), p.sum(1))), "recall": q(ratio(t.sum(1), g.sum(1))),
-           "f1": q(f1_from_counts(t.sum(1), p.sum(1) - t.sum(1), g.sum(1) - t.sum(1)))}
-    for j, k in enumerate(kinds):
-        out[f"f1_{k}"] = q(f1_from_counts(t[:, j], p[:, j] - t[:, j], g[:, j] - t[:, j]))
-    return out

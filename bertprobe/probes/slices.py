@@ -12,6 +12,14 @@ of the data gets Fisher's exact test, and the p-values are adjusted across all s
 so testing a hundred slices does not flag five by chance. A slice is flagged when its drop is at least
 ``min_drop`` (absolute, in accuracy), its adjusted p is below ``alpha`` and it has ``min_size`` examples.
 Words are found with a plain lowercase word split, not a parser.
+
+A task that scores its examples rather than classifying them (extractive QA: each question's SQuAD F1 and
+exact match) gives its own units and built-in slices (``Task.slice_scores``; for QA question word, answer
+length, context length and the question's overlap with the answer's sentence after Sugawara et al. 2018,
+"What Makes Reading Comprehension Questions Easier?"). Each score is then a mean per slice with a percentile
+bootstrap interval over the slice's examples, and the first score's difference from the rest is tested with
+Welch's standard error (a two-sided z test: F1 is no proportion, so Fisher's test does not apply), adjusted
+and flagged as above.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -32,8 +41,8 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import unpaired_bootstrap_diff, wilson_interval
-from bertprobe.tasks.scores import f1_from_counts
+from bertprobe.stats import bootstrap_ci, unpaired_bootstrap_diff, wilson_interval
+from bertprobe.tasks.slicing import SliceScores
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"\d")
@@ -105,6 +114,19 @@ def benjamini_hochberg(p: list[float]) -> list[float]:
     return adjusted
 
 
+def welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p of mean(a) == mean(b) for two independent samples of scores: a z test on the difference with
+    Welch's standard error sqrt(var_a / n_a + var_b / n_b) (sample variances; 1.0 with fewer than 2 on a side;
+    a zero standard error gives 1.0 for equal means, else 0.0)."""
+    if len(a) < 2 or len(b) < 2:
+        return 1.0
+    diff = float(np.mean(a) - np.mean(b))
+    se = math.sqrt(float(np.var(a, ddof=1)) / len(a) + float(np.var(b, ddof=1)) / len(b))
+    if se == 0.0:
+        return 1.0 if abs(diff) < 1e-15 else 0.0
+    return float(min(1.0, 2 * (1 - NormalDist().cdf(abs(diff) / se))))
+
+
 def builtin_slices(data: Dataset, lengths: list[int], max_length: int, pred: np.ndarray, labels: list[str],
                    vocabulary: int, min_size: int, gold: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The built-in slices as boolean masks over the examples; ``gold`` and ``pred`` are class ids, or 0/1
@@ -142,7 +164,7 @@ class SlicesProbe(Probe):
     description = "Where accuracy drops: slices tested against the rest of the data (Fisher, Benjamini-Hochberg)"
     paper = "Giskard performance-bias detector; Deepchecks segment performance (property slices)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering"})
     metrics = {
         "slices_flagged": "slices at least min_drop below the rest, BH-adjusted p < alpha, >= min_size examples",
         "worst_slice_accuracy": "lowest metric of a slice with >= min_size examples",
@@ -152,9 +174,13 @@ class SlicesProbe(Probe):
         "recall": "recall of the positive class on all the data",
         "precision": "precision of the positive class on all the data",
         "label:*": "multi-label, metric: label:NAME: share of correct decisions on one label, on all the data",
+        "f1": "extractive QA: mean SQuAD F1 over questions, on all the data",
+        "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), on all the data",
+        "worst_slice_f1": "extractive QA: lowest mean F1 of a slice with >= min_size questions",
     }
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
-                         "slices_tested": None, "accuracy": True, "recall": True, "precision": True, "label:*": True}
+                         "slices_tested": None, "accuracy": True, "recall": True, "precision": True, "label:*": True,
+                         "f1": True, "exact_match": True, "worst_slice_f1": True}
     Params = SlicesParams
 
     @classmethod
@@ -178,11 +204,14 @@ class SlicesProbe(Probe):
         assert data is not None
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("slices needs a gold label for every example")
-        logits = ctx.predictions(target, data, params.batch_size).logits
         task = target.task
-        entity_counts = None
-        if task.word_tags:  # sentences are the units: exact match, and entity F1 per slice
-            correct, base, gold, pred, labels, entity_counts = self._sentences(task, data, logits, params)
+        own = task.slice_scores(target, data, params, ctx)
+        if own is not None:  # the task scores its examples (extractive QA: F1 and EM per question)
+            return self._scored(own, data, params, ctx)
+        logits = ctx.predictions(target, data, params.batch_size).logits
+        units = task.slice_units(data, logits, params)  # the task's own units (entities: sentences, exact or not)
+        if units is not None:
+            correct, base, gold, pred, labels = units.correct, units.base, units.gold, units.pred, units.labels
         else:
             pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()
             labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
@@ -192,19 +221,10 @@ class SlicesProbe(Probe):
                                gold)
         if params.metric != "accuracy":  # recall or precision within a gold or predicted class says nothing
             masks = {k: v for k, v in masks.items() if not k.startswith(("gold ", "predicted "))}
-        if entity_counts is not None:
-            masks["all lower case"] = np.array([ex.text == ex.text.lower() for ex in data.examples])
+        if units is not None:
+            masks.update(units.masks)
         texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
-        for name, pattern in params.slices.items():
-            regex = re.compile(pattern, re.IGNORECASE)
-            masks[f"{name} (regex)"] = np.array([bool(regex.search(t)) for t in texts])
-        for column in params.slice_by:
-            values = [ex.meta.get(column) for ex in data.examples]
-            if all(v is None for v in values):
-                known = sorted({k for ex in data.examples for k in ex.meta})
-                raise ProbeError(f"slice_by: the data has no column '{column}'; extra columns: {', '.join(known) or 'none'}")
-            for value in sorted({str(v) for v in values if v is not None}):
-                masks[f"{column} = {value}"] = np.array([str(v) == value for v in values])
+        masks.update(self._user_masks(data, texts, params))
         metric = params.metric
         overall = float(correct[base].mean()) if base.any() else float("nan")
         rows = []
@@ -217,9 +237,9 @@ class SlicesProbe(Probe):
             p = fisher_exact(int(inside.sum()), size - int(inside.sum()), int(rest.sum()), len(rest) - int(rest.sum()))
             rows.append({"name": name, "size": size, "accuracy": acc, "interval": list(wilson_interval(int(inside.sum()), size)),
                          "rest_accuracy": rest_acc, "drop": rest_acc - acc, "p": p, "mask": mask})
-        if entity_counts is not None:
+        if units is not None and units.row_scores is not None:
             for row in rows:
-                row["entity_f1"], row["entity_f1_interval"] = self._entity_f1(entity_counts, row["mask"], ctx.seed)
+                row.update(units.row_scores(row["mask"], ctx.seed))
         adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
         for row, p_adj in zip(rows, adjusted):
             row["p_adjusted"] = p_adj
@@ -247,11 +267,9 @@ class SlicesProbe(Probe):
             wrong = [i for i in np.flatnonzero(row["mask"] & base) if not correct[i]][: params.findings]
             for i in wrong:
                 ex = data.examples[i]
+                expected, observed = units.shown(i) if units is not None else (self._show(task, gold[i]), self._show(task, pred[i]))
                 result.findings.append(Finding(title=f"slice '{row['name']}': {row['accuracy']:.1%} vs {row['rest_accuracy']:.1%}",
-                                               input=texts[i], expected=self._show(task, gold[i]) if entity_counts is None else
-                                               task.describe_labels(list(data.examples[i].label or ())),
-                                               observed=self._show(task, pred[i]) if entity_counts is None else
-                                               task.describe_labels(logits[i][: len(data.examples[i].label or ())].argmax(-1).tolist()),
+                                               input=texts[i], expected=expected, observed=observed,
                                                score=round(row["p_adjusted"], 6), extra={"kind": "slice", "slice": row["name"], "id": ex.id}))
         result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
                                     | {"interval": [round(x, 4) for x in r["interval"]]} for r in rows]
@@ -270,39 +288,107 @@ class SlicesProbe(Probe):
                                          if flagged else f"no slice flagged of {len(rows)}")
         return result
 
-    @staticmethod
-    def _sentences(task: Any, data: Dataset, logits: Any, params: SlicesParams) -> tuple[Any, ...]:
-        """Token classification: each sentence right when its entities are exact; per sentence, which entity types
-        its gold and predicted tags hold (the built-in "gold has PER" slices) and its entity counts."""
-        from bertprobe.tasks.entities import sentence_counts, spans
-
+    def _scored(self, own: SliceScores, data: Dataset, params: SlicesParams, ctx: ProbeContext) -> ProbeResult:
+        """Slices of a task that scores its examples: each score's mean per slice with a percentile bootstrap
+        interval over the slice's examples, the gap to the overall mean, and the first score's difference from
+        the rest of the data tested with Welch's standard error (a two-sided z test), BH-adjusted across slices;
+        flagged as the class slices are (``min_drop`` below the rest, adjusted p < ``alpha``, ``min_size``)."""
         if params.metric != "accuracy":
-            raise ProbeError("slices on a token-classification model measure sentence exact match (metric: accuracy)"
-                             " with entity F1 per slice; recall, precision and label: do not apply")
-        scheme = str(task.settings.get("scheme", "IOB2"))
-        types = task.entity_types
-        golds = [task.tags(list(ex.label or ())) for ex in data.examples]
-        preds = [task.tags(z[: len(g)].argmax(-1)) for z, g in zip(logits, golds)]
-        counts = [sentence_counts(g, p, scheme) for g, p in zip(golds, preds)]
-        correct = np.array([float(c.tp == c.gold == c.pred) for c in counts])
-        has = lambda tags: [int(any(k == t for _, _, k in spans(tags, scheme))) for t in types]  # noqa: E731
-        gold = np.array([has(g) for g in golds]).reshape(len(golds), len(types))
-        pred = np.array([has(p) for p in preds]).reshape(len(preds), len(types))
-        return correct, np.ones(len(correct), dtype=bool), gold, pred, types, counts
+            raise ProbeError(f"slices: metric '{params.metric}' applies to classes; this model's {own.unit} are scored "
+                             f"({', '.join(s.name for s in own.scores)}): leave metric out")
+        primary = own.scores[0]
+        values = primary.values
+        n = len(values)
+        masks = dict(own.masks)
+        texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
+        masks.update(self._user_masks(data, texts, params))
+        overall = {s.name: float(s.values.mean()) if n else float("nan") for s in own.scores}
+        rows = []
+        for name, mask in ctx.progress(list(masks.items()), desc="slices"):
+            size = int(mask.sum())
+            if size == 0 or size == n:
+                continue
+            row: dict[str, Any] = {"name": name, "size": size}
+            for score in own.scores:
+                inside = score.values[mask]
+                row[score.name] = float(inside.mean())
+                row[f"{score.name}_interval"] = [round(x, 4) for x in bootstrap_ci(inside, 1000, 0.95, ctx.seed)]
+                row[f"{score.name}_gap"] = overall[score.name] - row[score.name]
+            rest = values[~mask]
+            row[f"rest_{primary.name}"] = float(rest.mean())
+            row["drop"] = row[f"rest_{primary.name}"] - row[primary.name]
+            row["p"] = welch_p(values[mask], rest)
+            row["mask"] = mask
+            rows.append(row)
+        adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
+        for row, p_adj in zip(rows, adjusted):
+            row["p_adjusted"] = p_adj
+            row["flagged"] = bool(row["drop"] >= params.min_drop and p_adj < params.alpha and row["size"] >= params.min_size)
+        rows.sort(key=lambda r: (not r["flagged"], -r["drop"]))
+        result = ProbeResult(probe=self.name)
+        ids = example_ids(data.examples)
+        result.outcomes += [Outcomes.from_values(s.outcome, ids, s.values, s.kind) for s in own.scores]
+        for score in own.scores:
+            result.add_metric(score.name, overall[score.name], True, f"{score.description}, on all the data",
+                              outcome=score.outcome)
+        flagged = [r for r in rows if r["flagged"]]
+        judged = [r for r in rows if r["size"] >= params.min_size]
+        name = primary.name
+        result.add_metric("slices_tested", len(rows), None, "slices with examples inside and outside", kind="count")
+        result.add_metric("slices_flagged", len(flagged), False,
+                          f"slices at least {params.min_drop:g} below the rest in {name}, BH-adjusted p < {params.alpha}, "
+                          f">= {params.min_size} {own.unit}", kind="count")
+        if judged:
+            worst = min(judged, key=lambda r: r[name])
+            result.add_metric(f"worst_slice_{name}", worst[name], True, f"lowest {name} of a slice with >= "
+                              f"{params.min_size} {own.unit} ('{worst['name']}')", ci=tuple(worst[f"{name}_interval"]),
+                              kind="extreme")
+            biggest = max(judged, key=lambda r: r["drop"])
+            result.add_metric("max_slice_drop", biggest["drop"], False, f"largest drop of {name} against the rest "
+                              f"('{biggest['name']}')", ci=self._drop_interval(values, biggest["mask"], ctx.seed),
+                              kind="extreme")
+        for row in flagged:
+            inside = np.flatnonzero(row["mask"])
+            for i in inside[np.argsort(values[inside], kind="stable")][: params.findings]:
+                ex = data.examples[i]
+                result.findings.append(Finding(
+                    title=f"slice '{row['name']}': {name} {row[name]:.3f} vs {row[f'rest_{name}']:.3f}", input=ex.text,
+                    expected=own.expected[i], observed=own.observed[i], score=round(row["p_adjusted"], 6),
+                    extra={"kind": "slice", "slice": row["name"], "id": ex.id, name: round(float(values[i]), 6)}))
+        result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
+                                    for r in rows]
+        result.details["unit"] = own.unit
+        result.details["slice_notes"] = dict(own.notes)
+        shown = rows[:25]
+        result.details["figures"] = [{
+            "kind": "bars", "title": f"{name} per slice (95% bootstrap interval; flagged first, then by drop)",
+            "metrics": [f"worst_slice_{name}"],
+            "data": {"labels": [("* " if r["flagged"] else "") + r["name"] for r in shown],
+                     "series": [{"name": name, "values": [r[name] for r in shown],
+                                 "errors": [r[f"{name}_interval"] for r in shown]}],
+                     "reference": {"value": overall[name], "label": f"overall {overall[name]:.3f}"}},
+            "axes": {"y": name}}]
+        result.details["metric"] = name
+        result.details["key_finding"] = (f"{len(flagged)} slice(s) flagged; worst: '{flagged[0]['name']}' {name} "
+                                         f"{flagged[0][name]:.3f} vs {flagged[0][f'rest_{name}']:.3f} elsewhere"
+                                         if flagged else f"no slice flagged of {len(rows)}")
+        return result
 
     @staticmethod
-    def _entity_f1(counts: list[Any], mask: np.ndarray, seed: int, resamples: int = 500) -> tuple[float, list[float]]:
-        """Entity micro-F1 of the sentences in ``mask``, with a percentile bootstrap interval over them."""
-        picked = [c for c, m in zip(counts, mask) if m]
-        sums = np.array([[sum(c.tp.values()), sum(c.pred.values()), sum(c.gold.values())] for c in picked], dtype=float)
-        if not len(sums):
-            return 0.0, [0.0, 0.0]
-        tp, pr, gd = sums.sum(0)
-        value = f1_from_counts(tp, pr - tp, gd - tp)
-        idx = np.random.default_rng(seed).integers(0, len(sums), size=(resamples, len(sums)))
-        s = sums[idx].sum(1)
-        draws = f1_from_counts(s[:, 0], s[:, 1] - s[:, 0], s[:, 2] - s[:, 0])
-        return float(value), [round(float(np.quantile(draws, 0.025)), 4), round(float(np.quantile(draws, 0.975)), 4)]
+    def _user_masks(data: Dataset, texts: list[str], params: SlicesParams) -> dict[str, np.ndarray]:
+        """The user's slices: ``slices`` (regexes on the text) and ``slice_by`` (the values of data columns)."""
+        masks = {}
+        for name, pattern in params.slices.items():
+            regex = re.compile(pattern, re.IGNORECASE)
+            masks[f"{name} (regex)"] = np.array([bool(regex.search(t)) for t in texts])
+        for column in params.slice_by:
+            values = [ex.meta.get(column) for ex in data.examples]
+            if all(v is None for v in values):
+                known = sorted({k for ex in data.examples for k in ex.meta})
+                raise ProbeError(f"slice_by: the data has no column '{column}'; extra columns: {', '.join(known) or 'none'}")
+            for value in sorted({str(v) for v in values if v is not None}):
+                masks[f"{column} = {value}"] = np.array([str(v) == value for v in values])
+        return masks
 
     @staticmethod
     def _show(task: Any, value: np.ndarray) -> str:

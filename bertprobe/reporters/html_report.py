@@ -3,7 +3,8 @@
 Figures are drawn from the specs probes put in ``details["figures"]`` (see ``bertprobe.results.figures``) as
 inline SVG by matplotlib on the Agg backend (``drawing``); findings that carry
 ``extra = {"tokens": [...], "matrix": [[...]]}`` (attention maps) are drawn as heatmaps too, each with
-its colour bar. With several models, each probe gets side-by-side bars of its quality metrics.
+its colour bar; a figure of kind ``table`` is an HTML table. Spans a finding marks (``extra["marks"]``: a QA
+answer in its context) are <mark>ed, one colour per label. With several models, each probe gets side-by-side bars of its quality metrics.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from bertprobe.reporters.summary import (
     PAIRED_HEADERS,
     REGRESSION_HEADERS,
     decision_lines,
+    finding_marks,
     fmt,
     header_rows,
+    mark_labels,
+    mark_segments,
     metric_rows,
     model_notes,
     model_rows,
@@ -39,7 +43,7 @@ from bertprobe.reporters.summary import (
     side_by_side,
 )
 from bertprobe.results import RunReport
-from bertprobe.results.figures import figure_specs, with_thresholds
+from bertprobe.results.figures import TABLE, figure_specs, with_thresholds
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
@@ -53,6 +57,7 @@ figure{margin:.5em 0;max-width:100%}.paper{font-style:italic;color:#444}
 .banner{padding:.6em 1em;border-radius:.4em;margin:.5em 0 1em;font-size:1.1em;border-left:.5em solid}
 .banner.go{background:#e6f4ea;border-color:#176f2c}.banner.stop{background:#fdecea;border-color:#b00020}
 .banner.open{background:#eef1f5;border-color:#666}.banner p{margin:.2em 0}.banner .warn{font-size:.85em;color:#7a4b00}.toc li{margin:.2em 0}td{vertical-align:top}figure svg{max-width:100%;height:auto}.note{color:#666;font-size:.9em}
+mark.m0{background:#fde68a}mark.m1{background:#bfdbfe}mark.m0.m1{background:#bbf7d0}mark.m2{background:#fbcfe8}mark.m3{background:#ddd6fe}
 """
 
 
@@ -62,6 +67,8 @@ def _figure(spec: dict[str, Any], cache: dict[str, str] | None = None) -> str:
     ``cache`` (the reporter's, per run) keeps drawn figures: the report is rewritten after every probe,
     and earlier probes' figures are not drawn again.
     """
+    if spec.get("kind") == TABLE:
+        return _table_figure(spec)
     key = hashlib.sha1(json.dumps(spec, sort_keys=True, default=str).encode("utf-8")).hexdigest()
     if cache is not None and key in cache:
         return cache[key]
@@ -120,13 +127,41 @@ def _findings_table(result: Any) -> str:
     extra = list(dict.fromkeys(k for f in result.findings for k in (f.extra.get("columns") or {})))
     head = "".join(f"<th>{h}</th>" for h, _ in columns) + "".join(f"<th>{html.escape(str(k))}</th>" for k in extra)
     rows = []
+    labels = mark_labels(result.findings)
     for f in result.findings:
         marks = [str(m) for m in (f.extra.get("highlight") or [])]
-        cells = "".join(f"<td>{fmt(f.score) if a == 'score' else _cell(getattr(f, a), marks)}</td>" for _, a in columns)
+        cells = "".join(f"<td>{fmt(f.score) if a == 'score' else _marked(f, a, getattr(f, a), marks, labels)}</td>"
+                        for _, a in columns)
         own = f.extra.get("columns") or {}
-        cells += "".join(f"<td>{_cell(fmt(own.get(k)) if k in own else '', marks)}</td>" for k in extra)
+        cells += "".join(f"<td>{_marked(f, k, fmt(own.get(k)) if k in own else '', marks, labels)}</td>" for k in extra)
         rows.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    legend = ("<p class='note'>marked: " + " ".join(f"<mark class='m{k % 4}'>{html.escape(label)}</mark>"
+                                                    for k, label in enumerate(labels)) + "</p>") if labels else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{legend}"
+
+
+def _marked(finding: Any, cell: str, text: Any, highlight: list[str], labels: list[str]) -> str:
+    """A finding's cell with its marked spans (``extra["marks"]``) as <mark>s, one class per label (a piece
+    under two marks carries both); a cell without marks goes through ``_cell``."""
+    marks = finding_marks(finding, cell, text) if isinstance(text, str) else []
+    if not marks:
+        return _cell(text, highlight)
+    out = []
+    for piece, on in mark_segments(text, marks):
+        if not on:
+            out.append(html.escape(piece))
+            continue
+        classes = " ".join(f"m{(labels.index(x) if x in labels else 0) % 4}" for x in on)
+        out.append(f"<mark class='{classes}' title='{html.escape(', '.join(on))}'>{html.escape(piece)}</mark>")
+    return "".join(out)
+
+
+def _table_figure(spec: dict[str, Any]) -> str:
+    """A figure of kind ``table`` ({columns, rows}) as an HTML table under its title (nothing to draw)."""
+    data = spec.get("data") or {}
+    rows = [[fmt(c) for c in row] for row in data.get("rows") or []]
+    title = f"<p><b>{html.escape(str(spec.get('title', '')))}</b></p>" if spec.get("title") else ""
+    return title + tabulate(rows, headers=[str(c) for c in data.get("columns") or []], tablefmt="html")
 
 
 def _collapsible(table: str, rows: int, open_up_to: int = 10) -> str:

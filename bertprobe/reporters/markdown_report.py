@@ -13,10 +13,14 @@ from bertprobe.reporters.summary import (
     MODEL_HEADERS,
     PAIRED_HEADERS,
     REGRESSION_HEADERS,
+    bracketed_marks,
     clip,
     decision_lines,
+    finding_marks,
     fmt,
     header_rows,
+    mark_labels,
+    marks_legend,
     md_cell,
     metric_rows,
     model_notes,
@@ -45,6 +49,8 @@ MAX_FIGURE_ROWS = 20  # a figure with more points, or mostly empty cells, is dra
 
 def _figure_block(spec: Any) -> list[str]:
     """A figure as a short table, or one line pointing at report.html where a table would not read."""
+    if isinstance(spec, dict) and spec.get("tabulate") is False:  # another figure of the probe tabulates its data
+        return []
     table = figure_table(spec) if isinstance(spec, dict) else None
     if table is None or not table[1]:
         return []
@@ -54,6 +60,14 @@ def _figure_block(spec: Any) -> list[str]:
     if len(rows) > MAX_FIGURE_ROWS or sum(c is None for c in cells) * 2 > len(cells):
         return ["", f"*Figure: {title} ({len(rows)} points): drawn in report.html.*"]
     return ["", f"**{title}**", "", _table([[fmt(c) for c in row] for row in rows], headers)]
+
+
+def _cell(finding: Any, cell: str, text: Any, width: int | None, labels: list[str]) -> str:
+    """A finding's cell: its marks in brackets (whole: the probe cut the excerpt), else clipped to ``width``."""
+    marks = finding_marks(finding, cell, text) if isinstance(text, str) else []
+    if marks:
+        return clip(bracketed_marks(text, marks, labels))
+    return clip(text, width) if width else fmt(text)
 
 
 def render_markdown(report: RunReport) -> str:
@@ -109,12 +123,17 @@ def render_markdown(report: RunReport) -> str:
             lines += ["", f"### Findings ({len(result.findings)})", ""]
             shown = result.findings[:20]
             extra = list(dict.fromkeys(k for f in shown for k in (f.extra.get("columns") or {})))
+            labels = mark_labels(shown)
             rows = [
-                [f.title, clip(f.input, 90), clip(f.perturbed, 90), fmt(f.expected), fmt(f.observed), fmt(f.score)]
-                + [clip(fmt((f.extra.get("columns") or {}).get(k)), 60) for k in extra]
+                [f.title, _cell(f, "input", f.input, 90, labels), _cell(f, "perturbed", f.perturbed, 90, labels),
+                 _cell(f, "expected", f.expected, None, labels), _cell(f, "observed", f.observed, None, labels),
+                 fmt(f.score)]
+                + [_cell(f, k, fmt((f.extra.get("columns") or {}).get(k)), 60, labels) for k in extra]
                 for f in shown
             ]
             lines.append(_table(rows, ["finding", "input", "perturbed", "expected", "observed", "score", *extra]))
+            if labels:
+                lines += ["", f"*{md_cell(marks_legend(labels))}*"]
     return "\n".join(lines) + "\n"
 
 

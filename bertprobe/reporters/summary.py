@@ -279,3 +279,62 @@ def decision_lines(report: RunReport) -> list[tuple[Verdict, str]]:
     verdicts = decide(report)
     multi = len(verdicts) > 1
     return [(v, f"{v.model}: {v.headline()}" if multi else v.headline()) for v in verdicts]
+
+
+# ---- marked spans in findings -----------------------------------------------------------------------
+# A finding may mark character spans of its cells: ``extra["marks"] = {cell: [[start, end, label], ...]}``, where a
+# cell is one of the finding's fields (input, perturbed, expected, observed) or a key of ``extra["columns"]`` and
+# the offsets index that cell's text (QA: the gold and the predicted answer in a context excerpt). HTML draws them
+# as <mark>s, Markdown as brackets, one kind of bracket per label, with a legend under the table.
+MARK_BRACKETS = (("[", "]"), ("{", "}"), ("⟨", "⟩"), ("«", "»"))
+
+
+def finding_marks(finding: Any, cell: str, text: str) -> list[tuple[int, int, str]]:
+    """The well-formed marks of one cell of ``finding`` (inside ``text``, start before end)."""
+    out = []
+    for mark in (finding.extra.get("marks") or {}).get(cell) or []:
+        if isinstance(mark, (list, tuple)) and len(mark) == 3 and all(isinstance(v, int) for v in mark[:2]):
+            start, end, label = int(mark[0]), int(mark[1]), str(mark[2])
+            if 0 <= start < end <= len(text):
+                out.append((start, end, label))
+    return out
+
+
+def mark_labels(findings: list[Any]) -> list[str]:
+    """Every mark label of ``findings``, in the order they first appear (what picks each label's bracket)."""
+    return list(dict.fromkeys(str(m[2]) for f in findings for marks in (f.extra.get("marks") or {}).values()
+                              for m in marks or [] if isinstance(m, (list, tuple)) and len(m) == 3))
+
+
+def bracketed_marks(text: str, marks: list[tuple[int, int, str]], labels: list[str]) -> str:
+    """``text`` with each mark in its label's brackets (``MARK_BRACKETS`` by the label's place in ``labels``);
+    where marks meet, those that end close first, and spans of one place nest."""
+    inserts: dict[int, list[tuple[int, int, str]]] = {}
+    for start, end, label in marks:
+        k = labels.index(label) if label in labels else len(labels)
+        opening, closing = MARK_BRACKETS[k % len(MARK_BRACKETS)]
+        inserts.setdefault(start, []).append((1, k, opening))
+        inserts.setdefault(end, []).append((0, -k, closing))
+    out, last = [], 0
+    for at in sorted(inserts):
+        out.append(text[last:at])
+        out += [s for _, _, s in sorted(inserts[at])]
+        last = at
+    out.append(text[last:])
+    return "".join(out)
+
+
+def mark_segments(text: str, marks: list[tuple[int, int, str]]) -> list[tuple[str, list[str]]]:
+    """``text`` cut at every mark's ends: (piece, the labels of the marks covering it) in order."""
+    cuts = sorted({0, len(text), *(m[0] for m in marks), *(m[1] for m in marks)})
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        if a < b:
+            out.append((text[a:b], list(dict.fromkeys(label for s, e, label in marks if s <= a and b <= e))))
+    return out
+
+
+def marks_legend(labels: list[str]) -> str:
+    """'marked: [gold] {predicted}': how the Markdown report brackets each label."""
+    return "marked: " + " ".join(f"{o}{label}{c}" for label, (o, c) in
+                                 zip(labels, [MARK_BRACKETS[k % len(MARK_BRACKETS)] for k in range(len(labels))]))

@@ -10,6 +10,11 @@ A probe (built-in or third-party) puts specs in ``result.details["figures"]``, a
    "errors": [[lo, hi], ...]}], "reference": {"value": 0.5, "label": "chance"}, "stacked": false}}``
 ``{"kind": "scatter", "title": ..., "data": {"points": [{"x": ..., "y": ..., "label": ...}],
    "reference": {"x": ..., "y": ...}}, "axes": {...}}``
+``{"kind": "table", "title": ..., "data": {"columns": [...], "rows": [[...], ...]}}``: a small table (a QA audit's
+   scores per question word), shown as a table in both reports, never drawn
+
+Any spec may say ``"tabulate": false``: the Markdown report then leaves it out (another figure of the probe
+already tabulates its data, as a bars figure beside the table of its numbers).
 
 This module holds the specs only and never imports matplotlib; ``bertprobe.reporters.drawing`` draws
 them for the HTML report (a spec that cannot be drawn becomes a short note there), and ``figure_table``
@@ -20,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-KINDS = ("heatmap", "line", "bars", "scatter")
+KINDS = ("heatmap", "line", "bars", "scatter")  # the kinds drawn
+TABLE = "table"  # the kind shown as a table
 
 
 def heatmap_spec(title: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -58,9 +64,12 @@ def with_thresholds(spec: dict[str, Any], expectations: list[Any]) -> dict[str, 
 
 
 def figure_table(spec: dict[str, Any]) -> tuple[list[str], list[list[Any]]] | None:
-    """A line or bars figure as a table (for the Markdown report): x or label, then one column per series."""
+    """A line or bars figure as a table (for the Markdown report): x or label, then one column per series; a
+    table figure as it is."""
     data = spec.get("data") or {}
     series = data.get("series") or []
+    if spec.get("kind") == TABLE and data.get("columns"):
+        return [str(c) for c in data["columns"]], [list(row) for row in data.get("rows") or []]
     if spec.get("kind") == "bars" and series:
         labels = data.get("labels") or []
         return (["", *[str(s.get("name") or "value") for s in series]],

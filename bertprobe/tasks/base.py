@@ -123,6 +123,18 @@ class Task:
         ``ctx.predictions`` shares between the probes of a run)."""
         raise self._unsupported("predictions of its own")
 
+    @property
+    def throughput_from_encode(self) -> bool:
+        """Whether its predictions are ``target.logits`` over ``target.encode(examples)`` (so a probe may time those
+        batches as this task's prediction speed, after the task's own section): not for words predicted in windows,
+        nor for a task that predicts on its own."""
+        return not (self.word_tags or self.own_predictions)
+
+    def slice_units(self, data: Dataset, logits: Any, params: Any) -> Any:
+        """The slices probe's units where they are not the examples' classes (a ``tasks.slice_units.SliceUnits``:
+        what is right, the task's own slices and per-slice scores, how a finding reads); None: the class slices."""
+        return None
+
     # ---- sections a probe leaves to the task ------------------------------------------------------
     # A probe asks the task first: a task whose audit differs (entities, label sets, answer spans) fills the
     # probe's ``result`` itself and returns True; False leaves the probe's own (class) audit. ``ctx`` is the
@@ -134,6 +146,11 @@ class Task:
     def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
         """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
         return False
+
+    def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
+        """The slices probe's units when this task's examples are scored, not classified: a ``tasks.slicing.
+        SliceScores`` (per-example scores and the task's built-in slices); None leaves the probe's class slices."""
+        return None
 
     def describe_labels(self, values: Sequence[int] | int) -> str:
         """A prediction or gold value as a reader sees it (a class name, a label set)."""

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.squad import is_answers
 from bertprobe.errors import DataError, RowProblems
-from bertprobe.tasks import squad_metrics
+from bertprobe.tasks import qa_accuracy, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.spans import Answer, answer
@@ -64,7 +64,7 @@ class QuestionAnswering(Task):
     name: ClassVar[str] = "question-answering"
     description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
     option_keys: ClassVar[frozenset[str]] = frozenset(DEFAULTS)
@@ -136,9 +136,27 @@ class QuestionAnswering(Task):
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""
         return [dict(zip(("em", "f1"), squad_metrics.score(a.text, g))) for a, g in zip(answers, self.golds(examples))]
 
+    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The accuracy probe's section for a reader: SQuAD EM/F1 with intervals, per question word, outcomes and
+        the most confident wrong answers marked in their contexts (``tasks.qa_accuracy``)."""
+        qa_accuracy.audit_accuracy(self, result, target, data, params, ctx)
+        return True
+
     def metrics_of(self, answers: Sequence[Answer], examples: Sequence[Example]) -> dict[str, Any]:
         """SQuAD's EM and F1 (x100), with the has-answer and no-answer splits where they apply."""
         return squad_metrics.summary([a.text for a in answers], self.golds(examples))
+
+    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The answer's confidence against exact match, and selective QA (``tasks.qa_calibration``)."""
+        from bertprobe.tasks import qa_calibration
+
+        return qa_calibration.audit(self, result, target, data, params, ctx)
+
+    def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
+        """Per question F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""
+        from bertprobe.tasks import qa_slices
+
+        return qa_slices.slice_scores(self, target, data, params, ctx)
 
 
 def is_gold(label: Any) -> bool:

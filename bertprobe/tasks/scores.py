@@ -8,7 +8,7 @@ false negatives) and the metric is computed from their sums, in a resample as on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,11 @@ def f1_from_counts(tp: Any, fp: Any, fn: Any, empty: float = 0.0) -> np.ndarray:
 
 
 NOT_DECOMPOSABLE = ("micro_f1", "entity_f1")  # outcomes are (tp, fp, fn) counts; the metric comes from their sums
+
+
+def absent_note(absent: Sequence[str]) -> str:
+    """'; absent from the data and never predicted: ORG': the types or labels no finding is about."""
+    return f"; absent from the data and never predicted: {', '.join(absent)}" if absent else ""
 
 
 @dataclass(frozen=True)

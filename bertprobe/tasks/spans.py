@@ -13,11 +13,12 @@ window the top ``n_best`` start and end positions inside the context, pairs with
 most ``max_answer_tokens`` sub-tokens, scored start + end logit; the best pair over all windows, mapped
 to characters of the original context through the tokenizer's offsets. Its ``confidence`` is its
 probability under a softmax over the scores of the ``n_best`` best candidates of the question (all
-windows together). The null score is the [CLS] start + end logit, the minimum over windows; with a
-``null_threshold`` (SQuAD 2.0 data) the question is answered with the empty string when the null score
-exceeds the best span's score by more than the threshold, and the null candidate then joins the
-softmax. ``answer`` runs a model over the windows (length-sorted batches, ``torch.inference_mode``) and
-decodes every question.
+windows together, each span of the context once: a span that two overlapping windows both propose keeps
+its higher score, so its probability is not split between two copies of itself). The null score is the
+[CLS] start + end logit, the minimum over windows; with a ``null_threshold`` (SQuAD 2.0 data) the
+question is answered with the empty string when the null score exceeds the best span's score by more
+than the threshold, and the null candidate then joins the softmax. ``answer`` runs a model over the
+windows (length-sorted batches, ``torch.inference_mode``) and decodes every question.
 """
 
 from __future__ import annotations
@@ -231,7 +232,15 @@ def decode(start_logits: Sequence[torch.Tensor], end_logits: Sequence[torch.Tens
         for i, j in valid.nonzero().tolist():
             candidates.append((float(scores[i, j]), w, int(starts[i]), int(ends[j])))
     candidates.sort(key=lambda c: (-c[0], c[1], c[2], c[3]))
-    best = candidates[:n_best]
+    best: list[tuple[float, int, int, int]] = []  # one candidate per span of the context: the best of its copies
+    seen: set[tuple[int, int]] = set()
+    for c in candidates:
+        span = (windows.context_index[c[1]][c[2]], windows.context_index[c[1]][c[3]])
+        if span not in seen:
+            seen.add(span)
+            best.append(c)
+            if len(best) == n_best:
+                break
     null_score = null_score if math.isfinite(null_score) else 0.0
     abstain = null_threshold is not None and (not best or null_score - best[0][0] > null_threshold)
     pool = [c[0] for c in best] + ([null_score] if null_threshold is not None else [])

@@ -22,6 +22,9 @@ from bertprobe.errors import DataError, ProbeError, RowProblems
 from bertprobe.tasks.base import Task, config_labels, refuse_questions
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
+from bertprobe.tasks.entity_accuracy import entity_accuracy
+from bertprobe.tasks.entity_calibration import entity_calibration
+from bertprobe.tasks.entity_slices import entity_slice_units
 from bertprobe.tasks.scores import OutcomeScore
 
 
@@ -164,6 +167,21 @@ class TokenClassification(Task):
         keep = gold != -100
         top, pred = probs.max(dim=-1)
         return top[keep], (pred == gold)[keep]
+
+    # ---- the accuracy and calibration probes' sections, in entities ------------------------------------
+    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """Strict entity P/R/F1, token accuracy, sentence exact match, errors (``tasks.entity_accuracy``)."""
+        entity_accuracy(result, target, data, params, ctx)
+        return True
+
+    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """Entity-level and token-level calibration on the shared per-word logits (``tasks.entity_calibration``)."""
+        entity_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params, ctx.seed)
+        return True
+
+    def slice_units(self, data: Dataset, logits: Any, params: Any) -> Any:
+        """Sentences, right when their entities are exact, with entity F1 per slice (``tasks.entity_slices``)."""
+        return entity_slice_units(self, data, logits, params.metric)
 
     def tags(self, ids: torch.Tensor | Sequence[int], gold: torch.Tensor | Sequence[int] | None = None) -> list[str]:
         """Tag names of one sentence's ids (cut at the gold padding when given)."""

@@ -1,0 +1,147 @@
+"""The slices probe's units for extractive QA: each question's F1 and EM, and the built-in question slices.
+
+Built-in slices (all computed from the data and the answers, no parser):
+
+* question word: what, who, when, where, why, how, which, other (``squad_metrics.question_word``);
+* gold answer length in words (the first gold answer, SQuAD's first annotation): 1, 2, 3, 4-5, 6 or more;
+  unanswerable questions (SQuAD 2.0) form their own slice;
+* context length in words, by quartile, and contexts split into several windows (longer than ``max_length``);
+* lexical overlap between the question and the sentence holding the (first) gold answer, after Sugawara et
+  al. 2018 ("What Makes Reading Comprehension Questions Easier?", EMNLP), who find that questions whose
+  words appear in the answer's sentence are the easy ones: the share of the question's content words
+  (lower-cased word types, stop words removed: scikit-learn's English list, shipped as
+  ``stopwords_en.txt`` with its provenance; one-letter words dropped) found among the words of that sentence.
+  Binned low (under 1/3), medium (1/3 to under 2/3) and high (2/3 or more); a question without content words
+  is in none. Deviations: exact lower-cased word match (Sugawara et al. also count a question word's
+  lemma); sentences are split at ., ! or ? followed by white space, and at line breaks (an abbreviation such
+  as "U.S. " ends a sentence early).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from bertprobe.data.dataset import Dataset, Example
+from bertprobe.tasks.slicing import SliceScore, SliceScores
+from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word
+
+WORD = re.compile(r"[a-z0-9]+")
+SENTENCE_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+|\n+")
+ANSWER_LENGTHS = ((1, 1, "1 word"), (2, 2, "2 words"), (3, 3, "3 words"), (4, 5, "4-5 words"), (6, math.inf, "6+ words"))
+OVERLAP_BINS = ((0.0, 1 / 3, "low"), (1 / 3, 2 / 3, "medium"), (2 / 3, math.inf, "high"))
+
+
+@lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    """The shipped English stop words (``stopwords_en.txt``; its header names where they come from)."""
+    text = resources.files(__package__).joinpath("stopwords_en.txt").read_text(encoding="utf-8")
+    return frozenset(w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#"))
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words (runs of letters and digits)."""
+    return WORD.findall(text.lower())
+
+
+def content_words(text: str) -> set[str]:
+    """The word types of ``text`` that are no stop word and not a single letter."""
+    stop = stop_words()
+    return {w for w in words(text) if w not in stop and not (len(w) == 1 and w.isalpha())}
+
+
+def sentences(context: str) -> list[tuple[int, int]]:
+    """(start, end) characters of each sentence of ``context`` (see the module docstring)."""
+    out, at = [], 0
+    for m in SENTENCE_END.finditer(context):
+        out.append((at, m.end()))
+        at = m.end()
+    if at < len(context) or not out:
+        out.append((at, len(context)))
+    return out
+
+
+def answer_sentence(context: str, start: int, text: str) -> str:
+    """The sentence(s) of ``context`` holding the answer ``text`` at character ``start``."""
+    end = max(start + len(text), start + 1)
+    return " ".join(context[a:b] for a, b in sentences(context) if a < end and b > start)
+
+
+def overlap(question: str, sentence: str) -> float:
+    """Share of the question's content words found among the sentence's words; NaN without content words."""
+    wanted = content_words(question)
+    if not wanted:
+        return math.nan
+    return len(wanted & set(words(sentence))) / len(wanted)
+
+
+def bin_of(value: float, bins: Sequence[tuple[float, float, str]]) -> str | None:
+    """The name of the [low, high) bin holding ``value`` (None for NaN)."""
+    if math.isnan(value):
+        return None
+    return next((name for low, high, name in bins if low <= value < high), None)
+
+
+def question_slices(examples: Sequence[Example], windows: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """The built-in slices of the module docstring as boolean masks over the questions; ``windows`` is how many
+    windows each question's context was split into (the answers'), where known."""
+    n = len(examples)
+    masks: dict[str, np.ndarray] = {}
+
+    def put(name: str, i: int) -> None:
+        masks.setdefault(name, np.zeros(n, dtype=bool))[i] = True
+
+    kinds = [question_word(ex.text) for ex in examples]
+    for word in QUESTION_WORDS:
+        if word in kinds:
+            masks[f"question word: {word}"] = np.array([k == word for k in kinds])
+    for i, ex in enumerate(examples):
+        gold = tuple(ex.label or ())
+        if not gold:
+            put("unanswerable", i)
+            continue
+        text, start = gold[0]
+        length = len(text.split())
+        put(f"answer length {next(name for low, high, name in ANSWER_LENGTHS if low <= length <= high)}", i)
+        level = bin_of(overlap(ex.text, answer_sentence(ex.text_pair or "", start, text)), OVERLAP_BINS)
+        if level is not None:
+            put(f"question-sentence overlap {level}", i)
+    lengths = np.array([len((ex.text_pair or "").split()) for ex in examples])
+    if n:
+        q = np.quantile(lengths, [0.25, 0.5, 0.75])
+        bounds = [(-1, q[0]), (q[0], q[1]), (q[1], q[2]), (q[2], np.inf)]
+        for k, (lo, hi) in enumerate(bounds, start=1):
+            mask = (lengths > lo) & (lengths <= hi)
+            if mask.any():
+                masks[f"context length quartile {k} ({int(lo) + 1 if lo >= 0 else 0}-{'' if hi == np.inf else int(hi)} "
+                      "words)"] = mask
+    if windows is not None:
+        masks["context in several windows"] = np.array([w > 1 for w in windows])
+    order = [f"answer length {name}" for *_, name in ANSWER_LENGTHS] + [f"question-sentence overlap {name}"
+                                                                        for *_, name in OVERLAP_BINS]
+    ranked = sorted(masks, key=lambda k: order.index(k) if k in order else -1)  # bins in their natural order
+    return {k: masks[k] for k in ranked}
+
+
+def slice_scores(task: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> SliceScores:
+    """``QuestionAnswering.slice_scores``: the shared answers scored by the task, and the question slices."""
+    answers = ctx.predictions(target, data, params.batch_size).answers
+    outcomes = task.outcomes(answers, data.examples)
+    golds = task.golds(data)
+    f1 = np.array([o["f1"] for o in outcomes], dtype=np.float64)
+    em = np.array([o["em"] for o in outcomes], dtype=np.float64)
+    return SliceScores(
+        scores=(SliceScore("f1", "f1", "score", f1, "mean SQuAD F1 over questions"),
+                SliceScore("exact_match", "em", "binary", em, "share of questions answered exactly (SQuAD EM)")),
+        masks=question_slices(data.examples, [a.windows for a in answers]),
+        expected=[" | ".join(dict.fromkeys(g)) or "(no answer)" for g in golds],
+        observed=[a.text or "(no answer)" for a in answers], unit="questions",
+        notes={"overlap": "share of the question's content words (stop words removed) in the gold answer's sentence; "
+                          "low < 1/3 <= medium < 2/3 <= high (Sugawara et al. 2018)",
+               "answer length": "words of the first gold answer", "context length": "words of the context, quartiles"})

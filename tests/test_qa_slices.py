@@ -1,0 +1,160 @@
+"""Slices of extractive QA: question features, F1 and EM per slice, and the probe asking its task."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_qa_calibration import reader, run_qa, tiny_squad  # noqa: F401  (reader: the module's tiny model fixture)
+
+from bertprobe.data.dataset import Dataset, Example
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.slices import SlicesParams, SlicesProbe, welch_p
+from bertprobe.tasks import qa_slices as Q
+from bertprobe.tasks.question_answering import QuestionAnswering
+from bertprobe.tasks.slicing import SliceScore, SliceScores
+
+
+def test_the_stop_words_are_scikit_learns_english_list():
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    assert Q.stop_words() == frozenset(ENGLISH_STOP_WORDS)
+
+
+@pytest.mark.parametrize(("question", "context", "start", "answer", "share"), [
+    # content words of the question: river, flows, paris (which, through are stop words); flows, paris in the sentence
+    ("Which river flows through Paris?", "Paris is big. The Seine flows through Paris. It is long.", 14, "The Seine", 2 / 3),
+    # every content word (year, treaty, signed) is in the answer's sentence, whatever their case
+    ("In what year was the Treaty signed?", "It rained. The treaty was SIGNED in the year 1648! Peace came.", 45, "1648", 1.0),
+    # the other sentence holds them; the answer's holds none
+    ("Who founded the abbey?", "The abbey was founded by monks. Later, Cluny grew.", 39, "Cluny", 0.0),
+    # a question of stop words only has no overlap to measure
+    ("Who is it?", "It is me.", 6, "me", math.nan),
+    # an answer across a sentence end takes both sentences
+    ("Which dogs barked loudly?", "Two dogs slept. Cats barked loudly.", 9, "slept. Cats", 1.0),
+])
+def test_overlap_is_the_share_of_the_questions_content_words_in_the_answers_sentence(question, context, start, answer,
+                                                                                     share):
+    assert context[start : start + len(answer)] == answer
+    got = Q.overlap(question, Q.answer_sentence(context, start, answer))
+    assert (math.isnan(got) and math.isnan(share)) or got == pytest.approx(share)
+
+
+def test_sentences_end_at_stops_and_line_breaks():
+    text = "One two. Three? Four!\nFive"
+    assert [text[a:b].strip() for a, b in Q.sentences(text)] == ["One two.", "Three?", "Four!", "Five"]
+
+
+def test_the_question_slices_bin_question_word_answer_length_context_length_and_overlap():
+    def ex(i, question, context, answer, start=None):
+        start = context.index(answer) if start is None else start
+        return Example(text=question, text_pair=context, label=((answer, start),) if answer else (), id=f"q{i}")
+
+    examples = [
+        ex(0, "Who wrote Hamlet?", "Hamlet was written by Shakespeare.", "Shakespeare"),
+        ex(1, "When did the war end?", "The war ended in 1945 after many long years.", "in 1945"),
+        ex(2, "How many ships sailed west?", "Ships sailed west. Three of them were lost at sea today.",
+           "Three of them were lost at"),
+        ex(3, "What is it?", "It is a tree.", ""),
+    ]
+    masks = Q.question_slices(examples, windows=[1, 1, 2, 1])
+    assert masks["question word: who"].tolist() == [True, False, False, False]
+    assert masks["question word: how"].tolist() == [False, False, True, False]
+    assert masks["answer length 1 word"].tolist() == [True, False, False, False]
+    assert masks["answer length 2 words"].tolist() == [False, True, False, False]
+    assert masks["answer length 6+ words"].tolist() == [False, False, True, False]
+    assert masks["unanswerable"].tolist() == [False, False, False, True]
+    assert masks["context in several windows"].tolist() == [False, False, True, False]
+    # who wrote hamlet: wrote, hamlet -> hamlet only (written is no match): 1/2, medium; war, end -> war: 1/2;
+    # ships, sailed, west -> none in "Three of them were lost at sea today.": low
+    assert masks["question-sentence overlap medium"].tolist() == [True, True, False, False]
+    assert masks["question-sentence overlap low"].tolist() == [False, False, True, False]
+    assert "question-sentence overlap high" not in masks
+    # context length quartiles cover every question once
+    quartiles = [m for k, m in masks.items() if k.startswith("context length quartile")]
+    assert np.sum(quartiles, axis=0).tolist() == [1, 1, 1, 1]
+
+
+class FakeTask:
+    """A task that scores its examples with given values (what the probe reads through Task.slice_scores)."""
+
+    def __init__(self, scores: SliceScores):
+        self.scores = scores
+
+    def slice_scores(self, target, data, params, ctx):
+        return self.scores
+
+
+class FakeTarget:
+    def __init__(self, task):
+        self.task = task
+
+
+def test_slice_f1_is_the_mean_of_per_question_f1_over_the_slice_and_a_weak_slice_is_flagged():
+    rng = np.random.default_rng(0)
+    n = 200
+    weak = np.arange(n) < 50
+    f1 = np.where(weak, rng.uniform(0.0, 0.5, n), rng.uniform(0.5, 1.0, n))
+    em = (f1 > 0.8).astype(float)
+    half = np.arange(n) % 2 == 0
+    scores = SliceScores(
+        scores=(SliceScore("f1", "f1", "score", f1, "F1"), SliceScore("exact_match", "em", "binary", em, "EM")),
+        masks={"weak": weak, "even": half}, expected=["gold"] * n, observed=["answer"] * n, unit="questions")
+    data = Dataset([Example(text=f"question {i}?", text_pair="context", label=(("context", 0),), id=f"q{i}")
+                    for i in range(n)])
+    result = SlicesProbe().run(FakeTarget(FakeTask(scores)), data, SlicesParams(findings=3), ProbeContext(seed=1))
+    rows = {r["name"]: r for r in result.details["slices"]}
+    for name, mask in (("weak", weak), ("even", half)):
+        assert rows[name]["f1"] == pytest.approx(float(f1[mask].mean()), abs=1e-6)
+        assert rows[name]["exact_match"] == pytest.approx(float(em[mask].mean()), abs=1e-6)
+        assert rows[name]["f1_gap"] == pytest.approx(float(f1.mean() - f1[mask].mean()), abs=1e-6)
+        assert rows[name]["drop"] == pytest.approx(float(f1[~mask].mean() - f1[mask].mean()), abs=1e-6)
+        low, high = rows[name]["f1_interval"]
+        assert low < rows[name]["f1"] < high
+        assert rows[name]["p"] == pytest.approx(welch_p(f1[mask], f1[~mask]), abs=1e-6)
+    assert rows["weak"]["flagged"] and not rows["even"]["flagged"]
+    assert result.value("f1") == pytest.approx(f1.mean()) and result.value("exact_match") == pytest.approx(em.mean())
+    assert result.value("slices_flagged") == 1 and result.value("worst_slice_f1") == pytest.approx(f1[weak].mean())
+    # findings: the flagged slice's lowest-F1 questions first
+    lowest = np.argsort(np.where(weak, f1, np.inf))[:3]
+    assert [f.extra["id"] for f in result.findings] == [f"q{i}" for i in lowest]
+    assert {o.name for o in result.outcomes} == {"f1", "em"}
+
+
+def test_welch_p_matches_the_z_test_written_out():
+    a, b = np.array([0.1, 0.4, 0.3, 0.2]), np.array([0.9, 0.7, 0.8, 0.6, 1.0])
+    se = math.sqrt(a.var(ddof=1) / 4 + b.var(ddof=1) / 5)
+    z = abs(a.mean() - b.mean()) / se
+    assert welch_p(a, b) == pytest.approx(math.erfc(z / math.sqrt(2)))
+    assert welch_p(np.ones(5), np.ones(5)) == 1.0 and welch_p(np.ones(1), np.zeros(4)) == 1.0
+
+
+def test_a_run_on_a_tiny_reader_reports_slices_per_question(tmp_path, reader):  # noqa: F811
+    data = tiny_squad(tmp_path / "dev.json")
+    code, output, report = run_qa(tmp_path, reader, data, "  - probe: slices\n    params: {min_size: 3, "
+                                  "slices: {asks_who: '^who'}, slice_by: [title]}\n")
+    assert code in (0, 1) and "Traceback" not in output, output
+    (probe,) = report["probes"]
+    names = {r["name"] for r in probe["details"]["slices"]}
+    assert {"question word: who", "answer length 1 word", "asks_who (regex)"} <= names
+    assert any(n.startswith("question-sentence overlap") for n in names)
+    assert any(n.startswith("context length quartile") for n in names)
+    assert {"f1", "exact_match", "slices_flagged", "slices_tested"} <= set(probe["metrics"])
+    assert probe["details"]["unit"] == "questions"
+    assert any(e["metric"] == "slices_flagged" and e["max"] == 0 for e in probe["expectations"])
+
+
+def test_a_class_metric_on_a_reader_is_refused_in_one_line():
+    from bertprobe.errors import ProbeError
+
+    scores = SliceScores(scores=(SliceScore("f1", "f1", "score", np.ones(3), "F1"),), masks={}, expected=[""] * 3,
+                         observed=[""] * 3, unit="questions")
+    data = Dataset([Example(text="q?", text_pair="c", label=(("c", 0),), id=f"q{i}") for i in range(3)])
+    with pytest.raises(ProbeError, match="metric 'recall' applies to classes"):
+        SlicesProbe().run(FakeTarget(FakeTask(scores)), data, SlicesParams(metric="recall"), ProbeContext(seed=1))
+
+
+def test_the_task_answers_the_probe_the_probe_never_names_it():
+    assert "question-answering" in SlicesProbe.tasks
+    assert QuestionAnswering.slice_scores is not QuestionAnswering.__mro__[1].slice_scores
