@@ -179,6 +179,24 @@ def _arct(tmp: Path) -> tuple[Path, Path]:
     return save_tiny_model(tmp / "model", task="multiple-choice", labels=("first", "second")), tmp / "test.txt"
 
 
+def _reader(tmp: Path) -> tuple[Path, Path]:
+    import json
+
+    from bertprobe.testing import save_tiny_model
+
+    words = tuple("the a is was of in to dog cat bird red green blue house tree river who what where when which "
+                  "why how ? .".split())
+    contexts = ["the dog is in the house .", "the red bird was in the tree .", "the cat is blue .",
+                "the dog was in the river ."]
+    qas = [(c, q, a) for c in contexts for q, a in (("where is the dog ?", "house"), ("what is red ?", "bird"),
+                                                  ("who was in the tree ?", "bird")) if a in c]
+    rows = [{"context": c, "qas": [{"id": f"q{i}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}]}
+            for i, (c, q, a) in enumerate(qas * 4)]
+    (tmp / "questions.json").write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": rows}]}),
+                                        encoding="utf-8")
+    return save_tiny_model(tmp / "model", task="question-answering", words=words, seed=3), tmp / "questions.json"
+
+
 # suite -> (its tiny model and data, the --set and environment that keep it to a few seconds)
 SHIPPED = {
     "sst2": (lambda t: _classifier(t, ("NEG", "POS")), ("probes.universal-trigger.params.candidates=4",
@@ -200,6 +218,7 @@ SHIPPED = {
     "cloze": (_mlm, (), {}),
     "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
     "arct": (_arct, (), {}),
+    "squad": (_reader, ("probes.attention-audit.params.similarity_examples=4",), {}),
 }
 
 
