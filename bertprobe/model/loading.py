@@ -81,7 +81,12 @@ def detect_task(config: Any, requested: str = "auto", tasks: Any = None) -> str:
 
 def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed.
-    ``tasks``: the registered tasks (default: the built-in ones)."""
+    ``tasks``: the registered tasks (default: the built-in ones). An ``.onnx`` file, or a folder holding
+    ``model.onnx`` and no PyTorch weights, runs in ONNX Runtime (``bertprobe.model.onnx``)."""
+    from bertprobe.model.onnx import load_onnx_target, onnx_file
+
+    if onnx_file(spec.path) is not None:
+        return load_onnx_target(spec, tasks)
     from bertprobe.model.quantize import defer_torchao, preload_quietly, uses_torchao
 
     defer_torchao()  # torchao only when a variant quantizes (bertprobe.model.variants)
