@@ -239,7 +239,7 @@ def test_int8_build_against_fp32_on_sst2(tmp_path: Path, monkeypatch: pytest.Mon
     suite = tmp_path / "s.yaml"
     common = f"path: '{SST2_MODEL}', device: cpu, max_length: 128, dtype: float32"
     suite.write_text(f"suite: int8\nmodels:\n  - {{name: fp32, {common}}}\n"
-                     f"  - {{name: int8, {common}, runtime: onnx, quantize: int8-dynamic}}\n"
+                     f"  - {{name: int8, {common}, runtime: onnx, quantize: int8-dynamic, batch_size: 1}}\n"
                      f"data: {{path: '{SST2_DEV}', limit: 200}}\ncompare: {{baseline: fp32, tolerance: {{accuracy: 0.02, default: 0.05}}}}\n"
                      f"report: {{dir: '{tmp_path / 'out'}', formats: [json]}}\nprobes:\n  - probe: accuracy\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["run", str(suite)])
@@ -260,10 +260,14 @@ def test_int8_build_against_fp32_on_sst2(tmp_path: Path, monkeypatch: pytest.Mon
     rows = [table[int(i)] for i in ids]  # the run's seeded sample of 200 rows (ids: row numbers)
     assert len(rows) == 200
     preds: dict[str, list[int]] = {"fp32": [], "int8": []}
+    for start in range(0, len(rows), 50):
+        enc = tok([t for t, _ in rows[start:start + 50]], truncation=True, max_length=128, padding=True, return_tensors="pt")
+        with torch.inference_mode():
+            preds["fp32"] += model(**enc).logits.argmax(-1).tolist()
+    # int8 one example at a time, as the suite runs it (batch_size: 1): dynamic quantization scales activations
+    # per tensor, so an int8 prediction may depend on the batch it runs in
     for text, _ in rows:
         enc = tok(text, truncation=True, max_length=128, return_tensors="pt")
-        with torch.inference_mode():
-            preds["fp32"].append(int(model(**enc).logits.argmax()))
         feeds = {k: enc[k].numpy() for k in ("input_ids", "attention_mask", "token_type_ids")}
         preds["int8"].append(int(session.run(None, feeds)[0].argmax()))
     gold = [int(y) for _, y in rows]
@@ -275,8 +279,29 @@ def test_int8_build_against_fp32_on_sst2(tmp_path: Path, monkeypatch: pytest.Mon
     won = sum(b and not a for a, b in zip(right["fp32"], right["int8"]))
     paired = next(d for d in report["paired"] if d["model"] == "int8" and d["metric"] == "accuracy")
     assert paired["test"] == f"McNemar exact, {lost} vs {won} discordant of 200 paired"
+    changed = {i: (a, b) for i, a, b in zip(ids, preds["fp32"], preds["int8"]) if a != b}
+    (agreement,) = [a for a in report["agreement"] if a["model"] == "int8"]
+    assert (agreement["baseline"], agreement["paired"]) == ("fp32", 200)
+    assert agreement["agreed"] == 200 - len(changed) and agreement["rate"] == pytest.approx(1 - len(changed) / 200)
+    assert {i: (int(a), int(b)) for i, a, b in agreement["changed"]} == changed
+    from bertprobe.results.report import RunReport
+
+    assert RunReport.from_dict(report).agreement[0].changed == [tuple(c) for c in agreement["changed"]]
+    assert CliRunner().invoke(main, ["report", str(run_dir), "--format", "markdown"]).exit_code == 0  # from events
+    markdown = (run_dir / "report.md").read_text()
+    assert "## Predictions changed against fp32" in markdown and f"{200 - len(changed)} of 200" in markdown
+    assert all(f"{i}: {a:g} -> {b:g}" in markdown for i, (a, b) in list(changed.items())[:20])
     regressed = [d for d in report["paired"] if d["model"] == "int8" and d["regression"]]
     assert bool(regressed) == any(d["p_adjusted"] < 0.05 and d["past_tolerance"] for d in report["paired"]
                                   if d["model"] == "int8")
     decision = next(d for d in report["decisions"] if d["model"] == "int8")
     assert (decision["decision"] == "may replace") == (not regressed and not decision["reasons"])
+
+
+def test_agreement_pairs_predictions_by_id() -> None:
+    from bertprobe.results.outcomes import Agreement, Outcomes
+
+    base = Outcomes.from_values("prediction", ["a", "b", "c", "d"], [0, 1, 1, 2], "categorical")
+    cand = Outcomes.from_values("prediction", ["d", "c", "b", "e"], [2, 0, 1, 1], "categorical")
+    a = Agreement.between("int8", "fp32", "accuracy", base, cand)
+    assert (a.paired, a.agreed, a.changed) == (3, 2, [("c", 1.0, 0.0)]) and a.rate == pytest.approx(2 / 3)

@@ -227,7 +227,9 @@ def onnx_variant(base: Target, model: Any, spec: ModelSpec, data: Any = None, sa
         file = quantize_cached(file, spec.per_channel, spec.reduce_range)
         quantized = True
         notes.append(f"int8-dynamic (ONNX Runtime quantize_dynamic: QInt8 weights, per_channel={spec.per_channel}, "
-                     f"reduce_range={spec.reduce_range})")
+                     f"reduce_range={spec.reduce_range}); activations are scaled per tensor, that is per batch, so a "
+                     f"prediction may depend on the batch it runs in (padding included): batch_size: 1 audits the "
+                     "build as served one request at a time")
     elif spec.quantize != "none":
         raise TargetError(f"quantize: {spec.quantize} has no ONNX Runtime build; use int8-dynamic with runtime: onnx")
     from bertprobe.tasks.resolve import task_options
