@@ -1,7 +1,7 @@
 """ONNX Runtime models: the artefact a team serves on CPUs, audited as it is.
 
 Two ways in. A ``model.path`` naming an ``.onnx`` file, or a folder holding ``model.onnx`` with its tokenizer and
-``config.json`` (Hugging Face Optimum's layout), is loaded with ONNX Runtime (``load_onnx_target``). And a PyTorch
+``config.json`` (Hugging Face Optimum's layout), is loaded with ONNX Runtime (``loading.load_onnx_target``). And a PyTorch
 model entry with ``runtime: onnx`` is exported to ONNX (the legacy TorchScript exporter, opset ``OPSET``),
 checked against the PyTorch logits on a sample, cached by the hash of its weights, and, with
 ``quantize: int8-dynamic``, quantized with ONNX Runtime's dynamic quantization (``onnx_variant``).
@@ -162,46 +162,7 @@ def refusal(probe_id: str, probe_name: str, missing: Sequence[str], model: str) 
             f"build with params.transfer_model: {model}), or leave it out with --only")
 
 
-# ---- loading an ONNX file ------------------------------------------------------------------------
-def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> OnnxTarget:
-    """Load the ONNX graph ``spec.path`` names with its folder's config and tokenizer."""
-    onnx_runtime()
-    import transformers
-
-    from bertprobe.model.loading import check_padding, check_tokenizer_files, resolve_device
-    from bertprobe.tasks import resolve_task, task_options
-
-    file = onnx_file(spec.path)
-    if file is None:
-        raise TargetError(f"'{spec.path}' is neither an .onnx file nor a folder holding model.onnx")
-    folder = file.parent
-    if not (folder / "config.json").is_file():
-        raise TargetError(f"'{file}' needs its model's config.json beside it (Optimum's layout: model.onnx, config.json "
-                          "and the tokenizer files in one folder); save it with config.save_pretrained(FOLDER)")
-    transformers.utils.logging.set_verbosity_error()
-    try:
-        config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-    except (OSError, ValueError) as exc:
-        raise TargetError(f"cannot read the model config in '{folder}': {first_line(exc, type(exc).__name__)}") from None
-    task = resolve_task(config, spec.task, tasks, task_options(spec))
-    check_tokenizer_files(folder)
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
-    except Exception as exc:
-        raise TargetError(f"cannot load the tokenizer in '{folder}': {first_line(exc, type(exc).__name__)}") from None
-    model = OnnxModel(file, config, resolve_device(spec.device))
-    vocab = getattr(config, "vocab_size", None)
-    if isinstance(vocab, int) and len(tokenizer) > vocab:
-        raise TargetError(f"'{folder}': the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
-                          f"{vocab}; the tokenizer is not the model's own")
-    notes = check_padding(tokenizer, model, spec.path)
-    notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(model.session.get_providers())}): "
-                 f"{file.name} as stored")
-    return OnnxTarget(spec=spec, model=model, tokenizer=tokenizer, task=task, device=model.device,
-                      dtype=torch.float32, quantized=_is_quantized(file), notes=notes)
-
-
-def _is_quantized(file: Path) -> bool:
+def is_quantized(file: Path) -> bool:
     import onnx
 
     graph = onnx.load(str(file), load_external_data=False).graph
