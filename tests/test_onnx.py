@@ -305,3 +305,21 @@ def test_agreement_pairs_predictions_by_id() -> None:
     cand = Outcomes.from_values("prediction", ["d", "c", "b", "e"], [2, 0, 1, 1], "categorical")
     a = Agreement.between("int8", "fp32", "accuracy", base, cand)
     assert (a.paired, a.agreed, a.changed) == (3, 2, [("c", 1.0, 0.0)]) and a.rate == pytest.approx(2 / 3)
+
+
+def test_question_answering_build_answers_as_pytorch(tmp_path: Path) -> None:
+    """A reader runs through the same task layer (windows, decoding): the build's answers are PyTorch's."""
+    from bertprobe.tasks.question_answering import QuestionAnswering, qa_settings
+    from bertprobe.testing import WORDS
+
+    base = load_target(ModelSpec(path=str(save_tiny_model(tmp_path / "qa", task="question-answering", words=WORDS, seed=3)),
+                                 device="cpu"))
+    context = " ".join(WORDS[i % 40] for i in range(90))  # longer than a 64-token window: several windows
+    examples = [Example(text=q, text_pair=context, label=(("the movie", 0),), id=str(i))
+                for i, q in enumerate(["what was good ?", "who gave it away ?", "the dog ?"])]
+    build, _ = _build(base)
+    task = QuestionAnswering(settings=qa_settings({"max_length": 64, "stride": 16}))
+    want, got = task.answers(base, examples, batch_size=2), task.answers(build, examples, batch_size=2)
+    assert min(a.windows for a in want) > 1 and any(a.text for a in want)
+    assert [(a.text, a.start) for a in got] == [(a.text, a.start) for a in want]
+    assert [a.score for a in got] == pytest.approx([a.score for a in want], abs=1e-4)
