@@ -78,6 +78,11 @@ def test_capabilities_are_predictions_only(tmp_path: Path, tiny_clf: Any) -> Non
     assert not {"gradients", "input-gradients", "attentions", "heads"} & build.capabilities
     with pytest.raises(TargetError, match="ONNX Runtime"):
         build.attention_sites()
+    if "CUDAExecutionProvider" not in ort.get_available_providers():  # cuda asked for: the CPU, said so
+        from bertprobe.model.onnx import OnnxModel
+
+        on_cpu = OnnxModel(build.model.file, build.model.config, torch.device("cuda"))
+        assert on_cpu.device.type == "cpu" and "onnxruntime-gpu" in on_cpu.note
 
 
 def test_export_cached_by_weights(tiny_clf: Any, tmp_path_factory: pytest.TempPathFactory) -> None:

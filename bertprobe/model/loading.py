@@ -203,6 +203,7 @@ def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     notes = check_padding(tokenizer, model, spec.path)
     notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(model.session.get_providers())}): "
                  f"{file.name} as stored")
+    notes += [model.note] if model.note else []
     return OnnxTarget(spec=spec, model=model, tokenizer=tokenizer, task=task, device=model.device,
                       dtype=torch.float32, quantized=is_quantized(file), notes=notes)
 

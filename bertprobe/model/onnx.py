@@ -93,6 +93,9 @@ class OnnxModel:
             raise TargetError(f"ONNX Runtime cannot load '{file}': {first_line(exc, type(exc).__name__)}") from None
         self.file, self.config = file, config
         self.device = torch.device("cuda") if cuda else torch.device("cpu")
+        self.note = "" if cuda or device.type == "cpu" else (
+            f"device {device} asked for, but this onnxruntime has no CUDA provider (providers: "
+            f"{', '.join(ort.get_available_providers())}): the ONNX model runs on the CPU; install onnxruntime-gpu for CUDA")
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         unknown = [n for n in self.input_names if n not in INPUTS]
@@ -200,6 +203,7 @@ def onnx_variant(base: Target, model: Any, spec: ModelSpec, data: Any = None, sa
     target = OnnxTarget(spec=spec, model=onnx_model, tokenizer=base.tokenizer, task=task, device=onnx_model.device,
                         dtype=torch.float32, quantized=quantized, encode_cache=base.encode_cache)
     notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(onnx_model.session.get_providers())})")
+    notes += [onnx_model.note] if onnx_model.note else []
     return target, notes
 
 
