@@ -93,6 +93,14 @@ def test_export_cached_by_weights(tiny_clf: Any, tmp_path_factory: pytest.TempPa
     second, _ = _build(tiny_clf)
     assert second.model.file == first.model.file and second.model.file.stat().st_mtime_ns == stamp
     assert first.model.file.parent.parent == cache_dir()
+    import copy
+
+    from bertprobe.model.onnx import weights_key
+
+    changed = copy.deepcopy(tiny_clf.model)
+    with torch.no_grad():
+        changed.classifier.bias[0] += 1e-3
+    assert weights_key(changed) != weights_key(tiny_clf.model) == weights_key(copy.deepcopy(tiny_clf.model))
 
 
 def test_export_refused_past_tolerance(tiny_clf: Any, monkeypatch: pytest.MonkeyPatch) -> None:

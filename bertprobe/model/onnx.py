@@ -213,8 +213,8 @@ def weights_key(model: Any, *extra: str) -> str:
     for part in (type(model).__name__, model.config.to_json_string(use_diff=False), *extra):
         digest.update(part.encode("utf-8"))
     for name, tensor in model.state_dict().items():
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        t = tensor.detach().cpu().contiguous().reshape(-1)  # 0-d tensors too
+        digest.update(f"{name}:{tuple(tensor.shape)}:{t.dtype}".encode())
         digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return digest.hexdigest()
 
