@@ -75,7 +75,12 @@ def test_token_classification_build_word_logits_equal_pytorch(tmp_path: Path) ->
 def test_capabilities_are_predictions_only(tmp_path: Path, tiny_clf: Any) -> None:
     build, _ = _build(tiny_clf)
     assert {"predictions", "classifier", "classification"} <= build.capabilities
-    assert not {"gradients", "input-gradients", "attentions", "heads"} & build.capabilities
+    assert not {"gradients", "attentions", "heads"} & build.capabilities
+    assert "input-gradients" in build.capabilities and build.gradient_model is tiny_clf.model  # the PyTorch twin's
+    own = _own_onnx(Path(tiny_clf.spec.path), tmp_path / "own")
+    loaded = load_target(ModelSpec(path=str(own), device="cpu"))
+    assert isinstance(loaded, OnnxTarget) and loaded.gradient_model is None
+    assert not {"gradients", "input-gradients", "attentions", "heads"} & loaded.capabilities
     with pytest.raises(TargetError, match="ONNX Runtime"):
         build.attention_sites()
     if "CUDAExecutionProvider" not in ort.get_available_providers():  # cuda asked for: the CPU, said so
@@ -178,24 +183,29 @@ def test_own_onnx_file_audits_like_its_variant_export(tmp_path: Path, tiny_clf_d
     assert models["build"]["variant"] == {"runtime": "onnx"}
 
 
-def test_gradient_probe_refused_before_loading(tmp_path: Path, tiny_clf_dir: Path, sst_tsv: Path) -> None:
+def test_gradient_probe_refused_before_loading(tmp_path: Path, tiny_clf_dir: Path, sst_tsv: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BERTPROBE_CACHE", str(tmp_path / "cache"))
     broken = tmp_path / "served"  # an ONNX folder whose graph cannot load: a refusal must come first
     broken.mkdir()
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         if (tiny_clf_dir / name).is_file():
             (broken / name).write_bytes((tiny_clf_dir / name).read_bytes())
     (broken / "model.onnx").write_bytes(b"not a graph")
-    for model in (f"{{path: '{broken}', device: cpu}}", f"{{path: '{tiny_clf_dir}', device: cpu, runtime: onnx}}"):
+    build = f"{{path: '{tiny_clf_dir}', device: cpu, runtime: onnx}}"  # a build: its twin gives input gradients, no heads
+    for model, probe, lacking in ((f"{{path: '{broken}', device: cpu}}", "universal-trigger", "input-gradients"),
+                                  (build, "head-pruning", "heads")):
         suite = tmp_path / "s.yaml"
         suite.write_text(f"suite: t\nmodel: {model}\ndata: {{path: '{sst_tsv}'}}\n"
-                         f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: universal-trigger\n", encoding="utf-8")
+                         f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: {probe}\n", encoding="utf-8")
         for command in ("run", "validate"):
             result = CliRunner().invoke(main, [command, str(suite)])
             assert result.exit_code == 2, result.output
-            assert "cannot run on" in result.output and "input-gradients" in result.output
+            assert "cannot run on" in result.output and f"{lacking}:" in result.output
             assert "transfer_model" in result.output and "model:" in result.output  # the alternative
             assert "cannot load" not in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "cache").exists()  # nothing was exported
 
 
 def test_forward_probes_run_and_trigger_transfers_to_a_build(tmp_path: Path, tiny_clf_dir: Path) -> None:
@@ -207,7 +217,9 @@ def test_forward_probes_run_and_trigger_transfers_to_a_build(tmp_path: Path, tin
                      f"data: {{path: '{data}'}}\nreport: {{dir: '{tmp_path / 'out'}', formats: [json]}}\nprobes:\n"
                      "  - probe: slices\n"
                      f"  - probe: universal-trigger\n    model: {{path: '{tiny_clf_dir}', device: cpu}}\n"
-                     "    params: {length: 1, candidates: 5, iterations: 1, target_label: 1, transfer_model: ort}\n",
+                     "    params: {length: 1, candidates: 5, iterations: 1, target_label: 1, transfer_model: ort}\n"
+                     "  - probe: universal-trigger\n    id: trigger-on-build\n"
+                     "    params: {length: 1, candidates: 5, iterations: 1, target_label: 1}\n",
                      encoding="utf-8")
     result = CliRunner().invoke(main, ["run", str(suite)])
     assert result.exit_code in (0, 1, 4), result.output
@@ -216,6 +228,9 @@ def test_forward_probes_run_and_trigger_transfers_to_a_build(tmp_path: Path, tin
     assert statuses[("ort", "slices")] not in ("skipped", "error")
     trigger = next(r for r in report["probes"] if r["id"] == "universal-trigger")
     assert trigger["status"] != "error" and "transfer_accuracy_after" in trigger["metrics"]
+    # on the build itself: gradients from its PyTorch twin, every candidate scored by ONNX Runtime
+    on_build = next(r for r in report["probes"] if r["id"] == "trigger-on-build" and r["model"] == "ort")
+    assert on_build["status"] not in ("error", "skipped") and on_build["metrics"]["forward_passes"] > 0
 
 
 @pytest.mark.parametrize(("keys", "message"), [

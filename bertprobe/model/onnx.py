@@ -10,7 +10,10 @@ Either way the model sits behind the ``Target`` interface the probes use for for
 same tokenisation, sorted batches, padding and task layer; ``model(**batch)`` returns the session's outputs by
 name (``logits``; ``start_logits``/``end_logits`` for a reader). An ONNX model has predictions only: no
 gradients, attention maps or heads to mask (``OnnxTarget.capabilities``), so the probes that need them are
-refused before anything loads (``bertprobe.suite.validate``).
+refused before anything loads (``bertprobe.suite.validate``). A ``runtime: onnx`` build keeps the PyTorch model it
+was exported from as its twin for input gradients (``Target.gradient_model``, as torchao's int8 keeps its float
+weights): a trigger search (universal-trigger, backdoor-scan) takes its gradients from the twin and scores every
+candidate on the build itself.
 
 onnxruntime and onnx are the ``[onnx]`` extra, imported only when an ONNX model or build is asked for.
 """
@@ -136,6 +139,8 @@ class OnnxTarget(Target):
     @property
     def capabilities(self) -> frozenset[str]:
         caps = {self.task.name, *self.task.capabilities} - set(ONNX_LACKS)
+        if self.gradient_model is not None:  # a build of a PyTorch model: its float twin gives input gradients
+            caps.add("input-gradients")
         if getattr(self.tokenizer, "mask_token_id", None) is not None:
             caps.add("mask-token")
         return frozenset(caps)
@@ -155,6 +160,14 @@ class OnnxTarget(Target):
     def eager_attention(self) -> Iterator[None]:
         raise TargetError(f"{self.name} runs in ONNX Runtime: {ONNX_LACKS['attentions']}")
         yield  # pragma: no cover
+
+
+def lacks(spec: ModelSpec) -> frozenset[str]:
+    """The capabilities a model ``spec`` names lacks because it runs in ONNX Runtime (none for a PyTorch model): a
+    ``runtime: onnx`` build of a PyTorch model has its twin's input gradients, an ONNX file has no twin."""
+    if onnx_file(spec.path) is not None:
+        return frozenset(ONNX_LACKS)
+    return frozenset(ONNX_LACKS) - {"input-gradients"} if spec.runtime == "onnx" else frozenset()
 
 
 def refusal(probe_id: str, probe_name: str, missing: Sequence[str], model: str) -> str:
@@ -200,8 +213,9 @@ def onnx_variant(base: Target, model: Any, spec: ModelSpec, data: Any = None, sa
 
     onnx_model = OnnxModel(file, base.model.config, base.device)
     task = replace(type(base.task).bind(base.model.config, task_options(spec)), label_map=base.task.label_map)
+    twin = None if isinstance(base, OnnxTarget) else model  # the PyTorch weights exported: input gradients
     target = OnnxTarget(spec=spec, model=onnx_model, tokenizer=base.tokenizer, task=task, device=onnx_model.device,
-                        dtype=torch.float32, quantized=quantized, encode_cache=base.encode_cache)
+                        dtype=torch.float32, quantized=quantized, encode_cache=base.encode_cache, gradient_model=twin)
     notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(onnx_model.session.get_providers())})")
     notes += [onnx_model.note] if onnx_model.note else []
     return target, notes

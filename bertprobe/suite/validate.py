@@ -308,9 +308,9 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
 def _onnx_lacks(cls: Any, model: ModelSpec) -> list[str]:
     """What ``cls`` requires that an ONNX Runtime model lacks (gradients, attention maps, heads), when ``model``
     runs in ONNX Runtime; refused before anything loads, as a task the probe does not support is."""
-    from bertprobe.model.onnx import ONNX_LACKS, runs_onnx
+    from bertprobe.model.onnx import lacks
 
-    return sorted(set(cls.requires) & set(ONNX_LACKS)) if runs_onnx(model) else []
+    return sorted(set(cls.requires) & lacks(model))
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
