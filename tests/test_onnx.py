@@ -181,6 +181,9 @@ def test_own_onnx_file_audits_like_its_variant_export(tmp_path: Path, tiny_clf_d
     models = {m["name"]: m for m in report["models"]}
     assert "gradients" not in models["file"]["capabilities"] and "predictions" in models["file"]["capabilities"]
     assert models["build"]["variant"] == {"runtime": "onnx"}
+    agreement = {(a["model"], a["probe_id"]): a for a in report["agreement"]}  # fp32 graphs: every prediction kept
+    assert set(agreement) == {(m, "accuracy") for m in ("file", "folder", "build")}
+    assert all((a["paired"], a["agreed"], a["changed"], a["rate"]) == (60, 60, [], 1.0) for a in agreement.values())
 
 
 def test_gradient_probe_refused_before_loading(tmp_path: Path, tiny_clf_dir: Path, sst_tsv: Path,
