@@ -354,3 +354,17 @@ def test_question_answering_build_answers_as_pytorch(tmp_path: Path) -> None:
     assert min(a.windows for a in want) > 1 and any(a.text for a in want)
     assert [(a.text, a.start) for a in got] == [(a.text, a.start) for a in want]
     assert [a.score for a in got] == pytest.approx([a.score for a in want], abs=1e-4)
+
+
+def test_own_onnx_file_quantized_by_onnx_runtime(tmp_path: Path, tiny_clf_dir: Path) -> None:
+    import onnx
+
+    own = _own_onnx(tiny_clf_dir, tmp_path / "exported")
+    stored = load_target(ModelSpec(path=str(own), device="cpu"))
+    spec = ModelSpec(path=str(own), device="cpu", quantize="int8-dynamic", reduce_range=True)
+    build, notes = derive_variant(stored, spec)
+    assert isinstance(build, OnnxTarget) and build.quantized and build.gradient_model is None
+    assert build.model.file != own and "MatMulInteger" in {n.op_type for n in onnx.load(str(build.model.file)).graph.node}
+    assert any("reduce_range=True" in n for n in notes) and not any("exported" in n for n in notes)
+    data = [Example(text=s) for s in SENTENCES]
+    assert torch.allclose(build.logits(data), stored.logits(data), atol=0.1)
