@@ -239,7 +239,10 @@ def _sample(base: Target, data: Any, n: int = 32) -> list[Any]:
     from bertprobe.data.dataset import Example
 
     pair = bool(data is not None and data.examples and data.examples[0].text_pair is not None)
-    choices = ("it rained all day", "the sun came out") if base.task.rows_per_choice else None
+    choices = None
+    if base.task.rows_per_choice:  # as many choices as the data's (a batch holds one count of choices)
+        theirs = data.examples[0].choices if data is not None and data.examples and data.examples[0].choices else ()
+        choices = tuple(f"choice {i}" for i in range(len(theirs))) or ("it rained all day", "the sun came out")
     long = "the film was a quiet , patient delight from its first scene to the very last one , and I loved it"
     words = tuple(long.split(" "))
     spans, at = [], 0
@@ -250,6 +253,8 @@ def _sample(base: Target, data: Any, n: int = 32) -> list[Any]:
                     spans=tuple(spans)),
             Example(text="dull", text_pair="short" if pair else None, choices=choices, words=("dull",), spans=((0, 4),))]
     own = list(data.examples[:n]) if data is not None and getattr(data, "examples", None) else []
+    if choices:
+        own = [ex for ex in own if ex.choices and len(ex.choices) == len(choices)]
     return made + own
 
 
