@@ -173,12 +173,14 @@ def lacks(spec: ModelSpec) -> frozenset[str]:
 def refusal(probe_id: str, probe_name: str, missing: Sequence[str], model: str) -> str:
     """Why a probe cannot run on an ONNX model, and what to do instead."""
     reasons = "; ".join(f"{m}: {ONNX_LACKS.get(m, m)}" for m in missing)
+    transfer = (f"; a trigger found there is tested on the ONNX model with params.transfer_model: {model}"
+                if "input-gradients" in missing else "")
     return (f"probe {probe_id} ({probe_name}) cannot run on {model}, which runs in ONNX Runtime ({reasons}); run it on "
-            "the PyTorch model instead (give the probe 'model:' naming it; a trigger found there is tested on the ONNX "
-            f"build with params.transfer_model: {model}), or leave it out with --only")
+            f"the PyTorch model instead (give the probe 'model:' naming it{transfer}), or leave it out with --only")
 
 
 def is_quantized(file: Path) -> bool:
+    """Whether an ONNX graph holds integer matmuls (an int8 build, ours or the user's)."""
     import onnx
 
     graph = onnx.load(str(file), load_external_data=False).graph
