@@ -26,7 +26,7 @@ from bertprobe.model.spec import ModelSpec
 from bertprobe.plugins import Plugins
 from bertprobe.results import ProbeResult, RunReport
 from bertprobe.results.exitcodes import Terminated
-from bertprobe.results.gates import gate_models
+from bertprobe.results.gates import gate_models, prediction_agreement
 from bertprobe.results.outcomes import read_outcomes
 from bertprobe.run.control import RunControl
 from bertprobe.run.resume import (
@@ -150,11 +150,13 @@ def _gate(session: Session) -> None:
     gate = session.suite.gate
     if gate is None or len(session.suite.models) < 2:
         return
-    deltas = gate_models(session.report, read_outcomes(session.run_dir), gate.baseline, gate.tolerance_for, gate.significance,
+    outcomes = read_outcomes(session.run_dir)
+    deltas = gate_models(session.report, outcomes, gate.baseline, gate.tolerance_for, gate.significance,
                          session.suite.seed)
     regressions = [d for d in deltas if d.regression]
     session.emit("gate", baseline=gate.baseline, deltas=[asdict(d) for d in deltas],
-                 regressions=[asdict(r) for r in regressions])
+                 regressions=[asdict(r) for r in regressions],
+                 agreement=[asdict(a) for a in prediction_agreement(session.report, outcomes, gate.baseline)])
     for r in regressions:
         session.say(f"regression: {r.describe()}")
 

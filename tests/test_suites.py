@@ -215,6 +215,7 @@ SHIPPED = {
                    "probes.attention-audit.params.similarity_examples=4"), {}),
     "ner-int8": (_ner, ("probes.behaviour.params.max_examples=4",), {"BERTPROBE_NER_BEHAVIOUR_EXAMPLES": "4"}),
     "bf16": (_tagger, (), {}),
+    "deploy-onnx": (lambda t: _classifier(t, ("NEG", "POS")), ("probes.behaviour.params.max_examples=6",), {}),
     "cloze": (_mlm, (), {}),
     "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
     "arct": (_arct, (), {}),
@@ -231,6 +232,9 @@ def test_every_shipped_suite_is_listed_here():
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_a_shipped_suite_runs_on_a_tiny_model_of_its_task_with_its_own_label_names(name, tmp_path, monkeypatch):
+    if name == "deploy-onnx":
+        pytest.importorskip("onnxruntime")  # the [onnx] extra
+        monkeypatch.setenv("BERTPROBE_CACHE", str(tmp_path / "cache"))
     build, sets, env = SHIPPED[name]
     model, data = build(tmp_path)
     for key, value in env.items():

@@ -81,7 +81,12 @@ def detect_task(config: Any, requested: str = "auto", tasks: Any = None) -> str:
 
 def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed.
-    ``tasks``: the registered tasks (default: the built-in ones)."""
+    ``tasks``: the registered tasks (default: the built-in ones). An ``.onnx`` file, or a folder holding
+    ``model.onnx`` and no PyTorch weights, runs in ONNX Runtime (``bertprobe.model.onnx``)."""
+    from bertprobe.model.onnx import onnx_file
+
+    if onnx_file(spec.path) is not None:
+        return load_onnx_target(spec, tasks)
     from bertprobe.model.quantize import defer_torchao, preload_quietly, uses_torchao
 
     defer_torchao()  # torchao only when a variant quantizes (bertprobe.model.variants)
@@ -161,6 +166,46 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
     model.to(device)
     model.eval()
     return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes)
+
+
+def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
+    """Load the ONNX graph ``spec.path`` names with its folder's config and tokenizer."""
+    from bertprobe.model.onnx import OnnxModel, OnnxTarget, is_quantized, onnx_file, onnx_runtime
+
+    onnx_runtime()
+    import transformers
+
+    from bertprobe.tasks import resolve_task, task_options
+
+    file = onnx_file(spec.path)
+    if file is None:
+        raise TargetError(f"'{spec.path}' is neither an .onnx file nor a folder holding model.onnx")
+    folder = file.parent
+    if not (folder / "config.json").is_file():
+        raise TargetError(f"'{file}' needs its model's config.json beside it (Optimum's layout: model.onnx, config.json "
+                          "and the tokenizer files in one folder); save it with config.save_pretrained(FOLDER)")
+    transformers.utils.logging.set_verbosity_error()
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except (OSError, ValueError) as exc:
+        raise TargetError(f"cannot read the model config in '{folder}': {first_line(exc, type(exc).__name__)}") from None
+    task = resolve_task(config, spec.task, tasks, task_options(spec))
+    check_tokenizer_files(folder)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+    except Exception as exc:
+        raise TargetError(f"cannot load the tokenizer in '{folder}': {first_line(exc, type(exc).__name__)}") from None
+    model = OnnxModel(file, config, resolve_device(spec.device))
+    vocab = getattr(config, "vocab_size", None)
+    if isinstance(vocab, int) and len(tokenizer) > vocab:
+        raise TargetError(f"'{folder}': the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
+                          f"{vocab}; the tokenizer is not the model's own")
+    notes = check_padding(tokenizer, model, spec.path)
+    notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(model.session.get_providers())}): "
+                 f"{file.name} as stored")
+    notes += [model.note] if model.note else []
+    return OnnxTarget(spec=spec, model=model, tokenizer=tokenizer, task=task, device=model.device,
+                      dtype=torch.float32, quantized=is_quantized(file), notes=notes)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",

@@ -16,8 +16,11 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 def weight_files(path: str) -> list[Path]:
     """The weights files of a local model folder, or of a hub model's cached snapshot (else none)."""
     local = Path(path).expanduser()
+    if local.is_file() and local.suffix == ".onnx":  # an ONNX graph (bertprobe.model.onnx)
+        return [local]
     if local.is_dir():
-        return sorted(p for p in local.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
+        found = sorted(p for p in local.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
+        return found or [p for p in (local / "model.onnx",) if p.is_file()]
     try:
         from huggingface_hub import try_to_load_from_cache
 

@@ -10,6 +10,7 @@ TaskName = str  # a registered task's name ("classification", "multi-label", ...
 
 
 QUANTIZE_MODES = ("none", "int8-dynamic", "int8-weight-only")
+RUNTIMES = ("torch", "onnx")
 
 
 @dataclass(frozen=True)
@@ -17,8 +18,11 @@ class ModelSpec:
     """How to load a target. ``path`` is a hub id or a local directory.
 
     ``name`` labels the model in a matrix (default: the folder name or the hub id's last part).
-    ``quantize``, ``prune_heads`` and ``compile`` derive a variant from the loaded weights (see
-    ``bertprobe.model.variants``); ``dtype`` is the compute dtype.
+    ``quantize``, ``prune_heads``, ``compile`` and ``runtime: onnx`` derive a variant from the loaded weights (see
+    ``bertprobe.model.variants``); ``dtype`` is the compute dtype. ``runtime: onnx`` exports the model to ONNX and
+    runs it in ONNX Runtime, quantized there with ``quantize: int8-dynamic`` (``per_channel``, ``reduce_range``:
+    ONNX Runtime's settings; reduce_range suits CPUs without VNNI). A path naming an ``.onnx`` file (or a folder
+    holding ``model.onnx``) runs in ONNX Runtime as stored (``bertprobe.model.onnx``).
     """
 
     path: str
@@ -26,6 +30,9 @@ class ModelSpec:
     quantize: Literal["none", "int8-dynamic", "int8-weight-only"] = "none"
     prune_heads: float | None = None
     compile: bool = False
+    runtime: Literal["torch", "onnx"] = "torch"
+    per_channel: bool = False  # runtime: onnx, quantize: int8-dynamic: one scale per output channel
+    reduce_range: bool = False  # runtime: onnx, quantize: int8-dynamic: 7-bit weights (CPUs without VNNI)
     device: str = "auto"
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     task: TaskName = "auto"  # auto: from the config (architectures, problem_type); else a registered task's name
@@ -48,6 +55,17 @@ class ModelSpec:
             raise ValueError("prune_heads must be a share of heads in [0, 1), e.g. 0.3")
         if self.batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if self.runtime == "onnx":
+            if self.quantize == "int8-weight-only":
+                raise ValueError("runtime: onnx quantizes with int8-dynamic only (ONNX Runtime's quantize_dynamic)")
+            if self.compile:
+                raise ValueError("compile: true is torch.compile; a runtime: onnx build runs in ONNX Runtime, leave it out")
+            if self.dtype in ("float16", "bfloat16"):
+                raise ValueError(f"dtype: {self.dtype} is a PyTorch dtype; a runtime: onnx build runs in float32 "
+                                 "(or int8 with quantize: int8-dynamic)")
+        if (self.per_channel or self.reduce_range) and self.quantize != "int8-dynamic":
+            raise ValueError("per_channel and reduce_range are settings of ONNX Runtime's int8 build: use them with "
+                             "runtime: onnx and quantize: int8-dynamic")
 
     def with_overrides(self, **changes: Any) -> ModelSpec:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -71,6 +89,12 @@ class ModelSpec:
             out["prune_heads"] = self.prune_heads
         if self.compile:
             out["compile"] = True
+        if self.runtime != "torch":
+            out["runtime"] = self.runtime
+        if self.per_channel:
+            out["per_channel"] = True
+        if self.reduce_range:
+            out["reduce_range"] = True
         if self.dtype != "auto":
             out["dtype"] = self.dtype
         return out
@@ -78,7 +102,8 @@ class ModelSpec:
     @property
     def base(self) -> ModelSpec:
         """The same model as stored: no variant fields, no name (variants share its loaded weights)."""
-        return replace(self, name=None, quantize="none", prune_heads=None, compile=False)
+        return replace(self, name=None, quantize="none", prune_heads=None, compile=False, runtime="torch",
+                       per_channel=False, reduce_range=False)
 
 
 def resolve_model_param(name_or_path: str, like: ModelSpec | None = None,

@@ -4,8 +4,9 @@ A model entry of a suite derives a variant from its stored weights: ``prune_head
 removes that share of heads, least important first by Michel et al.'s importance on the suite's data
 (the head-pruning probe's code, ``bertprobe.model.pruning``); ``quantize: int8-dynamic | int8-weight-only``
 quantizes every linear layer with torchao; ``compile: true`` runs batched prediction through
-``torch.compile(dynamic=True)``. Pruning comes first (importance needs a backward pass), then
-quantization, then compilation. The stored model is never modified: each variant is a copy.
+``torch.compile(dynamic=True)``; ``runtime: onnx`` exports it to ONNX and runs it in ONNX Runtime, quantized
+there with ``quantize: int8-dynamic`` (``bertprobe.model.onnx``). Pruning comes first (importance needs a
+backward pass), then export, then quantization, then compilation. The stored model is never modified: each variant is a copy.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ def derive_variant(base: Target, spec: Any, data: Any = None, log: Any = None) -
     model = base.model
     if spec.prune_heads:
         model = _pruned(base, spec.prune_heads, data, notes, say)
+    from bertprobe.model.onnx import OnnxTarget
+
+    if spec.runtime == "onnx" or isinstance(base, OnnxTarget):
+        from bertprobe.model.onnx import onnx_variant
+
+        variant, onnx_notes = onnx_variant(base, model, spec, data, say)
+        return variant, notes + onnx_notes
+    if spec.per_channel or spec.reduce_range:
+        raise TargetError(f"{spec.label}: per_channel and reduce_range are settings of ONNX Runtime's int8 build; "
+                          "add runtime: onnx, or leave them out for torchao's")
     gradient_model = None
     quantized = False
     if spec.quantize != "none":

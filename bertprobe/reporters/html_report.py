@@ -20,10 +20,12 @@ from tabulate import tabulate
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.reporters.drawing import render_svg  # matplotlib itself loads on the first figure
 from bertprobe.reporters.summary import (
+    AGREEMENT_HEADERS,
     METRIC_HEADERS,
     MODEL_HEADERS,
     PAIRED_HEADERS,
     REGRESSION_HEADERS,
+    agreement_rows,
     decision_lines,
     finding_marks,
     fmt,
@@ -208,6 +210,11 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
             parts += [f"<h2>Paired differences against {esc(str(report.gate.get('baseline')))}</h2>",
                       "<p>Each candidate's change with a 95% paired bootstrap interval over the same examples:</p>",
                       tabulate(paired_rows(report), headers=PAIRED_HEADERS, tablefmt="html")]
+        if report.agreement:
+            parts += [f"<h2>Predictions changed against {esc(str(report.gate.get('baseline')))}</h2>",
+                      "<p>How often each candidate predicts what the baseline predicts, and the examples that changed "
+                      "(classes by index; listed, never gating):</p>",
+                      tabulate(agreement_rows(report), headers=AGREEMENT_HEADERS, tablefmt="html")]
     if multi_model(report):
         headers, rows = side_by_side(report)
         parts += ["<h2>Metrics side by side</h2>", tabulate(rows, headers=headers, tablefmt="html")]

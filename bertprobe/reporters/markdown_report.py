@@ -9,10 +9,12 @@ from tabulate import tabulate
 
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.reporters.summary import (
+    AGREEMENT_HEADERS,
     METRIC_HEADERS,
     MODEL_HEADERS,
     PAIRED_HEADERS,
     REGRESSION_HEADERS,
+    agreement_rows,
     bracketed_marks,
     clip,
     decision_lines,
@@ -97,6 +99,11 @@ def render_markdown(report: RunReport) -> str:
             lines += ["", f"## Paired differences against {md_cell(baseline)}", "",
                       "Each candidate's change with a 95% paired bootstrap interval over the same examples:", "",
                       _table(paired_rows(report), PAIRED_HEADERS)]
+        if report.agreement:
+            lines += ["", f"## Predictions changed against {md_cell(baseline)}", "",
+                      "How often each candidate predicts what the baseline predicts, and the examples that changed "
+                      "(classes by index; listed, never gating):", "",
+                      _table(agreement_rows(report), AGREEMENT_HEADERS)]
     if multi_model(report):
         headers, rows = side_by_side(report)
         lines += ["", "## Metrics side by side", "", _table(rows, headers)]

@@ -233,6 +233,21 @@ def paired_rows(report: RunReport) -> list[list[str]]:
             for r in report.paired]
 
 
+AGREEMENT_HEADERS = ["model", "probe", "agreement", "equal", "changed (example id: baseline -> candidate)"]
+
+
+def agreement_rows(report: RunReport, shown: int = 20) -> list[list[str]]:
+    """Each candidate's predictions against the baseline's: the share equal, and the examples that changed (the
+    first ``shown``; report.json lists them all)."""
+    rows = []
+    for a in report.agreement:
+        changed = ", ".join(f"{i}: {b:g} -> {c:g}" for i, b, c in a.changed[:shown])
+        more = f" and {len(a.changed) - shown} more" if len(a.changed) > shown else ""
+        rows.append([a.model, a.probe_id, f"{a.rate:.2%}" if a.paired else "-", f"{a.agreed} of {a.paired}",
+                     (changed + more) or "none"])
+    return rows
+
+
 NOT_GATED_HEADERS = ["probe", "metric", "value", "95% CI", "why not gated"]
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from bertprobe.results import MetricDelta, ProbeResult, RunReport
-from bertprobe.results.outcomes import Outcomes
+from bertprobe.results.outcomes import Agreement, Outcomes
 from bertprobe.stats import holm, mcnemar_exact, paired_bootstrap_diff, paired_bootstrap_p
 
 EPS = 1e-12
@@ -127,3 +127,23 @@ def gate_models(
             deltas += compare_results(base, cand, outcomes.get((baseline, pid), {}), outcomes.get((model, pid), {}),
                                       tolerance_for, seed)
     return judge_deltas(deltas, significance)
+
+
+def prediction_agreement(report: RunReport, outcomes: dict[tuple[str, str], dict[str, Outcomes]],
+                         baseline: str) -> list[Agreement]:
+    """Each other model's agreement with ``baseline``, per probe whose results both published a ``prediction``
+    vector (the accuracy probe's), with the examples whose prediction changed. Listed, never gating: the
+    decision rests on the paired tests of the metrics (a change of prediction may fix an error)."""
+    out = []
+    for model in report.model_names:
+        if model == baseline:
+            continue
+        for cand in report.results_for(model):
+            pid = cand.id or cand.probe
+            if not (comparable(report.result(baseline, pid)) and comparable(cand)):
+                continue
+            base_vec = outcomes.get((baseline, pid), {}).get("prediction")
+            cand_vec = outcomes.get((model, pid), {}).get("prediction")
+            if base_vec is not None and cand_vec is not None:
+                out.append(Agreement.between(model, baseline, pid, base_vec, cand_vec))
+    return out

@@ -52,6 +52,37 @@ class Outcomes:
         return cls(data["name"], list(data["ids"]), list(data["values"]), data.get("kind", "binary"))
 
 
+@dataclass
+class Agreement:
+    """How often a candidate model predicts what the baseline predicts, over the examples both answered (paired by
+    id), and each example whose prediction changed as ``(id, baseline's prediction, candidate's)``: what a build
+    that replaces a model in service (an int8 or ONNX build) changes, case by case. ``changed`` is complete."""
+
+    model: str
+    baseline: str
+    probe_id: str
+    paired: int
+    agreed: int
+    changed: list[tuple[str, float, float]]
+
+    @property
+    def rate(self) -> float:
+        return self.agreed / self.paired if self.paired else float("nan")
+
+    @classmethod
+    def between(cls, model: str, baseline: str, probe_id: str, base: Outcomes, cand: Outcomes) -> Agreement:
+        """The agreement of two ``prediction`` vectors (categorical: a class, or a label set's bit code)."""
+        theirs = cand.as_map()
+        paired = [(i, v, theirs[i]) for i, v in zip(base.ids, base.values) if i in theirs]
+        changed = [(i, a, b) for i, a, b in paired if a != b]
+        return cls(model, baseline, probe_id, len(paired), len(paired) - len(changed), changed)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Agreement:
+        return cls(data["model"], data["baseline"], data["probe_id"], int(data["paired"]), int(data["agreed"]),
+                   [(str(i), float(a), float(b)) for i, a, b in data.get("changed") or []])
+
+
 def append_outcomes(run_dir: Path, model: str, probe_id: str, outcomes: Iterable[Outcomes]) -> None:
     """Append one record per vector to ``run_dir/outcomes.jsonl``."""
     items = list(outcomes)

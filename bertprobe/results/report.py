@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from bertprobe.results.outcomes import Outcomes
+from bertprobe.results.outcomes import Agreement, Outcomes
 from bertprobe.stats import wilson_interval
 
 SCHEMA_VERSION = 2  # 2: models (a matrix), metric kind/outcome, regressions; version 1 is still read
@@ -374,6 +374,7 @@ class RunReport:
     regressions: list[MetricDelta] = field(default_factory=list)
     unconfirmed: list[MetricDelta] = field(default_factory=list)  # past the tolerance, not significant: never gate
     paired: list[MetricDelta] = field(default_factory=list)  # every gated delta with a paired interval
+    agreement: list[Agreement] = field(default_factory=list)  # each candidate's predictions against the baseline's
     probes: list[ProbeResult] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
@@ -462,6 +463,7 @@ class RunReport:
             self.unconfirmed = [MetricDelta.from_dict(d) for d in event.get("deltas") or []
                                 if d.get("past_tolerance") and not d.get("regression")]
             self.paired = [MetricDelta.from_dict(d) for d in event.get("deltas") or [] if d.get("ci") and d.get("gated")]
+            self.agreement = [Agreement.from_dict(a) for a in event.get("agreement") or []]
         elif kind == "run_finish":
             self.status = event.get("status", self.status)
             self.message = event.get("message", "")
@@ -490,26 +492,29 @@ class RunReport:
     # ---- (de)serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         head = {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("probes", "models", "regressions", "unconfirmed", "paired")}
+                if f.name not in ("probes", "models", "regressions", "unconfirmed", "paired", "agreement")}
         head["score"] = self.score()
         head["counts"] = self.counts()
         head["models"] = [asdict(m) for m in self.models]
         head["regressions"] = [asdict(r) for r in self.regressions]
         head["unconfirmed"] = [asdict(r) for r in self.unconfirmed]
         head["paired"] = [asdict(r) for r in self.paired]
+        head["agreement"] = [{**asdict(a), "rate": a.rate} for a in self.agreement]
         head["probes"] = [p.to_dict() for p in self.probes]
         return jsonable(head)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
         """Read a report of this schema or of schema 1 (one model, results keyed by path)."""
-        names = {f.name for f in fields(cls)} - {"probes", "models", "regressions", "unconfirmed", "paired", "schema_version"}
+        names = {f.name for f in fields(cls)} - {"probes", "models", "regressions", "unconfirmed", "paired", "agreement",
+                                                 "schema_version"}
         report = cls(**{k: v for k, v in data.items() if k in names})
         report.probes = [ProbeResult.from_dict(p) for p in data.get("probes", [])]
         report.models = [ModelInfo.from_dict(m) for m in data.get("models", [])]
         report.regressions = [MetricDelta.from_dict(r) for r in data.get("regressions", [])]
         report.unconfirmed = [MetricDelta.from_dict(r) for r in data.get("unconfirmed", [])]
         report.paired = [MetricDelta.from_dict(r) for r in data.get("paired", [])]
+        report.agreement = [Agreement.from_dict(a) for a in data.get("agreement", [])]
         if not report.models and report.model:  # schema 1: one model, named by its path
             report.models = [ModelInfo(name=report.model, path=report.model, dtype=report.dtype, device=report.device)]
         return report

@@ -78,7 +78,9 @@ class RunCaches:
                 from bertprobe.model.variants import derive_variant
 
                 stored = self._stored(spec)
-                data = self.aligned(self.suite.data, stored) if spec.prune_heads and self.suite.data else None
+                # pruning ranks heads on the data; an ONNX export is checked against PyTorch on its first rows
+                wants = spec.prune_heads or spec.runtime == "onnx"
+                data = self.aligned(self.suite.data, stored) if wants and self.suite.data else None
                 target, notes = derive_variant(stored, spec, data, self.say)
                 self._targets[spec] = (target, list(stored.notes) + notes)
             else:

@@ -45,8 +45,10 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
 
 
 def _config(spec: ModelSpec) -> dict[str, Any] | None:
-    """A local model's config.json (None for a hub id or a file loading will complain about)."""
-    config = Path(spec.path).expanduser() / "config.json"
+    """A local model's config.json (None for a hub id or a file loading will complain about); an ``.onnx``
+    file's is beside it."""
+    path = Path(spec.path).expanduser()
+    config = (path.parent if path.suffix == ".onnx" and path.is_file() else path) / "config.json"
     if not config.is_file():
         return None
     try:
@@ -76,8 +78,16 @@ def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
     path = Path(spec.path).expanduser()
     if not path.exists():
         problems.append(f"{where}.path: model folder '{spec.path}' does not exist; pass --model PATH")
-    elif not path.is_dir():
-        problems.append(f"{where}.path: '{spec.path}' is not a folder; a model is a folder with config.json and weights")
+    elif not path.is_dir() and path.suffix != ".onnx":
+        problems.append(f"{where}.path: '{spec.path}' is not a folder; a model is a folder with config.json and weights "
+                        "(or an .onnx file with them beside it)")
+    from bertprobe.model.onnx import onnx_runtime, runs_onnx
+
+    if path.exists() and runs_onnx(spec):
+        try:
+            onnx_runtime()
+        except BertprobeError as exc:
+            problems.append(f"{where}: {exc}")
 
 
 def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
@@ -296,6 +306,18 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
             task = tasks[model]
             if task is not None and cls.refuses_task(task):
                 problems.append(task_refusal(spec.id, cls, task, model.label, plugins))
+            elif (missing := _onnx_lacks(cls, model)):
+                from bertprobe.model.onnx import refusal
+
+                problems.append(refusal(spec.id, cls.name, missing, model.label))
+
+
+def _onnx_lacks(cls: Any, model: ModelSpec) -> list[str]:
+    """What ``cls`` requires that an ONNX Runtime model lacks (gradients, attention maps, heads), when ``model``
+    runs in ONNX Runtime; refused before anything loads, as a task the probe does not support is."""
+    from bertprobe.model.onnx import lacks
+
+    return sorted(set(cls.requires) & lacks(model))
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
