@@ -244,7 +244,8 @@ class AttentionAuditProbe(Probe):
     """Per-head attention statistics and pattern types (Kovaleva et al. 2019; Clark et al. 2019)."""
 
     name = "attention-audit"
-    tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification"})
+    tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification",
+                       "question-answering"})
     description = "Attention to [CLS]/[SEP]/punctuation, entropy, map types, head similarity (Kovaleva; Clark 2019)"
     requires = frozenset({"attentions", "uniform-heads"})  # per-head maps are stacked over layers
     metrics = {f"share_{t}": f"share of attention maps classified {t.replace('_', '+')}" for t in TYPES} | {

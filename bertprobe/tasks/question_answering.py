@@ -23,6 +23,8 @@ from bertprobe.errors import DataError
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
+from bertprobe.tasks.qa_heads import masked_span_loss
+from bertprobe.tasks.qa_heads import sweep_rows as qa_sweep_rows
 from bertprobe.tasks.spans import Answer, answer
 
 DEFAULTS: dict[str, Any] = {"max_length": 384, "stride": 128, "n_best": 20, "max_answer_tokens": 30,
@@ -62,7 +64,7 @@ class QuestionAnswering(Task):
     name: ClassVar[str] = "question-answering"
     description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"question-answering"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
 
@@ -119,6 +121,23 @@ class QuestionAnswering(Task):
     def predict_data(self, target: Any, data: Dataset, batch_size: int | None = None, progress: Any = None) -> list[Answer]:
         """Each question's answer (``ctx.predictions(...).answers``: one decoding shared by the run's probes)."""
         return self.answers(target, data.examples, batch_size, progress)
+
+    # ---- head sweeps (tasks.qa_heads) ---------------------------------------------------------------
+    def output_logits(self, output: Any) -> Any:
+        """Start and end logits stacked: ``rows x T x 2``."""
+        import torch
+
+        return torch.stack([output.start_logits, output.end_logits], dim=-1)
+
+    def loss(self, logits: Any, gold: Any) -> Any:
+        """Per window HF's QA loss (mean of the start and end cross-entropies) over its own positions; ``gold``
+        rows are ``[start, end, length]`` (``qa_heads.window_labels``)."""
+        return masked_span_loss(logits, gold)
+
+    def sweep_rows(self, target: Any, data: Dataset, metric: str = "auto") -> Any:
+        """The windows of the questions, their gold positions, and each question's F1 (or EM) decoded over its
+        windows from the rows' logits (``tasks.qa_heads``)."""
+        return qa_sweep_rows(self, target, data, metric)
 
     def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""

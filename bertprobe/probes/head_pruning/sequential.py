@@ -164,9 +164,9 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
         block_base = base[order[start:end]].astype(np.float64)
         final = end == n
         for s, v in zip(open_, values):
-            s.outcomes.append(np.asarray(v).astype(bool))
+            s.outcomes.append(np.asarray(v).astype(np.float64))  # 0/1, or a score in [0, 1] (F1)
             if final:  # every example seen: the exact mode's interval, on the examples in their own order
-                restored = np.empty(n, dtype=bool)
+                restored = np.empty(n, dtype=np.float64)
                 restored[order] = np.concatenate(s.outcomes)
                 diff = restored.astype(np.float64) - base.astype(np.float64)
                 unit_seed = seeds[s.key] if seeds and s.key in seeds else seed + crc32(s.key.encode()) % 10_000
