@@ -20,6 +20,11 @@ Deviations:
     no map is kept except one typical example per type (the one that fits its type best among short
     inputs).
   * Head similarity uses at most ``similarity_examples`` inputs (JS distance is quadratic in heads).
+  * Not in the papers: on a reader (extractive QA) the maps are read on the inputs it answers from, each
+    (question, context) pair split into the task's windows (``Task.input_rows``: question first, max_length
+    384, stride 128), so every sub-token of a long context is seen and the two segments (question, context)
+    are there for the block type and the [SEP] statistics; the context alone would show heads a reader never
+    runs. Statistics count windows as inputs.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import torch
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.target import Target
+from bertprobe.model.target import Encoded, Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
@@ -303,9 +308,13 @@ class AttentionAuditProbe(Probe):
 
     @staticmethod
     def _stream(target: Target, data: Dataset, batch_size: int, chunk: int = 512) -> Any:
-        """Tokenise and batch ``chunk`` examples at a time, so memory does not grow with the data."""
+        """Tokenise and batch ``chunk`` examples at a time, so memory does not grow with the data. The rows are
+        what the model reads: one per example, or the task's own (a reader: every window of each (question,
+        context) pair, ``Task.input_rows``)."""
         for start in range(0, len(data), chunk):
-            encoded = target.encode(data.examples[start : start + chunk])
+            examples = data.examples[start : start + chunk]
+            rows = target.task.input_rows(target, examples)
+            encoded = target.encode(examples) if rows is None else Encoded(rows, [len(r["input_ids"]) for r in rows])
             yield from target.batches(encoded, batch_size)
 
     @staticmethod

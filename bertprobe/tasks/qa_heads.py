@@ -117,18 +117,37 @@ def padded_logits(width: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Te
     return judge
 
 
-def sweep_rows(task: Any, target: Any, data: Dataset, metric: str = "auto") -> SweepRows:
-    """The windows of ``data``'s questions as ``target`` reads them (``task``'s settings), for head sweeps."""
-    score = qa_score(metric)
-    examples = list(data.examples)
-    s = {key: task.setting(key) for key in ("max_length", "stride", "n_best", "max_answer_tokens", "question_first")}
-    windows = encode_windows(target.tokenizer, [ex.text for ex in examples], [ex.text_pair or "" for ex in examples],
-                             s["max_length"], s["stride"], s["question_first"], [ex.id for ex in examples])
+def windows_of(task: Any, target: Any, examples: Sequence[Example]) -> list[QuestionWindows]:
+    """The windows of each question as ``target`` reads them under ``task``'s settings."""
+    return encode_windows(target.tokenizer, [ex.text for ex in examples], [ex.text_pair or "" for ex in examples],
+                          task.setting("max_length"), task.setting("stride"), task.setting("question_first"),
+                          [ex.id for ex in examples])
+
+
+def rows_of(target: Any, windows: Sequence[QuestionWindows]) -> list[dict[str, list[int]]]:
+    """Every window's model inputs (those ``target``'s forward accepts), question after question."""
     names = target.input_names
-    rows = [{k: v for k, v in row.items() if k in names} for qw in windows for row in qw.rows]
+    return [{k: v for k, v in row.items() if k in names} for qw in windows for row in qw.rows]
+
+
+def input_rows(task: Any, target: Any, examples: Sequence[Example]) -> list[dict[str, list[int]]]:
+    """Every window of each question: what a reader's encoder reads (``Task.input_rows``)."""
+    return rows_of(target, windows_of(task, target, examples))
+
+
+def sweep_rows(task: Any, target: Any, data: Dataset, metric: str = "auto",
+               subset: Sequence[int] | None = None) -> SweepRows:
+    """The windows of the questions ``subset`` of ``data`` (None: all) as ``target`` reads them (``task``'s
+    settings), for head sweeps. Whether the reader may abstain (the null threshold) is decided on the whole
+    data, as ``QuestionAnswering.answers`` decides it, so a block of a sequential sweep decodes as the whole does."""
+    score = qa_score(metric)
+    examples = list(data.examples) if subset is None else [data.examples[i] for i in subset]
+    s = {key: task.setting(key) for key in ("n_best", "max_answer_tokens")}
+    windows = windows_of(task, target, examples)
+    rows = rows_of(target, windows)
     lengths = [len(r["input_ids"]) for r in rows]
     owner = torch.tensor([q for q, qw in enumerate(windows) for _ in qw.rows], dtype=torch.long)
-    threshold = task.null_threshold_for(examples)
+    threshold = task.null_threshold_for(data.examples)
     golds = task.golds(examples)
     which = 0 if score.name == "em" else 1
 

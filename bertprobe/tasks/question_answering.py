@@ -23,6 +23,7 @@ from bertprobe.errors import DataError
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
+from bertprobe.tasks.qa_heads import input_rows as qa_input_rows
 from bertprobe.tasks.qa_heads import masked_span_loss
 from bertprobe.tasks.qa_heads import sweep_rows as qa_sweep_rows
 from bertprobe.tasks.spans import Answer, answer
@@ -79,7 +80,10 @@ class QuestionAnswering(Task):
     # ---- data ----------------------------------------------------------------------------------
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         """Checks that every example is a question with its context (and, when labelled, gold answers as the
-        QA readers give them); a file of another task's shape is a DataError naming the row."""
+        QA readers give them); a file of another task's shape is a DataError naming the row. A treebank (words,
+        no answers) passes unchanged: syntax-heads reads the reader's encoder on its own sentences."""
+        if all(ex.words is not None and ex.label is None for ex in data.examples):
+            return data  # a treebank without answers: encoder-level probes (syntax-heads) read its words alone
         for i, ex in enumerate(data.examples):
             if not ex.text_pair or not ex.text:
                 raise DataError(f"{data.where(i)}: {model} is a question-answering model, which needs a question and "
@@ -134,10 +138,15 @@ class QuestionAnswering(Task):
         rows are ``[start, end, length]`` (``qa_heads.window_labels``)."""
         return masked_span_loss(logits, gold)
 
-    def sweep_rows(self, target: Any, data: Dataset, metric: str = "auto") -> Any:
+    def input_rows(self, target: Any, examples: Sequence[Example]) -> list[dict[str, list[int]]]:
+        """Every window of each (question, context) pair, as ``answers`` reads them (``tasks.spans``)."""
+        return qa_input_rows(self, target, examples)
+
+    def sweep_rows(self, target: Any, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> Any:
         """The windows of the questions, their gold positions, and each question's F1 (or EM) decoded over its
-        windows from the rows' logits (``tasks.qa_heads``)."""
-        return qa_sweep_rows(self, target, data, metric)
+        windows from the rows' logits (``tasks.qa_heads``); the null threshold applies when the whole data hold
+        unanswerable questions, whichever ``subset`` is evaluated."""
+        return qa_sweep_rows(self, target, data, metric, subset)
 
     def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""

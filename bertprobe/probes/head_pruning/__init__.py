@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -138,13 +138,18 @@ class HeadParams:
 class Evaluator:
     """Pre-tokenised, pre-collated batches reused by every ablation; returns per-example correctness."""
 
-    def __init__(self, target: Target, data: Dataset, batch_size: int | None, metric: str = "auto") -> None:
+    def __init__(self, target: Target, data: Dataset, batch_size: int | None, metric: str = "auto",
+                 subset: Sequence[int] | None = None) -> None:
+        """``subset``: the examples of ``data`` evaluated (a sequential block), None for all; a task decides what
+        depends on the whole data on all of it (a reader abstains only where the data hold unanswerable questions)."""
         self.target = target
         self.sites = target.attention_sites()
         self.dropped = 0
         self.logits_of = target.task.output_logits  # what a forward pass gives per row (a reader: start and end)
         # a task whose example is several rows (a question's windows) gives them, with how rows become outcomes
-        self.rows = target.task.sweep_rows(target, data, metric)
+        self.rows = target.task.sweep_rows(target, data, metric, subset)
+        if subset is not None and self.rows is None:
+            data = Dataset([data.examples[i] for i in subset], name=data.name, label_names=data.label_names)
         if self.rows is not None:
             self.score = self.rows.score
             data = Dataset(list(self.rows.examples), name=data.name, label_names=data.label_names)
@@ -280,9 +285,7 @@ class HeadSweep(Sweep):
 
     def evaluator(self, target: Target, data: Dataset) -> Evaluator:
         """The evaluator these settings describe, its layer cache enabled but still empty."""
-        if self.rows is not None:
-            data = Dataset([data.examples[i] for i in self.rows], name=data.name, label_names=data.label_names)
-        ev = Evaluator(target, data, self.batch_size, self.metric)
+        ev = Evaluator(target, data, self.batch_size, self.metric, subset=self.rows)
         ev.budget = self.stack_budget
         if self.layer_cache:
             ev.enable_cache(self.cache_budget_mb)
