@@ -35,6 +35,11 @@ Implementation and deviations:
     intervals; ``ablation_passes`` counts full-pass equivalents. ``sequential: false`` is the exact mode
     (every unit on every example). Metrics recomputed from sums (micro-F1, entity F1) and data of at most
     one block always run exact.
+  * Readers (extractive QA), not in the papers: a question may span several windows, so the task gives the
+    sweep its rows (``Task.sweep_rows``, ``tasks.qa_heads``): importance is the gradient of HF's QA loss (start
+    and end cross-entropies) summed over a question's windows before the absolute value, and ablations and
+    the curve score each question's F1 (or ``metric: em``) of the answer decoded over its windows; the census
+    margin is the chosen span's confidence. ``max_examples`` samples the questions (each unit costs a pass).
   * Speed, not in the papers: single-head and layer ablations are units of one ``HeadSweep``
     (resumable; an executor such as ``ray`` shards them over workers with identical numbers). The
     plain pass caches the hidden states entering every layer (``layer_cache``), and each ablation runs
@@ -105,7 +110,7 @@ class HeadParams:
     bootstrap: int = 1000  # paired bootstrap resamples of the drops' intervals
     confidence: float = 0.95  # level of the intervals and of the prunable test
     findings: int = 5  # most important heads listed in the report
-    metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1), subset_accuracy
+    metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1; NER: entity_f1; a reader: f1 per question), subset_accuracy, sentence_exact, em
     max_examples: int | None = None  # at most this many examples (questions for a reader), a seeded sample in data order; None: all
     sequential: bool = True  # ablations on growing blocks of examples, each stopped once decided (false: every unit on all)
     sequential_min: int = 2000  # fewest examples run sequentially (below, a few percent saved do not pay for the blocks)

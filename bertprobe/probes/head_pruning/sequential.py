@@ -20,8 +20,9 @@ paired percentile bootstrap at ``confidence``, the same resamples), so it reads 
 mode. The stated error: a unit settled before the end is misjudged in a given direction with probability at
 most ``interim_share * (1 - confidence)`` (0.025 with head-pruning's defaults: the exact interval's own level
 per side), one that reaches the end as in the exact mode; in all, at most twice the exact mode's.
-Only per-example binary outcomes (accuracy, subset accuracy, multiple choice) can be sequential; a metric
-recomputed from sums (micro-F1, entity F1) runs the exact sweep.
+Only outcomes that are a mean per example can be sequential: 0/1 (accuracy, subset accuracy, multiple choice) or
+a score in [0, 1] (a reader's F1 per question; its paired differences lie in [-1, 1], which the betting sequence
+bounds); a metric recomputed from sums (micro-F1, entity F1) runs the exact sweep.
 """
 
 from __future__ import annotations
