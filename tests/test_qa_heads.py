@@ -271,6 +271,20 @@ def test_attention_audit_reads_a_readers_encoder_as_the_bare_encoder_does(qa_pat
     assert got.details["examples"] == count > len(long)
 
 
+def test_the_head_similarity_takes_whole_inputs_within_its_cell_budget(qa):
+    """Long inputs (a reader's windows) bound the Jensen-Shannon distances' cost: inputs are taken whole while
+    their squared lengths fit ``similarity_cells`` (at least one), the same as asking for that many inputs."""
+    data = questions(qa)
+    lengths = sorted(len(r["input_ids"]) for r in qa.task.input_rows(qa, data.examples))
+    cells = lengths[0] ** 2 + lengths[1] ** 2 + lengths[2] ** 2  # three of the shortest (batches are length-sorted)
+    run = lambda **kw: AttentionAuditProbe().run(qa, data, AttentionParams(batch_size=64, **kw), ProbeContext(seed=0))  # noqa: E731
+    bounded, counted = run(similarity_cells=cells), run(similarity_examples=3)
+    assert bounded.details["head_similarity"]["inputs"] == 3
+    assert bounded.details["head_similarity"] == counted.details["head_similarity"]
+    assert run(similarity_cells=1).details["head_similarity"]["inputs"] == 1
+    assert run().details["head_similarity"]["inputs"] == len(lengths)  # the default holds these short windows
+
+
 CONLLU = """# sent_id = s1
 1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_
 2\tdog\tdog\tNOUN\t_\t_\t3\tnsubj\t_\t_
