@@ -212,6 +212,25 @@ def test_the_probe_reports_f1_drops_with_their_paired_bootstrap_and_the_curve(qa
     assert "of f1" in result.details["key_finding"]
 
 
+def test_a_prune_heads_variant_of_a_reader_drops_its_least_important_heads(qa):
+    """``model.prune_heads`` ranks a reader's heads as head-pruning does (windows summed per question)."""
+    from bertprobe.model.pruning import least_important, normalize_by_layer
+    from bertprobe.model.variants import _pruned
+
+    data = questions(qa)
+    notes: list[str] = []
+    pruned = _pruned(qa, 0.25, data, notes, lambda _: None)
+    drop = least_important(normalize_by_layer(Evaluator(qa, data, batch_size=3).importance()), 0.25)
+    kept = {layer: pruned.bert.encoder.layer[layer].attention.self.query.out_features // 8 for layer in range(2)}
+    assert kept == {layer: 4 - sum(1 for dropped, _ in drop if dropped == layer) for layer in range(2)}
+    assert notes[0] == "2 of 8 heads pruned by importance on the suite data"
+    batch = qa.collate(qa.task.input_rows(qa, data.examples[:3]))
+    with torch.inference_mode(), head_intervention(qa.model, qa.attention_sites(), mask=mask_without(drop)):
+        masked = qa.model(**batch).start_logits
+    with torch.inference_mode():
+        torch.testing.assert_close(pruned(**batch).start_logits, masked, atol=1e-5, rtol=1e-5)
+
+
 def test_em_is_the_other_metric_and_an_unknown_one_is_refused(qa):
     data = questions(qa)
     ev = Evaluator(qa, data, batch_size=4, metric="em")
