@@ -263,11 +263,18 @@ def test_sequential_sweeps_keep_f1_scores_and_order_the_census_by_confidence(qa_
     assert seq.value("ablation_passes") < exact.value("ablation_passes")
 
 
-def test_max_examples_samples_the_questions(qa):
+def test_max_examples_samples_the_questions_and_a_worker_draws_the_same_sample(qa):
+    from bertprobe.probes.head_pruning import HeadSweep
+
     data = questions(qa, n=12)
     result = HeadPruningProbe().run(qa, data, HeadParams(bootstrap=0, ablation=False, layers=False, pruning=False,
                                                          max_examples=5), ProbeContext(seed=4))
-    assert len(result.outcomes[0].ids) == 5 and result.outcomes[0].ids == sorted(result.outcomes[0].ids, key=lambda i: int(i[1:]))
+    ids = result.outcomes[0].ids
+    assert len(ids) == 5 and ids == sorted(ids, key=lambda i: int(i[1:]))
+    chosen = Dataset([ex for ex in data.examples if ex.id in ids], name="chosen")
+    # a worker (ray) rebuilds the sweep from the suite's whole data: the sample is drawn again
+    values = HeadSweep(max_examples=5, sample_seed=4).bind(qa, data)(("mask", [(0, 1)]))
+    np.testing.assert_allclose(values, plain_f1(qa, chosen, mask_without([(0, 1)])), atol=1e-12)
 
 
 # ---- the encoder-level probes ---------------------------------------------------------------------------------

@@ -287,9 +287,13 @@ class HeadSweep(Sweep):
     cache_budget_mb: float | None = None
     metric: str = "auto"
     rows: tuple[int, ...] | None = None  # a block of the examples (sequential sweeps); None: all of them
+    max_examples: int | None = None  # the probe's sample of the data (``sampled``), drawn again by a worker
+    sample_seed: int = 0
 
     def evaluator(self, target: Target, data: Dataset) -> Evaluator:
-        """The evaluator these settings describe, its layer cache enabled but still empty."""
+        """The evaluator these settings describe, its layer cache enabled but still empty. ``data`` is the suite's
+        data (a worker's) or the probe's sample of it: the sample is drawn again, the same either way."""
+        data = sampled(data, self.max_examples, self.sample_seed)
         ev = Evaluator(target, data, self.batch_size, self.metric, subset=self.rows)
         ev.budget = self.stack_budget
         if self.layer_cache:
@@ -595,7 +599,7 @@ class HeadPruningProbe(Probe):
         assert data is not None
         data = sampled(data, params.max_examples, ctx.seed)
         sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache, params.cache_budget_mb,
-                          params.metric)
+                          params.metric, max_examples=params.max_examples, sample_seed=ctx.seed)
         ev = sweep.evaluator(target, data)  # its layer cache is filled by the plain pass below
         sweep.bind(target, data, state=ev)
         layers, heads = ev.shape
