@@ -280,9 +280,12 @@ def evaluate_units(
     labels: torch.Tensor, masks: list[torch.Tensor] | None = None, uniform: list[torch.Tensor] | None = None,
     budget: int | None = None, cache: LayerCache | None = None,
     judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    logits_of: Callable[[Any], torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """Per-example correctness (bool, input order) for each intervention unit, stacking units along the batch;
-    ``judge(logits, gold)`` gives another per-example outcome instead (a task's ``OutcomeScore.outcome``).
+    ``judge(logits, gold)`` gives another per-example outcome instead (a task's ``OutcomeScore.outcome``), and
+    ``logits_of(output)`` reads the logits from a forward pass's output (default ``output.logits``; a task's
+    ``Task.output_logits``).
 
     Each unit is an ``L x H`` float ``mask`` (1 keeps a head) or a bool ``uniform`` map (True gives the
     head uniform attention). Every pre-collated batch is repeated k times with one unit's mask per
@@ -320,7 +323,8 @@ def evaluate_units(
                 start_layer = min(lowest_layer(u, masks is not None) for u in group) if cache is not None else 0
                 skip = cache.start_at(number, start_layer, len(group)) if cache is not None else contextlib.nullcontext()
                 with head_intervention(model, sites, **kwargs), skip:
-                    logits = model(**stacked).logits
+                    output = model(**stacked)
+                    logits = output.logits if logits_of is None else logits_of(output)
                 if judge is None:
                     outcome = logits.argmax(-1).view(len(group), rows) == gold
                 else:

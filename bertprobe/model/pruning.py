@@ -77,30 +77,40 @@ def count_parameters(model: Any) -> int:
 
 
 def head_importance(target: Any, batches: Iterable[tuple[list[int], dict[str, torch.Tensor]]],
-                    labels: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+                    labels: torch.Tensor, mask: torch.Tensor | None = None,
+                    owner: torch.Tensor | None = None) -> torch.Tensor:
     """Michel et al.'s E_x |dL(x)/d xi_h| at ``mask`` (ones by default): one forward+backward pass.
 
     The mask is per example (``B x L x H``), so the absolute value is taken per example as the paper's
     equation says. ``labels`` are the task's gold (class or choice indices; a 0/1 indicator for multi-label,
     whose loss is the binary cross-entropy); the result is ``L x H`` (a pruned layer's missing heads stay 0).
+    The logits are the task's (``Task.output_logits``). With ``owner`` (per row, the index of its example:
+    a question's windows), rows are parts of one example that share its mask: their gradients are summed
+    per example, over every batch, before the absolute value, and the mean is over examples.
     """
     sites = target.attention_sites()
     shape = head_grid(sites)
     base = torch.ones(shape) if mask is None else mask.float()
     total = torch.zeros(shape)
+    per_example = torch.zeros(int(owner.max()) + 1 if owner is not None and len(owner) else 0, *shape)
     model = target.model
     count = 0
     with frozen_parameters(model):
         for idx, batch in progress(batches, desc="head importance"):
             xi = base.unsqueeze(0).repeat(len(idx), 1, 1).to(target.device).requires_grad_(True)
             with torch.enable_grad(), head_intervention(model, sites, mask=xi):
-                logits = target.forward(batch).logits.float()
+                logits = target.task.output_logits(target.forward(batch)).float()
                 loss = target.task.total_loss(logits, labels[idx].to(logits.device))  # the task's loss, summed
                 loss.backward()
             if xi.grad is None:
                 raise ValueError("no gradient reached the head masks (a quantized model has no backward pass)")
-            total += xi.grad.abs().sum(0).cpu()
-            count += len(idx)
+            if owner is not None:
+                per_example.index_add_(0, owner[idx], xi.grad.cpu())
+            else:
+                total += xi.grad.abs().sum(0).cpu()
+                count += len(idx)
+    if owner is not None:
+        return per_example.abs().mean(0) if len(per_example) else total
     return total / max(count, 1)
 
 

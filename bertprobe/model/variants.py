@@ -19,7 +19,7 @@ import torch
 
 from bertprobe.errors import TargetError
 from bertprobe.model.architectures import heads_per_layer
-from bertprobe.model.target import Target
+from bertprobe.model.target import Encoded, Target
 from bertprobe.tasks.resolve import task_options
 
 
@@ -117,9 +117,12 @@ def _pruned(base: Target, share: float, data: Any, notes: list[str], say: Any) -
         raise TargetError(f"prune_heads ranks heads by the task loss; '{base.task.name}' models have none")
     sites = base.attention_sites()
     say(f"ranking heads of {base.spec.path} on {len(data)} examples for prune_heads: {share:g}")
-    encoded = base.encode(data.examples)
-    labels = base.task.gold(data)
-    scores = normalize_by_layer(head_importance(base, base.batches(encoded), labels))
+    rows = base.task.sweep_rows(base, data)  # a reader: its questions' windows, a question's gradients summed
+    if rows is not None:
+        encoded, labels, owner = Encoded(list(rows.rows), list(rows.lengths)), rows.labels, rows.owner
+    else:
+        encoded, labels, owner = base.encode(data.examples), base.task.gold(data), None
+    scores = normalize_by_layer(head_importance(base, base.batches(encoded), labels, owner=owner))
     drop = least_important(scores, share, heads_per_layer(sites))
     try:
         pruned, pruning_notes = prune_heads(base.model, drop)

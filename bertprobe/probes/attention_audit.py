@@ -19,7 +19,14 @@ Deviations:
   * Statistics stream batch by batch into L x H accumulators, and inputs are tokenised 512 at a time;
     no map is kept except one typical example per type (the one that fits its type best among short
     inputs).
-  * Head similarity uses at most ``similarity_examples`` inputs (JS distance is quadratic in heads).
+  * Head similarity uses at most ``similarity_examples`` inputs (JS distance is quadratic in heads), whole
+    inputs while their summed squared lengths stay within ``similarity_cells`` (its cost grows with length
+    squared: a reader's windows are several times longer than a sentence).
+  * Not in the papers: on a reader (extractive QA) the maps are read on the inputs it answers from, each
+    (question, context) pair split into the task's windows (``Task.input_rows``: question first, max_length
+    384, stride 128), so every sub-token of a long context is seen and the two segments (question, context)
+    are there for the block type and the [SEP] statistics; the context alone would show heads a reader never
+    runs. Statistics count windows as inputs.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import torch
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.target import Target
+from bertprobe.model.target import Encoded, Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
@@ -51,6 +58,7 @@ class AttentionParams:
     batch_size: int = 16  # examples per forward pass
     similarity: bool = True  # measure Jensen-Shannon distances between heads and cluster them (Clark et al.)
     similarity_examples: int = 100  # inputs the head similarity uses (its cost is quadratic in heads)
+    similarity_cells: int = 250_000  # at most this many query x key cells (summed squared input lengths) in the head similarity: whole inputs until the next would pass it (a reader's windows of ~180 sub-tokens: about 8)
     clusters: int = 8  # clusters of heads in the similarity figure
     compare_model: str | None = None  # another checkpoint (path or hub id) whose maps are compared head by head (Kovaleva's before/after fine-tuning)
     typical_max_tokens: int = 24  # longest input kept as the typical example of each map type in the report
@@ -59,8 +67,8 @@ class AttentionParams:
         for name in ("vertical", "diagonal", "mixed_min", "mixed_total", "block"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must lie in [0, 1]")
-        if self.batch_size < 1 or self.clusters < 1:
-            raise ValueError("batch_size and clusters must be at least 1")
+        if self.batch_size < 1 or self.clusters < 1 or self.similarity_cells < 1:
+            raise ValueError("batch_size, clusters and similarity_cells must be at least 1")
 
 
 def punctuation_ids(tokenizer: Any) -> torch.Tensor:
@@ -244,7 +252,8 @@ class AttentionAuditProbe(Probe):
     """Per-head attention statistics and pattern types (Kovaleva et al. 2019; Clark et al. 2019)."""
 
     name = "attention-audit"
-    tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification"})
+    tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification",
+                       "question-answering"})
     description = "Attention to [CLS]/[SEP]/punctuation, entropy, map types, head similarity (Kovaleva; Clark 2019)"
     requires = frozenset({"attentions", "uniform-heads"})  # per-head maps are stacked over layers
     metrics = {f"share_{t}": f"share of attention maps classified {t.replace('_', '+')}" for t in TYPES} | {
@@ -269,6 +278,7 @@ class AttentionAuditProbe(Probe):
         acc = Accumulator(layers, heads)
         sim_rows: list[torch.Tensor] = []
         sim_budget = params.similarity_examples if params.similarity else 0
+        sim_cells = 0
         other = self._compare_target(target, params, ctx)
         cos_sum = torch.zeros(layers, heads, dtype=torch.float64)
         cos_n = 0
@@ -291,8 +301,12 @@ class AttentionAuditProbe(Probe):
                 if sim_budget > 0:
                     for b in range(min(sim_budget, ids.shape[0])):
                         n = int(mask[b].sum())
+                        if sim_rows and sim_cells + n * n > params.similarity_cells:
+                            sim_budget = 0  # the JS distances' cost grows with length squared: long inputs stop here
+                            break
+                        sim_cells += n * n
                         sim_rows.append(att[b, :, :, :n, :n].reshape(layers * heads, n, n).permute(1, 0, 2).cpu())
-                    sim_budget -= min(sim_budget, ids.shape[0])
+                        sim_budget -= 1
                 if other is not None:
                     with other.eager_attention():
                         att_o = torch.stack(other.forward(batch, output_attentions=True).attentions, dim=1).float()
@@ -302,9 +316,13 @@ class AttentionAuditProbe(Probe):
 
     @staticmethod
     def _stream(target: Target, data: Dataset, batch_size: int, chunk: int = 512) -> Any:
-        """Tokenise and batch ``chunk`` examples at a time, so memory does not grow with the data."""
+        """Tokenise and batch ``chunk`` examples at a time, so memory does not grow with the data. The rows are
+        what the model reads: one per example, or the task's own (a reader: every window of each (question,
+        context) pair, ``Task.input_rows``)."""
         for start in range(0, len(data), chunk):
-            encoded = target.encode(data.examples[start : start + chunk])
+            examples = data.examples[start : start + chunk]
+            rows = target.task.input_rows(target, examples)
+            encoded = target.encode(examples) if rows is None else Encoded(rows, [len(r["input_ids"]) for r in rows])
             yield from target.batches(encoded, batch_size)
 
     @staticmethod
@@ -400,6 +418,7 @@ class AttentionAuditProbe(Probe):
             result.details["head_similarity"] = {
                 "nearest": {names[i]: {"head": names[j], "js_distance": round(float(dist[i, j]), 4)} for i, j in enumerate(nearest)},
                 "clusters": [[names[i] for i in range(len(names)) if labels[i] == c] for c in sorted(set(labels))],
+                "inputs": len(sim_rows),
             }
             order = sorted(range(len(names)), key=lambda i: (labels[i], i))  # heads of a cluster side by side
             ordered = dist[order][:, order]

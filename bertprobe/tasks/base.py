@@ -102,6 +102,24 @@ class Task:
         """The loss summed over the batch (what head importance differentiates)."""
         return self.loss(logits, gold).sum()
 
+    def output_logits(self, output: Any) -> torch.Tensor:
+        """The one tensor a forward pass's ``output`` gives per row (``output.logits``; a reader stacks its start
+        and end logits, ``rows x T x 2``): what ``loss`` and sweep outcomes read."""
+        return output.logits
+
+    def input_rows(self, target: Any, examples: Sequence[Any]) -> list[dict[str, list[int]]] | None:
+        """The rows the model reads for ``examples`` where that is not one ``target.encode`` row each (a reader:
+        every window of each question, as it answers); None: ``target.encode``'s rows. Encoder-level probes
+        (attention maps) read these."""
+        return None
+
+    def sweep_rows(self, target: Any, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> Any:
+        """Where an example is not one model row (a question over windows): the rows head sweeps evaluate for the
+        examples ``subset`` of ``data`` (None: all; what depends on the whole data is decided on all of it),
+        their gold, and how row outputs become per-example outcomes (``tasks.qa_heads.SweepRows``); None: one
+        row per example, scored by ``sweep_score``."""
+        return None
+
     def sweep_score(self, metric: str = "auto") -> OutcomeScore:
         """How head sweeps score a changed model on this task (``metric``: auto, or a name the task offers)."""
         raise self._unsupported("sweep metric")

@@ -24,6 +24,9 @@ from bertprobe.errors import DataError, RowProblems
 from bertprobe.tasks import qa_accuracy, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
+from bertprobe.tasks.qa_heads import input_rows as qa_input_rows
+from bertprobe.tasks.qa_heads import masked_span_loss
+from bertprobe.tasks.qa_heads import sweep_rows as qa_sweep_rows
 from bertprobe.tasks.spans import Answer, answer
 
 DEFAULTS: dict[str, Any] = {"max_length": 384, "stride": 128, "n_best": 20, "max_answer_tokens": 30,
@@ -81,7 +84,10 @@ class QuestionAnswering(Task):
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         """Checks that every example is a question with its context (and, when labelled, gold answers as the
         QA readers give them); a file of another task's shape is one DataError naming its rows (grouped). QA data
-        take no ``data.options``: a task setting written there is pointed to ``model.options``."""
+        take no ``data.options``: a task setting written there is pointed to ``model.options``. A treebank (words,
+        no answers) passes unchanged: syntax-heads reads the reader's encoder on its own sentences."""
+        if data.examples and all(ex.words is not None and ex.label is None for ex in data.examples):
+            return data  # a treebank without answers: encoder-level probes (syntax-heads) read its words alone
         for key in spec.options:
             if key in DEFAULTS:
                 raise DataError(f"data.options.{key}: a setting of the question-answering task, not of its data; set "
@@ -131,6 +137,28 @@ class QuestionAnswering(Task):
     def predict_data(self, target: Any, data: Dataset, batch_size: int | None = None, progress: Any = None) -> list[Answer]:
         """Each question's answer (``ctx.predictions(...).answers``: one decoding shared by the run's probes)."""
         return self.answers(target, data.examples, batch_size, progress)
+
+    # ---- head sweeps (tasks.qa_heads) ---------------------------------------------------------------
+    def output_logits(self, output: Any) -> Any:
+        """Start and end logits stacked: ``rows x T x 2``."""
+        import torch
+
+        return torch.stack([output.start_logits, output.end_logits], dim=-1)
+
+    def loss(self, logits: Any, gold: Any) -> Any:
+        """Per window HF's QA loss (mean of the start and end cross-entropies) over its own positions; ``gold``
+        rows are ``[start, end, length]`` (``qa_heads.window_labels``)."""
+        return masked_span_loss(logits, gold)
+
+    def input_rows(self, target: Any, examples: Sequence[Example]) -> list[dict[str, list[int]]]:
+        """Every window of each (question, context) pair, as ``answers`` reads them (``tasks.spans``)."""
+        return qa_input_rows(self, target, examples)
+
+    def sweep_rows(self, target: Any, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> Any:
+        """The windows of the questions, their gold positions, and each question's F1 (or EM) decoded over its
+        windows from the rows' logits (``tasks.qa_heads``); the null threshold applies when the whole data hold
+        unanswerable questions, whichever ``subset`` is evaluated."""
+        return qa_sweep_rows(self, target, data, metric, subset)
 
     def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""

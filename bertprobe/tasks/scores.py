@@ -36,12 +36,14 @@ def absent_note(absent: Sequence[str]) -> str:
 class OutcomeScore:
     """``outcome(logits, gold)`` per example (bool ``[rows]``, or counts ``[rows, 3]``); ``value`` the metric;
     ``margin(logits)`` per example, how far its decision is from changing (sequential sweeps evaluate the
-    examples closest to a change in full first), or None where the score has no such distance."""
+    examples closest to a change in full first), or None where the score has no such distance. ``graded``: an
+    example's outcome is a score in [0, 1] (a question's F1), not 0/1, and is kept as a float."""
 
     name: str
     outcome: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     description: str = ""
     margin: Callable[[torch.Tensor], torch.Tensor] | None = None
+    graded: bool = False
 
     @property
     def decomposable(self) -> bool:

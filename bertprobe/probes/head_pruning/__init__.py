@@ -35,6 +35,11 @@ Implementation and deviations:
     intervals; ``ablation_passes`` counts full-pass equivalents. ``sequential: false`` is the exact mode
     (every unit on every example). Metrics recomputed from sums (micro-F1, entity F1) and data of at most
     one block always run exact.
+  * Readers (extractive QA), not in the papers: a question may span several windows, so the task gives the
+    sweep its rows (``Task.sweep_rows``, ``tasks.qa_heads``): importance is the gradient of HF's QA loss (start
+    and end cross-entropies) summed over a question's windows before the absolute value, and ablations and
+    the curve score each question's F1 (or ``metric: em``) of the answer decoded over its windows; the census
+    margin is the chosen span's confidence. ``max_examples`` samples the questions (each unit costs a pass).
   * Speed, not in the papers: single-head and layer ablations are units of one ``HeadSweep``
     (resumable; an executor such as ``ray`` shards them over workers with identical numbers). The
     plain pass caches the hidden states entering every layer (``layer_cache``), and each ablation runs
@@ -49,7 +54,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -105,7 +110,8 @@ class HeadParams:
     bootstrap: int = 1000  # paired bootstrap resamples of the drops' intervals
     confidence: float = 0.95  # level of the intervals and of the prunable test
     findings: int = 5  # most important heads listed in the report
-    metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1), subset_accuracy
+    metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1; NER: entity_f1; a reader: f1 per question), subset_accuracy, sentence_exact, em
+    max_examples: int | None = None  # at most this many examples (questions for a reader), a seeded sample in data order; None: all
     sequential: bool = True  # ablations on growing blocks of examples, each stopped once decided (false: every unit on all)
     sequential_min: int = 2000  # fewest examples run sequentially (below, a few percent saved do not pay for the blocks)
     sequential_block: int = 256  # examples of the first look
@@ -120,6 +126,8 @@ class HeadParams:
             raise ValueError("physical_fraction must lie in [0, 1)")
         if self.tolerance < 0:
             raise ValueError("tolerance must be >= 0")
+        if self.max_examples is not None and self.max_examples < 1:
+            raise ValueError("max_examples must be at least 1 (leave it out to use every example)")
         if self.sequential_min < 0:
             raise ValueError("sequential_min must be at least 0")
         if self.sequential_block < 16:
@@ -135,12 +143,25 @@ class HeadParams:
 class Evaluator:
     """Pre-tokenised, pre-collated batches reused by every ablation; returns per-example correctness."""
 
-    def __init__(self, target: Target, data: Dataset, batch_size: int | None, metric: str = "auto") -> None:
+    def __init__(self, target: Target, data: Dataset, batch_size: int | None, metric: str = "auto",
+                 subset: Sequence[int] | None = None) -> None:
+        """``subset``: the examples of ``data`` evaluated (a sequential block), None for all; a task decides what
+        depends on the whole data on all of it (a reader abstains only where the data hold unanswerable questions)."""
         self.target = target
         self.sites = target.attention_sites()
-        self.score = target.task.sweep_score(metric)  # per-example outcome and the metric over it
         self.dropped = 0
-        if target.task.word_tags:  # word-aligned rows; gold on each word's first sub-token
+        self.logits_of = target.task.output_logits  # what a forward pass gives per row (a reader: start and end)
+        # a task whose example is several rows (a question's windows) gives them, with how rows become outcomes
+        self.rows = target.task.sweep_rows(target, data, metric, subset)
+        if subset is not None and self.rows is None:
+            data = Dataset([data.examples[i] for i in subset], name=data.name, label_names=data.label_names)
+        if self.rows is not None:
+            self.score = self.rows.score
+            data = Dataset(list(self.rows.examples), name=data.name, label_names=data.label_names)
+            self.encoded = Encoded(list(self.rows.rows), list(self.rows.lengths))
+            self.labels = self.rows.labels  # per row
+        elif target.task.word_tags:  # word-aligned rows; gold on each word's first sub-token
+            self.score = target.task.sweep_score(metric)  # per-example outcome and the metric over it
             aligned = target.encode_words(data.examples)
             kept = [i for i, a in enumerate(aligned) if a is not None]
             self.dropped = len(aligned) - len(kept)  # sentences cut by max_length: not scored here
@@ -149,6 +170,7 @@ class Evaluator:
             self.encoded = Encoded([r for r, _ in rows], [len(r["input_ids"]) for r, _ in rows])  # type: ignore[misc]
             self.labels = target.task.token_gold([w for _, w in rows], data)  # type: ignore[misc, attr-defined]
         else:
+            self.score = target.task.sweep_score(metric)  # per-example outcome and the metric over it
             self.labels = target.task.gold(data)
             self.encoded = target.encode(data.examples)
         self.examples = data.examples
@@ -190,16 +212,23 @@ class Evaluator:
             out[layer, :n] = True
         return out
 
+    def _collect(self, raw: np.ndarray) -> np.ndarray:
+        """Per-example outcomes from the rows' raw outcomes (the same array where an example is one row)."""
+        return raw if self.rows is None else self.rows.collect(raw)
+
     def correct_many(self, masks: list[torch.Tensor] | None = None, uniform: list[torch.Tensor] | None = None,
                      budget: int | None = None) -> list[np.ndarray]:
         """Correctness under each of several interventions, stacked along the batch where the device pays
         (not counted in ``passes``: a sweep's units may run in other processes; the probe counts them)."""
         cache = self.cache if self.cache is not None and self.cache.inputs else None
-        judge = None if self.score.name == "accuracy" else self.score.outcome
+        if self.rows is not None:
+            judge = self.rows.judge
+        else:
+            judge = None if self.score.name == "accuracy" else self.score.outcome
         outs = evaluate_units(self.target.model, self.sites, self.batches, self.labels, masks=masks,
                               uniform=uniform, budget=budget if budget is not None else self.budget, cache=cache,
-                              judge=judge)
-        return [o.numpy() for o in outs]
+                              judge=judge, logits_of=self.logits_of)
+        return [self._collect(o.numpy()) for o in outs]
 
     def correct(self, mask: torch.Tensor | None = None, uniform: torch.Tensor | None = None) -> np.ndarray:
         device = self.target.device
@@ -207,27 +236,42 @@ class Evaluator:
         labels = self.labels.to(device)
         self.passes += 1
         plain = mask is None and uniform is None
-        margin = self.score.margin if plain else None
+        judge = self.rows.judge if self.rows is not None else self.score.outcome
+        margin = self.score.margin if plain and self.rows is None else None
         margins = torch.empty(len(self.labels), device=device) if margin is not None else None
         capture = self.cache.capture() if plain and self.cache is not None and not self.cache.inputs else contextlib.nullcontext()
         with torch.inference_mode(), head_intervention(self.target.model, self.sites, mask=mask, uniform=uniform), capture:
             for idx, batch in progress(self.batches, desc="predict" if plain else "predict (intervened)"):
                 where = torch.tensor(idx, device=device)
-                logits = self.target.forward(batch).logits
-                outcome = self.score.outcome(logits, labels[where])
+                logits = self.logits_of(self.target.forward(batch))
+                outcome = judge(logits, labels[where])
                 if out is None:
                     out = torch.empty((len(self.labels), *outcome.shape[1:]), dtype=outcome.dtype, device=device)
                 out[where] = outcome
                 if margin is not None and margins is not None:
                     margins[where] = margin(logits).to(margins.dtype)
         assert out is not None
+        raw = out.cpu().numpy()
         if margins is not None:
             self.margins = margins.cpu().numpy()
-        return out.cpu().numpy()
+        elif plain and self.rows is not None and self.rows.margins is not None:
+            self.margins = self.rows.margins(raw)
+        return self._collect(raw)
+
+    def outcomes_of(self, model: Any) -> np.ndarray:
+        """Per-example outcomes of another module on these batches (a physically pruned copy)."""
+        parts = []
+        judge = self.rows.judge if self.rows is not None else self.score.outcome
+        with torch.inference_mode():
+            for idx, batch in self.batches:
+                parts.append((idx, judge(self.logits_of(model(**batch)), self.labels[idx].to(self.target.device)).cpu().numpy()))
+        raw = np.concatenate([p for _, p in parts])[np.argsort(np.concatenate([i for i, _ in parts]))]
+        return self._collect(raw)
 
     def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Michel's E_x |dL(x)/d xi_h| at the given mask (ones by default), one forward+backward pass."""
-        return head_importance(self.target, self.batches, self.labels, mask)
+        return head_importance(self.target, self.batches, self.labels, mask,
+                               owner=self.rows.owner if self.rows is not None else None)
 
 
 @dataclass(frozen=True)
@@ -243,12 +287,14 @@ class HeadSweep(Sweep):
     cache_budget_mb: float | None = None
     metric: str = "auto"
     rows: tuple[int, ...] | None = None  # a block of the examples (sequential sweeps); None: all of them
+    max_examples: int | None = None  # the probe's sample of the data (``sampled``), drawn again by a worker
+    sample_seed: int = 0
 
     def evaluator(self, target: Target, data: Dataset) -> Evaluator:
-        """The evaluator these settings describe, its layer cache enabled but still empty."""
-        if self.rows is not None:
-            data = Dataset([data.examples[i] for i in self.rows], name=data.name, label_names=data.label_names)
-        ev = Evaluator(target, data, self.batch_size, self.metric)
+        """The evaluator these settings describe, its layer cache enabled but still empty. ``data`` is the suite's
+        data (a worker's) or the probe's sample of it: the sample is drawn again, the same either way."""
+        data = sampled(data, self.max_examples, self.sample_seed)
+        ev = Evaluator(target, data, self.batch_size, self.metric, subset=self.rows)
         ev.budget = self.stack_budget
         if self.layer_cache:
             ev.enable_cache(self.cache_budget_mb)
@@ -279,7 +325,8 @@ class HeadSweep(Sweep):
             else:
                 correct = state.correct_many(uniform=flags)
             for i, c in zip(picked, correct):
-                out[i] = c.astype(np.int8 if c.ndim == 1 else np.int32).tolist()
+                kind = np.float64 if state.score.graded else np.int8 if c.ndim == 1 else np.int32
+                out[i] = c.astype(kind).tolist()
         return out  # type: ignore[return-value]
 
 
@@ -343,7 +390,7 @@ def pruning_curve(ev: Evaluator, order_scores: torch.Tensor, params: HeadParams,
                               "pruned": [list(p) for p in cells], **row})
             return curve
         for (_, cells), values in zip(points, ctx.map(sweep, units, desc="pruning curve", group=params.stack)):
-            curve.append(point(cells, _outcomes(values)))
+            curve.append(point(cells, _outcomes(values, ev.score.graded)))
         ev.passes += len(points)
         ev.sweep_passes, ev.sweep_units = ev.sweep_passes + len(points), ev.sweep_units + len(points)
     return curve
@@ -366,9 +413,12 @@ def prunable_from_intervals(points: list[dict[str, Any]], tolerance: float) -> t
     return high, low, high
 
 
-def _outcomes(values: Any) -> np.ndarray:
-    """A unit's per-example outcomes as a sweep returns them: 0/1 (bool), or rows of counts."""
+def _outcomes(values: Any, graded: bool = False) -> np.ndarray:
+    """A unit's per-example outcomes as a sweep returns them: 0/1 (bool), scores in [0, 1] (``graded``: a
+    question's F1), or rows of counts."""
     array = np.asarray(values)
+    if graded:
+        return array.astype(np.float64)
     return array.astype(bool) if array.ndim == 1 else array
 
 
@@ -468,7 +518,7 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
     rows: list[dict[str, Any]] = []
     if not sequential_ok(ev, params, base_correct):
         for seed, values in zip(seeds, ctx.map(sweep, units, desc=desc, group=params.stack)):
-            correct = _outcomes(values)
+            correct = _outcomes(values, ev.score.graded)
             if ev.score.decomposable:
                 diff = correct.astype(np.float64) - base_correct.astype(np.float64)
                 delta = float(diff.mean())
@@ -492,7 +542,7 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
                          group=params.stack)
         if block.__dict__.get("_state") is not None and block.state().cache is not None:
             ev.passes += (b - a) / n  # the block's plain pass that fills its layer cache
-        return [_outcomes(v) for v in values]
+        return [_outcomes(v, ev.score.graded) for v in values]
 
     done = run_sequential(units, base_correct, order, evaluate, params.tolerance, level, params.interim_share,
                           resamples, ctx.seed, params.sequential_block,
@@ -508,6 +558,14 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
 
 
 
+def sampled(data: Dataset, most: int | None, seed: int) -> Dataset:
+    """At most ``most`` examples of ``data``: a sample fixed by ``seed``, kept in data order (all when None or fewer)."""
+    if most is None or len(data) <= most:
+        return data
+    keep = sorted(np.random.default_rng(seed).choice(len(data), size=most, replace=False).tolist())
+    return Dataset([data.examples[i] for i in keep], name=data.name, label_names=data.label_names)
+
+
 class HeadPruningProbe(Probe):
     """Head importance map, single-head and layer ablations, pruning curve (Michel 2019; Kovaleva 2019).
 
@@ -518,7 +576,7 @@ class HeadPruningProbe(Probe):
     name = "head-pruning"
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
     requires = frozenset({"predictions", "heads", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering"})
     metrics = {
         "importance_gini": "concentration of raw importance over heads (0 even, 1 one head)",
         "max_single_head_drop": "largest accuracy drop from removing one head (CI: paired bootstrap of that head's drop)",
@@ -539,8 +597,9 @@ class HeadPruningProbe(Probe):
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
+        data = sampled(data, params.max_examples, ctx.seed)
         sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache, params.cache_budget_mb,
-                          params.metric)
+                          params.metric, max_examples=params.max_examples, sample_seed=ctx.seed)
         ev = sweep.evaluator(target, data)  # its layer cache is filled by the plain pass below
         sweep.bind(target, data, state=ev)
         layers, heads = ev.shape
@@ -550,12 +609,14 @@ class HeadPruningProbe(Probe):
         eval_seconds = time.perf_counter() - t0
         base = ev.score.value(base_correct)
         exact = base_correct if base_correct.ndim == 1 else base_correct[:, 1:].sum(axis=1) == 0  # no fp, no fn
-        result.outcomes.append(Outcomes.from_values("correct", example_ids(ev.examples), exact.tolist()))
+        outcome = ev.score.name if ev.score.graded else "correct"  # a reader: each question's F1 (a score)
+        result.outcomes.append(Outcomes.from_values(outcome, example_ids(ev.examples), exact.tolist(),
+                                                    "score" if ev.score.graded else "binary"))
         if ev.dropped:
             result.details.setdefault("warnings", []).append(
                 f"{ev.dropped} sentences longer than max_length are left out of the head sweeps")
         result.add_metric("baseline", base, True, f"{ev.score.name} of the unmodified model",
-                          outcome="correct" if ev.score.decomposable else None)
+                          outcome=outcome if ev.score.decomposable else None)
         result.details["metric"] = ev.score.name
 
         t0 = time.perf_counter()
@@ -623,7 +684,8 @@ class HeadPruningProbe(Probe):
         result.details["summary"] = {
             **result.details.get("summary", {}),
             "most important heads": ", ".join(f"L{f // heads}H{f % heads}" for f in top),
-            "evaluations": f"{ev.passes:.4g} passes over {len(ev.labels)} examples",
+            "evaluations": f"{ev.passes:.4g} passes over {len(ev.examples)} examples"
+                           + (f" ({len(ev.labels)} windows)" if ev.rows is not None else ""),
             "layer cache": ev.cache_note,
         }
         result.details["key_finding"] = pruning_finding(result, params.tolerance)
@@ -688,11 +750,7 @@ class HeadPruningProbe(Probe):
         for layer, head in drop:
             mask[layer, head] = 0
         masked_accuracy = ev.score.value(ev.correct(mask=mask))
-        pruned_parts = []
-        with torch.inference_mode():
-            for idx, batch in ev.batches:
-                pruned_parts.append((idx, ev.score.outcome(pruned(**batch).logits.cpu(), ev.labels[idx]).numpy()))
-        pruned_correct = np.concatenate([p for _, p in pruned_parts])[np.argsort(np.concatenate([i for i, _ in pruned_parts]))]
+        pruned_correct = ev.outcomes_of(pruned)
         result.add_metric("speedup", throughput["speedup"], True,
                           f"relative examples/s gain at batch {params.speed_batch_size} with {params.physical_fraction:.0%} "
                           "of heads physically pruned (median of interleaved repeats; CI: their range)",

@@ -1,7 +1,8 @@
 """A betting confidence sequence for the mean of a paired 0/1 difference, valid at every look.
 
 Waudby-Smith & Ramdas (2024, "Estimating means of bounded random variables by betting", JRSS-B): for each
-candidate mean ``m`` of ``y = (x + 1) / 2`` in ``[0, 1]`` (``x`` = changed - plain, in {-1, 0, 1}), a gambler
+candidate mean ``m`` of ``y = (x + 1) / 2`` in ``[0, 1]`` (``x`` = changed - plain: in {-1, 0, 1} for 0/1
+outcomes, in [-1, 1] for scores such as a question's F1; the bets' clipping bounds the loss alike), a gambler
 bets ``lambda_t(m)`` on ``y_t - m`` with a stake chosen from the examples before ``t`` only (predictable):
 the approximate growth-rate-adaptive (aGRAPA) bet ``(mu_hat - m) / (var_hat + (mu_hat - m)^2)``, clipped so
 that one example never loses more than ``CLIP`` of the capital. Under a true mean ``m`` the capital is a
@@ -43,7 +44,7 @@ class BettingSequence:
         self.t, self.total, self.squares = 0, 0.0, 0.0
 
     def update(self, x: np.ndarray) -> None:
-        """Bet on each next difference (changed - plain, in {-1, 0, 1}) in turn."""
+        """Bet on each next difference (changed - plain, in [-1, 1]) in turn."""
         y = (np.asarray(x, dtype=np.float64) + 1) / 2
         if y.size == 0:
             return

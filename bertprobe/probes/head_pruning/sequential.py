@@ -20,8 +20,9 @@ paired percentile bootstrap at ``confidence``, the same resamples), so it reads 
 mode. The stated error: a unit settled before the end is misjudged in a given direction with probability at
 most ``interim_share * (1 - confidence)`` (0.025 with head-pruning's defaults: the exact interval's own level
 per side), one that reaches the end as in the exact mode; in all, at most twice the exact mode's.
-Only per-example binary outcomes (accuracy, subset accuracy, multiple choice) can be sequential; a metric
-recomputed from sums (micro-F1, entity F1) runs the exact sweep.
+Only outcomes that are a mean per example can be sequential: 0/1 (accuracy, subset accuracy, multiple choice) or
+a score in [0, 1] (a reader's F1 per question; its paired differences lie in [-1, 1], which the betting sequence
+bounds); a metric recomputed from sums (micro-F1, entity F1) runs the exact sweep.
 """
 
 from __future__ import annotations
@@ -164,9 +165,9 @@ def run_sequential(keys_units: Sequence[tuple[str, Any]], base: np.ndarray, orde
         block_base = base[order[start:end]].astype(np.float64)
         final = end == n
         for s, v in zip(open_, values):
-            s.outcomes.append(np.asarray(v).astype(bool))
+            s.outcomes.append(np.asarray(v).astype(np.float64))  # 0/1, or a score in [0, 1] (F1)
             if final:  # every example seen: the exact mode's interval, on the examples in their own order
-                restored = np.empty(n, dtype=bool)
+                restored = np.empty(n, dtype=np.float64)
                 restored[order] = np.concatenate(s.outcomes)
                 diff = restored.astype(np.float64) - base.astype(np.float64)
                 unit_seed = seeds[s.key] if seeds and s.key in seeds else seed + crc32(s.key.encode()) % 10_000

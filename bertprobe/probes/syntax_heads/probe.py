@@ -242,7 +242,8 @@ class SyntaxHeadsProbe(Probe):
     name = "syntax-heads"
     description = "Heads that track dependency relations, the attention-only parser, head roles (Clark 2019; Voita 2019)"
     requires = frozenset({"attentions", "uniform-heads", "data:words", "data:layer:head", "data:layer:deprel"})
-    tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification"})
+    tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification",
+                       "question-answering"})
     metrics = {
         "accuracy_*": "one relation: share of dependents whose best head's most-attended word is the gold head",
         "baseline_*": "one relation: the best fixed-offset baseline's accuracy",
