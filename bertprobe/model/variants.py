@@ -112,8 +112,7 @@ def _pruned(base: Target, share: float, data: Any, notes: list[str], say: Any) -
 
     if data is None or not data.examples or any(ex.label is None for ex in data.examples):
         raise TargetError(f"prune_heads needs labelled suite data to rank heads ({base.spec.path}); add a data: section")
-    if "predictions" not in base.task.capabilities or base.task.word_tags or base.task.own_predictions:
-        # a loss over whole examples' rows (a reader's questions span windows: head-pruning ranks those)
+    if "predictions" not in base.task.capabilities or base.task.word_tags:  # a loss over whole examples' rows
         raise TargetError(f"prune_heads ranks heads by the task loss; '{base.task.name}' models have none")
     sites = base.attention_sites()
     say(f"ranking heads of {base.spec.path} on {len(data)} examples for prune_heads: {share:g}")
