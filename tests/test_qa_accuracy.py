@@ -161,6 +161,20 @@ def test_em_and_f1_equal_the_official_script_and_outcomes_back_every_metric(targ
     assert result.value("windows") == 10 and result.value("windowed_questions") == 0
 
 
+def test_one_question_half_right_is_not_surely_below_its_bound(target):
+    """A question word asked once (which), answered with F1 0.4: its bootstrap is the point 0.4, which a default bound of 0.5
+    failed on its interval; the Wilson interval of the sum stands in for any collapsed bootstrap."""
+    from bertprobe.stats import wilson_interval
+
+    cases = [c for c in CASES if c[6] != "which"] + [("w1", "Which game was it?", CTX_A, [("Super Bowl 50 was won by the Denver Broncos", 0)],
+                      "Super Bowl 50 was", 0.5, "which")]
+    result = audit(target, examples_of(cases), answers_of(cases))
+    f1 = official(cases[-1][4], [g for g, _ in cases[-1][3]])[1]
+    assert result.value("questions_which") == 1 and 0 < f1 < 1 and result.value("question_which_f1") == pytest.approx(f1)
+    assert result.metrics["question_which_f1"].ci == pytest.approx(wilson_interval(f1, 1))
+    assert result.metrics["question_which_f1"].ci[0] < f1 < result.metrics["question_which_f1"].ci[1]
+
+
 def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questions(target):
     """A bootstrap of identical values (three wrong answers) collapses to a point; the Wilson interval of the sum
     stands in. Where the values differ, the percentile bootstrap stays."""

@@ -80,14 +80,15 @@ QA_DEFAULTS = (
 
 def _interval(values: Sequence[float], params: Any, seed: int) -> tuple[float, float] | None:
     """The percentile bootstrap interval over questions of the mean of ``values`` (None when intervals are off).
-    Where every value is the same (a few questions, all wrong) the bootstrap collapses to a point; there the
-    Wilson interval of the sum stands in (the values lie in [0, 1], so their variance is at most mean x (1 - mean),
-    the binomial's): a group of three wrong answers is not *surely* below a bound."""
+    Where every value is the same (a few questions, all wrong, or one question) the bootstrap collapses to a point;
+    there the Wilson interval of the sum stands in (the values lie in [0, 1], so their variance is at most
+    mean x (1 - mean), the binomial's): a group of three wrong answers, or one answer half right, is not *surely*
+    below a bound."""
     if not params.bootstrap or not values:
         return None
     low, high = bootstrap_ci(values, params.bootstrap, params.confidence, seed)
     if low == high:
-        return wilson_interval(round(sum(values)), len(values), params.confidence) if low in (0.0, 1.0) else (low, high)
+        return wilson_interval(sum(values), len(values), params.confidence)  # type: ignore[arg-type]
     return low, high
 
 
@@ -296,9 +297,13 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
     if len(present) > 1:
         weakest = min(present, key=lambda w: result.value(f"question_{w}_f1") or 0.0)
         finding += (f"; weakest question word {weakest} F1 {_percent(result.value(f'question_{weakest}_f1'))} "
-                    f"({int(result.value(f'questions_{weakest}') or 0)} questions)")
+                    f"({_questions(int(result.value(f'questions_{weakest}') or 0))})")
     if long:
         finding += f"; {long} long context{'s' if long != 1 else ''} answered over windows"
     if rebuilt:
         finding += f"; windows rebuilt for {rebuilt} context{'s' if rebuilt != 1 else ''}"
     result.details["key_finding"] = finding
+
+
+def _questions(n: int) -> str:
+    return f"{n} question" if n == 1 else f"{n} questions"
