@@ -5,8 +5,13 @@ with torch fp32 (predictions equal).
 Passes are interleaved: each round runs every build once over the same encoded examples, in a rotated order, so
 that a machine's load drifts over all of them alike; a build's speed is the median of its rounds (with the slowest
 and fastest). ONNX Runtime gets as many threads as torch (``--threads``). The CPU's features are printed first:
-torch's kernel level (``ATEN_CPU_CAPABILITY=avx2`` before the run forces torch's AVX2 path on an AVX-512 machine)
-and the flags that decide int8 speed (AVX-512 VNNI, AVX-VNNI, AMX).
+torch's kernel level and the flags that decide int8 speed (AVX-512 VNNI, AVX-VNNI, AMX).
+
+The AVX2 path on an AVX-512 machine: torch's matmuls run in oneDNN and MKL, which pick their kernels themselves,
+so ``ATEN_CPU_CAPABILITY=avx2`` alone leaves bf16 and int8 on their AVX-512 kernels; all three switches together
+force torch's AVX2 path: ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2``. ONNX
+Runtime has no such switch (its MLAS kernels are chosen by cpuid at run time, limited only at build time), so
+its builds keep this machine's kernels: the script says so where torch's are limited.
 
 Usage: python benchmarks/onnx_builds.py [--limit 872] [--threads 2] [--rounds 5] [--batch-size 32] [--reduce-range]
        [--per-channel]   (needs the [onnx] extra; torchao's build is left out where torchao is not installed)
@@ -75,6 +80,14 @@ def main() -> None:
     import onnxruntime
 
     print(cpu_features())
+    import os
+
+    if os.environ.get("ATEN_CPU_CAPABILITY") and not os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        print("note: ATEN_CPU_CAPABILITY alone leaves oneDNN (bf16, int8 matmuls) on this CPU's own kernels; "
+              "set ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 too")
+    if os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        print(f"torch limited to {os.environ['ONEDNN_MAX_CPU_ISA']}; ONNX Runtime has no such switch: its builds run "
+              "on this CPU's own kernels")
     print(f"threads {args.threads}; torch {torch.__version__}; onnxruntime {onnxruntime.__version__}; "
           f"batch size {args.batch_size}; int8 per_channel={args.per_channel} reduce_range={args.reduce_range}")
     base = sst2_target()

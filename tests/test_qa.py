@@ -484,8 +484,10 @@ def test_the_fixture_answers_agree_with_a_plain_decoding_loop_question_by_questi
 
 
 @needs_fixture
-@pytest.mark.long
+@pytest.mark.reproduction
 def test_the_fixture_reproduces_its_model_card_on_the_whole_held_out_split():
+    """All 2,777 held-out questions: EM/F1 as the model card states them, and every answer equal to the plain
+    decoding loop's from the raw logits, question by question (about 3 minutes on 2 cores)."""
     model, tokenizer = fixture_model()
     data = load_table(DataSpec(path=str(SPLIT)))
     assert len(data) == 2777
@@ -493,7 +495,12 @@ def test_the_fixture_reproduces_its_model_card_on_the_whole_held_out_split():
     got = task.answers(model, data.examples, tokenizer=tokenizer)
     assert sum(a.windows for a in got) == 2900
     out = task.metrics_of(got, data.examples)
-    assert out["exact"] == pytest.approx(58.44, abs=0.3) and out["f1"] == pytest.approx(71.20, abs=0.3)
+    assert out["exact"] == pytest.approx(58.44, abs=0.01) and out["f1"] == pytest.approx(71.20, abs=0.01)
+    plain = plain_answers(model, tokenizer, data.examples)
+    # where the installed tokenizers' windows fall short (0.23.2), bertprobe rebuilt them and the plain loop,
+    # reading the tokenizer's own, cannot see the whole context: those questions are left out of the comparison
+    differ = [(ex.id, a.text, p) for ex, a, p in zip(data.examples, got, plain) if a.text != p and not a.rebuilt]
+    assert differ == []
 
 
 def test_validate_refuses_bad_qa_data_in_one_line_with_exit_2_before_any_weights_load(tmp_path, qa_model):

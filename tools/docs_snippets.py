@@ -38,6 +38,8 @@ BACKDOOR = "../shared/models/minilm-l6-sst2-backdoor-bb"
 SST2 = "../shared/data/sst2/dev.tsv"
 NER_MODEL = "../shared/models/minilm-l6-uner"
 NER_DATA = "../shared/data/uner/en_ewt-ud-test.iob2"
+QA_MODEL = "../shared/models/minilm-l6-squad"
+QA_DATA = "../shared/data/squad/test-split.json"
 
 # name -> the command line (run with bash in the scratch folder)
 SNIPPETS: dict[str, str] = {
@@ -56,11 +58,12 @@ SNIPPETS: dict[str, str] = {
     "ner": f"bertprobe run suites/ner.yaml --model {NER_MODEL} --data {NER_DATA}",
     "multilabel": "bertprobe run suites/multilabel.yaml --model ./tagger --data reviews.jsonl",
     "bf16": f"bertprobe run suites/bf16.yaml --model {NER_MODEL} --data {NER_DATA} --limit 500",
+    "squad": f"bertprobe run suites/squad.yaml --model {QA_MODEL} --data {QA_DATA}",
 }
 
 # The snippets a test reruns and compares with what the docs show (tests/test_docs.py, marked reproduction):
 # a figure in the docs that a run no longer prints fails it.
-CHECKED = ("quickstart", "ner", "multilabel", "bf16")
+CHECKED = ("quickstart", "ner", "multilabel", "bf16", "squad")
 
 
 def _sst2_dev(count: int = 300) -> list[list[str]]:
