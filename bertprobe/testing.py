@@ -87,7 +87,7 @@ def tiny_config(arch: Arch, vocab_size: int, num_labels: int = 2, layers: int = 
                 hidden: int = 32, **extra: Any) -> Any:
     transformers = _transformers()
 
-    common: dict[str, Any] = dict(vocab_size=vocab_size, num_labels=num_labels, max_position_embeddings=128, **extra)
+    common: dict[str, Any] = dict(vocab_size=vocab_size, num_labels=num_labels, **{"max_position_embeddings": 128, **extra})
     if arch == "distilbert":
         return transformers.DistilBertConfig(dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=2 * hidden, **common)
     sizes = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * hidden)
@@ -117,6 +117,11 @@ def save_tiny_model(
 
     directory = Path(directory)
     tokenizer = roberta_tokenizer(words) if arch == "roberta" else bert_tokenizer(words)
+    from bertprobe.tasks import builtin_tasks
+
+    task_class = builtin_tasks().get(task)
+    if task_class.own_predictions:  # a reader's default windows are 384 sub-tokens: as many positions as BERT's
+        config = {"max_position_embeddings": 512, **config}
     cfg = tiny_config(
         arch,
         len(tokenizer),
@@ -125,9 +130,6 @@ def save_tiny_model(
         label2id={name: i for i, name in enumerate(labels)},
         **config,
     )
-    from bertprobe.tasks import builtin_tasks
-
-    task_class = builtin_tasks().get(task)
     for key, value in task_class.config_fields.items():  # what detection reads beyond the head (problem_type)
         setattr(cfg, key, value)
     torch.manual_seed(seed)

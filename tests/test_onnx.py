@@ -131,6 +131,23 @@ def test_int8_build_quantizes_with_onnx_runtime(tiny_clf: Any) -> None:
     assert torch.allclose(build.logits(data), tiny_clf.logits(data), atol=0.1)  # int8: close, not equal
 
 
+def test_a_cached_int8_build_altered_or_replaced_is_rebuilt_and_the_audited_graph_is_named(tiny_clf: Any) -> None:
+    """A cached int8 file is reused only when its manifest (the source's sha256, onnxruntime's version, its own
+    sha256) holds and it is quantized: the fp32 export copied over it is rebuilt, not audited as int8."""
+    import shutil
+
+    from bertprobe.model.onnx import file_sha256, is_quantized
+
+    first, _ = _build(tiny_clf, quantize="int8-dynamic")
+    int8 = first.model.file
+    fp32 = next(int8.parent.glob("model.onnx"))
+    shutil.copyfile(fp32, int8)  # a stale or poisoned cache: the fp32 graph under the int8 name
+    assert not is_quantized(int8)
+    again, notes = _build(tiny_clf, quantize="int8-dynamic")
+    assert again.model.file == int8 and is_quantized(int8)
+    assert any(f"sha256 {file_sha256(int8)[:16]}" in n for n in notes)  # the graph audited, named in the notes
+
+
 def _own_onnx(model_dir: Path, folder: Path) -> Path:
     """The user's own export: a plain torch.onnx.export call, beside the model's config and tokenizer."""
     import shutil

@@ -177,8 +177,10 @@ def test_one_question_half_right_is_not_surely_below_its_bound(target):
 
 def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questions(target):
     """A bootstrap of identical values (three wrong answers) collapses to a point; the Wilson interval of the sum
-    stands in. Where the values differ, the percentile bootstrap stays."""
+    stands in, as it does for every group under SMALL_GROUP questions (where a bootstrap is too narrow); from
+    SMALL_GROUP questions up, the percentile bootstrap."""
     from bertprobe.stats import bootstrap_ci, wilson_interval
+    from bertprobe.tasks.qa_accuracy import SMALL_GROUP
 
     cases = CASES + [(f"w{k}", "When did it end?", CTX_A, [("24-10", 76)], "Santa Clara", 0.5, "when") for k in range(2)]
     result = audit(target, examples_of(cases), answers_of(cases))
@@ -187,7 +189,12 @@ def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questio
     assert result.metrics["question_when_exact_match"].ci == pytest.approx(wilson_interval(0, 3))
     assert result.metrics["question_when_f1"].ci[1] > 0.5  # so the default bound does not fail it
     which = [official(c[4], [g for g, _ in c[3]])[1] for c in cases if c[6] == "what"]
-    assert result.metrics["question_what_f1"].ci == pytest.approx(bootstrap_ci(which, 1000, 0.95, 7))
+    assert result.metrics["question_what_f1"].ci == pytest.approx(wilson_interval(sum(which), len(which)))
+    overall = [official(c[4], [g for g, _ in c[3]])[1] for c in cases]
+    big = [(f"{c[0]}-{k}", *c[1:]) for k in range(3) for c in cases]  # 36 questions: the bootstrap from here up
+    assert len(big) >= SMALL_GROUP > len(cases)
+    many = audit(target, examples_of(big), answers_of(big))
+    assert many.metrics["f1"].ci == pytest.approx(bootstrap_ci([f for _ in range(3) for f in overall], 1000, 0.95, 7))
     from bertprobe.results.policy import judge
 
     judge(result, [], (), AccuracyProbe.defaults, AccuracyProbe.key_metric_patterns())  # as the harness does

@@ -66,7 +66,10 @@ def test_ece_and_brier_equal_an_independent_computation_from_the_confidences_and
     assert result.value("overconfident_error_rate") == pytest.approx(sum(c >= 0.9 for c in wrong) / len(wrong))
     outcomes_by_name = {o.name: o for o in result.outcomes}
     assert outcomes_by_name["em"].values == em and outcomes_by_name["brier"].kind == "score"
-    assert result.metrics["brier"].outcome == "brier" and result.metrics["f1"].outcome == "f1"
+    assert result.metrics["brier"].outcome == "brier"
+    # EM and F1 are shown beside the curve but gated (and paired in a matrix) by accuracy alone
+    assert result.metrics["f1"].outcome is None and result.metrics["f1"].higher_is_better is None
+    assert result.metrics["exact_match"].outcome is None and result.metrics["exact_match"].higher_is_better is None
     # the findings: the most confident wrong answers first
     shown = [f.score for f in result.findings]
     assert shown == sorted(wrong, reverse=True)[:5]

@@ -302,6 +302,9 @@ CASES = {
         lambda t: squad_file(t, [{"id": "q1", "question": "Who?", "answers": []}]),
         "question q1 of {path}: no answer, and the question is not marked is_impossible (SQuAD 2.0); give its "
         "answers or set is_impossible: true"),
+    "is_impossible as a string": (
+        lambda t: squad_file(t, [{**qa("q1"), "is_impossible": "false"}]),
+        "question q1 of {path}: is_impossible must be true or false (a JSON boolean), not 'false'"),
     "bad json line": (
         lambda t: write(t / "dev.jsonl", '{"id": "q1", "question": "Who?", "context": "a dog",\n'),
         "line 1 of '{path}': not valid JSON (Expecting property name enclosed in double quotes at column 53); a "
@@ -404,6 +407,20 @@ def test_a_bad_setting_is_one_line_exit_2_from_validate(tmp_path, models, how, e
     result = invoke("validate", str(suite), *how)
     assert result.exit_code == 2 and len(errors_of(result)) == 1, result.output
     assert errors_of(result)[0].endswith(expected), result.output
+
+
+def test_max_length_beyond_the_models_positions_is_refused_before_weights_load(tmp_path, models):
+    import json as _json
+
+    positions = _json.loads((models["qa"] / "config.json").read_text())["max_position_embeddings"]
+    data = write_forms(tmp_path, questions(6))["rows.jsonl"]
+    suite = suite_file(tmp_path, models["qa"], data)
+    result = invoke("validate", str(suite), "--set", f"model.options.max_length={positions + 1}",
+                    "--set", "model.options.stride=16")
+    assert result.exit_code == 2 and len(errors_of(result)) == 1, result.output
+    assert errors_of(result)[0].endswith(f"model.options.max_length {positions + 1} is more than the model's {positions} "
+                                         f"positions (max_position_embeddings); set model.options.max_length to at most "
+                                         f"{positions}"), result.output
 
 
 def test_settings_reach_the_task_from_a_suite_and_from_the_command_line(tmp_path, models):

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Extractive QA on a GPU (issue #53), in one call of the device tool, staged by `benchmarks/gpu/stage.sh squad`:
 #   run(command="bash benchmarks/gpu/qa.sh", carry=[".device"])
-# suites/squad.yaml on the fixture's whole held-out split (2,777 questions) on CUDA in fp32, then suites/bf16.yaml
+# suites/squad.yaml on the fixture's whole held-out split (2,777 questions) on CUDA (dtype auto: the checkpoint's
+# stored dtype, fp16 for the fixture), then suites/bf16.yaml
 # (fp32 against bf16, paired question by question) on CUDA, then the CPU figures' cross-check: EM/F1 must equal
-# the CPU's 58.44 / 71.20 in fp32. Writes $OUT/gpu-qa.log (each step's output and time) and $OUT/qa-reports.tgz
+# the CPU's 58.44 / 71.20 in the matrix's fp32 model. Writes $OUT/gpu-qa.log (each step's output and time) and $OUT/qa-reports.tgz
 # (report.json and report.md of each run). DEVICE=cpu LIMIT=40 runs the same steps, shortened, as a smoke test.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +31,7 @@ PY
 common=(--model "$BERTPROBE_QA_MODEL" --data "$BERTPROBE_QA_DATA" --device "$device" --limit "$limit" --out "$reports"
         --set "report.formats=[json,markdown]")
 export BERTPROBE_NO_PROGRESS=1
-step squad_fp32 "$py" -m bertprobe run suites/squad.yaml "${common[@]}"
+step squad_auto_dtype "$py" -m bertprobe run suites/squad.yaml "${common[@]}"
 step bf16_matrix "$py" -m bertprobe run suites/bf16.yaml "${common[@]}"
 "$py" - "$reports" <<'PY' 2>&1 | tee -a "$log"
 import json, pathlib, sys

@@ -204,7 +204,11 @@ def read_squad_json(path: Path, data: Any) -> Dataset:
                 if not isinstance(qa, dict):
                     found.problem(f"{where}: a question must be a JSON object with id, question and answers")
                     continue
-                impossible = bool(qa.get("is_impossible", False))
+                impossible = qa.get("is_impossible", False)
+                if not isinstance(impossible, bool):  # "false" as a string would read as true
+                    found.problem(f"{where}: is_impossible must be true or false (a JSON boolean), not "
+                                  f"{impossible!r}")
+                    continue
                 answers = qa.get("answers")
                 label: tuple[tuple[str, int], ...] | None = None
                 if answers is not None and not isinstance(answers, list):

@@ -192,7 +192,7 @@ def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     task = resolve_task(config, spec.task, tasks, task_options(spec))
     check_tokenizer_files(folder)
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:
         raise TargetError(f"cannot load the tokenizer in '{folder}': {first_line(exc, type(exc).__name__)}") from None
     model = OnnxModel(file, config, resolve_device(spec.device))

@@ -114,6 +114,9 @@ class OnnxModel:
         outputs = self.session.run(self.output_names, feeds)
         named = {n: torch.from_numpy(o) for n, o in zip(self.output_names, outputs)}
         named.setdefault("logits", torch.from_numpy(outputs[0]))
+        if len(outputs) >= 2 and not {"start_logits", "end_logits"} & set(named):  # a reader's graph, outputs
+            named.setdefault("start_logits", torch.from_numpy(outputs[0]))  # named otherwise: start, end in order
+            named.setdefault("end_logits", torch.from_numpy(outputs[1]))
         return SimpleNamespace(**named)
 
     def eval(self) -> OnnxModel:
@@ -218,7 +221,8 @@ def onnx_variant(base: Target, model: Any, spec: ModelSpec, data: Any = None, sa
     twin = None if isinstance(base, OnnxTarget) else model  # the PyTorch weights exported: input gradients
     target = OnnxTarget(spec=spec, model=onnx_model, tokenizer=base.tokenizer, task=task, device=onnx_model.device,
                         dtype=torch.float32, quantized=quantized, encode_cache=base.encode_cache, gradient_model=twin)
-    notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(onnx_model.session.get_providers())})")
+    notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(onnx_model.session.get_providers())}); "
+                 f"the graph audited: {file.name}, sha256 {file_sha256(file)[:16]}")
     notes += [onnx_model.note] if onnx_model.note else []
     return target, notes
 
@@ -320,7 +324,7 @@ def _export(target: Target, model: Any, rows: list[Any], file: Path) -> None:
         axes[n] = {0: "batch", **{i: ("choices" if mc else "sequence") for i in range(1, len(shape))
                                   if shape[i] == (batch["input_ids"].shape[1] if mc else width)}}
     file.parent.mkdir(parents=True, exist_ok=True)
-    partial = file.with_suffix(".onnx.partial")
+    partial = _partial(file)
 
     class Wrapped(torch.nn.Module):  # positional inputs in INPUTS order, outputs as a tuple
         def __init__(self) -> None:
@@ -343,6 +347,16 @@ def _export(target: Target, model: Any, rows: list[Any], file: Path) -> None:
     partial.replace(file)
 
 
+def _partial(file: Path) -> Path:
+    """A scratch file beside ``file``, its own for this process (two runs exporting the same weights at once
+    each write their own, and the last replace wins whole)."""
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix=f".{file.stem}.", suffix=".partial.onnx", dir=file.parent)
+    os.close(handle)
+    return Path(name)
+
+
 def quantize_cached(file: Path, per_channel: bool, reduce_range: bool) -> Path:
     """``file`` quantized with ONNX Runtime's dynamic quantization (QInt8 weights), kept beside it."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -352,9 +366,18 @@ def quantize_cached(file: Path, per_channel: bool, reduce_range: bool) -> Path:
         out = file.with_name(name)
     else:  # a user's file: under the cache, by the file's hash
         out = cache_dir() / "int8" / hashlib.sha256(file.read_bytes()).hexdigest()[:24] / name
+    import onnxruntime
+
+    manifest = out.with_name(out.name + ".manifest")
+    expected = f"source {file_sha256(file)} onnxruntime {onnxruntime.__version__}"
+    if out.is_file():  # reused only when it is the quantization of this very file by this onnxruntime, unaltered
+        recorded = manifest.read_text(encoding="utf-8").splitlines() if manifest.is_file() else []
+        if recorded != [expected, f"output {file_sha256(out)}"] or not is_quantized(out):
+            out.unlink()
+            manifest.unlink(missing_ok=True)
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_suffix(".partial.onnx")
+        partial = _partial(out)
         try:
             with _quiet_root():  # quantize_dynamic logs advice on the root logger
                 quantize_dynamic(str(file), str(partial), weight_type=QuantType.QInt8, per_channel=per_channel,
@@ -364,7 +387,17 @@ def quantize_cached(file: Path, per_channel: bool, reduce_range: bool) -> Path:
             raise TargetError(f"cannot quantize '{file}' with ONNX Runtime: {type(exc).__name__}: "
                               f"{first_line(exc, type(exc).__name__)}") from None
         partial.replace(out)
+        manifest.write_text(f"{expected}\noutput {file_sha256(out)}\n", encoding="utf-8")
     return out
+
+
+def file_sha256(file: Path) -> str:
+    """sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager

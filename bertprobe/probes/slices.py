@@ -329,8 +329,9 @@ class SlicesProbe(Probe):
         ids = example_ids(data.examples)
         result.outcomes += [Outcomes.from_values(s.outcome, ids, s.values, s.kind) for s in own.scores]
         for score in own.scores:
-            result.add_metric(score.name, overall[score.name], True, f"{score.description}, on all the data",
-                              outcome=score.outcome)
+            # the baseline of the slices, shown beside them; the probe that owns the score gates it (no direction,
+            # no outcome: a matrix pairs it there once)
+            result.add_metric(score.name, overall[score.name], None, f"{score.description}, on all the data")
         flagged = [r for r in rows if r["flagged"]]
         judged = [r for r in rows if r["size"] >= params.min_size]
         name = primary.name

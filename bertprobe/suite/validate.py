@@ -277,7 +277,8 @@ def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = N
     config = _config(model) if config is None else config
     if config is None:
         return None
-    fields = {k: config.get(k) for k in ("architectures", "problem_type", "id2label", "num_labels") if k in config}
+    fields = {k: config.get(k) for k in ("architectures", "problem_type", "id2label", "num_labels",
+                                         "max_position_embeddings") if k in config}
     return resolve_task(SimpleNamespace(**fields), model.task, plugins.tasks, task_options(model))
 
 

@@ -78,14 +78,20 @@ QA_DEFAULTS = (
 )
 
 
+SMALL_GROUP = 30  # below this many questions a group's interval is Wilson's of the sum, never a bootstrap's
+
+
 def _interval(values: Sequence[float], params: Any, seed: int) -> tuple[float, float] | None:
-    """The percentile bootstrap interval over questions of the mean of ``values`` (None when intervals are off).
-    Where every value is the same (a few questions, all wrong, or one question) the bootstrap collapses to a point;
-    there the Wilson interval of the sum stands in (the values lie in [0, 1], so their variance is at most
-    mean x (1 - mean), the binomial's): a group of three wrong answers, or one answer half right, is not *surely*
-    below a bound."""
+    """The interval over questions of the mean of ``values`` (None when intervals are off): the percentile bootstrap
+    from ``SMALL_GROUP`` questions up; below, and wherever the bootstrap collapses to a point, the Wilson interval of
+    the sum (the values lie in [0, 1], so their variance is at most mean x (1 - mean), the binomial's). On a handful
+    of questions a bootstrap is too narrow and not monotone (three answers F1 0.1, 0.2, 0 gave [0, 0.20] where three
+    wrong ones gave Wilson's [0, 0.56]); Wilson's widens as the group shrinks and rises with the sum, so a better
+    group never fails a bound a worse one of its size passes."""
     if not params.bootstrap or not values:
         return None
+    if len(values) < SMALL_GROUP:
+        return wilson_interval(sum(values), len(values), params.confidence)  # type: ignore[arg-type]
     low, high = bootstrap_ci(values, params.bootstrap, params.confidence, seed)
     if low == high:
         return wilson_interval(sum(values), len(values), params.confidence)  # type: ignore[arg-type]
@@ -290,7 +296,7 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
     finding = f"EM {_percent(result.value('exact_match'))}, F1 {_percent(overall.value)}"
     if overall.ci:
         finding += f" [{_percent(overall.ci[0])}, {_percent(overall.ci[1])}]"
-    finding += f" on {len(examples)} questions"
+    finding += f" on {_questions(len(examples))}"
     if split:
         finding += (f" (has answer F1 {_percent(result.value('has_answer_f1'))}, no answer "
                     f"EM {_percent(result.value('no_answer_exact_match'))})")

@@ -78,7 +78,22 @@ class QuestionAnswering(Task):
 
     @classmethod
     def bind(cls, config: Any, options: Mapping[str, Any] | None = None) -> Task:
-        return cls(settings=qa_settings(options))
+        """The settings of ``options`` over DEFAULTS; a model of fewer positions than the default window
+        (``max_position_embeddings`` < 384) reads windows of its positions (and a stride under them) unless
+        the suite sets them, and a window longer than its positions is refused."""
+        given = {k for k, v in (options or {}).items() if v is not None}
+        positions = getattr(config, "max_position_embeddings", None)
+        fitted = dict(options or {})
+        if isinstance(positions, int) and positions < DEFAULTS["max_length"] and "max_length" not in given:
+            fitted["max_length"] = positions
+            if "stride" not in given and DEFAULTS["stride"] >= positions:
+                fitted["stride"] = positions // 2
+        settings = qa_settings(fitted)
+        if isinstance(positions, int) and settings["max_length"] > positions:
+            raise DataError(f"model.options.max_length {settings['max_length']} is more than the model's "
+                            f"{positions} positions (max_position_embeddings); set model.options.max_length to at "
+                            f"most {positions}")
+        return cls(settings=settings)
 
     # ---- data ----------------------------------------------------------------------------------
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
