@@ -78,7 +78,7 @@ QA_DEFAULTS = (
 )
 
 
-def _interval(values: Sequence[float], params: Any, seed: int) -> tuple[float, float] | None:
+def mean_interval(values: Sequence[float], params: Any, seed: int) -> tuple[float, float] | None:
     """The percentile bootstrap interval over questions of the mean of ``values`` (None when intervals are off).
     Where every value is the same (a few questions, all wrong, or one question) the bootstrap collapses to a point;
     there the Wilson interval of the sum stands in (the values lie in [0, 1], so their variance is at most
@@ -107,10 +107,10 @@ def _add_pair(result: ProbeResult, prefix: str, suffix: str, picked: list[int], 
                         Outcomes.from_values(f"f1{tag}", chosen, f, "score")]
     result.add_metric(f"{prefix}exact_match{suffix}", _mean(e), True,
                       f"exact match on {what} (SQuAD v1.1 normalisation; bootstrap interval over questions)",
-                      _interval(e, params, seed), outcome=f"em{tag}")
+                      mean_interval(e, params, seed), outcome=f"em{tag}")
     result.add_metric(f"{prefix}f1{suffix}", _mean(f), True,
                       f"token F1 on {what}, the mean over questions of each one's best F1 against its gold answers",
-                      _interval(f, params, seed), outcome=f"f1{tag}")
+                      mean_interval(f, params, seed), outcome=f"f1{tag}")
 
 
 def _throughput(result: ProbeResult, task: Any, target: Any, data: Dataset, params: Any, seconds: float) -> None:

@@ -44,7 +44,7 @@ from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import paired_bootstrap_diff, paired_bootstrap_statistic, wilson_interval
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.qa_accuracy import _interval, answer_marks, excerpt
+from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
 from bertprobe.tasks.qa_slices import sentences
 from bertprobe.tasks.spans import Answer
 
@@ -182,7 +182,7 @@ class _Audit:
                     kind: str = "score") -> None:
         self.result.outcomes.append(Outcomes.from_values(name, ids, values, kind))  # type: ignore[arg-type]
         self.result.add_metric(name, float(np.mean(values)) if values else None, higher, what,
-                               _interval(values, self.params, self.ctx.seed), outcome=name)
+                               mean_interval(values, self.params, self.ctx.seed), outcome=name)
 
     def drop_metric(self, name: str, full: list[float], partial: list[float], ids: list[str], what: str,
                     higher: bool | None = None) -> None:
