@@ -234,6 +234,20 @@ def test_a_run_on_a_tiny_reader_equals_a_plain_decoding_of_the_partial_inputs(tm
     assert "Kaushik" in (run_dir / "report.html").read_text()  # the papers head the section
 
 
+def test_validate_admits_the_probe_on_a_reader_and_refuses_an_unknown_mode_in_one_line(tmp_path, reader):
+    data = squad_file(tmp_path / "dev.json", make_cases(3))
+    for params, code in (("{question_removed: [question-word]}", 0), ("{question_removed: [nothing]}", 2)):
+        suite = tmp_path / "v.yaml"
+        suite.write_text(f"suite: v\nmodel: {{path: '{reader}', device: cpu}}\ndata: {{path: '{data}'}}\n"
+                         f"probes:\n  - probe: spurious-cues\n    params: {params}\n"
+                         "    expect: {f1_question_word: {max: 0.3}, first_sentence_excess: {max: 0.1}}\n",
+                         encoding="utf-8")
+        result = CliRunner().invoke(main, ["validate", str(suite)])
+        assert result.exit_code == code, result.output
+    assert "question_removed: 'nothing' unknown; use any of empty, question-word" in result.output
+    assert "Traceback" not in result.output
+
+
 # ---- the fixture ----------------------------------------------------------------------------------------
 
 FIXTURE = SHARED / "models" / "minilm-l6-squad"
