@@ -234,6 +234,27 @@ def test_a_run_on_a_tiny_reader_equals_a_plain_decoding_of_the_partial_inputs(tm
     assert "Kaushik" in (run_dir / "report.html").read_text()  # the papers head the section
 
 
+def test_on_squad2_data_the_moved_answers_abstain_as_the_full_ones_do(reader):
+    """With an unanswerable question in the data the null threshold applies to the moved questions too: at a
+    threshold of -1000 every answer abstains, so the moved F1 is 0 where a SQuAD 1.1 decoding would answer."""
+    from bertprobe.data.dataset import Dataset, Example
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probe import ProbeContext
+
+    cases = [c for c in make_cases(12, seed=4) if c["moved"]]
+    examples = [Example(c["question"], c["context"], ((c["answer"], c["start"]),), id=c["id"]) for c in cases]
+    target = load_target(ModelSpec(path=str(reader), device="cpu", options={"null_threshold": -1000.0}))
+    params = CueParams(bootstrap=0, question_removed=())
+    plain_v1 = SpuriousCuesProbe().run(target, Dataset(examples, "v1"), params, ProbeContext(seed=0))
+    with_none = examples + [Example("who is the dog ?", cases[0]["context"], (), id="none")]
+    v2 = SpuriousCuesProbe().run(target, Dataset(with_none, "v2"), params, ProbeContext(seed=0))
+    assert v2.value("questions_moved") == len(cases) and v2.value("questions_not_moved") == 1
+    assert plain_v1.value("f1_sentence_moved") > 0  # SQuAD 1.1: never abstains
+    assert v2.value("f1_full") == 1 / len(with_none)  # only the unanswerable question is right
+    assert v2.value("f1_sentence_moved") == 0.0 and v2.value("f1_full_moved_questions") == 0.0
+
+
 def test_validate_admits_the_probe_on_a_reader_and_refuses_an_unknown_mode_in_one_line(tmp_path, reader):
     data = squad_file(tmp_path / "dev.json", make_cases(3))
     for params, code in (("{question_removed: [question-word]}", 0), ("{question_removed: [nothing]}", 2)):

@@ -240,7 +240,16 @@ class _Audit:
         if not rows:
             self.result.details["sentence_moved"] = "no question has its answer in a sentence before the last"
             return
-        got = self.answers(moved)
+        # answered with the rest of the data (unchanged), so that SQuAD 2.0's null threshold applies as it does to
+        # the full inputs (the task applies it when the examples it answers hold unanswerable questions)
+        if any(ex.label == () for ex in self.examples):
+            swapped = list(self.examples)
+            for i, ex in zip(rows, moved):
+                swapped[i] = ex
+            every = self.answers(swapped)
+            got = [every[i] for i in rows]
+        else:
+            got = self.answers(moved)
         em, f1 = self.scores(got, moved)
         ids = [self.ids[i] for i in rows]
         full = [self.f1[i] for i in rows]
