@@ -16,6 +16,7 @@ from bertprobe.probes.spurious_cues.probe import CueParams, SpuriousCuesProbe
 from bertprobe.probes.spurious_cues.stats import choice_cues, choice_grams, label_cues, top_cues, words
 from bertprobe.results.report import Expectation
 from bertprobe.stats import wilson_interval
+from bertprobe.tasks.base import Task
 
 HEADER = "#id\twarrant0\twarrant1\tcorrectLabelW0orW1\treason\tclaim\tdebateTitle\tdebateInfo\n"
 
@@ -94,6 +95,7 @@ class RuleTarget:
     rule: str
     label_names: list[str]
     tokenizer: object = None
+    task: Task = Task()  # no task audit of its own: the probe's cue statistics
 
     def predict(self, examples, batch_size=None):
         if self.rule == "not":  # pick the choice with 'not' in it, else the first

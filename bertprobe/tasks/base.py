@@ -165,6 +165,12 @@ class Task:
         """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
         return False
 
+    def audit_cues(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """The spurious-cues probe's audit in this task's terms: partial inputs and priors where the task's inputs
+        are no classified text (a reader: the question removed, the answer moved; False: the probe's cue
+        statistics over classes)."""
+        return False
+
     def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
         """The slices probe's units when this task's examples are scored, not classified: a ``tasks.slicing.
         SliceScores`` (per-example scores and the task's built-in slices); None leaves the probe's class slices."""

@@ -81,7 +81,7 @@ QA_DEFAULTS = (
 SMALL_GROUP = 30  # below this many questions a group's interval is Wilson's of the sum, never a bootstrap's
 
 
-def _interval(values: Sequence[float], params: Any, seed: int) -> tuple[float, float] | None:
+def mean_interval(values: Sequence[float], params: Any, seed: int) -> tuple[float, float] | None:
     """The interval over questions of the mean of ``values`` (None when intervals are off): the percentile bootstrap
     from ``SMALL_GROUP`` questions up; below, and wherever the bootstrap collapses to a point, the Wilson interval of
     the sum (the values lie in [0, 1], so their variance is at most mean x (1 - mean), the binomial's). On a handful
@@ -113,10 +113,10 @@ def _add_pair(result: ProbeResult, prefix: str, suffix: str, picked: list[int], 
                         Outcomes.from_values(f"f1{tag}", chosen, f, "score")]
     result.add_metric(f"{prefix}exact_match{suffix}", _mean(e), True,
                       f"exact match on {what} (SQuAD v1.1 normalisation; bootstrap interval over questions)",
-                      _interval(e, params, seed), outcome=f"em{tag}")
+                      mean_interval(e, params, seed), outcome=f"em{tag}")
     result.add_metric(f"{prefix}f1{suffix}", _mean(f), True,
                       f"token F1 on {what}, the mean over questions of each one's best F1 against its gold answers",
-                      _interval(f, params, seed), outcome=f"f1{tag}")
+                      mean_interval(f, params, seed), outcome=f"f1{tag}")
 
 
 def _throughput(result: ProbeResult, task: Any, target: Any, data: Dataset, params: Any, seconds: float) -> None:

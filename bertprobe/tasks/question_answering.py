@@ -195,6 +195,14 @@ class QuestionAnswering(Task):
 
         return qa_calibration.audit(self, result, target, data, params, ctx)
 
+    def audit_cues(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
+        """Partial inputs for a reader: F1 with the question removed or reduced to its question word, with the
+        answer's sentence moved to the end, and the answer-position prior (``tasks.qa_partial``)."""
+        from bertprobe.tasks import qa_partial
+
+        qa_partial.audit(self, result, target, data, params, ctx)
+        return True
+
     def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
         """Per question F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""
         from bertprobe.tasks import qa_slices

@@ -17,6 +17,13 @@ chance (mean 0.504). The probe has three parts:
 Every accuracy and the cue-flip rate carry a Wilson 95% interval (a suite may judge them with
 ``interval: true``) and per-example outcomes, so that ``compare`` pairs two models on the same items.
 
+On an extractive QA reader the task audits instead (``Task.audit_cues``; ``bertprobe.tasks.qa_partial``): the
+partial-input tests of Kaushik & Lipton 2018 ("How Much Reading Does Reading Comprehension Require?", EMNLP)
+and the position bias of Ko et al. 2020 ("Look at the First Sentence: Position Bias in Question Answering",
+EMNLP): F1 with the question removed or reduced to its question word, F1 with the answer's sentence moved to the
+end of the context, and where the predicted answers lie against the gold's, each with its interval; the cue
+statistics, which count words per class, do not apply to spans.
+
 Deviations: Niven & Kao *trained* separate models on partial inputs; we score the given fine-tuned
 model with fields removed, which audits that model rather than the dataset. Cues are ranked by
 productivity above chance times coverage (``rank: excess``) so that frequent chance-level tokens do
@@ -44,6 +51,7 @@ from bertprobe.probes.spurious_cues.stats import (
 )
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import example_ids
+from bertprobe.tasks.qa_partial import QA_CUE_DIRECTIONS, QA_CUE_METRICS, QUESTION_MODES
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,10 @@ class CueParams:
     cue_tokens: int = 1  # top cue words of a class inserted by the cue-flip test
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
     findings: int = 10  # flipped examples shown in the report
+    question_removed: tuple[str, ...] = QUESTION_MODES  # readers: empty (no question), question-word ("When?")
+    position_bins: int = 10  # readers: bins of the answer-position histogram (relative position in the context)
+    bootstrap: int = 1000  # readers: bootstrap resamples of the F1 intervals (0 leaves them out)
+    confidence: float = 0.95  # readers: level of the intervals
 
     def __post_init__(self) -> None:
         if not self.ngrams or any(n < 1 for n in self.ngrams):
@@ -68,6 +80,16 @@ class CueParams:
             raise ValueError("top and cue_tokens must be at least 1")
         if self.smoothing < 0:
             raise ValueError("smoothing must be >= 0")
+        unknown = [m for m in self.question_removed if m not in QUESTION_MODES]
+        if unknown:
+            raise ValueError(f"question_removed: {', '.join(map(repr, unknown))} unknown; use any of "
+                             f"{', '.join(QUESTION_MODES)} (or [] for none)")
+        if self.position_bins < 2:
+            raise ValueError("position_bins must be at least 2")
+        if self.bootstrap < 0 or self.findings < 0:
+            raise ValueError("bootstrap and findings must be >= 0")
+        if not 0 < self.confidence < 1:
+            raise ValueError("confidence must lie strictly between 0 and 1")
 
 
 def add_accuracy(result: ProbeResult, name: str, target: Target, examples: list[Example], batch_size: int | None,
@@ -90,7 +112,7 @@ class SpuriousCuesProbe(Probe):
     name = "spurious-cues"
     description = "Cue productivity/coverage, partial-input accuracy and counterfactuals (Niven & Kao 2019)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice"})
+    tasks = frozenset({"classification", "multiple-choice", "question-answering"})
     metrics = {
         "cue_productivity_top": "productivity of the top cue: how often it sits with the label it predicts",
         "cue_coverage_top": "coverage of the top cue: share of data points it applies to",
@@ -106,15 +128,23 @@ class SpuriousCuesProbe(Probe):
         "cue_flip_rate": "share of correctly predicted examples whose prediction flips when another class's cue is inserted",
         "cue_productivity_top_literal": "the top cue's productivity, literal tokens only",
         "cue_coverage_top_literal": "the top cue's coverage, literal tokens only",
+        **QA_CUE_METRICS,
     }
     Params = CueParams
-    key_metrics = ("accuracy_full", "accuracy_adversarial", "accuracy_cues_masked", "cue_flip_rate")  # descriptive
-    paper = "Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL)"
-    metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False}
+    key_metrics = ("accuracy_full", "accuracy_adversarial", "accuracy_cues_masked", "cue_flip_rate",  # descriptive
+                   "f1_question_*", "f1_drop_sentence_moved", "first_sentence_excess")
+    paper = ("Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL); readers: "
+             "Kaushik, Lipton 2018. How Much Reading Does Reading Comprehension Require? (EMNLP); Ko et al. 2020. "
+             "Look at the First Sentence: Position Bias in Question Answering (EMNLP)")
+    metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False,
+                         **QA_CUE_DIRECTIONS}
     path_params = ("statistics_path", "adversarial_path")
 
     def run(self, target: Target, data: Dataset | None, params: CueParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
+        result = ProbeResult(probe=self.name)
+        if target.task.audit_cues(result, target, data, params, ctx):  # a reader: partial inputs over spans
+            return result
         stats_data = data
         if params.statistics_path:
             if ctx.load_data is None:
@@ -123,7 +153,6 @@ class SpuriousCuesProbe(Probe):
         choice = _is_choice(data)
         if choice != _is_choice(stats_data):
             raise ProbeError("statistics data and probe data must both be multiple choice or both classification")
-        result = ProbeResult(probe=self.name)
         cues, chance, n_labels = self._statistics(result, stats_data, params, choice, target)
         best = top_cues(cues, chance, params.top, params.min_applicability, params.rank)
         if not best:
