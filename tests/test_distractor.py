@@ -144,6 +144,7 @@ def test_the_probe_scores_original_and_adversarial_answers_as_an_independent_com
     assert m["coverage"].value == pytest.approx(5 / 6) and m["uncovered"].value == 1
     assert result.details["uncovered"] == {"question word: why": 1}
     assert m["questions_who"].value == 1 and "question_when_f1_drop" in m
+    assert "control_f1" not in m  # control: false by default
     for f in result.findings:
         context = f.extra["columns"]["context"]
         marked = {label: context[s:e] for s, e, label in f.extra["marks"]["context"]}
@@ -184,9 +185,27 @@ def test_on_the_fixture_the_distractor_lowers_f1_significantly():
     examples = read_squad_json(path, json.loads(path.read_text("utf-8"))).examples[::18][:150]  # spread over articles
     assert len(examples) == 150
     target_ = load_target(ModelSpec(path=str(SHARED / "models" / "minilm-l6-squad"), device="cpu"))
-    result = DistractorProbe().run(target_, Dataset(examples, "fixture"), DistractorParams(bootstrap=1000),
+    result = DistractorProbe().run(target_, Dataset(examples, "fixture"), DistractorParams(bootstrap=1000, control=True),
                                    ProbeContext(seed=0))
     drop = result.metrics["f1_drop"]
-    print("fixture:", result.details["key_finding"], drop.ci, result.details["uncovered"])
+    print("fixture:", result.details["key_finding"], drop.ci, result.details["uncovered"],
+          result.metrics["control_f1_drop"].ci, result.metrics["mimicry_f1_drop"].ci)
     assert drop.ci[0] > 0  # significantly lower F1 with the distractor (paired bootstrap interval)
     assert result.metrics["covered"].value >= 50
+
+
+def test_the_control_inserts_another_questions_sentence_and_splits_the_drop(target):  # noqa: F811
+    examples = rows_examples()
+    params = DistractorParams(bootstrap=100, control=True)
+    result = DistractorProbe().run(target, Dataset(examples, "rows"), params, ProbeContext(seed=5))
+    made = [(ex, build(ex.text, [ex.label[0][0]], LEX, random.Random(f"5:{ex.id}"))) for ex in examples]
+    made = [(ex, d) for ex, d in made if isinstance(d, Distractor)]
+    n = len(made)
+    control = [Example(ex.text, f"{ex.text_pair} {made[(k + n // 2) % n][1].sentence}", ex.label, id=ex.id)
+               for k, (ex, _) in enumerate(made)]  # half the list away (no sentence here holds another's gold)
+    f1_control = [score(a.text, [ex.label[0][0]])[1] for a, ex in zip(target.task.answers(target, control), control)]
+    m = result.metrics
+    assert m["control_f1"].value == pytest.approx(np.mean(f1_control))
+    assert m["control_f1_drop"].value == pytest.approx(m["original_f1"].value - np.mean(f1_control))
+    assert m["mimicry_f1_drop"].value == pytest.approx(np.mean(f1_control) - m["adversarial_f1"].value)
+    assert m["control_f1_drop"].value + m["mimicry_f1_drop"].value == pytest.approx(m["f1_drop"].value)

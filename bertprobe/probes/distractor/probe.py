@@ -41,20 +41,24 @@ from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, paired_bootstrap_diff, wilson_interval
 from bertprobe.tasks.qa_accuracy import answer_marks, excerpt
-from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word
+from bertprobe.tasks.squad_metrics import QUESTION_WORDS, normalize_answer, question_word
 
 
 @dataclass(frozen=True)
 class DistractorParams:
     """``position``: where the distractor goes, at the ``end`` of the context (AddOneSent's default) or its
     ``start``. ``bootstrap``: resamples of the intervals (0: none). ``confidence``: their level. ``findings``:
-    questions shown with the distractor and both answers marked. ``batch_size``: windows per forward pass."""
+    questions shown with the distractor and both answers marked. ``batch_size``: windows per forward pass.
+    ``control``: also insert, in the same place, the distractor built for *another* question (a sentence of the
+    same kind that does not mimic this question) and report the F1 lost to it, so the drop splits into what any
+    added sentence costs and what the mimicry costs (one more pass over the covered questions)."""
 
     position: Literal["end", "start"] = "end"
     bootstrap: int = 1000
     confidence: float = 0.95
     findings: int = 5
     batch_size: int | None = None
+    control: bool = False
 
     def __post_init__(self) -> None:
         if self.bootstrap < 0 or self.findings < 0 or not 0 < self.confidence < 1:
@@ -78,6 +82,10 @@ class DistractorProbe(Probe):
         "coverage": "share of the answerable questions the rules turn into a distractor (Wilson interval)",
         "covered": "questions with a distractor",
         "uncovered": "answerable questions the rules do not convert (counted, not guessed)",
+        "control_f1": "control: F1 with another question's distractor inserted instead (control: true)",
+        "control_f1_drop": "control: original minus control F1, paired per question: what any added sentence costs",
+        "mimicry_f1_drop": "control: control minus adversarial F1, paired per question: what the resemblance to the "
+                           "question costs",
         "question_*_f1_drop": "the F1 drop on the covered questions of one question word",
         "question_*_moved_to_distractor": "the share of answers moved into the distractor, per question word",
         "questions_*": "covered questions of one question word",
@@ -85,7 +93,8 @@ class DistractorProbe(Probe):
     metric_directions = {"original_f1": True, "original_exact_match": True, "adversarial_f1": True,
                          "adversarial_exact_match": True, "f1_drop": False, "exact_match_drop": False,
                          "moved_to_distractor": False, "coverage": None, "covered": None, "uncovered": None,
-                         "question_*_f1_drop": False, "question_*_moved_to_distractor": False, "questions_*": None}
+                         "question_*_f1_drop": False, "question_*_moved_to_distractor": False, "questions_*": None,
+                         "control_f1": True, "control_f1_drop": False, "mimicry_f1_drop": False}
     Params = DistractorParams
     defaults = (DefaultExpectation(
         "f1_drop", max=0.1, interval=True,
@@ -138,6 +147,8 @@ class DistractorProbe(Probe):
         picked = [ids[i] for i, _ in made]
         words = [question_word(data.examples[i].text) for i, _ in made]
         self._metrics(result, before, after, moved, picked, words, params, ctx.seed)
+        if params.control:
+            self._control(result, target, data, made, before, after, picked, params, ctx)
         self._coverage(result, len(made), answerable, reasons, params)
         self._findings(result, made, changed, spans, adversarial, original, before, after, params)
         result.details["position"] = params.position
@@ -150,6 +161,9 @@ class DistractorProbe(Probe):
             note += f" (drop {100 * (drop.value or 0):.1f} points [{100 * drop.ci[0]:.1f}, {100 * drop.ci[1]:.1f}])"
         note += (f"; {100 * (result.value('moved_to_distractor') or 0):.0f}% of answers moved into it; rules cover "
                  f"{100 * (result.value('coverage') or 0):.0f}% of {answerable} answerable questions")
+        if params.control:
+            note += (f"; another question's sentence costs {100 * (result.value('control_f1_drop') or 0):.1f} points, "
+                     f"the mimicry {100 * (result.value('mimicry_f1_drop') or 0):.1f}")
         result.details["key_finding"] = note
         return result
 
@@ -200,6 +214,36 @@ class DistractorProbe(Probe):
             {"kind": "table", "title": "F1 without and with the distractor, per question word (shares)",
              "data": {"columns": ["question word", "questions", "F1", "F1 with distractor", "drop",
                                   f"drop {params.confidence:.0%} interval", "moved into distractor"], "rows": rows}})
+
+    @staticmethod
+    def _control(result: ProbeResult, target: Target, data: Dataset, made: list[tuple[int, Distractor]],
+                 before: list[dict[str, float]], after: list[dict[str, float]], ids: list[str],
+                 params: DistractorParams, ctx: ProbeContext) -> None:
+        """F1 with another question's distractor in the same place (half the list away; the next one where that
+        sentence holds a gold answer of this question), and the drop split into control and mimicry."""
+        n = len(made)
+        examples = []
+        for k, (i, _) in enumerate(made):
+            ex = data.examples[i]
+            golds = [f" {normalize_answer(t)} " for t, _ in ex.label or ()]
+            other = next((made[(k + n // 2 + step) % n][1].sentence for step in range(n)
+                          if (k + n // 2 + step) % n != k and not any(
+                              g in f" {normalize_answer(made[(k + n // 2 + step) % n][1].sentence)} " for g in golds)),
+                         None)
+            sentence = other or made[k][1].sentence
+            context, _, _ = insert(ex.text_pair or "", sentence, params.position)
+            examples.append(Example(ex.text, context, moved_golds(ex.label, shift(params.position, sentence)), id=ex.id))
+        control = target.task.outcomes(target.task.answers(target, examples, params.batch_size, ctx.progress), examples)
+        b, c, a = [o["f1"] for o in before], [o["f1"] for o in control], [o["f1"] for o in after]
+        result.outcomes.append(Outcomes.from_values("f1_control", ids, c, "score"))
+        interval = bootstrap_ci(c, params.bootstrap, params.confidence, ctx.seed) if params.bootstrap else None
+        result.add_metric("control_f1", sum(c) / n, True, "F1 with another question's distractor inserted instead",
+                          interval, outcome="f1_control")
+        for name, x, y, what in (("control_f1_drop", b, c, "original minus control F1: any added sentence"),
+                                 ("mimicry_f1_drop", c, a, "control minus adversarial F1: the resemblance")):
+            result.add_metric(name, (sum(x) - sum(y)) / n, False, f"{what}, paired per question",
+                              paired_bootstrap_diff(y, x, params.bootstrap, params.confidence, ctx.seed)
+                              if params.bootstrap else None)
 
     @staticmethod
     def _coverage(result: ProbeResult, covered: int, answerable: int, reasons: Counter[str],
