@@ -26,6 +26,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.run.reports",
     "bertprobe.probes.accuracy",
     "bertprobe.probes.universal_trigger",
+    "bertprobe.probes.distractor.probe",
     "bertprobe.probes.head_pruning",
     "bertprobe.probes.attention_audit",
     "bertprobe.probes.spurious_cues.probe",

@@ -55,7 +55,14 @@ def files(tmp_path_factory):
     rows = [("the film is good", "the film is not good", i % 2, "it was fun", "movies are great") for i in range(40)]
     treebank = tmp / "t.conllu"
     treebank.write_text("".join(CONLLU.replace("sent_id = s", f"sent_id = {i}s") for i in range(20)), encoding="utf-8")
-    return {"clf": save_tiny_model(tmp / "clf", layers=2, heads=4), "data": data,
+    squad = tmp / "q.json"
+    context = "Tesla was born in 1856 in Smiljan . He moved to New York in 1884 ."
+    qas = [{"id": f"q{i}", "question": q, "answers": [{"text": a, "answer_start": context.index(a)}]}
+           for i, (q, a) in enumerate([("When did Tesla move to New York?", "1884"), ("Where was Tesla born in 1856?",
+                                       "Smiljan"), ("In what year was Tesla born?", "1856")] * 4)]
+    squad.write_text(json.dumps({"data": [{"title": "T", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    return {"clf": save_tiny_model(tmp / "clf", layers=2, heads=4), "data": data, "squad": squad,
+            "qa": save_tiny_model(tmp / "qa", task="question-answering"),
             "mc": save_tiny_model(tmp / "mc", task="multiple-choice", labels=("0", "1")),
             "arct": write_arct(tmp / "arct.txt", rows), "mlm": save_tiny_model(tmp / "mlm", task="masked-lm"),
             "enc": save_tiny_model(tmp / "enc", task="encoder"), "treebank": treebank}
@@ -77,6 +84,8 @@ PROBES = {  # probe -> its entry in the suite (model and data of its own where i
     "cloze": "{probe: cloze, model: {path: '%(mlm)s', device: cpu}, params: {sets: ['builtin:counting', 'builtin:negation']}}",
     "syntax-heads": "{probe: syntax-heads, model: {path: '%(enc)s', device: cpu}, data: {path: '%(treebank)s'}, "
                     "params: {min_count: 1}}",
+    "distractor": "{probe: distractor, model: {path: '%(qa)s', device: cpu}, data: {path: '%(squad)s'}, "
+                  "params: {bootstrap: 20, batch_size: 2}}",
     "typo-consistency": "{probe: typo-consistency}",  # the example plugin: target.predict reports for free
 }
 

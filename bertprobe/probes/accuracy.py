@@ -21,6 +21,8 @@ from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
 from bertprobe.tasks.qa_accuracy import QA_DEFAULTS, QA_DIRECTIONS, QA_METRICS
+from bertprobe.tasks.qa_adversarial import DIRECTIONS as ADVERSARIAL_DIRECTIONS
+from bertprobe.tasks.qa_adversarial import METRICS as ADVERSARIAL_METRICS
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class AccuracyProbe(Probe):
         "errors_*": "token classification: entities missed, spurious, of the wrong type or with a wrong boundary",
         "windowed_sentences": "token classification: sentences longer than max_length, predicted in windows",
         **QA_METRICS,
+        **ADVERSARIAL_METRICS,
     }
     Params = AccuracyParams
     per_label = ("accuracy_", "f1_", "precision_", "recall_", "support_", "roc_auc_", "average_precision_")
@@ -126,7 +129,7 @@ class AccuracyProbe(Probe):
                          "roc_auc_*": True, "average_precision_*": True, "label_cardinality_*": None,
                          "entity_f1": True, "entity_precision": True, "entity_recall": True, "token_accuracy": True,
                          "sentence_exact_match": True, "errors_*": None, "windowed_sentences": None,
-                         **QA_DIRECTIONS}
+                         **QA_DIRECTIONS, **ADVERSARIAL_DIRECTIONS}
 
     @staticmethod
     def _throughput(result: ProbeResult, target: Target, data: Dataset, params: Any, seconds: float) -> None:

@@ -313,3 +313,7 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
 
 def _questions(n: int) -> str:
     return f"{n} question" if n == 1 else f"{n} questions"
+
+
+# what the sections that extend this one (tasks.qa_adversarial) share with it
+add_pair, interval, percent = _add_pair, mean_interval, _percent

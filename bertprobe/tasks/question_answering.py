@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.squad import is_answers
 from bertprobe.errors import DataError, RowProblems
-from bertprobe.tasks import qa_accuracy, squad_metrics
+from bertprobe.tasks import qa_accuracy, qa_adversarial, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.qa_heads import input_rows as qa_input_rows
@@ -99,16 +99,19 @@ class QuestionAnswering(Task):
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         """Checks that every example is a question with its context (and, when labelled, gold answers as the
         QA readers give them); a file of another task's shape is one DataError naming its rows (grouped). QA data
-        take no ``data.options``: a task setting written there is pointed to ``model.options``. A treebank (words,
+        take one ``data.options`` key, ``adversarial`` (``tasks.qa_adversarial``: Jia & Liang's variants marked,
+        declared or detected); a task setting written there is pointed to ``model.options``. A treebank (words,
         no answers) passes unchanged: syntax-heads reads the reader's encoder on its own sentences."""
         if data.examples and all(ex.words is not None and ex.label is None for ex in data.examples):
             return data  # a treebank without answers: encoder-level probes (syntax-heads) read its words alone
         for key in spec.options:
+            if key == qa_adversarial.OPTION:
+                continue
             if key in DEFAULTS:
                 raise DataError(f"data.options.{key}: a setting of the question-answering task, not of its data; set "
                                 f"model.options.{key} (or --set model.options.{key}=VALUE)")
-            raise DataError(f"data.options.{key}: question-answering data take no options; the task's settings "
-                            f"({', '.join(DEFAULTS)}) go under model.options")
+            raise DataError(f"data.options.{key}: question-answering data take one option, adversarial (auto, "
+                            f"jia-liang or none); the task's settings ({', '.join(DEFAULTS)}) go under model.options")
         rows = RowProblems()
         for i, ex in enumerate(data.examples):
             if not ex.text_pair or not ex.text:
@@ -119,7 +122,7 @@ class QuestionAnswering(Task):
                 rows.add(f"{data.where(i)}: the gold of a question-answering example is a list of answers in its "
                          "context, not a class label; give SQuAD JSON, or an answers/answer column")
         rows.raise_if_any()
-        return data
+        return qa_adversarial.group(data, spec.options)  # Jia & Liang's adversarial variants, declared or detected
 
     def gold(self, data: Dataset) -> Any:
         raise self._unsupported("tensor of gold labels (answers are spans: use answers(), outcomes() and golds())")
@@ -181,8 +184,10 @@ class QuestionAnswering(Task):
 
     def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
         """The accuracy probe's section for a reader: SQuAD EM/F1 with intervals, per question word, outcomes and
-        the most confident wrong answers marked in their contexts (``tasks.qa_accuracy``)."""
+        the most confident wrong answers marked in their contexts (``tasks.qa_accuracy``); on data in Jia & Liang's
+        layout the adversarial score too (``tasks.qa_adversarial``)."""
         qa_accuracy.audit_accuracy(self, result, target, data, params, ctx)
+        qa_adversarial.audit(result, data, params, ctx, target)  # Jia & Liang's variants, where the data hold them
         return True
 
     def metrics_of(self, answers: Sequence[Answer], examples: Sequence[Example]) -> dict[str, Any]:

@@ -1,0 +1,211 @@
+"""The distractor probe (Jia & Liang 2017, AddOneSent-style): the rules over each question form, the checks
+on every sentence (no gold answer in it; gold spans still pointing at their text), the probe's numbers against
+an independent computation on a tiny reader, a CLI run, and the fixture reader's F1 drop."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import only_run
+from test_qa_accuracy import reader, target  # noqa: F401 (fixtures)
+
+from bertprobe.cli import main
+from bertprobe.data.dataset import Dataset, Example
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.distractor.probe import DistractorParams, DistractorProbe
+from bertprobe.probes.distractor.rules import Distractor, build, insert, moved_golds, package_lexicon, shift
+from bertprobe.stats import paired_bootstrap_diff
+from bertprobe.tasks.squad_metrics import normalize_answer, score
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+LEX = package_lexicon()
+NAME = r"[A-Z][\w.&'-]*(?: [A-Z][\w.&'-]*)*"
+
+# (question, gold, the sentence's shape: a regex; the fake answer is group "fake")
+FORMS = [
+    ("Who won Super Bowl 50?", "Denver Broncos", rf"^(?P<fake>{NAME}) won {NAME} \d+\.$"),
+    ("Who was the first president of the United States?", "George Washington",
+     rf"^The last president of the {NAME} was (?P<fake>{NAME})\.$"),
+    ("When was the treaty signed by France?", "1921", rf"^The treaty was signed by {NAME} in (?P<fake>\d{{4}})\.$"),
+    ("When did Tesla move to New York?", "1884", rf"^{NAME} did move to {NAME} in (?P<fake>\d{{4}})\.$"),
+    ("Where was Tesla born in 1856?", "Smiljan", rf"^{NAME} was born in \d{{4}} in (?P<fake>{NAME})\.$"),
+    ("What is the capital of France?", "Paris", rf"^The capital of {NAME} is (?P<fake>{NAME})\.$"),
+    ("In what year was the University of Chicago founded?", "1890",
+     rf"^The {NAME}(?: of {NAME})? was founded in (?P<fake>\d{{4}})\.$"),
+    ("Which team won Super Bowl 50?", "Denver Broncos", rf"^(?P<fake>{NAME}) won {NAME} \d+\.$"),
+    ("How many people lived in Paris in 2010?", "2 million",
+     rf"^(?P<fake>\d+ million) people lived in {NAME} in \d{{4}}\.$"),
+    ("How many teams did the NFL have in 1990?", "28", rf"^The {NAME} did have in \d{{4}} (?P<fake>\d+) teams\.$"),
+    ("How much did the Louvre pay in 1911?", "$40", rf"^The {NAME} did pay in \d{{4}} (?P<fake>\$\d+)\.$"),
+]
+
+
+@pytest.mark.parametrize("question,gold,shape", FORMS)
+def test_each_question_form_becomes_a_declarative_sentence_with_a_fake_answer(question, gold, shape):
+    for seed in range(5):
+        got = build(question, [gold], LEX, random.Random(seed))
+        assert isinstance(got, Distractor), (question, got)
+        m = re.match(shape, got.sentence)
+        assert m, (question, got.sentence)
+        assert m.group("fake") == got.fake and score(got.fake, [gold])[0] == 0.0
+        if not re.search(r"\d", gold):  # another answer: no shared token (a number: no shared number)
+            assert score(got.fake, [gold])[1] == 0.0
+        else:
+            assert not set(re.findall(r"\d+", gold)) & set(re.findall(r"\d+", got.fake))
+        assert got.changed  # something of the question's was changed
+        for word in got.changed:  # ... and no longer stands in the sentence
+            assert not re.search(rf"\b{re.escape(word)}\b", got.sentence), (word, got.sentence)
+
+
+@pytest.mark.parametrize("question,gold,reason", [
+    ("Why did Tesla leave Edison?", "money", "question word: why"),
+    ("How did Tesla die in 1943?", "heart failure", "question word: how"),
+    ("Is Paris in France?", "yes", "question word: other"),
+    ("What did Tesla invent in 1887?", "induction motor", "no fake answer of the gold's type"),
+    ("What was the name of the river?", "Thames", "nothing to change (no name, place, number, date or antonym)"),
+    ("What is the capital of France?", "capital", "no fake answer of the gold's type"),
+    ("What is the capital of France?", "Capital", "the distractor would hold the gold answer"),
+])
+def test_questions_the_rules_cannot_convert_are_counted_with_their_reason(question, gold, reason):
+    assert build(question, [gold], LEX, random.Random(0)) == reason
+
+
+QUESTIONS = [(q, g) for q, g, _ in FORMS] + [
+    ("Who founded Microsoft in 1975?", "Bill Gates"), ("When did World War II end?", "1945"),
+    ("Where is the Eiffel Tower?", "Paris"), ("What year did the first Super Bowl take place?", "1967"),
+    ("Who was the 44th president?", "Barack Obama"), ("How many people live in Lagos?", "21 million"),
+    ("When was Smith born?", "March 3, 1990"), ("Which country won the 2018 World Cup?", "France"),
+]
+
+
+@pytest.mark.parametrize("position", ["end", "start"])
+def test_the_sentence_never_holds_the_gold_answer_and_the_gold_span_still_points_at_its_text(position):
+    covered = 0
+    for k, (question, gold) in enumerate(QUESTIONS):
+        context = f"Some text comes first. {question[:-1]} The answer is {gold}, as all agree."
+        label = ((gold, context.index(gold)),)
+        for seed in range(10):
+            got = build(question, [gold], LEX, random.Random(seed * 100 + k))
+            if not isinstance(got, Distractor):
+                continue
+            covered += 1
+            assert f" {normalize_answer(gold)} " not in f" {normalize_answer(got.sentence)} ", got.sentence
+            new, start, end = insert(context, got.sentence, position)
+            assert new[start:end] == got.sentence
+            for text, at in moved_golds(label, shift(position, got.sentence)):
+                assert new[at : at + len(text)] == text
+            assert (start == 0) == (position == "start") and new.count(got.sentence) >= 1
+    assert covered >= 10 * (len(QUESTIONS) - 1)
+
+
+# ---- the probe on a tiny reader ----------------------------------------------------------------------------
+
+ROWS = [
+    ("q1", "Who won Super Bowl 50?", "The Denver Broncos won Super Bowl 50 in 2016 .", "Denver Broncos"),
+    ("q2", "When was the treaty signed by France?", "The treaty was signed by France in 1921 after the war .", "1921"),
+    ("q3", "Where was Tesla born in 1856?", "Tesla was born in 1856 in Smiljan , a village .", "Smiljan"),
+    ("q4", "How many teams did the NFL have in 1990?", "In 1990 the NFL had 28 teams in all .", "28"),
+    ("q5", "Why did the dog run?", "The dog ran because the cat was in the house .", "the cat was in the house"),
+    ("q6", "What is the capital of France?", "Paris is the capital of France and its largest city .", "Paris"),
+]
+
+
+def rows_examples() -> list[Example]:
+    return [Example(q, c, ((g, c.index(g)),), id=i) for i, q, c, g in ROWS]
+
+
+def test_the_probe_scores_original_and_adversarial_answers_as_an_independent_computation(target):  # noqa: F811
+    examples = rows_examples()
+    params = DistractorParams(bootstrap=200, findings=3, position="start")
+    result = DistractorProbe().run(target, Dataset(examples, "rows"), params, ProbeContext(seed=5))
+    task = target.task
+    original = task.answers(target, examples)
+    made = [(ex, build(ex.text, [ex.label[0][0]], LEX, random.Random(f"5:{ex.id}"))) for ex in examples]
+    made = [(ex, d) for ex, d in made if isinstance(d, Distractor)]
+    assert [ex.id for ex, _ in made] == ["q1", "q2", "q3", "q4", "q6"]  # q5 (why) is counted, not guessed
+    changed = [Example(ex.text, f"{d.sentence} {ex.text_pair}", ((ex.label[0][0], ex.label[0][1] + len(d.sentence) + 1),),
+                       id=ex.id) for ex, d in made]
+    after = task.answers(target, changed)
+    f1_before = [score(original[int(ex.id[1:]) - 1].text, [ex.label[0][0]])[1] for ex, _ in made]
+    f1_after = [score(a.text, [ex.label[0][0]])[1] for a, (ex, _) in zip(after, made)]
+    moved = [float(bool(a.text) and a.start < len(d.sentence)) for a, (_, d) in zip(after, made)]
+    m = result.metrics
+    assert m["original_f1"].value == pytest.approx(np.mean(f1_before))
+    assert m["adversarial_f1"].value == pytest.approx(np.mean(f1_after))
+    assert m["f1_drop"].value == pytest.approx(np.mean(f1_before) - np.mean(f1_after))
+    assert m["f1_drop"].ci == pytest.approx(paired_bootstrap_diff(f1_after, f1_before, 200, 0.95, 5))
+    assert m["moved_to_distractor"].value == pytest.approx(np.mean(moved))
+    assert m["coverage"].value == pytest.approx(5 / 6) and m["uncovered"].value == 1
+    assert result.details["uncovered"] == {"question word: why": 1}
+    assert m["questions_who"].value == 1 and "question_when_f1_drop" in m
+    assert "control_f1" not in m  # control: false by default
+    for f in result.findings:
+        context = f.extra["columns"]["context"]
+        marked = {label: context[s:e] for s, e, label in f.extra["marks"]["context"]}
+        assert marked["distractor"] == f.extra["distractor"] and marked["gold"] == f.expected
+
+
+def squad_file(path: Path) -> Path:
+    paragraphs = [{"context": c, "qas": [{"id": i, "question": q, "answers": [{"text": g, "answer_start": c.index(g)}]}]}
+                  for i, q, c, g in ROWS]
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "T", "paragraphs": paragraphs}]}), "utf-8")
+    return path
+
+
+def test_a_cli_run_reports_the_drop_coverage_and_marked_findings(tmp_path, reader):  # noqa: F811
+    data = squad_file(tmp_path / "dev.json")
+    suite = tmp_path / "d.yaml"
+    suite.write_text(f"suite: d\nmodel: {{path: '{reader}', device: cpu}}\ndata: {{path: '{data}'}}\n"
+                     f"report: {{dir: '{tmp_path / 'out'}', formats: [json, markdown]}}\n"
+                     "probes:\n  - probe: distractor\n    params: {bootstrap: 100}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["run", str(suite)])
+    assert result.exit_code in (0, 1), result.output
+    run_dir, report = only_run(tmp_path / "out", "d")
+    [probe] = report["probes"]
+    assert probe["metrics"]["covered"] == 5 and probe["metrics"]["coverage"] == pytest.approx(5 / 6)
+    assert {e["metric"] for e in probe["expectations"]} == {"f1_drop"}  # the default gate
+    assert "rules cover 83% of 6 answerable questions" in result.output
+    md = (run_dir / "report.md").read_text()
+    assert "F1 without and with the distractor, per question word" in md
+
+
+@pytest.mark.skipif(not (SHARED / "models" / "minilm-l6-squad").is_dir(), reason="needs ../shared (the fixture reader)")
+def test_on_the_fixture_the_distractor_lowers_f1_significantly():
+    from bertprobe.data.squad import read_squad_json
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+
+    path = SHARED / "data" / "squad" / "test-split.json"
+    examples = read_squad_json(path, json.loads(path.read_text("utf-8"))).examples[::18][:150]  # spread over articles
+    assert len(examples) == 150
+    target_ = load_target(ModelSpec(path=str(SHARED / "models" / "minilm-l6-squad"), device="cpu"))
+    result = DistractorProbe().run(target_, Dataset(examples, "fixture"), DistractorParams(bootstrap=1000, control=True),
+                                   ProbeContext(seed=0))
+    drop = result.metrics["f1_drop"]
+    print("fixture:", result.details["key_finding"], drop.ci, result.details["uncovered"],
+          result.metrics["control_f1_drop"].ci, result.metrics["mimicry_f1_drop"].ci)
+    assert drop.ci[0] > 0  # significantly lower F1 with the distractor (paired bootstrap interval)
+    assert result.metrics["covered"].value >= 50
+
+
+def test_the_control_inserts_another_questions_sentence_and_splits_the_drop(target):  # noqa: F811
+    examples = rows_examples()
+    params = DistractorParams(bootstrap=100, control=True)
+    result = DistractorProbe().run(target, Dataset(examples, "rows"), params, ProbeContext(seed=5))
+    made = [(ex, build(ex.text, [ex.label[0][0]], LEX, random.Random(f"5:{ex.id}"))) for ex in examples]
+    made = [(ex, d) for ex, d in made if isinstance(d, Distractor)]
+    n = len(made)
+    control = [Example(ex.text, f"{ex.text_pair} {made[(k + n // 2) % n][1].sentence}", ex.label, id=ex.id)
+               for k, (ex, _) in enumerate(made)]  # half the list away (no sentence here holds another's gold)
+    f1_control = [score(a.text, [ex.label[0][0]])[1] for a, ex in zip(target.task.answers(target, control), control)]
+    m = result.metrics
+    assert m["control_f1"].value == pytest.approx(np.mean(f1_control))
+    assert m["control_f1_drop"].value == pytest.approx(m["original_f1"].value - np.mean(f1_control))
+    assert m["mimicry_f1_drop"].value == pytest.approx(np.mean(f1_control) - m["adversarial_f1"].value)
+    assert m["control_f1_drop"].value + m["mimicry_f1_drop"].value == pytest.approx(m["f1_drop"].value)
