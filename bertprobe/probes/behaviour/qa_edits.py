@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertprobe.probes.behaviour.perturb import WORD, Words, _one_typo, match_case
+from bertprobe.probes.behaviour.perturb import WORD, Words, one_typo, match_case
 
 Gold = tuple[tuple[str, int], ...]  # (answer text, character start) pairs, as an Example's label
 Replacement = tuple[int, int, str]
@@ -105,7 +105,7 @@ def typos(count: int) -> Edit:
         spots = [m for m in WORD.finditer(item.context) if outside(spans, m.start(), m.end())]
         out = []
         for _ in range(words.variants if spots else 0):
-            reps = [(m.start(), m.end(), _one_typo(m.group(), rng, words.keys))
+            reps = [(m.start(), m.end(), one_typo(m.group(), rng, words.keys))
                     for m in rng.sample(spots, min(count, len(spots)))]
             reps = [r for r in reps if r[2] != item.context[r[0]:r[1]]]
             if reps:
@@ -119,7 +119,7 @@ def _question_typo(item: Item, rng: random.Random, words: Words) -> list[Item]:
     if not spots:
         return []
     m = rng.choice(spots)
-    new = _one_typo(m.group(), rng, words.keys)
+    new = one_typo(m.group(), rng, words.keys)
     return [edited(item, (), [(m.start(), m.end(), new)], [new])] if new != m.group() else []
 
 
