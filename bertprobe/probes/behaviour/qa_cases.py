@@ -48,7 +48,7 @@ BUILTIN_TEMPLATES: tuple[dict[str, Any], ...] = (
      "context": "There is a {size} {colour} {thing} in the room.", "question": "What colour is the {thing}?",
      "answer": "{colour}"},
     {"test": "taxonomy: shape", "capability": "taxonomy",
-     "context": "There is a {shape} {colour} {thing} on the table.", "question": "What shape is the {thing}?",
+     "context": "There is a {shape} {colour} {thing} by the door.", "question": "What shape is the {thing}?",
      "answer": "{shape}"},
     {"test": "coreference: he and she", "capability": "coreference", "origins": True,
      "context": "{male_name} and {female_name} are friends. He is a {profession}, and she is a {profession2}.",

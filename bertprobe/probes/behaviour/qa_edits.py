@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bertprobe.probes.behaviour.perturb import WORD, Words, one_typo, match_case
+from bertprobe.probes.behaviour.perturb import WORD, Words, match_case, one_typo
 
 Gold = tuple[tuple[str, int], ...]  # (answer text, character start) pairs, as an Example's label
 Replacement = tuple[int, int, str]
