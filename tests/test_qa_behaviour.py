@@ -25,6 +25,7 @@ from bertprobe.probes.behaviour.qa_cases import (
 )
 from bertprobe.probes.behaviour.qa_edits import Item, apply, edited, move_span, qa_catalogue
 from bertprobe.probes.behaviour.qa_run import judge, origin_gaps
+from bertprobe.probes.behaviour.rates import slug
 from bertprobe.tasks.spans import Answer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -223,16 +224,16 @@ def squad_file(path: Path) -> Path:
     return path
 
 
-def run_suite(tmp_path: Path, model: Path, data: Path, params: str) -> tuple[dict, str]:
+def run_suite(tmp_path: Path, model: Path, data: Path, params: str) -> tuple[dict, str, Path]:
     suite = tmp_path / "qa.yaml"
     suite.write_text(f"suite: qa\nmodel: {{path: '{model}', device: cpu, dtype: float32}}\ndata: {{path: '{data}'}}\n"
                      f"report: {{dir: '{tmp_path / 'out'}', formats: [json, markdown]}}\n"
                      f"probes:\n  - probe: behaviour\n    params: {params}\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["run", str(suite)])
     assert result.exit_code in (0, 1), result.output
-    _, report = only_run(tmp_path / "out", "qa")
+    run_dir, report = only_run(tmp_path / "out", "qa")
     [probe] = report["probes"]
-    return probe, result.output
+    return probe, result.output, run_dir
 
 
 def test_a_cli_run_on_a_tiny_reader_reports_rates_outcomes_fairness_and_marked_findings(tmp_path, reader):
@@ -240,15 +241,19 @@ def test_a_cli_run_on_a_tiny_reader_reports_rates_outcomes_fairness_and_marked_f
     cases.write_text(json.dumps({"test": "mine", "capability": "vocabulary", "type": "mft", "id": "m1",
                                  "context": "Anna is taller than Maria.", "question": "Who is taller?",
                                  "answers": ["Anna"]}) + "\n", encoding="utf-8")
-    probe, output = run_suite(tmp_path, reader, squad_file(tmp_path / "dev.json"),
+    probe, output, run_dir = run_suite(tmp_path, reader, squad_file(tmp_path / "dev.json"),
                               f"{{cases: '{cases}', max_cases: 4, bootstrap: 50, findings: 2}}")
     m = probe["metrics"]
     tests = {t["test"]: t for t in probe["details"]["tests"]}
     assert {"mine", "comparison", "taxonomy: colour", "coreference: he and she", "comparison (name origin)",
             "irrelevant_after", "typo", "swap_places"} <= set(tests)
-    for name, row in tests.items():  # every rate is failed/cases, with its outcome vector
-        assert m[f"failure_rate.test.{row['test'].lower().replace(' ', '_').replace(':', '').replace(',', '').replace('(', '').replace(')', '')}"] \
-            == pytest.approx(row["failed"] / row["cases"])
+    for row in tests.values():  # every rate is failed/cases
+        assert m[f"failure_rate.test.{slug(row['test'])}"] == pytest.approx(row["failed"] / row["cases"])
+        assert probe["metric_info"][f"failure_rate.test.{slug(row['test'])}"]["outcome"] == f"failed.{slug(row['test'])}"
+    outcomes = {o["name"]: o for o in map(json.loads, (run_dir / "outcomes.jsonl").read_text().splitlines())}
+    for row in tests.values():  # an outcome per case: 1 = failed, its mean the rate
+        values = outcomes[f"failed.{slug(row['test'])}"]["values"]
+        assert len(values) == row["cases"] and sum(values) == row["failed"]
     assert m["cases"] == sum(t["cases"] for t in tests.values())
     assert m["failure_rate"] == pytest.approx(m["failed_cases"] / m["cases"])
     assert "fairness_gap.comparison_name_origin" in m and "max_fairness_gap" in m
@@ -259,6 +264,15 @@ def test_a_cli_run_on_a_tiny_reader_reports_rates_outcomes_fairness_and_marked_f
     inv = [f for f in findings if f["title"].endswith("(inv)")]
     assert not inv or "original context" in inv[0]["extra"]["columns"]
     assert "worst test" in output or "no case failed" in output
+
+
+def test_the_probe_runs_on_readers_and_still_refuses_multiple_choice_before_loading():
+    from bertprobe.probes.behaviour.probe import BehaviourProbe
+    from bertprobe.tasks.multiple_choice import MultipleChoice
+    from bertprobe.tasks.question_answering import QuestionAnswering
+
+    assert QuestionAnswering.span_answers and not MultipleChoice.span_answers
+    assert not BehaviourProbe.refuses_task(QuestionAnswering) and BehaviourProbe.refuses_task(MultipleChoice)
 
 
 def test_a_bad_perturbation_name_on_a_reader_is_one_line_naming_the_known_ones(tmp_path, reader):
@@ -276,7 +290,7 @@ def test_a_bad_perturbation_name_on_a_reader_is_one_line_naming_the_known_ones(t
 def test_the_fixture_on_a_small_sample(tmp_path):
     """The fixture reader over 12 held-out questions and 6 cases per template: the failure rates are reported
     (printed for the docs); the gold F1 of the originals lies where the reader's held-out F1 would put it."""
-    probe, _ = run_suite(tmp_path, FIXTURE, SPLIT, "{max_cases: 6, max_examples: 12, bootstrap: 100}")
+    probe, _, _ = run_suite(tmp_path, FIXTURE, SPLIT, "{max_cases: 6, max_examples: 12, bootstrap: 100}")
     rates = {t["test"]: (t["failed"], t["cases"]) for t in probe["details"]["tests"]}
     print(json.dumps({"rates": rates, "failure_rate": probe["metrics"]["failure_rate"],
                       "max_fairness_gap": probe["metrics"].get("max_fairness_gap")}))
