@@ -84,6 +84,12 @@ def test_swaps_reach_the_question_and_the_answer_consistently():
     assert new.answers == ((name, 0),)
 
 
+def test_a_question_tag_is_not_expanded():
+    it = item("Who?", "Anna isn't here, isn't she? Maria isn't.", "Maria")
+    [new] = qa_catalogue()["expand_contractions"].edit(it, random.Random(0), words())
+    assert new.context == "Anna is not here, isn't she? Maria is not." and new.answers == (("Maria", 29),)
+
+
 def test_the_character_map_moves_spans_by_hand():
     text = "ab cd ef"
     reps = [(0, 0, "XX "), (3, 5, "CDE"), (8, 8, " Z")]  # an insertion at the start, a replacement, one at the end

@@ -128,7 +128,8 @@ def _contraction_replacements(text: str, pairs: Sequence[tuple[str, str]], expan
     reps: list[Replacement] = []
     for full, short in pairs:
         find, put = (short, full) if expand else (full, short)
-        for m in re.finditer(r"(?<!\w)" + re.escape(find) + r"(?!\w)", text, re.IGNORECASE):
+        tag = r"(?!\s+(?:it|he|she|they|you|we|i|there)\b)" if expand else ""  # "isn't it?" is no "is not it?"
+        for m in re.finditer(r"(?<!\w)" + re.escape(find) + r"(?!\w)" + tag, text, re.IGNORECASE):
             if outside(spans, m.start(), m.end()) and outside([(a, b) for a, b, _ in reps], m.start(), m.end()):
                 reps.append((m.start(), m.end(), match_case(m.group(), put)))
     return reps
