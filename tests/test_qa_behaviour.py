@@ -267,6 +267,9 @@ def test_a_cli_run_on_a_tiny_reader_reports_rates_outcomes_fairness_and_marked_f
     assert tests["irrelevant_after"]["cases"] == 4 and tests["mine"]["cases"] == 1
     findings = probe["findings"]
     assert findings and all(f["extra"]["marks"]["context"] for f in findings if f["extra"].get("kind") == "answer")
+    for f in findings:  # a fairness finding names the group whose item failed
+        if f["extra"].get("group"):
+            assert f["title"] == f"{f['extra']['test']} (mft, {f['extra']['group']})" and f["extra"]["group"] in origins()
     inv = [f for f in findings if f["title"].endswith("(inv)")]
     assert not inv or "original context" in inv[0]["extra"]["columns"]
     assert "worst test" in output or "no case failed" in output

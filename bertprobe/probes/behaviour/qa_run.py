@@ -227,7 +227,8 @@ def _finding(case: QACase, verdict: tuple[bool, int, list[float]], answers: dict
         extra["group"] = case.groups[worst]
     if case.type == "mft":
         golds = " | ".join(dict.fromkeys(t for t, _ in item.answers))
-        return Finding(title=f"{case.test} (mft)", input=item.question, expected=golds, observed=answer.text or NO_ANSWER,
+        title = f"{case.test} (mft, {case.groups[worst]})" if case.groups else f"{case.test} (mft)"
+        return Finding(title=title, input=item.question, expected=golds, observed=answer.text or NO_ANSWER,
                        score=round(scores[worst], 4), extra=extra)
     original = case.items[0]
     first = answers[key_of(original)]
