@@ -36,6 +36,12 @@ def builtin_lexicons() -> dict[str, list[str]]:
     return out
 
 
+def qa_lexicons() -> dict[str, list[str]]:
+    """The question-answering words (``lexicons/qa.json``): the built-in MFT templates' slots and the irrelevant
+    sentences of the INV tests."""
+    return {key: list(words) for key, words in _file("qa").items()}
+
+
 def origins() -> dict[str, list[str]]:
     """Surnames by origin group (US Census 2010 self-identification; provenance in ``lexicons/README.md``)."""
     return {group: list(names) for group, names in _file("surnames_by_origin").items()}

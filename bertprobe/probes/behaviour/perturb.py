@@ -83,7 +83,7 @@ def _replace(text: str, start: int, end: int, new: str) -> str:
 
 
 # ---- robustness: typos, case, punctuation, contractions, URLs ----------------------------------------
-def _one_typo(word: str, rng: random.Random, keys: dict[str, str]) -> str:
+def one_typo(word: str, rng: random.Random, keys: dict[str, str]) -> str:
     i = rng.randrange(len(word))
     kind = rng.choice(("key", "swap", "drop")) if len(word) > 3 else rng.choice(("key", "swap"))
     if kind == "swap" and i < len(word) - 1:
@@ -105,7 +105,7 @@ def typos(count: int) -> Callable[[str, random.Random, Words], list[Edited]]:
         for _ in range(words.variants):
             new, changed = text, []
             for m in sorted(rng.sample(spots, min(count, len(spots))), key=lambda m: -m.start()):
-                typo = _one_typo(m.group(), rng, words.keys)
+                typo = one_typo(m.group(), rng, words.keys)
                 new = new[:m.start()] + typo + new[m.end():]
                 changed.append(typo)
             if new != text:

