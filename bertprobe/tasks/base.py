@@ -58,6 +58,8 @@ class Task:
     # predictions are the task's own (Task.predict_data: extractive QA's answers decoded over windows), not
     # logits per example: ctx.predictions holds them in Predictions.answers
     own_predictions: ClassVar[bool] = False
+    # the answer is a span of the input's context (extractive QA): an attack's goal is a span, not a class
+    span_answers: ClassVar[bool] = False
     option_keys: ClassVar[frozenset[str]] = frozenset()  # the settings ``model.options`` may give this task
     config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})  # what a config of this task sets beyond
     # its architecture, for detection (problem_type...): what a test model built for the task carries

@@ -70,6 +70,7 @@ class QuestionAnswering(Task):
     capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
+    span_answers: ClassVar[bool] = True  # an answer is a span of the context (universal-trigger's target span)
     option_keys: ClassVar[frozenset[str]] = frozenset(DEFAULTS)
 
     @classmethod
