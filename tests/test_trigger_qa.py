@@ -216,3 +216,30 @@ def test_the_fixture_reader_on_why_questions():
     print(f"\nfixture why trigger {text!r}: success {result.value('success_rate'):.3f} "
           f"{result.metrics['success_rate'].ci} alone {result.value('target_alone_rate'):.3f} "
           f"F1 {result.value('f1_before'):.3f} -> {result.value('f1_after'):.3f}; search loss {run['loss']:.3f}")
+
+
+def test_the_baseline_trigger_and_a_transfer_reader(reader, tmp_path):
+    """In a matrix, the baseline's trigger text is measured on this reader; ``transfer_model`` measures this
+    trigger's text on another reader with its own decoding: both recomputed here from the readers' answers."""
+    from bertprobe.results import ProbeResult
+
+    other_path = save_tiny_model(tmp_path / "other", task="question-answering", words=VOCAB, seed=5,
+                                 initializer_range=0.5)
+    other = load_target(ModelSpec(path=str(other_path), device="cpu"))
+    baseline = ProbeResult(probe="universal-trigger")
+    baseline.model = "base"
+    baseline.details.update({"trigger_text": "very good because", "target_answer": ANSWER})
+    ctx = ProbeContext(seed=0, model_name="mine", baseline_result=lambda: baseline,
+                       load_target=lambda spec: other, resolve_model=lambda name, like=None: ModelSpec(path=name))
+    data = Dataset(questions(16, 4))
+    result = UniversalTriggerProbe().run(reader, data, params(iterations=1, transfer_model=str(other_path)), ctx)
+    held_ids = next(o for o in result.outcomes if o.name == "target_answered").ids
+    by_id = {ex.id: ex for ex in data.examples}
+    held = [by_id[i] for i in held_ids]
+    under_base = success(reader.task.answers(reader, [edited(ex, ANSWER, "very good because") for ex in held]), ANSWER)
+    assert result.value("baseline_trigger_success_rate") == pytest.approx(sum(under_base) / len(held))
+    text = result.details["trigger_text"]
+    moved = success(other.task.answers(other, [edited(ex, ANSWER, text) for ex in held]), ANSWER)
+    assert result.value("transfer_success_rate") == pytest.approx(sum(moved) / len(held))
+    plain = success(other.task.answers(other, held), ANSWER)
+    assert result.value("transfer_success_before") == pytest.approx(sum(plain) / len(held))

@@ -36,6 +36,15 @@ Where we deviate from the paper and its reference code:
   * The default gate reads ``success_rate`` (the share of what the model got right that the trigger
     breaks), not accuracy after the attack: a class the model already misses half the time would fail an
     ``accuracy_after`` bound with no attack at all. The paper reports accuracy after the attack.
+  * Extractive readers (§5 of the paper; ``attacks/span_trigger.py``, chosen by the task's ``span_answers``
+    flag): ``<trigger tokens> <target_answer>.`` is prepended to the context of the questions of one
+    ``question_word`` (``squad_metrics.question_word``), the free tokens flipped by HotFlip on the gradient of
+    the target span's start and end cross-entropy (the answer's tokens stay fixed). The search reads each
+    question's first window only (the one that holds the trigger; a longer context is truncated there);
+    success is measured by the task's own decoding over all windows. ``success_rate`` is the share of
+    held-out questions answered with exactly the target (SQuAD-normalised), with a Wilson interval; the
+    share with the answer alone prefixed (``target_alone_rate``, no trigger tokens) is ours, to show what
+    the trigger adds. The default vocabulary filter keeps the paper's punctuation (';', ':') out.
 """
 
 from __future__ import annotations
