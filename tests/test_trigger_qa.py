@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import only_run
+from conftest import SHARED, only_run
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import Dataset, Example
@@ -23,7 +22,6 @@ from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerPr
 from bertprobe.tasks.spans import Answer, span_loss
 from bertprobe.testing import WORDS, save_tiny_model
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 VOCAB = tuple(WORDS) + ("why", "who", "because", "kill", "people", "to")
 POOL = [w for w in VOCAB if w.isalpha() and w not in ("why", "who")]
 ANSWER = "to kill two cats"
@@ -186,23 +184,55 @@ def test_a_cli_run_on_a_tiny_reader(tmp_path, reader_path):
     assert "universal-trigger" in out.output
 
 
-@pytest.mark.skipif(not (SHARED / "models" / "minilm-l6-squad").is_dir(), reason="needs ../shared")
-def test_the_fixture_reader_on_why_questions():
-    """Searched on 48 of the train split's why questions, measured on every why question of the held-out split
-    (the paper's setting for why on BiDAF; success recomputed here from the task's own answers)."""
+FIXTURE = SHARED / "models" / "minilm-l6-squad"
+SQUAD = SHARED / "data" / "squad"
+
+
+def fixture_why(split: str) -> list[Example]:
     from bertprobe.data.dataset import DataSpec
     from bertprobe.data.tables import load_table
+
+    return questions_of(load_table(DataSpec(path=str(SQUAD / f"{split}.json"))).examples, "why")
+
+
+@pytest.mark.skipif(not (FIXTURE.is_dir() and SQUAD.is_dir()), reason="needs ../shared")
+def test_on_the_fixture_the_splice_decodes_as_the_edited_text():
+    """The fixture's tokenizer and reader: a trigger spliced into the first window of held-out why questions
+    answers as the task's decoding of the edited text, for every question whose edited context fits one window."""
+    target = load_target(ModelSpec(path=str(FIXTURE), device="cpu"))
+    held = fixture_why("test-split")[:10]
+    p = TriggerParams(target_answer="to kill american people", question_word="why", length=3)
+    state = span_search_state(target, held[:5], held[5:], p, random.Random(0))
+    tok, search, goal = target.tokenizer, state.search, state.search.attack
+    ids = tok.convert_tokens_to_ids(["partly", "because", "thereby"])
+    text = tok.decode(ids).strip()
+    rows = tuple(range(len(held)))
+    with torch.inference_mode():
+        logits = search.forward(search.rows.build(rows, torch.tensor([ids])))
+    spliced = goal.answers(logits, rows, text, trigger_offsets(tok, text, ids))
+    plain = target.task.answers(target, [edited(ex, p.target_answer, text) for ex in held])
+    one_window = [i for i, a in enumerate(plain) if a.windows == 1]
+    assert len(one_window) >= 5
+    for i in one_window:
+        assert (spliced[i].text, spliced[i].start, spliced[i].end) == (plain[i].text, plain[i].start, plain[i].end)
+        assert spliced[i].score == pytest.approx(plain[i].score, abs=1e-3)
+
+
+@pytest.mark.reproduction
+@pytest.mark.skipif(not (FIXTURE.is_dir() and SQUAD.is_dir()), reason="needs ../shared")
+def test_the_fixture_reader_on_why_questions():
+    """Wallace et al. §5 on the fixture: searched on 48 of the train split's why questions, measured on every why
+    question of the held-out split (32). Measured: 'partly because thereby to kill american people.' makes 12 of
+    32 answer the target (0.375 [0.229, 0.547]; 3 of 32 with the answer alone), F1 0.552 -> 0.367; 10 minutes on
+    2 loaded cores. Success is recomputed here from the task's own answers."""
     from bertprobe.probes.attacks.span_trigger import span_result
     from bertprobe.probes.universal_trigger import TriggerRestarts
 
-    target = load_target(ModelSpec(path=str(SHARED / "models" / "minilm-l6-squad"), device="cpu"))
-    squad = SHARED / "data" / "squad"
-    train = questions_of(load_table(DataSpec(path=str(squad / "train-split.json"))).examples, "why")
-    held = questions_of(load_table(DataSpec(path=str(squad / "test-split.json"))).examples, "why")
+    target = load_target(ModelSpec(path=str(FIXTURE), device="cpu"))
+    train, held = fixture_why("train-split"), fixture_why("test-split")
     random.Random(0).shuffle(train)
-    p = TriggerParams(target_answer="to kill american people", question_word="why", length=3, candidates=int(
-        __import__("os").environ.get("QA_TRIGGER_CANDIDATES", "10")), iterations=int(
-        __import__("os").environ.get("QA_TRIGGER_ITERATIONS", "4")), batch_size=16, patience=2)
+    p = TriggerParams(target_answer="to kill american people", question_word="why", length=3, candidates=10,
+                      iterations=4, batch_size=16, patience=2)
     state = span_search_state(target, train[:48], held, p, random.Random(0))
     sweep = TriggerRestarts(p, 0, 0, "universal-trigger").bind(target, None, state=state)
     [run] = sweep.run(state, [0])
@@ -216,6 +246,8 @@ def test_the_fixture_reader_on_why_questions():
     print(f"\nfixture why trigger {text!r}: success {result.value('success_rate'):.3f} "
           f"{result.metrics['success_rate'].ci} alone {result.value('target_alone_rate'):.3f} "
           f"F1 {result.value('f1_before'):.3f} -> {result.value('f1_after'):.3f}; search loss {run['loss']:.3f}")
+    # the paper's effect: a large share of why questions answered with the target, well beyond the phrase alone
+    assert result.metrics["success_rate"].ci[0] > result.value("target_alone_rate")
 
 
 def test_the_baseline_trigger_and_a_transfer_reader(reader, tmp_path):
