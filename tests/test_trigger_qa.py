@@ -3,6 +3,7 @@ success counts only exact target spans, the target span's loss, a CLI run on a t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -59,9 +60,13 @@ def params(**kw) -> TriggerParams:
     return TriggerParams(**{**base, **kw})
 
 
-def test_the_spliced_rows_answer_as_the_edited_text_is_decoded(reader):
+@pytest.mark.parametrize("question_first", [True, False])
+def test_the_spliced_rows_answer_as_the_edited_text_is_decoded(reader_path, question_first):
     """The answer read from a trigger spliced into the encoded rows equals the task's plain decoding of the edited
-    context (text, characters, score), question by question; and the gold still points at its text after the edit."""
+    context (text, characters, score), question by question, whichever text the model reads first; and the gold
+    still points at its text after the edit."""
+    reader = load_target(ModelSpec(path=str(reader_path), device="cpu"))
+    reader.task = dataclasses.replace(reader.task, settings={**reader.task.settings, "question_first": question_first})
     examples = questions(12)
     state = span_search_state(reader, examples[:6], examples[6:], params(), random.Random(0))
     search, goal = state.search, state.search.attack

@@ -391,7 +391,7 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
 def _span_search(target: Target, data: Dataset, params: TriggerParams, seed: int, progress: Any = None,
                  log: Any = None) -> SearchState:
     """A reader's questions of ``question_word``, split (seeded) into a search and a held-out part."""
-    examples = questions_of(data.examples, params.question_word, bool(target.task.setting("question_first")))  # type: ignore[attr-defined]
+    examples = questions_of(data.examples, params.question_word)
     rng = random.Random(seed)
     rng.shuffle(examples)
     if params.max_examples:
@@ -413,13 +413,15 @@ def span_search_state(target: Target, search: list[Example], held: list[Example]
     if params.target_label is not None or params.to_label is not None or params.position != "prepend":
         raise ProbeError("on a question-answering model the trigger and its target_answer are prepended to the context "
                          "of the question_word questions: leave target_label, to_label and position out")
-    first = bool(task.setting("question_first"))
+    first = bool(task.setting("question_first"))  # the model reads (question, context), else (context, question)
     examples = list(search) + list(held)
-    base = [edited(ex, params.target_answer, "", first) for ex in examples]
+    base = [edited(ex, params.target_answer, "") for ex in examples]
+    if not first:
+        base = [Example(ex.text_pair or "", ex.text) for ex in base]
     rows = SplicedRows(target, base, params.length, "prepend", "second" if first else "first",
                        max_length=int(task.setting("max_length")), truncation="only_second" if first else "only_first",
                        keep_encodings=True)
-    contexts = [(ex.text_pair if first else ex.text) or "" for ex in examples]
+    contexts = [ex.text_pair or "" for ex in examples]
     goal = span_goal(target.tokenizer, contexts, rows, params.target_answer, first, int(task.setting("n_best")),
                      int(task.setting("max_answer_tokens")))
     trigger_search = TriggerSearch(target, rows, params, 0, True, goal)  # type: ignore[arg-type]

@@ -30,13 +30,14 @@ def prefixed(context: str, answer: str, trigger_text: str = "") -> str:
     return f"{head}. {context}"
 
 
-def edited(ex: Example, answer: str, trigger_text: str, question_first: bool = True) -> Example:
-    """``ex`` with its context prefixed (``prefixed``) and its gold answers moved with the text they point at."""
-    context = ex.text_pair if question_first else ex.text
-    new = prefixed(context or "", answer, trigger_text)
-    shift = len(new) - len(context or "")
+def edited(ex: Example, answer: str, trigger_text: str) -> Example:
+    """``ex`` (question in ``text``, context in ``text_pair``) with its context prefixed (``prefixed``) and its gold
+    answers moved with the text they point at."""
+    context = ex.text_pair or ""
+    new = prefixed(context, answer, trigger_text)
+    shift = len(new) - len(context)
     label = tuple((text, start + shift) for text, start in ex.label) if ex.label else ex.label
-    return replace(ex, text_pair=new, label=label) if question_first else replace(ex, text=new, label=label)
+    return replace(ex, text_pair=new, label=label)
 
 
 def is_target(text: str, answer: str) -> bool:

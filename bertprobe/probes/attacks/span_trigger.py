@@ -23,19 +23,18 @@ from bertprobe.stats import wilson_interval
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word, score
 
 
-def questions_of(examples: Sequence[Example], word: str, question_first: bool = True) -> list[Example]:
+def questions_of(examples: Sequence[Example], word: str) -> list[Example]:
     """The labelled questions whose question word is ``word`` (``squad_metrics.question_word``)."""
     if word not in QUESTION_WORDS:
         raise ProbeError(f"question_word {word!r} is not one of {', '.join(QUESTION_WORDS)}")
-    return [ex for ex in examples if ex.label is not None and question_word((ex.text if question_first else ex.text_pair) or "") == word]
+    return [ex for ex in examples if ex.label is not None and question_word(ex.text) == word]
 
 
 def answered(task: Any, target: Any, examples: Sequence[Example], answer: str, trigger_text: str | None,
              batch_size: int | None = None, progress: Any = None) -> tuple[list[Any], list[Example]]:
     """The task's answers to ``examples`` with ``<trigger_text> <answer>. `` prefixed to each context (None: the
     plain examples), and the examples as asked (golds moved with the edit)."""
-    first = bool(task.setting("question_first"))
-    asked = list(examples) if trigger_text is None else [edited(ex, answer, trigger_text, first) for ex in examples]
+    asked = list(examples) if trigger_text is None else [edited(ex, answer, trigger_text) for ex in examples]
     return task.answers(target, asked, batch_size, progress), asked
 
 
