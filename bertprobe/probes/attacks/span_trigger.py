@@ -104,12 +104,12 @@ def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float
         "summary": {"trigger": f"'{text} {answer}.' (prepended to the contexts of '{word}' questions)",
                     "effect": f"{sum(hits)} of {n} held-out '{word}' questions answered {answer!r}"},
     })
-    shown = [i for i in range(n) if hits[i]][: params.findings]
+    shown = sorted((i for i in range(n) if hits[i]), key=lambda i: (-(f1_before[i] - f1_after[i]), i))[: params.findings]
     for i in shown:
         ex = asked[i]
         result.findings.append(Finding(
             title=f"answered {after[i].text!r} instead of {plain[i].text!r}", input=f"{held[i].text} | {held[i].text_pair}",
-            perturbed=f"{ex.text} | {ex.text_pair}", expected=" / ".join(golds[i]) or "(no answer)",
+            perturbed=f"{ex.text} | {ex.text_pair}", expected=" / ".join(dict.fromkeys(golds[i])) or "(no answer)",
             observed=after[i].text, score=round(f1_before[i] - f1_after[i], 4),
             extra={"kind": "trigger", "highlight": [f"{text} {answer}.".strip()]}))
     _baseline(result, ctx, task, target, held, ids, answer, params)
