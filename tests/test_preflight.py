@@ -134,6 +134,6 @@ def test_a_reader_is_refused_by_every_probe_not_written_for_it_before_it_loads(t
     data = tmp_path / "qa.jsonl"
     data.write_text(json.dumps({"id": "q1", "question": "Who sang?", "context": "Anna sang.",
                                 "answers": {"text": ["Anna"], "answer_start": [0]}}) + "\n", encoding="utf-8")
-    line = same_refusal(suite_file(tmp_path, model, data, "  - probe: universal-trigger\n  - probe: backdoor-scan\n"))
-    assert "probe universal-trigger (universal-trigger) does not support question-answering models" in line
+    line = same_refusal(suite_file(tmp_path, model, data, "  - probe: cloze\n  - probe: backdoor-scan\n"))
+    assert "probe cloze (cloze) does not support question-answering models" in line
     assert "probe backdoor-scan (backdoor-scan) does not support question-answering models" in line

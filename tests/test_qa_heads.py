@@ -358,7 +358,7 @@ def test_a_reader_is_refused_only_by_the_probes_not_written_for_it():
     assert UniversalTriggerProbe.refuses_task(task)
 
 
-def test_validate_admits_the_three_and_refuses_the_trigger_on_a_reader(tmp_path, qa_path):
+def test_validate_admits_the_three_and_refuses_the_backdoor_scan_on_a_reader(tmp_path, qa_path):
     squad = tmp_path / "q.json"
     import json
 
@@ -374,10 +374,10 @@ def test_validate_admits_the_three_and_refuses_the_trigger_on_a_reader(tmp_path,
     suite.write_text(body, encoding="utf-8")
     ok = CliRunner().invoke(main, ["validate", str(suite)])
     assert ok.exit_code == 0, ok.output
-    suite.write_text(body + "  - probe: universal-trigger\n    params: {target_label: 0}\n", encoding="utf-8")
+    suite.write_text(body + "  - probe: backdoor-scan\n", encoding="utf-8")
     refused = CliRunner().invoke(main, ["validate", str(suite)])
     assert refused.exit_code == 2 and "Traceback" not in refused.output
-    assert "probe universal-trigger (universal-trigger) does not support question-answering models" in refused.stderr
+    assert "probe backdoor-scan (backdoor-scan) does not support question-answering models" in refused.stderr
     for name in ("head-pruning", "attention-audit", "syntax-heads"):
         assert f"probe {name} ({name}) does not support" not in refused.stderr
         assert name in refused.stderr.split("probes that support question-answering:")[1]

@@ -36,6 +36,15 @@ Where we deviate from the paper and its reference code:
   * The default gate reads ``success_rate`` (the share of what the model got right that the trigger
     breaks), not accuracy after the attack: a class the model already misses half the time would fail an
     ``accuracy_after`` bound with no attack at all. The paper reports accuracy after the attack.
+  * Extractive readers (§5 of the paper; ``attacks/span_trigger.py``, chosen by the task's ``span_answers``
+    flag): ``<trigger tokens> <target_answer>.`` is prepended to the context of the questions of one
+    ``question_word`` (``squad_metrics.question_word``), the free tokens flipped by HotFlip on the gradient of
+    the target span's start and end cross-entropy (the answer's tokens stay fixed). The search reads each
+    question's first window only (the one that holds the trigger; a longer context is truncated there);
+    success is measured by the task's own decoding over all windows. ``success_rate`` is the share of
+    held-out questions answered with exactly the target (SQuAD-normalised), with a Wilson interval; the
+    share with the answer alone prefixed (``target_alone_rate``, no trigger tokens) is ours, to show what
+    the trigger adds. The default vocabulary filter keeps the paper's punctuation (';', ':') out.
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
 from bertprobe.probes.attacks.entity_goal import EntityGoal, word_firsts
 from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer
+from bertprobe.probes.attacks.span_goal import SpanGoal, edited, span_goal
+from bertprobe.probes.attacks.span_trigger import questions_of, span_result
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.progress import progress
@@ -97,6 +108,8 @@ class TriggerParams:
     findings: examples shown in the report, largest probability drop first
     alone_threshold: a trigger token that alone flips this share of held-out examples is reported as a possible backdoor
         (on the fixtures: the planted 'bb' flips 1.00, the clean model's strongest word 'incorrectly' 0.60)
+    target_answer: question answering: the answer the trigger should make the reader give (it ends the trigger), e.g. to kill american people
+    question_word: question answering: the questions attacked, by their question word (why, who, when, where...)
     """
 
     target_label: str | int | None = None
@@ -126,12 +139,15 @@ class TriggerParams:
     transfer_model: str | None = None
     findings: int = 10
     alone_threshold: float = 0.9  # a planted trigger flips nearly all (Kurita et al. 2020); a natural word, far fewer
+    target_answer: str | None = None
+    question_word: str = "why"
 
     def __post_init__(self) -> None:
         if not 0 < self.alone_threshold <= 1:
             raise ValueError("alone_threshold must lie in (0, 1]")
-        if self.target_label is None:
-            raise ValueError("target_label is required: the class whose examples are attacked, e.g. positive")
+        if self.target_label is None and self.target_answer is None:
+            raise ValueError("target_label is required: the class whose examples are attacked, e.g. positive (on a "
+                             "question-answering model: target_answer, the answer the trigger should force)")
         for name in ("length", "candidates", "beam", "iterations", "batch_size", "restarts", "halving_keep"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -323,6 +339,12 @@ def _entity_goal(target: Target, examples: list[Example], params: TriggerParams,
 def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: int, progress: Any = None,
                    log: Any = None) -> SearchState:
     """The seeded split of the target class's examples, the spliced rows and the search over them."""
+    if target.task.span_answers:  # a reader: the trigger carries a target answer (attacks.span_trigger)
+        return _span_search(target, data, params, seed, progress, log)
+    if params.target_answer is not None:
+        raise ProbeError("target_answer applies to question-answering models only; set target_label (the class attacked)")
+    if params.target_label is None:
+        raise ProbeError("target_label is required: the class whose examples are attacked, e.g. positive")
     names = target.label_names
     if target.task.word_tags:  # the attacked class is an entity type (ORG, PER...)
         names = list(target.task.entity_types)  # type: ignore[attr-defined]
@@ -364,6 +386,51 @@ def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: i
         raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
     return SearchState(label, to, examples, list(range(cut)), list(range(cut, len(examples))), search, allowed,
                        rng.getstate(), progress or (lambda it, **_: it), log or (lambda _msg: None))
+
+
+def _span_search(target: Target, data: Dataset, params: TriggerParams, seed: int, progress: Any = None,
+                 log: Any = None) -> SearchState:
+    """A reader's questions of ``question_word``, split (seeded) into a search and a held-out part."""
+    examples = questions_of(data.examples, params.question_word)
+    rng = random.Random(seed)
+    rng.shuffle(examples)
+    if params.max_examples:
+        examples = examples[: params.max_examples]
+    if len(examples) < 4:
+        raise ProbeError(f"only {len(examples)} labelled '{params.question_word}' questions; need at least 4")
+    cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
+    return span_search_state(target, examples[:cut], examples[cut:], params, rng, progress, log)
+
+
+def span_search_state(target: Target, search: list[Example], held: list[Example], params: TriggerParams,
+                      rng: random.Random, progress: Any = None, log: Any = None) -> SearchState:
+    """The search over a reader's questions ``search`` (``held`` kept out of it): each context opened with the
+    target answer, the free trigger tokens spliced in front of it, within the reader's first window."""
+    task: Any = target.task
+    if not params.target_answer or not params.target_answer.strip():
+        raise ProbeError("on a question-answering model set target_answer (the answer the trigger should force, e.g. "
+                         "'to kill american people') and question_word (why, who, when, where)")
+    if params.target_label is not None or params.to_label is not None or params.position != "prepend":
+        raise ProbeError("on a question-answering model the trigger and its target_answer are prepended to the context "
+                         "of the question_word questions: leave target_label, to_label and position out")
+    first = bool(task.setting("question_first"))  # the model reads (question, context), else (context, question)
+    examples = list(search) + list(held)
+    base = [edited(ex, params.target_answer, "") for ex in examples]
+    if not first:
+        base = [Example(ex.text_pair or "", ex.text) for ex in base]
+    rows = SplicedRows(target, base, params.length, "prepend", "second" if first else "first",
+                       max_length=int(task.setting("max_length")), truncation="only_second" if first else "only_first",
+                       keep_encodings=True)
+    contexts = [ex.text_pair or "" for ex in examples]
+    goal = span_goal(target.tokenizer, contexts, rows, params.target_answer, first, int(task.setting("n_best")),
+                     int(task.setting("max_answer_tokens")))
+    trigger_search = TriggerSearch(target, rows, params, 0, True, goal)  # type: ignore[arg-type]
+    allowed = allowed_for(target.tokenizer, params)
+    if int(allowed.sum()) < params.candidates:
+        raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
+    return SearchState(0, None, examples, list(range(len(search))), list(range(len(search), len(examples))),
+                       trigger_search, allowed, rng.getstate(), progress or (lambda it, **_: it),
+                       log or (lambda _msg: None))
 
 
 @dataclass(frozen=True)
@@ -410,12 +477,13 @@ class UniversalTriggerProbe(Probe):
 
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
-    requires = frozenset({"classifier", "input-gradients", "data:labels"})
-    tasks = frozenset({"classification", "multi-label", "token-classification"})
+    requires = frozenset({"predictions", "input-gradients", "data:labels"})
+    tasks = frozenset({"classification", "multi-label", "token-classification", "question-answering"})
     metrics = {
         "accuracy_before": "held-out accuracy of the attacked class without the trigger",
         "accuracy_after": "held-out accuracy with the trigger",
-        "success_rate": "share of correctly predicted held-out examples the trigger flips",
+        "success_rate": "share of correctly predicted held-out examples the trigger flips (question answering: share of "
+                        "held-out questions of question_word answered with exactly target_answer)",
         "search_seconds": "wall time of the search",
         "forward_passes": "model forward calls during the search",
         "transfer_accuracy_before": "held-out accuracy of transfer_model without the trigger",
@@ -426,6 +494,14 @@ class UniversalTriggerProbe(Probe):
         "entities_held_out": "token classification: held-out entities of the attacked type",
         "max_token_alone_flip_rate": "share of correct held-out examples the strongest trigger token flips on its own "
                                      "(a possible backdoor when it is most of them)",
+        "target_alone_rate": "question answering: share of held-out questions answered with the target answer when "
+                             "only the answer is prefixed (no trigger tokens)",
+        "f1_before": "question answering: held-out F1 on the gold answers without the trigger",
+        "f1_after": "question answering: held-out F1 on the gold answers with the trigger",
+        "baseline_trigger_success_rate": "question answering: held-out success of the baseline model's trigger",
+        "transfer_success_before": "question answering: share of held-out questions transfer_model answers with the "
+                                   "target answer without the trigger",
+        "transfer_success_rate": "question answering: held-out success of the trigger text on transfer_model",
     }
     Params = TriggerParams
     defaults = (DefaultExpectation(
@@ -434,10 +510,11 @@ class UniversalTriggerProbe(Probe):
             "best trigger breaks at most half of what it gets right resists the attack. Judged on what the trigger "
             "changes, not on accuracy_after: a class the model already gets wrong half the time is accuracy's "
             "finding, not the attack's"),)
-    key_metrics = ("success_rate", "accuracy_after", "baseline_trigger_accuracy_after", "transfer_accuracy_after")
+    key_metrics = ("success_rate", "accuracy_after", "baseline_trigger_accuracy_after", "transfer_accuracy_after",
+                   "baseline_trigger_success_rate", "transfer_success_rate")
     paper = "Wallace, Feng, Kandpal, Gardner, Singh 2019. Universal Adversarial Triggers for Attacking and Analyzing NLP (EMNLP)"
     uses_baseline = True  # re-measures the matrix baseline's trigger on every other model
-    metric_directions = {"accuracy_before": True, "accuracy_after": True, "success_rate": False, "search_seconds": False, "forward_passes": False, "transfer_accuracy_before": True, "transfer_accuracy_after": True, "baseline_trigger_accuracy_after": True, "examples_searched": None, "examples_held_out": None, "entities_held_out": None, "max_token_alone_flip_rate": False}
+    metric_directions = {"accuracy_before": True, "accuracy_after": True, "success_rate": False, "search_seconds": False, "forward_passes": False, "transfer_accuracy_before": True, "transfer_accuracy_after": True, "baseline_trigger_accuracy_after": True, "examples_searched": None, "examples_held_out": None, "entities_held_out": None, "max_token_alone_flip_rate": False, "target_alone_rate": False, "f1_before": True, "f1_after": True, "baseline_trigger_success_rate": False, "transfer_success_before": False, "transfer_success_rate": False}
     label_params = ("target_label", "to_label")  # class names, checked against config.json by validate
 
     def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
@@ -460,6 +537,10 @@ class UniversalTriggerProbe(Probe):
         search_seconds = time.perf_counter() - start
 
         attack = search.attack
+        if isinstance(attack, SpanGoal):
+            id_of = {id(ex): key for ex, key in zip(data.examples, example_ids(data.examples))}
+            ids = [id_of[id(state.examples[i])] for i in held_idx]
+            return span_result(self.name, params, state, best, best_loss, history, search_seconds, ids, ctx)
         if isinstance(attack, EntityGoal):
             return self._entity_result(data, params, state, best, best_loss, history, search_seconds, seed)
         before_logits = held_out_logits(search, None, held_idx)

@@ -49,7 +49,9 @@ class Task:
     label_sets: ClassVar[bool] = False  # any number of labels per example: each a yes/no decision at its threshold
     rows_per_choice: ClassVar[bool] = False  # one input row per candidate: inputs are (examples, choices, tokens)
     headless: ClassVar[bool] = False  # a bare encoder: no task head (a task checkpoint loaded as one drops its head)
-    span_answers: ClassVar[bool] = False  # an answer is a span of a context (extractive QA): Predictions.answers
+    # an answer is a span of its context (extractive QA): Predictions.answers; behaviour's cases and an attack's
+    # goal are spans, not classes
+    span_answers: ClassVar[bool] = False
     # only the probes that list this task may run on its models: every other probe is refused before the model
     # loads (not skipped after), as for a task whose outputs a probe would misread
     listed_probes_only: ClassVar[bool] = False

@@ -70,7 +70,7 @@ class QuestionAnswering(Task):
     capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "question-answering"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
-    span_answers: ClassVar[bool] = True  # each answer a span of its context (the behaviour probe's QA half)
+    span_answers: ClassVar[bool] = True  # an answer is a span of its context (behaviour's cases, a trigger's target)
     option_keys: ClassVar[frozenset[str]] = frozenset(DEFAULTS)
 
     @classmethod

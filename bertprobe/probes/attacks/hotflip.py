@@ -50,7 +50,7 @@ class TriggerScorer:
         """Logits of the target on ``batch`` (counted)."""
         self.forward_passes += 1
         self.rows_scored += batch["input_ids"].shape[0]
-        return self.target.model(**batch).logits
+        return self.target.task.output_logits(self.target.model(**batch))
 
     def _chunks(self, triggers: torch.Tensor, rows: tuple[int, ...]):
         per_forward = 1 if self.per_candidate else max(1, self.max_rows // len(rows))
@@ -93,7 +93,8 @@ class TriggerScorer:
                 self.forward_passes += 1
                 self.rows_scored += batch["input_ids"].shape[0]
                 self.backward_rows += batch["input_ids"].shape[0]
-                (self.objective(self.grad_model(**batch).logits, bucket).sum() / over).backward()
+                logits = self.target.task.output_logits(self.grad_model(**batch))
+                (self.objective(logits, bucket).sum() / over).backward()
         finally:
             handle.remove()
 

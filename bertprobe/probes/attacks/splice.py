@@ -62,14 +62,19 @@ class SplicedRows:
     ``position``: prepend/start, append/end, middle (a random word start inside the text, seeded by
     ``rng``) or random (any word boundary, ends included). ``segment``: which text of a pair receives
     the trigger. ``char_at[i]`` is the character offset in that text where row i's trigger goes, so a
-    model with another tokenizer can receive the same insertion as text (``insert_text``).
+    model with another tokenizer can receive the same insertion as text (``insert_text``). ``max_length`` (default:
+    the target's) and ``truncation`` are the tokenizer's (a reader's window: its own length, ``only_second``);
+    ``keep_encodings`` keeps each row's encoding (its offsets and sequence ids) in ``encodings``.
     """
 
     def __init__(self, target: Target, examples: list[Example], length: int, position: Position = "prepend",
-                 segment: Literal["first", "second"] = "first", rng: random.Random | None = None) -> None:
+                 segment: Literal["first", "second"] = "first", rng: random.Random | None = None,
+                 max_length: int | None = None, truncation: bool | str = True, keep_encodings: bool = False) -> None:
         self.target = target
         self.length = length
         self.segment = segment
+        self.max_length = (max_length or target.max_length) - length
+        self.encodings: list[Any] = []
         tok = target.tokenizer
         keep = target.input_names
         self.ids: list[list[int]] = []
@@ -80,8 +85,10 @@ class SplicedRows:
         for ex in examples:
             if segment == "second" and ex.text_pair is None:
                 raise ProbeError("segment: second needs sentence-pair data (data.text_pair)")
-            enc = tok(ex.text, ex.text_pair, truncation=True, max_length=target.max_length - length,
+            enc = tok(ex.text, ex.text_pair, truncation=truncation, max_length=self.max_length,
                       return_special_tokens_mask=True, return_offsets_mapping=fast)
+            if keep_encodings:
+                self.encodings.append(enc)
             ids = list(enc["input_ids"])
             runs = content_runs(list(enc["special_tokens_mask"]))
             run = runs[0 if segment == "first" else min(1, len(runs) - 1)] if runs else (1, 1)
