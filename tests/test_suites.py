@@ -197,6 +197,31 @@ def _reader(tmp: Path) -> tuple[Path, Path]:
     return save_tiny_model(tmp / "model", task="question-answering", words=words, seed=3), tmp / "questions.json"
 
 
+def _robust_reader(tmp: Path) -> tuple[Path, Path]:
+    """A tiny reader and questions the robustness probes can use: why questions (the trigger), questions on
+    names, places and years (the distractor's rules)."""
+    import json
+
+    model, _ = _reader(tmp)
+    people = [("Anna", "Paris", "1990", "she loved art"), ("Peter", "Berlin", "1985", "he found work"),
+              ("Maria", "London", "2001", "she studied law"), ("John", "Boston", "1977", "he married there")]
+    paragraphs, k = [], 0
+    for name, city, year, why in people:
+        context = f"{name} moved to {city} in {year} because {why}. The city was large and old."
+        qas = []
+        for question, answer in ((f"Why did {name} move to {city}?", f"because {why}"),
+                                 (f"Who moved to {city} in {year}?", name), (f"Where did {name} move in {year}?", city),
+                                 (f"When did {name} move to {city}?", year)):
+            for _ in range(2):
+                qas.append({"id": f"r{k}", "question": question,
+                            "answers": [{"text": answer, "answer_start": context.index(answer)}]})
+                k += 1
+        paragraphs.append({"context": context, "qas": qas})
+    (tmp / "robust.json").write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}),
+                                     encoding="utf-8")
+    return model, tmp / "robust.json"
+
+
 # suite -> (its tiny model and data, the --set and environment that keep it to a few seconds)
 SHIPPED = {
     "sst2": (lambda t: _classifier(t, ("NEG", "POS")), ("probes.universal-trigger.params.candidates=4",
@@ -220,6 +245,9 @@ SHIPPED = {
     "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
     "arct": (_arct, (), {}),
     "squad": (_reader, ("probes.attention-audit.params.similarity_examples=4",), {}),
+    "squad-robustness": (_robust_reader, ("probes.universal-trigger.params.candidates=2",
+                                   "probes.universal-trigger.params.iterations=1",
+                                   "probes.behaviour.params.max_cases=2", "probes.behaviour.params.max_examples=4"), {}),
 }
 
 
