@@ -59,6 +59,7 @@ SNIPPETS: dict[str, str] = {
     "multilabel": "bertprobe run suites/multilabel.yaml --model ./tagger --data reviews.jsonl",
     "bf16": f"bertprobe run suites/bf16.yaml --model {NER_MODEL} --data {NER_DATA} --limit 500",
     "squad": f"bertprobe run suites/squad.yaml --model {QA_MODEL} --data {QA_DATA}",
+    "squad-robustness": f"bertprobe run suites/squad-robustness.yaml --model {QA_MODEL} --data {QA_DATA}",
 }
 
 # The snippets a test reruns and compares with what the docs show (tests/test_docs.py, marked reproduction):
