@@ -201,7 +201,7 @@ def test_every_registered_probe_supports_multi_label_or_is_refused_or_skipped(na
     assert supports + refused + (skipped and not supports) == 1, (supports, refused, skipped)
     expected_support = {"accuracy", "calibration", "slices", "behaviour", "head-pruning", "universal-trigger",
                         "backdoor-scan", "attention-audit", "syntax-heads"}
-    assert supports == (name in expected_support) and refused == (name == "spurious-cues")
+    assert supports == (name in expected_support) and refused == (name in ("spurious-cues", "distractor"))
 
 
 def test_without_problem_type_the_model_is_single_label_unless_the_suite_says_multi_label(tmp_path, tagger_dir):

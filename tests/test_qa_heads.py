@@ -22,6 +22,7 @@ from bertprobe.model.interventions import head_intervention
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
+from bertprobe.probes.backdoor_scan import BackdoorScanProbe
 from bertprobe.probes.head_pruning import Evaluator, HeadParams, HeadPruningProbe
 from bertprobe.probes.syntax_heads.probe import SyntaxHeadsProbe, SyntaxParams
 from bertprobe.probes.universal_trigger import UniversalTriggerProbe
@@ -355,7 +356,7 @@ def test_syntax_heads_reads_a_readers_encoder_as_the_bare_encoder_does(qa_path, 
 def test_a_reader_is_refused_only_by_the_probes_not_written_for_it():
     task = QuestionAnswering
     assert not any(cls.refuses_task(task) for cls in (HeadPruningProbe, AttentionAuditProbe, SyntaxHeadsProbe))
-    assert UniversalTriggerProbe.refuses_task(task)
+    assert BackdoorScanProbe.refuses_task(task) and not UniversalTriggerProbe.refuses_task(task)  # QA triggers: #55
 
 
 def test_validate_admits_the_three_and_refuses_the_backdoor_scan_on_a_reader(tmp_path, qa_path):

@@ -255,7 +255,7 @@ def test_probes_that_need_predictions_skip_a_bare_encoder(tmp_path, treebank):
                      "  - probe: syntax-heads\n    params: {min_count: 1, parser_epochs: 2}\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["run", str(suite), "--allow-skips"])
     assert result.exit_code == 0, result.output
-    assert "universal-trigger  SKIPPED" in result.output and "lacks: classifier" in result.output
+    assert "universal-trigger  SKIPPED" in result.output and "lacks: predictions" in result.output
     assert "attention-audit    MEASURED" in result.output and "syntax-heads       MEASURED" in result.output
 
 
