@@ -378,6 +378,48 @@ def test_question_answering_build_answers_as_pytorch(tmp_path: Path) -> None:
     assert [a.score for a in got] == pytest.approx([a.score for a in want], abs=1e-4)
 
 
+def test_a_readers_own_graph_with_other_output_names_answers_as_pytorch(tmp_path: Path) -> None:
+    """A user's plain torch.onnx.export of a reader whose outputs are not named start_logits/end_logits: the two
+    outputs are read as start and end, in order, and the answers are PyTorch's (it raised AttributeError)."""
+    import shutil
+
+    import transformers
+
+    from bertprobe.testing import WORDS
+
+    model_dir = save_tiny_model(tmp_path / "qa", task="question-answering", words=WORDS, seed=3)
+    folder = tmp_path / "exported"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (model_dir / name).is_file():
+            shutil.copy(model_dir / name, folder / name)
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(model_dir).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    enc = tokenizer(["what was good ?", "who ?"], ["the movie was good and fun", "the dog"], padding=True,
+                    return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+
+    class Plain(torch.nn.Module):  # the outputs as a tuple, named by the user
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, *args: torch.Tensor) -> Any:
+            out = self.inner(**dict(zip(names, args)))
+            return out.start_logits, out.end_logits
+
+    torch.onnx.export(Plain().eval(), tuple(enc[n] for n in names), str(folder / "model.onnx"), input_names=names,
+                      output_names=["out_s", "out_e"], opset_version=17, dynamo=False,
+                      dynamic_axes={**{n: {0: "b", 1: "t"} for n in names}, "out_s": {0: "b", 1: "t"}, "out_e": {0: "b", 1: "t"}})
+    base = load_target(ModelSpec(path=str(model_dir), device="cpu"))
+    own = load_target(ModelSpec(path=str(folder / "model.onnx"), device="cpu"))
+    examples = [Example(text=q, text_pair=" ".join(WORDS[i % 40] for i in range(30)), id=str(i))
+                for i, q in enumerate(["what was good ?", "who gave it away ?"])]
+    want, got = base.task.answers(base, examples), own.task.answers(own, examples)
+    assert [(a.text, a.start) for a in got] == [(a.text, a.start) for a in want]
+    assert [a.score for a in got] == pytest.approx([a.score for a in want], abs=1e-4)
+
+
 def test_own_onnx_file_quantized_by_onnx_runtime(tmp_path: Path, tiny_clf_dir: Path) -> None:
     import onnx
 
