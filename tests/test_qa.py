@@ -107,7 +107,7 @@ def test_the_task_is_detected_and_binds_its_settings(qa_model):
     task = resolve_task(config)
     assert isinstance(task, QuestionAnswering) and task.name == "question-answering"
     assert dict(task.settings) == {"max_length": 384, "stride": 128, "n_best": 20, "max_answer_tokens": 30,
-                                   "null_threshold": 0.0, "question_first": True}
+                                   "null_threshold": 0.0, "question_first": True, "abstain": "auto"}
     assert builtin_tasks().get("question-answering").model_class == "AutoModelForQuestionAnswering"
     assert qa_settings({"stride": 64, "threshold": 0.5})["stride"] == 64  # another task's option is ignored
     with pytest.raises(DataError, match="model.options.stride: 384 must be less than max_length 384"):
@@ -339,6 +339,12 @@ def test_squad_v2_unanswerable_questions_have_no_gold(tmp_path):
     assert [ex.meta["is_impossible"] for ex in examples] == [False, True]
     task = QuestionAnswering()
     assert task.null_threshold_for(examples) == 0.0 and task.null_threshold_for(examples[:1]) is None
+    # abstain: true asks a SQuAD 2.0 reader to abstain on answerable data too (how it is served); false never
+    assert QuestionAnswering(settings=qa_settings({"abstain": True, "null_threshold": 1.5})).null_threshold_for(
+        examples[:1]) == 1.5
+    assert QuestionAnswering(settings=qa_settings({"abstain": False})).null_threshold_for(examples) is None
+    with pytest.raises(DataError, match="abstain: must be true, false or auto, not 'yes'"):
+        qa_settings({"abstain": "yes"})
 
 
 def one_line_error(path: Path, loader: str | None = None) -> str:

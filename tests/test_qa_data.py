@@ -397,7 +397,7 @@ def test_loader_squad_refuses_a_table_of_another_shape_before_weights_load(tmp_p
     (("--set", "model.options.null_threshold=high"),
      "model.options.null_threshold: must be a number (a logit difference, 0 by default), not 'high'"),
     (("--set", "model.options.strid=64"), "model.options.strid: not a setting of question-answering models (did you "
-     "mean 'stride'?); its settings: max_answer_tokens, max_length, n_best, null_threshold, question_first, stride"),
+     "mean 'stride'?); its settings: abstain, max_answer_tokens, max_length, n_best, null_threshold, question_first, stride"),
     (("--set", "data.options.stride=64"), "data.options.stride: a setting of the question-answering task, not of its "
      "data; set model.options.stride (or --set model.options.stride=VALUE)"),
 ])
@@ -433,7 +433,7 @@ def test_settings_reach_the_task_from_a_suite_and_from_the_command_line(tmp_path
     (run_dir,) = (tmp_path / "reports").glob("qa-[0-9]*")
     [entry] = json.loads((run_dir / "report.json").read_text())["probes"]
     assert entry["details"]["settings"] == {"max_length": 40, "stride": 8, "n_best": 5, "max_answer_tokens": 4,
-                                            "null_threshold": 1.5, "question_first": False}
+                                            "null_threshold": 1.5, "question_first": False, "abstain": "auto"}
 
 
 @pytest.mark.parametrize("sample", ["random", "first"])

@@ -30,7 +30,10 @@ from bertprobe.tasks.qa_heads import sweep_rows as qa_sweep_rows
 from bertprobe.tasks.spans import Answer, answer
 
 DEFAULTS: dict[str, Any] = {"max_length": 384, "stride": 128, "n_best": 20, "max_answer_tokens": 30,
-                            "null_threshold": 0.0, "question_first": True}
+                            "null_threshold": 0.0, "question_first": True, "abstain": "auto"}
+# abstain: whether the reader may answer "no answer" (the [CLS] null score against the best span, SQuAD 2.0):
+# true for a SQuAD 2.0 reader audited on any data (answerable questions only included), false never, auto when
+# the data hold an unanswerable question
 
 
 def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -44,6 +47,10 @@ def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
         if key == "question_first":
             if not isinstance(value, bool):
                 raise DataError(f"{where}: must be true or false, not {value!r}")
+            out[key] = value
+        elif key == "abstain":
+            if value not in (True, False, "auto"):
+                raise DataError(f"{where}: must be true, false or auto, not {value!r}")
             out[key] = value
         elif key == "null_threshold":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
@@ -139,9 +146,13 @@ class QuestionAnswering(Task):
         return self.settings.get(key, DEFAULTS[key])
 
     def null_threshold_for(self, examples: Sequence[Example]) -> float | None:
-        """The null threshold when the data hold unanswerable questions (SQuAD 2.0), else None: a SQuAD 1.1
-        reader is never asked to abstain."""
-        return float(self.setting("null_threshold")) if any(ex.label == () for ex in examples) else None
+        """The null threshold where the reader may abstain, else None: ``abstain: true`` always (a SQuAD 2.0
+        reader, even on answerable questions only), ``false`` never, ``auto`` (the default) when the data hold
+        an unanswerable question (SQuAD 2.0), so a SQuAD 1.1 reader is never asked to."""
+        abstain = self.setting("abstain")
+        if abstain == "auto":
+            abstain = any(ex.label == () for ex in examples)
+        return float(self.setting("null_threshold")) if abstain else None
 
     def answers(self, target: Any, examples: Sequence[Example], batch_size: int | None = None,
                 progress: Callable[..., Iterable[Any]] | None = None, tokenizer: Any = None) -> list[Answer]:
