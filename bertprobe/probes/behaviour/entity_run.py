@@ -27,7 +27,7 @@ from bertprobe.probes.behaviour.entity_cases import (
 )
 from bertprobe.probes.behaviour.entity_edits import EntityWords, Span, Tagged, model_types
 from bertprobe.probes.behaviour.lexicon import edits, keyboard, origins
-from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
+from bertprobe.probes.behaviour.rates import add_origin_gaps, failure_rates, summarise
 from bertprobe.registry import did_you_mean
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.tasks.entities import bracketed, detect_scheme, marked, spans, split_tag
@@ -178,24 +178,11 @@ def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeCo
     for test, members in by_test.items():
         grouped = [c for c in members if any(c.groups) and c.has_gold]
         gaps = origin_recall(grouped, predicted, types.get("person", ""), params.bootstrap, ctx.seed) if grouped else {}
-        if not gaps:
-            continue
-        fairness[test] = gaps
-        for group, value in gaps["recall"].items():
-            interval = gaps["intervals"].get(group)
-            result.add_metric(f"recall_by_origin.{slug(test)}.{slug(group)}", value, True,
-                              f"recall of {gaps['type']} entities whose surnames are of the '{group}' group",
-                              ci=tuple(interval) if interval else None)
-        result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False,
-                          f"largest gap in {gaps['type']} recall between origin groups of '{test}'",
-                          ci=tuple(gaps["interval"]) if gaps["interval"] else None)
-    line = None
-    if fairness:
-        name, worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
-        result.add_metric("max_fairness_gap", worst["gap"], False, f"largest fairness gap (test '{name}')", kind="extreme")
-        result.details["fairness"] = fairness
-        line = (f"{name}: {worst['type']} recall '{worst['higher']}' {worst['recall'][worst['higher']]:.3f} against "
-                f"'{worst['lower']}' {worst['recall'][worst['lower']]:.3f}" if worst["gap"] > 0 else "")
+        if gaps:
+            fairness[test] = gaps
+    line = add_origin_gaps(result, fairness, "recall", "recall_by_origin", lambda gaps, test, group: (
+        f"recall of {gaps['type']} entities whose surnames are of the '{group}' group" if group is not None
+        else f"largest gap in {gaps['type']} recall between origin groups of '{test}'"), lambda gaps: f"{gaps['type']} recall")
     summarise(result, tests, len(cases), failed, len(distinct), line)
     result.details["perturbations"] = rows
     result.details["task"] = target.task.name

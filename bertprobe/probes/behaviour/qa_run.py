@@ -36,7 +36,7 @@ from bertprobe.probes.behaviour.lexicon import origins, qa_lexicons
 from bertprobe.probes.behaviour.perturb import Words
 from bertprobe.probes.behaviour.qa_cases import BUILTIN_TEMPLATES, QACase, expand_qa_template, qa_case_from_mapping
 from bertprobe.probes.behaviour.qa_edits import Item, QAPerturbation, item_of, move_span
-from bertprobe.probes.behaviour.rates import failure_rates, slug, summarise
+from bertprobe.probes.behaviour.rates import add_origin_gaps, failure_rates, summarise
 from bertprobe.progress import progress
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
@@ -180,24 +180,11 @@ def run_answers(target: Target, data: Dataset | None, params: Any, ctx: ProbeCon
     fairness = {}
     for test, members in by_test.items():
         gaps = origin_gaps(members, answers, params.bootstrap, ctx.seed) if any(c.groups for c in members) else {}
-        if not gaps:
-            continue
-        fairness[test] = gaps
-        for group, value in gaps["f1"].items():
-            interval = gaps["intervals"].get(group)
-            result.add_metric(f"answer_f1_by_origin.{slug(test)}.{slug(group)}", value, True,
-                              f"answer F1 on '{test}' with surnames of the '{group}' group",
-                              ci=tuple(interval) if interval else None)
-        result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False,
-                          f"largest gap in answer F1 between surname origin groups of '{test}'",
-                          ci=tuple(gaps["interval"]) if gaps["interval"] else None)
-    line = None
-    if fairness:
-        name, worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
-        result.add_metric("max_fairness_gap", worst["gap"], False, f"largest fairness gap (test '{name}')", kind="extreme")
-        result.details["fairness"] = fairness
-        line = (f"{name}: F1 '{worst['higher']}' {worst['f1'][worst['higher']]:.3f} against '{worst['lower']}' "
-                f"{worst['f1'][worst['lower']]:.3f}" if worst["gap"] > 0 else "")
+        if gaps:
+            fairness[test] = gaps
+    line = add_origin_gaps(result, fairness, "f1", "answer_f1_by_origin", lambda gaps, test, group: (
+        f"answer F1 on '{test}' with surnames of the '{group}' group" if group is not None
+        else f"largest gap in answer F1 between surname origin groups of '{test}'"), lambda gaps: "F1")
     summarise(result, tests, len(cases), failed, len(distinct), line)
     result.details["perturbations"] = rows
     result.details["task"] = target.task.name

@@ -95,3 +95,26 @@ def summarise(result: ProbeResult, tests: list[dict[str, Any]], n_cases: int, to
                              "errors": [t["interval"] for t in tests]}]},
         "axes": {"y": "failure rate"}}]
     result.details["key_finding"] = line
+
+
+def add_origin_gaps(result: ProbeResult, fairness: dict[str, dict[str, Any]], score: str, metric: str,
+                    what: Any, named: Any) -> str | None:
+    """The fairness metrics of readers and taggers alike: per test, ``<metric>.<test>.<group>`` (the group's
+    ``score``, with its interval) and ``fairness_gap.<test>``, then ``max_fairness_gap`` and the worst test's line
+    (None without fairness tests). ``fairness``: per test, the gaps of its origin groups (``score`` per group,
+    ``intervals``, ``gap``, ``interval``, ``higher``, ``lower``); ``what(gaps, test, group)`` describes a group's score
+    (``group`` None: the gap), ``named(gaps)`` names the score in the worst test's line."""
+    for test, gaps in fairness.items():
+        for group, value in gaps[score].items():
+            interval = gaps["intervals"].get(group)
+            result.add_metric(f"{metric}.{slug(test)}.{slug(group)}", value, True, what(gaps, test, group),
+                              ci=tuple(interval) if interval else None)
+        result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False, what(gaps, test, None),
+                          ci=tuple(gaps["interval"]) if gaps["interval"] else None)
+    if not fairness:
+        return None
+    name, worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
+    result.add_metric("max_fairness_gap", worst["gap"], False, f"largest fairness gap (test '{name}')", kind="extreme")
+    result.details["fairness"] = fairness
+    return (f"{name}: {named(worst)} '{worst['higher']}' {worst[score][worst['higher']]:.3f} against '{worst['lower']}' "
+            f"{worst[score][worst['lower']]:.3f}" if worst["gap"] > 0 else "")
