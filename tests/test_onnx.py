@@ -332,18 +332,19 @@ def test_int8_build_against_fp32_on_sst2(tmp_path: Path, monkeypatch: pytest.Mon
     won = sum(b and not a for a, b in zip(right["fp32"], right["int8"]))
     paired = next(d for d in report["paired"] if d["model"] == "int8" and d["metric"] == "accuracy")
     assert paired["test"] == f"McNemar exact, {lost} vs {won} discordant of 200 paired"
-    changed = {i: (a, b) for i, a, b in zip(ids, preds["fp32"], preds["int8"]) if a != b}
+    names = model.config.id2label  # the changed predictions are named as the model names its classes
+    changed = {i: (names[a], names[b]) for i, a, b in zip(ids, preds["fp32"], preds["int8"]) if a != b}
     (agreement,) = [a for a in report["agreement"] if a["model"] == "int8"]
     assert (agreement["baseline"], agreement["paired"]) == ("fp32", 200)
     assert agreement["agreed"] == 200 - len(changed) and agreement["rate"] == pytest.approx(1 - len(changed) / 200)
-    assert {i: (int(a), int(b)) for i, a, b in agreement["changed"]} == changed
+    assert {i: (a, b) for i, a, b in agreement["changed"]} == changed
     from bertprobe.results.report import RunReport
 
     assert RunReport.from_dict(report).agreement[0].changed == [tuple(c) for c in agreement["changed"]]
     assert CliRunner().invoke(main, ["report", str(run_dir), "--format", "markdown"]).exit_code == 0  # from events
     markdown = (run_dir / "report.md").read_text()
     assert "## Predictions changed against fp32" in markdown and f"{200 - len(changed)} of 200" in markdown
-    assert all(f"{i}: {a:g} -> {b:g}" in markdown for i, (a, b) in list(changed.items())[:20])
+    assert all(f"{i}: {a!r} -> {b!r}" in markdown for i, (a, b) in list(changed.items())[:20])
     regressed = [d for d in report["paired"] if d["model"] == "int8" and d["regression"]]
     assert bool(regressed) == any(d["p_adjusted"] < 0.05 and d["past_tolerance"] for d in report["paired"]
                                   if d["model"] == "int8")
@@ -354,10 +355,12 @@ def test_int8_build_against_fp32_on_sst2(tmp_path: Path, monkeypatch: pytest.Mon
 def test_agreement_pairs_predictions_by_id() -> None:
     from bertprobe.results.outcomes import Agreement, Outcomes
 
-    base = Outcomes.from_values("prediction", ["a", "b", "c", "d"], [0, 1, 1, 2], "categorical")
-    cand = Outcomes.from_values("prediction", ["d", "c", "b", "e"], [2, 0, 1, 1], "categorical")
+    base = Outcomes.from_values("prediction", ["a", "b", "c", "d"], ["neg", "pos", "pos", "neu"], "label")
+    cand = Outcomes.from_values("prediction", ["d", "c", "b", "e"], ["neu", "neg", "pos", "pos"], "label")
     a = Agreement.between("int8", "fp32", "accuracy", base, cand)
-    assert (a.paired, a.agreed, a.changed) == (3, 2, [("c", 1.0, 0.0)]) and a.rate == pytest.approx(2 / 3)
+    assert (a.paired, a.agreed, a.changed) == (3, 2, [("c", "pos", "neg")]) and a.rate == pytest.approx(2 / 3)
+    old = Outcomes.from_dict({"name": "prediction", "kind": "categorical", "ids": ["a", "b"], "values": [0, 1]})
+    assert Agreement.between("int8", "fp32", "accuracy", old, old).agreed == 2  # a run from before: class codes
 
 
 def test_question_answering_build_answers_as_pytorch(tmp_path: Path) -> None:

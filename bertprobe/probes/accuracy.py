@@ -156,14 +156,15 @@ class AccuracyProbe(Probe):
         pred = task.predict(predicted.logits)
         correct = task.correct(pred, gold).float()
         ids = example_ids(data.examples)
-        result.outcomes += [Outcomes.from_values("correct", ids, correct.tolist()),
-                            Outcomes.from_values("prediction", ids, pred.tolist(), "categorical")]
+        names = target.label_names or [str(i) for i in range(probs.shape[-1])]
+        result.outcomes += [Outcomes.from_values("correct", ids, correct.tolist()),  # the class by name: builds whose
+                            # configs order the labels otherwise still pair
+                            Outcomes.from_values("prediction", ids, [names[c] for c in pred.tolist()], "label")]
         hits = int(correct.sum().item())
         ci = wilson_interval(hits, len(correct), params.confidence) if params.bootstrap else None
         result.add_metric("accuracy", correct.mean().item(), True, "share of examples predicted correctly", ci,
                           outcome="correct")
         self._throughput(result, target, data, params, seconds)
-        names = target.label_names or [str(i) for i in range(probs.shape[-1])]
         for idx, label in enumerate(names):
             sel = gold == idx
             if bool(sel.any()):

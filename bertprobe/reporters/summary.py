@@ -236,12 +236,20 @@ def paired_rows(report: RunReport) -> list[list[str]]:
 AGREEMENT_HEADERS = ["model", "probe", "agreement", "equal", "changed (example id: baseline -> candidate)"]
 
 
+def _prediction(value: Any, width: int = 60) -> str:
+    """One prediction of the agreement table: a class code as a number (a run from before ``label`` outcomes), a
+    text quoted and clipped (an answer, a label set, a sentence's entities)."""
+    if isinstance(value, (int, float)):
+        return f"{value:g}"
+    return repr(clip(value, width))
+
+
 def agreement_rows(report: RunReport, shown: int = 20) -> list[list[str]]:
     """Each candidate's predictions against the baseline's: the share equal, and the examples that changed (the
     first ``shown``; report.json lists them all)."""
     rows = []
     for a in report.agreement:
-        changed = ", ".join(f"{i}: {b:g} -> {c:g}" for i, b, c in a.changed[:shown])
+        changed = "; ".join(f"{i}: {_prediction(b)} -> {_prediction(c)}" for i, b, c in a.changed[:shown])
         more = f" and {len(a.changed) - shown} more" if len(a.changed) > shown else ""
         rows.append([a.model, a.probe_id, f"{a.rate:.2%}" if a.paired else "-", f"{a.agreed} of {a.paired}",
                      (changed + more) or "none"])

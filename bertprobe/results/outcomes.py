@@ -16,17 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-OutcomeKind = Literal["binary", "categorical", "score"]
+OutcomeKind = Literal["binary", "categorical", "score", "label"]
 OUTCOMES_FILE = "outcomes.jsonl"
 
 
 @dataclass
 class Outcomes:
-    """One value per example: ``binary`` (0/1, e.g. correct), ``categorical`` (a class) or ``score``."""
+    """One value per example: ``binary`` (0/1, e.g. correct), ``categorical`` (a class code), ``score``, or
+    ``label``: a prediction as text a reader can check (a class name, a label set, an answer, a sentence's
+    entities), compared for equality only and never averaged: what ``Agreement`` pairs."""
 
     name: str
     ids: list[str]
-    values: list[float]
+    values: list[Any]  # floats; strings for kind "label"
     kind: OutcomeKind = "binary"
 
     def __post_init__(self) -> None:
@@ -35,13 +37,13 @@ class Outcomes:
         if len(set(self.ids)) != len(self.ids):
             raise ValueError(f"outcomes '{self.name}': example ids are not unique")
         self.ids = [str(i) for i in self.ids]
-        self.values = [float(v) for v in self.values]
+        self.values = [str(v) for v in self.values] if self.kind == "label" else [float(v) for v in self.values]
 
     @classmethod
     def from_values(cls, name: str, ids: Sequence[Any], values: Iterable[Any], kind: OutcomeKind = "binary") -> Outcomes:
-        return cls(name, [str(i) for i in ids], [float(v) for v in values], kind)
+        return cls(name, [str(i) for i in ids], list(values), kind)
 
-    def as_map(self) -> dict[str, float]:
+    def as_map(self) -> dict[str, Any]:
         return dict(zip(self.ids, self.values))
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,14 +58,16 @@ class Outcomes:
 class Agreement:
     """How often a candidate model predicts what the baseline predicts, over the examples both answered (paired by
     id), and each example whose prediction changed as ``(id, baseline's prediction, candidate's)``: what a build
-    that replaces a model in service (an int8 or ONNX build) changes, case by case. ``changed`` is complete."""
+    that replaces a model in service (an int8 or ONNX build) changes, case by case. ``changed`` is complete.
+    Predictions are the tasks' ``label`` outcomes (a class name, a label set, an answer's text, a sentence's
+    entities); a run written before them holds class codes (floats), read as they are."""
 
     model: str
     baseline: str
     probe_id: str
     paired: int
     agreed: int
-    changed: list[tuple[str, float, float]]
+    changed: list[tuple[str, Any, Any]]
 
     @property
     def rate(self) -> float:
@@ -71,7 +75,7 @@ class Agreement:
 
     @classmethod
     def between(cls, model: str, baseline: str, probe_id: str, base: Outcomes, cand: Outcomes) -> Agreement:
-        """The agreement of two ``prediction`` vectors (categorical: a class, or a label set's bit code)."""
+        """The agreement of two ``prediction`` vectors, example by example (equal values agree)."""
         theirs = cand.as_map()
         paired = [(i, v, theirs[i]) for i, v in zip(base.ids, base.values) if i in theirs]
         changed = [(i, a, b) for i, a, b in paired if a != b]
@@ -80,7 +84,7 @@ class Agreement:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Agreement:
         return cls(data["model"], data["baseline"], data["probe_id"], int(data["paired"]), int(data["agreed"]),
-                   [(str(i), float(a), float(b)) for i, a, b in data.get("changed") or []])
+                   [(str(i), a, b) for i, a, b in data.get("changed") or []])
 
 
 def append_outcomes(run_dir: Path, model: str, probe_id: str, outcomes: Iterable[Outcomes]) -> None:

@@ -16,6 +16,12 @@ from bertprobe.stats import wilson_interval
 from bertprobe.tasks.scores import absent_note, f1_from_counts
 
 
+def entity_list(words: Sequence[str], entities: Sequence[tuple[int, int, str]]) -> str:
+    """A sentence's entities as one comparable text, each with its first word's position: ``0:[PER Maria Lopez]
+    4:[LOC Lima]``; ``(no entities)`` when none."""
+    return " ".join(f"{a}:[{kind} " + " ".join(words[a:b]) + "]" for a, b, kind in entities) or "(no entities)"
+
+
 def entity_accuracy(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
     """The NER audit: strict entity P/R/F1 (seqeval's strict mode; micro and per type, bootstrap intervals over
     sentences), token accuracy, sentence exact match, an error breakdown, and per-sentence outcomes."""
@@ -36,6 +42,9 @@ def entity_accuracy(result: ProbeResult, target: Any, data: Dataset, params: Any
         Outcomes.from_values("entities_found", ids, [sum(c.tp.values()) for c in counts], "score"),
         Outcomes.from_values("entities_gold", ids, [sum(c.gold.values()) for c in counts], "score"),
         Outcomes.from_values("entities_predicted", ids, [sum(c.pred.values()) for c in counts], "score"),
+        # the sentence's predicted entities, for a matrix's agreement between builds
+        Outcomes.from_values("prediction", ids, [entity_list(ex.words or (), spans(p, scheme))  # type: ignore[attr-defined]
+                                                 for ex, p in zip(data.examples, preds)], "label"),
     ]
     # entity F1 is a ratio over sentences, no mean of per-sentence scores; its per-sentence outcome is the
     # ratio's linearisation F1 + (2 tp_i - F1 (pred_i + gold_i)) / mean(pred + gold): its mean is F1 exactly,

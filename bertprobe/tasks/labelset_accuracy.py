@@ -18,6 +18,11 @@ from bertprobe.tasks.labelset_metrics import bootstrap_headline
 from bertprobe.tasks.scores import absent_note, f1_from_counts
 
 
+def label_set(names: list[str], row: Any) -> str:
+    """A predicted label set as one comparable text, its labels in the model's order: ``{toxic, insult}``, ``{}``."""
+    return "{" + ", ".join(names[c] for c in np.flatnonzero(row)) + "}"
+
+
 def label_set_accuracy(result: ProbeResult, target: Any, data: Dataset, logits: torch.Tensor, params: Any,
                        seed: int) -> None:
     """The multi-label audit: micro/macro/weighted F1, exact match and Hamming loss (with bootstrap intervals
@@ -33,9 +38,7 @@ def label_set_accuracy(result: ProbeResult, target: Any, data: Dataset, logits: 
     ids = example_ids(data.examples)
     exact = (pred == gold).all(axis=1).astype(float)
     result.outcomes += [Outcomes.from_values("exact_match", ids, exact.tolist()),
-                        # the predicted label set as a category: the bitmask of its labels (label c adds 2**c)
-                        Outcomes.from_values("prediction", ids, (pred * (2 ** np.arange(pred.shape[1]))).sum(axis=1).tolist(),
-                                             "categorical")]
+                        Outcomes.from_values("prediction", ids, [label_set(names, row) for row in pred], "label")]
     what = {"micro_f1": "F1 over every (example, label) decision pooled",
             "macro_f1": f"mean F1 over the model's {len(names)} labels",
             "weighted_f1": "per-label F1 weighted by gold support",

@@ -241,6 +241,8 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
     em, f1 = [s[0] for s in scores], [s[1] for s in scores]
     everyone = list(range(len(examples)))
     _add_pair(result, "", "", everyone, em, f1, ids, params, ctx.seed, "all questions")
+    # the answer as served, for a matrix's agreement between builds: its text, or the abstention
+    result.outcomes.append(Outcomes.from_values("prediction", ids, [a.text or NO_ANSWER for a in answers], "label"))
     split = any(not g for g in golds)
     if split:  # SQuAD 2.0: the answerable and the unanswerable questions on their own
         for prefix, answerable, what in SPLITS:
