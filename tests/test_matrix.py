@@ -263,6 +263,18 @@ def test_compare_exit_codes(tmp_path, trained_dir, random_dir, senti_tsv):
     per_class = [d for d in per_class if d["metric"] != "examples_per_s"]
     assert len(per_class) == 2 and all(d["p_value"] is not None and 0 < d["paired"] < 120 for d in per_class)
     assert sum(d["paired"] for d in per_class) == 120  # each class's own examples, paired by id
+    # B's predictions against A's, counted here from each run's outcomes.jsonl
+    preds = [{o["ids"][k]: o["values"][k] for k in range(len(o["ids"]))}
+             for run in (good_a, bad) for o in map(json.loads, (run / "outcomes.jsonl").read_text().splitlines())
+             if o["name"] == "prediction"]
+    changed = sorted((i, preds[0][i], preds[1][i]) for i in preds[0] if preds[0][i] != preds[1][i])
+    (agreement,) = data["agreement"]
+    assert 0 < len(changed) < 120 and set(preds[0].values()) <= {"negative", "positive"}
+    assert (agreement["paired"], agreement["agreed"]) == (120, 120 - len(changed))
+    assert sorted(map(tuple, agreement["changed"])) == changed
+    assert "Predictions changed from A to B" in worse.output and f"{120 - len(changed)} of 120" in worse.output
+    first, a, b = agreement["changed"][0]
+    assert f"{first}: {a!r} -> {b!r}" in (tmp_path / "cmp" / "compare.md").read_text()
     assert (tmp_path / "cmp" / "compare.md").is_file() and (tmp_path / "cmp" / "compare.html").is_file()
     missing = invoke("compare", str(good_a), str(tmp_path / "nope"))
     assert missing.exit_code == 2 and "does not exist" in missing.output

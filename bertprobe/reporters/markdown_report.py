@@ -103,7 +103,7 @@ def render_markdown(report: RunReport) -> str:
             lines += ["", f"## Predictions changed against {md_cell(baseline)}", "",
                       "How often each candidate predicts what the baseline predicts, and the examples that changed "
                       "(a class, a label set, an answer or a sentence's entities; listed, never gating):", "",
-                      _table(agreement_rows(report), AGREEMENT_HEADERS)]
+                      _table(agreement_rows(report.agreement), AGREEMENT_HEADERS)]
     if multi_model(report):
         headers, rows = side_by_side(report)
         lines += ["", "## Metrics side by side", "", _table(rows, headers)]

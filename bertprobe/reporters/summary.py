@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.results import ModelInfo, ProbeResult, RunReport
+from bertprobe.results.outcomes import Agreement
 from bertprobe.results.verdict import Verdict, decide, shortfalls
 
 
@@ -244,11 +245,11 @@ def _prediction(value: Any, width: int = 60) -> str:
     return repr(clip(value, width))
 
 
-def agreement_rows(report: RunReport, shown: int = 20) -> list[list[str]]:
+def agreement_rows(agreements: list[Agreement], shown: int = 20) -> list[list[str]]:
     """Each candidate's predictions against the baseline's: the share equal, and the examples that changed (the
     first ``shown``; report.json lists them all)."""
     rows = []
-    for a in report.agreement:
+    for a in agreements:
         changed = "; ".join(f"{i}: {_prediction(b)} -> {_prediction(c)}" for i, b, c in a.changed[:shown])
         more = f" and {len(a.changed) - shown} more" if len(a.changed) > shown else ""
         rows.append([a.model, a.probe_id, f"{a.rate:.2%}" if a.paired else "-", f"{a.agreed} of {a.paired}",

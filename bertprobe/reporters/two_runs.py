@@ -12,12 +12,13 @@ from typing import Any
 from tabulate import tabulate
 
 from bertprobe.errors import BertprobeError
-from bertprobe.reporters.summary import fmt, md_cell
+from bertprobe.reporters.summary import AGREEMENT_HEADERS, agreement_rows, fmt, md_cell
 from bertprobe.results import MetricDelta, RunReport
 from bertprobe.results.gates import comparable, compare_results, judge_deltas
-from bertprobe.results.outcomes import Outcomes, read_outcomes
+from bertprobe.results.outcomes import Agreement, Outcomes, read_outcomes
 
 HEADERS = ["model", "probe", "metric", "A", "B", "delta", "", "p", "p (Holm)", "paired", "verdict"]
+AGREEMENT_TITLE = "Predictions changed from A to B (listed, never gating; compare.json lists them all):"
 
 
 def load_run(run_dir: Path) -> RunReport:
@@ -44,6 +45,7 @@ class Comparison:
     deltas: list[MetricDelta] = field(default_factory=list)
     unpaired: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    agreement: list[Agreement] = field(default_factory=list)  # B's predictions against A's, where both published them
 
     @property
     def regressions(self) -> list[MetricDelta]:
@@ -65,6 +67,9 @@ class Comparison:
 
     def text(self) -> str:
         lines = [tabulate(self.rows(), headers=HEADERS, tablefmt="simple")]
+        if self.agreement:
+            lines += ["", AGREEMENT_TITLE, tabulate(agreement_rows(self.agreement, 5), headers=AGREEMENT_HEADERS,
+                                                    tablefmt="simple")]
         lines += [f"note: {n}" for n in self.notes + [f"not paired: {u}" for u in self.unpaired]]
         lines.append(f"\n{len(self.regressions)} regression(s)" if self.regressions else "\nno regression")
         return "\n".join(lines)
@@ -72,7 +77,8 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"run_a": self.run_a, "run_b": self.run_b, "pairs": self.pairs, "notes": self.notes,
                 "unpaired": self.unpaired, "regressions": len(self.regressions),
-                "deltas": [asdict(d) for d in self.deltas]}
+                "deltas": [asdict(d) for d in self.deltas],
+                "agreement": [{**asdict(a), "rate": a.rate} for a in self.agreement]}
 
 
 def _pair_models(a: RunReport, b: RunReport, baseline_model: str | None) -> list[tuple[str, str]]:
@@ -133,8 +139,11 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
                 comparison.unpaired.append(f"probe '{pid}': {base.status} in RUN_A, {cand.status} in RUN_B")
                 continue
             paired_probes += 1
-            comparison.deltas += compare_results(base, cand, out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {}),
-                                                 tolerance_for)
+            vec_a, vec_b = out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {})
+            comparison.deltas += compare_results(base, cand, vec_a, vec_b, tolerance_for)
+            if "prediction" in vec_a and "prediction" in vec_b:
+                comparison.agreement.append(Agreement.between(model_b, model_a, pid, vec_a["prediction"],
+                                                              vec_b["prediction"]))
     judge_deltas(comparison.deltas, significance)
     if different:
         for d in comparison.deltas:
@@ -149,6 +158,9 @@ def render_markdown(c: Comparison) -> str:
     rows = [[md_cell(x) for x in row] for row in c.rows()]
     lines = ["# bertprobe compare", "", f"A (baseline): `{md_cell(c.run_a)}`  ", f"B (candidate): `{md_cell(c.run_b)}`", "",
              f"**{len(c.regressions)} regression(s)**", "", tabulate(rows, headers=HEADERS, tablefmt="github")]
+    if c.agreement:
+        lines += ["", AGREEMENT_TITLE, "", tabulate([[md_cell(x) for x in row] for row in agreement_rows(c.agreement)],
+                                                    headers=AGREEMENT_HEADERS, tablefmt="github")]
     lines += [""] + [f"- {md_cell(n)}" for n in c.notes + [f"not paired: {u}" for u in c.unpaired]]
     return "\n".join(lines) + "\n"
 
@@ -162,6 +174,8 @@ def render_html(c: Comparison) -> str:
         f"<h1>bertprobe compare</h1><p>A (baseline): {esc(c.run_a)}<br>B (candidate): {esc(c.run_b)}</p>",
         f"<p><b>{len(c.regressions)} regression(s)</b></p>",
         tabulate(c.rows(), headers=HEADERS, tablefmt="html"),
+        *([f"<p>{esc(AGREEMENT_TITLE)}</p>", tabulate(agreement_rows(c.agreement), headers=AGREEMENT_HEADERS,
+                                                     tablefmt="html")] if c.agreement else []),
         "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in c.notes + [f"not paired: {u}" for u in c.unpaired]) + "</ul>",
         "</body></html>",
     ])
