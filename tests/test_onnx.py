@@ -435,3 +435,48 @@ def test_own_onnx_file_quantized_by_onnx_runtime(tmp_path: Path, tiny_clf_dir: P
     assert any("reduce_range=True" in n for n in notes) and not any("exported" in n for n in notes)
     data = [Example(text=s) for s in SENTENCES]
     assert torch.allclose(build.logits(data), stored.logits(data), atol=0.1)
+
+
+def _fixture_examples(task: str, n: int = 12) -> list[Example]:
+    """The first ``n`` examples of each fixture's own data, read here without bertprobe's loaders."""
+    data = SST2_DEV.parent.parent
+    if task == "sst2":
+        return [Example(text=line.split("\t")[0], id=str(i))
+                for i, line in enumerate(SST2_DEV.read_text().splitlines()[1 : n + 1])]
+    if task == "arct":
+        rows = [r.split("\t") for r in (data / "arct" / "original" / "test-full.txt").read_text().splitlines()[1 : n + 1]]
+        return [Example(text=f"{r[5]} {r[4]}", choices=(r[1], r[2]), id=r[0]) for r in rows]
+    if task == "uner":
+        sentences = (data / "uner" / "en_ewt-ud-test.iob2").read_text().split("\n\n")[:n]
+        words = [tuple(line.split("\t")[1] for line in s.splitlines() if line and not line.startswith("#")) for s in sentences]
+        return [Example(text=" ".join(w), words=w, id=str(i)) for i, w in enumerate(words)]
+    squad = json.loads((data / "squad" / "test-split.json").read_text())["data"][0]["paragraphs"][:3]
+    return [Example(text=qa["question"], text_pair=p["context"], id=qa["id"]) for p in squad for qa in p["qas"]][:n]
+
+
+@pytest.mark.skipif(not SST2_MODEL.is_dir(), reason="the fixtures (../shared) are absent")
+@pytest.mark.parametrize("name", ["sst2", "arct", "uner", "squad"])
+def test_fp32_build_equals_pytorch_on_every_tasks_fixture(name: str) -> None:
+    """ONNX fp32 against PyTorch fp32 on each task's fixture and its own data, to 1e-4: a classifier's and a
+    multiple-choice model's logits, a tagger's per-word logits, a reader's answers and their scores."""
+    from bertprobe.data.dataset import Dataset
+    from bertprobe.model.word_logits import word_logits
+    from bertprobe.probe import predict_directly
+
+    path = SST2_MODEL.parent / f"minilm-l6-{name}"
+    base = load_target(ModelSpec(path=str(path), device="cpu", dtype="float32"))
+    examples = _fixture_examples(name)
+    build, notes = derive_variant(base, ModelSpec(path=str(path), device="cpu", dtype="float32", runtime="onnx"))
+    assert isinstance(build, OnnxTarget) and any("largest |logit difference|" in n for n in notes)
+    if name == "squad":
+        want, got = base.task.answers(base, examples), build.task.answers(build, examples)
+        assert [(a.text, a.start, a.end) for a in got] == [(a.text, a.start, a.end) for a in want]
+        assert [a.score for a in got] == pytest.approx([a.score for a in want], abs=1e-4)
+    elif name == "uner":
+        words = [list(ex.words or ()) for ex in examples]
+        for w, g in zip(word_logits(base, words).logits, word_logits(build, words).logits):
+            assert torch.allclose(g, w, atol=1e-4, rtol=0)
+    else:
+        data = Dataset(examples=examples)
+        want, got = predict_directly(base, data).logits, predict_directly(build, data).logits
+        assert want.shape == got.shape == (len(examples), 2) and torch.allclose(got, want, atol=1e-4, rtol=0)
