@@ -129,3 +129,59 @@ def suite_factory(tmp_path: Path, tiny_clf_dir: Path, sst_tsv: Path):
         return write_suite(tmp_path / "suite.yaml", text)
 
     return make
+
+
+# ---- tiny readers and a tiny treebank, shared by the QA and head tests ---------------------------------------
+
+# The words of the tiny readers' vocabulary (bertprobe.testing.save_tiny_model(task="question-answering")) and of
+# the synthetic questions and contexts they read: a reader of other words keeps their order (token ids).
+QA_WORDS = tuple("the a an and is was of in to it dog dogs cat cats bird apple apples robin one two three four five "
+                 "who what where when which why how many red green blue house tree river ? . ,".split())
+
+
+def save_tiny_reader(folder: Path, words: tuple[str, ...] = QA_WORDS, seed: int = 3, **kwargs: Any) -> Path:
+    """A tiny random extractive-QA model (BertForQuestionAnswering) over ``words``, saved in ``folder``;
+    ``kwargs`` go to ``save_tiny_model`` (``initializer_range`` for answers that move when a head is removed)."""
+    from bertprobe.testing import save_tiny_model
+
+    return save_tiny_model(folder, task="question-answering", words=words, seed=seed, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of a tiny reader over QA_WORDS (seed 3), saved once per test module (a module whose questions
+    use other words defines its own ``reader``)."""
+    return save_tiny_reader(tmp_path_factory.mktemp("reader"))
+
+
+# "the dog gave a bone to the cat ." / "i have two cats" with a multiword token and an empty node
+CONLLU = """# sent_id = s1
+# text = the dog gave a bone to the cat .
+1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_
+2\tdog\tdog\tNOUN\t_\t_\t3\tnsubj\t_\t_
+3\tgave\tgive\tVERB\t_\t_\t0\troot\t_\t_
+4\ta\ta\tDET\t_\t_\t5\tdet\t_\t_
+5\tbone\tbone\tNOUN\t_\t_\t3\tobj\t_\t_
+6\tto\tto\tADP\t_\t_\t8\tcase\t_\t_
+7\tthe\tthe\tDET\t_\t_\t8\tdet\t_\t_
+8\tcat\tcat\tNOUN\t_\t_\t3\tobl\t_\t_
+9\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_
+
+# sent_id = s2
+1-2\tican't\t_\t_\t_\t_\t_\t_\t_\t_
+1\ti\ti\tPRON\t_\t_\t3\tnsubj\t_\t_
+2\tcan\tcan\tAUX\t_\t_\t3\taux\t_\t_
+3\thave\thave\tVERB\t_\t_\t0\troot\t_\t_
+3.1\thave\thave\tVERB\t_\t_\t_\t_\t0:root\t_
+4\ttwo\ttwo\tNUM\t_\t_\t5\tnummod\t_\t_
+5\tcats\tcat\tNOUN\t_\t_\t3\tobj\t_\t_
+
+"""
+
+
+@pytest.fixture
+def treebank(tmp_path: Path) -> Path:
+    """A two-sentence CoNLL-U treebank (CONLLU) in the test's folder."""
+    path = tmp_path / "mini.conllu"
+    path.write_text(CONLLU, encoding="utf-8")
+    return path

@@ -17,7 +17,7 @@ from bertprobe.probes.behaviour.cases import read_cases
 from bertprobe.probes.behaviour.lexicon import builtin_lexicons
 from bertprobe.probes.behaviour.perturb import Words, catalogue
 from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe
-from bertprobe.probes.behaviour.templates import expand_template
+from bertprobe.probes.behaviour.templates import expand_template, fillings
 from bertprobe.stats import wilson_interval
 
 
@@ -134,6 +134,20 @@ def test_templates_are_seeded_fill_every_slot_and_vary_covers_every_group():
     assert all(c.groups == tuple(lexicons["religion"]) and len(c.texts) == len(lexicons["religion"]) for c in varied)
     with pytest.raises(ProbeError, match="no lexicon 'colour'"):
         expand_template({"test": "x", "type": "mft", "template": "{colour}", "label": 0}, lexicons, 1, 5, "templates[3]")
+
+
+def test_fillings_are_distinct_give_two_slots_of_a_lexicon_two_words_and_stop_when_the_lexicon_is_spent():
+    """The slot filling the classifier's, the reader's (and its origin groups') templates share."""
+    import random
+
+    lexicons = {"name": ["ann", "bob", "cat"], "colour": ["red", "blue"]}
+    slots = [("colour", "colour"), ("name", "name"), ("name", "name2")]
+    drawn = list(fillings(slots, lexicons, random.Random(1), 4))
+    assert len(drawn) == 4 and len({tuple(d.values()) for d in drawn}) == 4
+    assert all(d["name"] != d["name2"] for d in drawn)
+    assert len(list(fillings([("colour", "colour")], lexicons, random.Random(1), 10))) == 2  # two words, two fillings
+    assert list(fillings([], lexicons, random.Random(1), 10)) == [{}]  # no slot: the text once
+    assert list(fillings(slots, lexicons, random.Random(1), 4)) == drawn  # seeded
 
 
 APPLIES = {

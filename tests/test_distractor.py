@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import only_run
-from test_qa_accuracy import reader, target  # noqa: F401 (fixtures)
+from test_qa_accuracy import target  # noqa: F401 (a fixture; reader: conftest)
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import Dataset, Example

@@ -13,8 +13,8 @@ import re
 
 import pytest
 import torch
+from conftest import CONLLU
 from test_spurious_cues import write_arct
-from test_syntax_heads import CONLLU
 from transformers import PreTrainedModel
 
 import bertprobe.run.session as session_module

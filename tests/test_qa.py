@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import QA_WORDS as WORDS
+from conftest import save_tiny_reader
 
 from bertprobe.data.dataset import DataSpec
 from bertprobe.data.squad_loader import SquadLoader
@@ -80,17 +82,13 @@ def test_question_words_take_the_first_wh_word_anywhere(question, word):
 
 # ---- windows and decoding ---------------------------------------------------------------------------
 
-WORDS = tuple("the a an and is was of in to it dog dogs cat cats bird apple apples robin one two three four five "
-              "who what where when which why how many red green blue house tree river ? . ,".split())
 
 
 @pytest.fixture(scope="module")
 def qa_model(tmp_path_factory):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from bertprobe.testing import save_tiny_model
-
-    path = save_tiny_model(tmp_path_factory.mktemp("qa"), task="question-answering", words=WORDS, seed=3)
+    path = save_tiny_reader(tmp_path_factory.mktemp("qa"))
     return AutoModelForQuestionAnswering.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path), path
 
 

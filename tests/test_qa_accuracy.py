@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import QA_WORDS as WORDS
 from conftest import only_run
 
 from bertprobe.cli import main
@@ -101,17 +102,6 @@ def answers_of(cases) -> list[Answer]:
         start = context.index(predicted) if predicted else 0
         out.append(Answer(predicted, start, start + len(predicted), 1.0, confidence, 0.0, 1))
     return out
-
-
-WORDS = tuple("the a an and is was of in to it dog dogs cat cats bird apple apples robin one two three four five "
-              "who what where when which why how many red green blue house tree river ? . ,".split())
-
-
-@pytest.fixture(scope="module")
-def reader(tmp_path_factory):
-    from bertprobe.testing import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("reader"), task="question-answering", words=WORDS, seed=3)
 
 
 @pytest.fixture(scope="module")

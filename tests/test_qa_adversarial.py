@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import only_run
-from test_qa_accuracy import audit, plain_scores, reader, target, write_suite  # noqa: F401 (fixtures)
+from test_qa_accuracy import audit, plain_scores, target, write_suite  # noqa: F401 (fixtures; reader: conftest)
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import Dataset, DataSpec, Example

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import only_run
+from conftest import only_run, save_tiny_reader
 
 from bertprobe.cli import main
 from bertprobe.errors import DataError, ProbeError
@@ -214,9 +214,7 @@ WORDS = tuple("the a is was of in to it who what where which does lives live tal
 
 @pytest.fixture(scope="module")
 def reader(tmp_path_factory):
-    from bertprobe.testing import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("reader"), task="question-answering", words=WORDS, seed=3)
+    return save_tiny_reader(tmp_path_factory.mktemp("reader"), WORDS)
 
 
 def squad_file(path: Path) -> Path:

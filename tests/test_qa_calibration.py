@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import only_run
+from conftest import only_run, save_tiny_reader
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import Example
@@ -163,9 +163,7 @@ def tiny_squad(path: Path, paragraphs: int = 8, per_paragraph: int = 5, seed: in
 
 @pytest.fixture(scope="module")
 def reader(tmp_path_factory):
-    from bertprobe.testing import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("reader"), task="question-answering", words=WORDS, seed=3)
+    return save_tiny_reader(tmp_path_factory.mktemp("reader"), WORDS)
 
 
 def run_qa(tmp_path: Path, model: Path, data: Path, probes: str) -> tuple[int, str, dict]:

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import QA_WORDS as WORDS
 from conftest import only_run
-from test_qa_accuracy import WORDS, official
+from test_qa_accuracy import official
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import DataSpec
@@ -155,13 +156,6 @@ def squad_file(path: Path, cases: list[dict]) -> Path:
                   for c in cases]
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "T", "paragraphs": paragraphs}]}), encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def reader(tmp_path_factory):
-    from bertprobe.testing import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("reader"), task="question-answering", words=WORDS, seed=3)
 
 
 def plain(model_dir: Path, questions: list[str], contexts: list[str]):

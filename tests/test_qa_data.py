@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner
+from conftest import QA_WORDS as WORDS
+from conftest import save_tiny_reader
 
 import bertprobe.plugins
 from bertprobe.data.dataset import DataSpec
@@ -24,8 +26,6 @@ from bertprobe.results.outcomes import Outcomes
 from bertprobe.results.report import ProbeResult
 from bertprobe.tasks import squad_metrics
 
-WORDS = tuple("the a an and is was of in to it dog dogs cat cats bird apple apples robin one two three four five "
-              "who what where when which why how many red green blue house tree river ? . ,".split())
 POOL = [w for w in WORDS if w not in "?.,"]
 
 
@@ -70,7 +70,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     from bertprobe.testing import save_tiny_model
 
     root = tmp_path_factory.mktemp("models")
-    return {"qa": save_tiny_model(root / "tiny-qa", task="question-answering", words=WORDS, seed=3),
+    return {"qa": save_tiny_reader(root / "tiny-qa"),
             "cls": save_tiny_model(root / "tiny-cls", words=WORDS),
             "tagger": save_tiny_model(root / "tiny-tagger", task="multi-label", labels=("toxic", "insult"), words=WORDS),
             "ner": save_tiny_model(root / "tiny-ner", task="token-classification", labels=("O", "B-PER", "I-PER"),

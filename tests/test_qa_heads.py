@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import CONLLU, QA_WORDS, SHARED, save_tiny_reader
 
 from bertprobe.cli import main
 from bertprobe.data import Dataset, Example
@@ -29,11 +30,8 @@ from bertprobe.probes.universal_trigger import UniversalTriggerProbe
 from bertprobe.stats import bootstrap_ci
 from bertprobe.tasks import squad_metrics as M
 from bertprobe.tasks.question_answering import QuestionAnswering
-from bertprobe.testing import save_tiny_model
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-WORDS = tuple("the a an and is was of in to it dog dogs cat cats bird apple apples robin one two three four five "
-              "who what where when which why how many red green blue house tree river gave bone can have ? . ,".split())
+WORDS = QA_WORDS[:-3] + ("gave", "bone", "can", "have") + QA_WORDS[-3:]  # the treebank's words too
 POOL = [w for w in WORDS if w not in "?.,"]
 MAX_LENGTH, STRIDE = 48, 16  # the tiny model has 128 positions: windows of 48 make long contexts span several
 
@@ -49,8 +47,7 @@ def reader(path: Path, task: str = "auto"):
 @pytest.fixture(scope="module")
 def qa_path(tmp_path_factory):
     # a wider initialisation than BERT's 0.02, so that removing a head moves a random model's answers
-    return save_tiny_model(tmp_path_factory.mktemp("qa-heads"), task="question-answering", words=WORDS, seed=6,
-                           initializer_range=0.5)
+    return save_tiny_reader(tmp_path_factory.mktemp("qa-heads"), WORDS, seed=6, initializer_range=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -310,34 +307,6 @@ def test_the_head_similarity_takes_whole_inputs_within_its_cell_budget(qa):
     assert bounded.details["head_similarity"] == counted.details["head_similarity"]
     assert run(similarity_cells=1).details["head_similarity"]["inputs"] == 1
     assert run().details["head_similarity"]["inputs"] == len(lengths)  # the default holds these short windows
-
-
-CONLLU = """# sent_id = s1
-1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_
-2\tdog\tdog\tNOUN\t_\t_\t3\tnsubj\t_\t_
-3\tgave\tgive\tVERB\t_\t_\t0\troot\t_\t_
-4\ta\ta\tDET\t_\t_\t5\tdet\t_\t_
-5\tbone\tbone\tNOUN\t_\t_\t3\tobj\t_\t_
-6\tto\tto\tADP\t_\t_\t8\tcase\t_\t_
-7\tthe\tthe\tDET\t_\t_\t8\tdet\t_\t_
-8\tcat\tcat\tNOUN\t_\t_\t3\tobl\t_\t_
-9\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_
-
-# sent_id = s2
-1\ti\ti\tPRON\t_\t_\t3\tnsubj\t_\t_
-2\tcan\tcan\tAUX\t_\t_\t3\taux\t_\t_
-3\thave\thave\tVERB\t_\t_\t0\troot\t_\t_
-4\ttwo\ttwo\tNUM\t_\t_\t5\tnummod\t_\t_
-5\tcats\tcat\tNOUN\t_\t_\t3\tobj\t_\t_
-
-"""
-
-
-@pytest.fixture
-def treebank(tmp_path: Path) -> Path:
-    path = tmp_path / "mini.conllu"
-    path.write_text(CONLLU, encoding="utf-8")
-    return path
 
 
 def test_syntax_heads_reads_a_readers_encoder_as_the_bare_encoder_does(qa_path, qa, treebank):

@@ -77,12 +77,12 @@ def test_the_question_slices_bin_question_word_answer_length_context_length_and_
 
 
 class FakeTask:
-    """A task that scores its examples with given values (what the probe reads through Task.slice_scores)."""
+    """A task that scores its examples with given values (what the probe reads through Task.slice_units)."""
 
     def __init__(self, scores: SliceScores):
         self.scores = scores
 
-    def slice_scores(self, target, data, params, ctx):
+    def slice_units(self, target, data, params, ctx):
         return self.scores
 
 
@@ -157,4 +157,4 @@ def test_a_class_metric_on_a_reader_is_refused_in_one_line():
 
 def test_the_task_answers_the_probe_the_probe_never_names_it():
     assert "question-answering" in SlicesProbe.tasks
-    assert QuestionAnswering.slice_scores is not QuestionAnswering.__mro__[1].slice_scores
+    assert QuestionAnswering.slice_units is not QuestionAnswering.__mro__[1].slice_units

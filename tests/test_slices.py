@@ -12,7 +12,7 @@ import torch
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.probe import Predictions, ProbeContext
-from bertprobe.probes.slices import SlicesParams, SlicesProbe, benjamini_hochberg, fisher_exact
+from bertprobe.probes.slices import SlicesParams, SlicesProbe, benjamini_hochberg, fisher_exact, flag_slices
 from bertprobe.tasks import SingleLabelClassification
 
 
@@ -56,6 +56,21 @@ def _data(n: int = 600, seed: int = 0, error_rate: float = 0.1):
         examples.append(Example(text, label=label, id=str(i), meta={"source": rng.choice(["web", "app"])}))
         pred.append(label if rng.random() > error_rate else 1 - label)
     return examples, pred
+
+
+def test_both_paths_flag_slices_by_one_rule():
+    """flag_slices (shared by class and scored slices): BH-adjusted p below alpha, a drop of at least min_drop and
+    min_size units; flagged rows first, then by drop. p adjusted by hand: 0.001*4/1, 0.02*4/3, 0.01*4/2, 0.5*4/4."""
+    rows = [{"name": "small", "size": 5, "drop": 0.30, "p": 0.001},
+            {"name": "shallow", "size": 50, "drop": 0.02, "p": 0.02},
+            {"name": "weak", "size": 40, "drop": 0.10, "p": 0.01},
+            {"name": "noise", "size": 60, "drop": 0.20, "p": 0.5}]
+    flagged = flag_slices(rows, SlicesParams(min_drop=0.05, alpha=0.05, min_size=20))
+    assert [r["name"] for r in flagged] == ["weak"]
+    assert [r["name"] for r in rows] == ["weak", "small", "noise", "shallow"]
+    assert {r["name"]: r["p_adjusted"] for r in rows} == pytest.approx(
+        {"small": 0.004, "weak": 0.02, "shallow": 0.02 * 4 / 3, "noise": 0.5})
+    assert flag_slices([], SlicesParams()) == []
 
 
 def test_a_planted_slice_is_flagged_first_by_drop():

@@ -4,7 +4,6 @@ parser and head roles on synthetic maps whose answers are known; bare encoders; 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,37 +21,6 @@ from bertprobe.probes.syntax_heads.probe import SyntaxHeadsProbe, SyntaxParams
 from bertprobe.probes.syntax_heads.relations import HeadStatistics, RoleParams, head_roles, offset_baselines
 from bertprobe.probes.syntax_heads.wordlevel import word_attention
 from bertprobe.testing import WORDS, save_tiny_model, tiny_target
-
-# "the dog gave a bone to the cat ." / "i have two cats" with a multiword token and an empty node
-CONLLU = """# sent_id = s1
-# text = the dog gave a bone to the cat .
-1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_
-2\tdog\tdog\tNOUN\t_\t_\t3\tnsubj\t_\t_
-3\tgave\tgive\tVERB\t_\t_\t0\troot\t_\t_
-4\ta\ta\tDET\t_\t_\t5\tdet\t_\t_
-5\tbone\tbone\tNOUN\t_\t_\t3\tobj\t_\t_
-6\tto\tto\tADP\t_\t_\t8\tcase\t_\t_
-7\tthe\tthe\tDET\t_\t_\t8\tdet\t_\t_
-8\tcat\tcat\tNOUN\t_\t_\t3\tobl\t_\t_
-9\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_
-
-# sent_id = s2
-1-2\tican't\t_\t_\t_\t_\t_\t_\t_\t_
-1\ti\ti\tPRON\t_\t_\t3\tnsubj\t_\t_
-2\tcan\tcan\tAUX\t_\t_\t3\taux\t_\t_
-3\thave\thave\tVERB\t_\t_\t0\troot\t_\t_
-3.1\thave\thave\tVERB\t_\t_\t_\t_\t0:root\t_
-4\ttwo\ttwo\tNUM\t_\t_\t5\tnummod\t_\t_
-5\tcats\tcat\tNOUN\t_\t_\t3\tobj\t_\t_
-
-"""
-
-
-@pytest.fixture
-def treebank(tmp_path: Path) -> Path:
-    path = tmp_path / "mini.conllu"
-    path.write_text(CONLLU, encoding="utf-8")
-    return path
 
 
 def test_conllu_loader_keeps_syntactic_words_and_layers(treebank):

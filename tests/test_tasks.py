@@ -212,7 +212,7 @@ def test_the_slices_of_sentences_are_the_token_classification_tasks_units():
                         words=tuple(f"w{i}{j}" for j in range(4))) for i, g in enumerate(gold)]
     target, data, ctx = _sections_setup(ner, logits, examples)
     target.encode = lambda rows: SimpleNamespace(lengths=[6] * len(rows))
-    assert Task().slice_units(data, logits, SlicesParams()) is None  # a class task: the probe's own slices
+    assert Task().slice_units(target, data, SlicesParams(), ctx) is None  # a class task: the probe's own slices
     result = SlicesProbe().run(target, data, SlicesParams(min_size=2), ctx)  # type: ignore[arg-type]
     rows = {r["name"]: r for r in result.details["slices"]}
     lower = [i for i, ex in enumerate(examples) if ex.text == ex.text.lower()]

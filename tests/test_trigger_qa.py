@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import SHARED, only_run
+from conftest import SHARED, only_run, save_tiny_reader
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import Dataset, Example
@@ -21,7 +21,7 @@ from bertprobe.probes.attacks.span_goal import edited, is_target, prefixed, trig
 from bertprobe.probes.attacks.span_trigger import questions_of, success
 from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe, span_search_state
 from bertprobe.tasks.spans import Answer, span_loss
-from bertprobe.testing import WORDS, save_tiny_model
+from bertprobe.testing import WORDS
 
 VOCAB = tuple(WORDS) + ("why", "who", "because", "kill", "people", "to")
 POOL = [w for w in VOCAB if w.isalpha() and w not in ("why", "who")]
@@ -45,8 +45,7 @@ def questions(n: int, seed: int = 0, word: str = "why") -> list[Example]:
 
 @pytest.fixture(scope="module")
 def reader_path(tmp_path_factory):
-    return save_tiny_model(tmp_path_factory.mktemp("qa-trigger"), task="question-answering", words=VOCAB, seed=1,
-                           initializer_range=0.5)
+    return save_tiny_reader(tmp_path_factory.mktemp("qa-trigger"), VOCAB, seed=1, initializer_range=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -260,8 +259,7 @@ def test_the_baseline_trigger_and_a_transfer_reader(reader, tmp_path):
     trigger's text on another reader with its own decoding: both recomputed here from the readers' answers."""
     from bertprobe.results import ProbeResult
 
-    other_path = save_tiny_model(tmp_path / "other", task="question-answering", words=VOCAB, seed=5,
-                                 initializer_range=0.5)
+    other_path = save_tiny_reader(tmp_path / "other", VOCAB, seed=5, initializer_range=0.5)
     other = load_target(ModelSpec(path=str(other_path), device="cpu"))
     baseline = ProbeResult(probe="universal-trigger")
     baseline.model = "base"

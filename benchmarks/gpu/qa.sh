@@ -14,13 +14,6 @@ source benchmarks/gpu/env.sh || exit 2
 limit=${LIMIT:-100000}
 log=$out/gpu-qa.log; : > "$log"
 reports=$(mktemp -d)
-step() {  # name, command...: run and log; a failing step does not stop the others
-  local name=$1; shift
-  echo "== $name: $*" | tee -a "$log"
-  local start=$SECONDS
-  "$@" 2>&1 | tee -a "$log"
-  echo "== $name: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a "$log"
-}
 "$py" - <<'PY' 2>&1 | tee -a "$log"
 import torch, transformers, tokenizers
 print("torch", torch.__version__, "transformers", transformers.__version__, "tokenizers", tokenizers.__version__,

@@ -17,13 +17,6 @@ source benchmarks/gpu/env.sh || exit 2
 limit=${LIMIT:-}
 log=$out/gpu.log; : > "$log"
 reports=$(mktemp -d)
-step() {  # name, command...: run and log; a failing step does not stop the others
-  local name=$1; shift
-  echo "== $name: $*" | tee -a "$log"
-  local start=$SECONDS
-  "$@" 2>&1 | tee -a "$log"
-  echo "== $name: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s" | tee -a "$log"
-}
 "$py" - <<'PY' 2>&1 | tee -a "$log"
 import torch, transformers
 print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())

@@ -41,6 +41,7 @@ from bertprobe.results import DefaultExpectation, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.tasks.calibration_metrics import bin_index, ece_parts, ece_value, risk_coverage
 from bertprobe.tasks.calibration_scaling import fit_temperature, judge_scaling, proper_scores, softmax
+from bertprobe.tasks.qa_calibration import QA_DIRECTIONS, QA_METRICS
 
 
 @dataclass(frozen=True)
@@ -108,12 +109,7 @@ class CalibrationProbe(Probe):
         "brier_token": "token classification: multi-class Brier score per word",
         "nll_token": "token classification: NLL of each word's gold tag",
         "entities": "token classification: predicted entities binned by the entity-level ECE",
-        "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), the event the confidence forecasts",
-        "f1": "extractive QA: mean SQuAD F1 over questions",
-        "aurc_em": "extractive QA: area under the risk-coverage curve with risk 1 - EM",
-        "f1_at_coverage_*": "extractive QA: F1 of the N% most confident answers (selective QA)",
-        "em_at_coverage_*": "extractive QA: EM of the N% most confident answers",
-        "coverage_at_f1_*": "extractive QA: largest share of questions answered, most confident first, whose F1 reaches target_f1",
+        **QA_METRICS,
     }
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
@@ -121,8 +117,7 @@ class CalibrationProbe(Probe):
                          "ece_heldout_change": None, "overconfident_error_rate": False, "aurc": False,
                          "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
                          "temperature_*": None, "ece_token": False, "brier_token": False, "nll_token": False,
-                         "entities": None, "exact_match": True, "f1": True, "aurc_em": False, "f1_at_coverage_*": True,
-                         "em_at_coverage_*": True, "coverage_at_f1_*": True}
+                         "entities": None, **QA_DIRECTIONS}
     Params = CalibrationParams
     defaults = (DefaultExpectation(
         "ece", max=0.1,

@@ -14,7 +14,7 @@ so testing a hundred slices does not flag five by chance. A slice is flagged whe
 Words are found with a plain lowercase word split, not a parser.
 
 A task that scores its examples rather than classifying them (extractive QA: each question's SQuAD F1 and
-exact match) gives its own units and built-in slices (``Task.slice_scores``; for QA question word, answer
+exact match) gives its own units and built-in slices (``Task.slice_units``; for QA question word, answer
 length, context length and the question's overlap with the answer's sentence after Sugawara et al. 2018,
 "What Makes Reading Comprehension Questions Easier?"). Each score is then a mean per slice with a percentile
 bootstrap interval over the slice's examples, and the first score's difference from the rest is tested with
@@ -42,7 +42,7 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, unpaired_bootstrap_diff, wilson_interval
-from bertprobe.tasks.slicing import SliceScores
+from bertprobe.tasks.slicing import SliceScores, SliceUnits
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"\d")
@@ -112,6 +112,18 @@ def benjamini_hochberg(p: list[float]) -> list[float]:
         running = min(running, p[i] * m / rank)
         adjusted[i] = running
     return adjusted
+
+
+def flag_slices(rows: list[dict[str, Any]], params: SlicesParams) -> list[dict[str, Any]]:
+    """Adjust the rows' ``p`` across the slices (Benjamini-Hochberg: ``p_adjusted``), flag each slice at least
+    ``min_drop`` below the rest at an adjusted p below ``alpha`` with ``min_size`` units (``flagged``), sort the
+    rows in place (flagged first, then by drop) and return the flagged ones."""
+    adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
+    for row, p_adj in zip(rows, adjusted):
+        row["p_adjusted"] = p_adj
+        row["flagged"] = bool(row["drop"] >= params.min_drop and p_adj < params.alpha and row["size"] >= params.min_size)
+    rows.sort(key=lambda r: (not r["flagged"], -r["drop"]))
+    return [r for r in rows if r["flagged"]]
 
 
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -205,14 +217,13 @@ class SlicesProbe(Probe):
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("slices needs a gold label for every example")
         task = target.task
-        own = task.slice_scores(target, data, params, ctx)
-        if own is not None:  # the task scores its examples (extractive QA: F1 and EM per question)
-            return self._scored(own, data, params, ctx)
-        logits = ctx.predictions(target, data, params.batch_size).logits
-        units = task.slice_units(data, logits, params)  # the task's own units (entities: sentences, exact or not)
-        if units is not None:
+        units = task.slice_units(target, data, params, ctx)
+        if isinstance(units, SliceScores):  # the task scores its examples (extractive QA: F1 and EM per question)
+            return self._scored(units, data, params, ctx)
+        if isinstance(units, SliceUnits):  # the task's own units (entities: sentences, exact or not)
             correct, base, gold, pred, labels = units.correct, units.base, units.gold, units.pred, units.labels
         else:
+            logits = ctx.predictions(target, data, params.batch_size).logits
             pred, gold = task.predict(logits).numpy(), task.gold(data).numpy()
             labels = list(target.label_names) or [str(i) for i in range(logits.shape[-1])]
             correct, base = self._outcome(params, gold, pred, labels, task.label_map)
@@ -240,14 +251,9 @@ class SlicesProbe(Probe):
         if units is not None and units.row_scores is not None:
             for row in rows:
                 row.update(units.row_scores(row["mask"], ctx.seed))
-        adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
-        for row, p_adj in zip(rows, adjusted):
-            row["p_adjusted"] = p_adj
-            row["flagged"] = bool(row["drop"] >= params.min_drop and p_adj < params.alpha and row["size"] >= params.min_size)
-        rows.sort(key=lambda r: (not r["flagged"], -r["drop"]))
+        flagged = flag_slices(rows, params)
         result = ProbeResult(probe=self.name)
         result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), correct))
-        flagged = [r for r in rows if r["flagged"]]
         judged = [r for r in rows if r["size"] >= params.min_size]
         result.add_metric(metric, overall, True, f"{metric} on all the data", outcome="correct" if metric == "accuracy" else None)
         result.add_metric("slices_tested", len(rows), None, "slices with examples inside and outside", kind="count")
@@ -320,11 +326,7 @@ class SlicesProbe(Probe):
             row["p"] = welch_p(values[mask], rest)
             row["mask"] = mask
             rows.append(row)
-        adjusted = benjamini_hochberg([r["p"] for r in rows]) if rows else []
-        for row, p_adj in zip(rows, adjusted):
-            row["p_adjusted"] = p_adj
-            row["flagged"] = bool(row["drop"] >= params.min_drop and p_adj < params.alpha and row["size"] >= params.min_size)
-        rows.sort(key=lambda r: (not r["flagged"], -r["drop"]))
+        flagged = flag_slices(rows, params)
         result = ProbeResult(probe=self.name)
         ids = example_ids(data.examples)
         result.outcomes += [Outcomes.from_values(s.outcome, ids, s.values, s.kind) for s in own.scores]
@@ -332,7 +334,6 @@ class SlicesProbe(Probe):
             # the baseline of the slices, shown beside them; the probe that owns the score gates it (no direction,
             # no outcome: a matrix pairs it there once)
             result.add_metric(score.name, overall[score.name], None, f"{score.description}, on all the data")
-        flagged = [r for r in rows if r["flagged"]]
         judged = [r for r in rows if r["size"] >= params.min_size]
         name = primary.name
         result.add_metric("slices_tested", len(rows), None, "slices with examples inside and outside", kind="count")

@@ -151,11 +151,6 @@ class Task:
         nor for a task that predicts on its own."""
         return not (self.word_tags or self.own_predictions)
 
-    def slice_units(self, data: Dataset, logits: Any, params: Any) -> Any:
-        """The slices probe's units where they are not the examples' classes (a ``tasks.slice_units.SliceUnits``:
-        what is right, the task's own slices and per-slice scores, how a finding reads); None: the class slices."""
-        return None
-
     # ---- sections a probe leaves to the task ------------------------------------------------------
     # A probe asks the task first: a task whose audit differs (entities, label sets, answer spans) fills the
     # probe's ``result`` itself and returns True; False leaves the probe's own (class) audit. ``ctx`` is the
@@ -174,9 +169,11 @@ class Task:
         statistics over classes)."""
         return False
 
-    def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
-        """The slices probe's units when this task's examples are scored, not classified: a ``tasks.slicing.
-        SliceScores`` (per-example scores and the task's built-in slices); None leaves the probe's class slices."""
+    def slice_units(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
+        """The slices probe's units where they are not the examples' classes (``tasks.slicing``): a ``SliceUnits``
+        when they are right or wrong (entities: sentences; what is right, the task's own slices and per-slice
+        scores, how a finding reads), a ``SliceScores`` when they are scored (questions: per-example scores and
+        the task's built-in slices); None leaves the probe's class slices."""
         return None
 
     def describe_labels(self, values: Sequence[int] | int) -> str:

@@ -12,7 +12,7 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
 from bertprobe.tasks.entities import sentence_counts, spans
 from bertprobe.tasks.scores import f1_from_counts
-from bertprobe.tasks.slice_units import SliceUnits
+from bertprobe.tasks.slicing import SliceUnits
 
 
 def entity_slice_units(task: Any, data: Dataset, logits: Any, metric: str) -> SliceUnits:

@@ -34,6 +34,18 @@ from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.tasks.calibration_metrics import ece_parts, risk_coverage
 from bertprobe.tasks.spans import Answer
 
+# What the calibration probe declares for readers (its ``metrics`` and ``metric_directions`` take these in), as the
+# accuracy probe takes in ``tasks.qa_accuracy``'s.
+QA_METRICS = {
+    "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), the event the confidence forecasts",
+    "f1": "extractive QA: mean SQuAD F1 over questions",
+    "aurc_em": "extractive QA: area under the risk-coverage curve with risk 1 - EM",
+    "f1_at_coverage_*": "extractive QA: F1 of the N% most confident answers (selective QA)",
+    "em_at_coverage_*": "extractive QA: EM of the N% most confident answers",
+    "coverage_at_f1_*": "extractive QA: largest share of questions answered, most confident first, whose F1 reaches target_f1",
+}
+QA_DIRECTIONS: dict[str, bool | None] = {"exact_match": True, "f1": True, "aurc_em": False, "f1_at_coverage_*": True,
+                                         "em_at_coverage_*": True, "coverage_at_f1_*": True}
 QA_COVERAGES = (1.0, 0.5)  # always reported beside the probe's ``coverages`` (0.9 and 0.8 by default)
 WRONG_SHOWN = 5  # the most confident wrong answers listed as findings
 

@@ -130,7 +130,7 @@ def question_slices(examples: Sequence[Example], windows: Sequence[int] | None =
 
 
 def slice_scores(task: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> SliceScores:
-    """``QuestionAnswering.slice_scores``: the shared answers scored by the task, and the question slices."""
+    """``QuestionAnswering.slice_units``: the shared answers scored by the task, and the question slices."""
     answers = ctx.predictions(target, data, params.batch_size).answers
     outcomes = task.outcomes(answers, data.examples)
     golds = task.golds(data)

@@ -220,8 +220,8 @@ class QuestionAnswering(Task):
         qa_partial.audit(self, result, target, data, params, ctx)
         return True
 
-    def slice_scores(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
-        """Per question F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""
+    def slice_units(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
+        """Questions scored by F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""
         from bertprobe.tasks import qa_slices
 
         return qa_slices.slice_scores(self, target, data, params, ctx)

@@ -179,9 +179,9 @@ class TokenClassification(Task):
         entity_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params, ctx.seed)
         return True
 
-    def slice_units(self, data: Dataset, logits: Any, params: Any) -> Any:
+    def slice_units(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
         """Sentences, right when their entities are exact, with entity F1 per slice (``tasks.entity_slices``)."""
-        return entity_slice_units(self, data, logits, params.metric)
+        return entity_slice_units(self, data, ctx.predictions(target, data, params.batch_size).logits, params.metric)
 
     def tags(self, ids: torch.Tensor | Sequence[int], gold: torch.Tensor | Sequence[int] | None = None) -> list[str]:
         """Tag names of one sentence's ids (cut at the gold padding when given)."""

@@ -108,17 +108,27 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
-    """A Case from one JSON object (or a suite's mapping); ``where`` names it in errors."""
+def case_head(raw: Any, where: str, keys: tuple[str, ...], types: tuple[str, ...] = TYPES,
+              whose: str = "") -> tuple[str, str]:
+    """The checks every model's case starts with: a JSON object of known ``keys``, a non-empty ``test`` and a
+    ``type`` among ``types`` (``whose`` names the cases in the type's error, e.g. " of a question-answering
+    case"); DataError naming ``where``. Returns the test's name (stripped) and the type."""
     if not isinstance(raw, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(raw).__name__}")
-    check_keys(raw, KEYS, where, DataError)
+    check_keys(raw, keys, where, DataError)
     test = raw.get("test")
     if not isinstance(test, str) or not test.strip():
         raise DataError(f"{where}: key 'test' must name the test (a non-empty string)")
     kind = raw.get("type")
-    if kind not in TYPES:
-        raise DataError(f"{where}: key 'type' must be one of {', '.join(TYPES)}, got {kind!r}")
+    if kind not in types:
+        allowed = " or ".join(types) if len(types) == 2 else "one of " + ", ".join(types)
+        raise DataError(f"{where}: key 'type'{whose} must be {allowed}, got {kind!r}")
+    return test.strip(), kind
+
+
+def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
+    """A Case from one JSON object (or a suite's mapping); ``where`` names it in errors."""
+    test, kind = case_head(raw, where, KEYS)
     if "text" in raw and "texts" in raw:
         raise DataError(f"{where}: give 'text' or 'texts', not both")
     if "texts" in raw:
@@ -133,7 +143,7 @@ def case_from_mapping(raw: Any, where: str, source: str = "") -> Case:
     if not isinstance(capability, str):
         raise DataError(f"{where}: key 'capability' must be a string")
     case_id = str(raw.get("id", ""))
-    common = dict(test=test.strip(), type=kind, texts=texts, capability=capability, id=case_id, source=source)
+    common = dict(test=test, type=kind, texts=texts, capability=capability, id=case_id, source=source)
     if kind == "mft":
         sets = {k: _labels(raw[k], f"{where}: key '{k}'") for k in SET_KEYS if k in raw}
         has = [k for k in ("label", "not_label") if raw.get(k) is not None]

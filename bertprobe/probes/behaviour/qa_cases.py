@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprobe.errors import DataError, ProbeError
+from bertprobe.probes.behaviour.cases import case_head
 from bertprobe.probes.behaviour.qa_edits import Gold, Item
-from bertprobe.probes.behaviour.templates import SLOT, fill
-from bertprobe.registry import check_keys, did_you_mean
+from bertprobe.probes.behaviour.templates import SLOT, case_limit, fill, fillings, template_slots
+from bertprobe.registry import check_keys
 
 KEYS = ("test", "capability", "type", "context", "question", "answers", "items", "id")
 ITEM_KEYS = ("context", "question", "answers")
@@ -112,16 +113,8 @@ def _item(raw: Any, where: str, need_answers: bool) -> Item:
 
 def qa_case_from_mapping(raw: Any, where: str, source: str = "") -> QACase:
     """A QACase from one JSON object; ``where`` names it in errors."""
-    if not isinstance(raw, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(raw).__name__}")
-    check_keys(raw, KEYS, where, DataError)
-    test = raw.get("test")
-    if not isinstance(test, str) or not test.strip():
-        raise DataError(f"{where}: key 'test' must name the test (a non-empty string)")
-    kind = raw.get("type")
-    if kind not in ("mft", "inv"):
-        raise DataError(f"{where}: key 'type' of a question-answering case must be mft or inv, got {kind!r}")
-    common = dict(test=test.strip(), type=kind, capability=str(raw.get("capability") or ""), id=str(raw.get("id", "")),
+    test, kind = case_head(raw, where, KEYS, ("mft", "inv"), " of a question-answering case")
+    common = dict(test=test, type=kind, capability=str(raw.get("capability") or ""), id=str(raw.get("id", "")),
                   source=source)
     if kind == "mft":
         if "items" in raw:
@@ -155,34 +148,14 @@ def expand_qa_template(spec: Any, lexicons: dict[str, list[str]], origins: dict[
     if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
         raise ProbeError(f"{where}: answers must be non-empty templates")
     texts = [spec["context"], spec["question"], *answers]
-    slots = sorted({(m.group(1), m.group(1) + m.group(2)) for t in texts for m in SLOT.finditer(t)})
-    for lexicon, _ in slots:
-        if lexicon not in lexicons:
-            raise ProbeError(f"{where}: no lexicon '{lexicon}'{did_you_mean(lexicon, list(lexicons))}; add your own "
-                             "under the probe's lexicons: param")
-    limit = int(spec.get("max_cases", default_max))
-    if limit < 1:
-        raise ProbeError(f"{where}: max_cases must be at least 1")
+    slots = template_slots(texts, lexicons, where)
+    limit = case_limit(spec, default_max, where)
     rng = random.Random(f"{seed}:{spec['test']}")
     test, capability = spec["test"].strip(), str(spec.get("capability") or "")
     persons = [slot for lexicon, slot in slots if lexicon in PERSON_SLOTS]
     fair = bool(spec.get("origins")) and bool(persons) and len(origins) > 1
     cases: list[QACase] = []
-    seen: set[tuple[str, ...]] = set()
-    attempts = 0
-    while len(cases) < limit * (2 if fair else 1) and attempts < limit * 20:
-        attempts += 1
-        chosen: dict[str, str] = {}
-        for lexicon, slot in slots:  # two slots of one lexicon get different words
-            taken = {chosen[s] for lx, s in slots if lx == lexicon and s in chosen}
-            chosen[slot] = rng.choice([w for w in lexicons[lexicon] if w not in taken] or lexicons[lexicon])
-        key = tuple(chosen[s] for _, s in slots)
-        if key in seen:
-            if not slots:
-                break
-            continue
-        seen.add(key)
-        n = len(seen) - 1
+    for n, chosen in enumerate(fillings(slots, lexicons, rng, limit)):  # the origin groups draw from rng in between
         cases.append(QACase(test, "mft", (_filled(texts, chosen, f"{where} case t{n}"),), capability, f"t{n}", "template"))
         if fair:
             items, groups = [], []

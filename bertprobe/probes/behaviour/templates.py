@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -63,6 +64,47 @@ def fill(template: str, words: dict[str, str]) -> str:
     return text[:1].upper() + text[1:]
 
 
+def template_slots(texts: list[str], lexicons: dict[str, list[str]], where: str) -> list[tuple[str, str]]:
+    """The (lexicon, slot) pairs of ``texts``' slots, sorted; ProbeError naming ``where`` for an unknown lexicon."""
+    slots = sorted({(m.group(1), m.group(1) + m.group(2)) for t in texts for m in SLOT.finditer(t)})
+    for lexicon, _ in slots:
+        if lexicon not in lexicons:
+            raise ProbeError(f"{where}: no lexicon '{lexicon}'{did_you_mean(lexicon, list(lexicons))}; "
+                             "add your own under the probe's lexicons: param")
+    return slots
+
+
+def case_limit(spec: dict[str, Any], default_max: int, where: str) -> int:
+    """A template's ``max_cases`` (default ``default_max``); ProbeError below 1."""
+    limit = int(spec.get("max_cases", default_max))
+    if limit < 1:
+        raise ProbeError(f"{where}: max_cases must be at least 1")
+    return limit
+
+
+def fillings(slots: list[tuple[str, str]], lexicons: dict[str, list[str]], rng: random.Random,
+             limit: int) -> Iterator[dict[str, str]]:
+    """Up to ``limit`` distinct fillings of ``slots`` (slot -> word), drawn with ``rng`` in at most ``limit * 20``
+    draws; two slots of one lexicon get different words while the lexicon has enough. Lazy: a caller may draw
+    from ``rng`` between fillings."""
+    seen: set[tuple[str, ...]] = set()
+    attempts = 0
+    while len(seen) < limit and attempts < limit * 20:
+        attempts += 1
+        chosen: dict[str, str] = {}
+        for lexicon, slot in slots:  # two slots of one lexicon get different words
+            taken = {chosen[s] for lx, s in slots if lx == lexicon and s in chosen}
+            options = [w for w in lexicons[lexicon] if w not in taken] or lexicons[lexicon]
+            chosen[slot] = rng.choice(options)
+        key = tuple(chosen[s] for _, s in slots)
+        if key in seen:
+            if not slots:
+                break
+            continue
+        seen.add(key)
+        yield chosen
+
+
 def expand_template(spec: dict[str, Any], lexicons: dict[str, list[str]], seed: int, default_max: int,
                     where: str) -> list[Case]:
     """The cases of one template test; ProbeError naming ``where`` for a bad spec."""
@@ -74,40 +116,20 @@ def expand_template(spec: dict[str, Any], lexicons: dict[str, list[str]], seed: 
     texts = [spec["template"]] if "template" in spec else list(spec["templates"] or [])
     if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
         raise ProbeError(f"{where}: templates must be non-empty strings")
-    slots = sorted({(m.group(1), m.group(1) + m.group(2)) for t in texts for m in SLOT.finditer(t)})
-    for lexicon, _ in slots:
-        if lexicon not in lexicons:
-            raise ProbeError(f"{where}: no lexicon '{lexicon}'{did_you_mean(lexicon, list(lexicons))}; "
-                             "add your own under the probe's lexicons: param")
+    slots = template_slots(texts, lexicons, where)
     vary = spec.get("vary")
     if vary is not None:
         if spec.get("type") != "inv" or len(texts) != 1:
             raise ProbeError(f"{where}: vary: fits an inv test with one template")
         if vary not in {s for _, s in slots}:
             raise ProbeError(f"{where}: vary: '{vary}' is no slot of the template")
-    limit = int(spec.get("max_cases", default_max))
-    if limit < 1:
-        raise ProbeError(f"{where}: max_cases must be at least 1")
+    limit = case_limit(spec, default_max, where)
     rng = random.Random(f"{seed}:{spec.get('test')}")
     fixed = [(lexicon, slot) for lexicon, slot in slots if slot != vary]
     raw = {k: v for k, v in spec.items() if k in ("test", "capability", "type", "label", "not_label", "labels", "contains",
                                                   "not_contains", "tolerance", "expect")}
     cases: list[Case] = []
-    seen: set[tuple[str, ...]] = set()
-    attempts = 0
-    while len(cases) < limit and attempts < limit * 20:
-        attempts += 1
-        chosen: dict[str, str] = {}
-        for lexicon, slot in fixed:  # two slots of one lexicon get different words
-            taken = {chosen[s] for lx, s in fixed if lx == lexicon and s in chosen}
-            options = [w for w in lexicons[lexicon] if w not in taken] or lexicons[lexicon]
-            chosen[slot] = rng.choice(options)
-        key = tuple(chosen[s] for _, s in fixed)
-        if key in seen:
-            if not fixed:
-                break
-            continue
-        seen.add(key)
+    for chosen in fillings(fixed, lexicons, rng, limit):
         if vary is not None:
             groups = list(lexicons[vary])
             filled = [fill(texts[0], {**chosen, vary: g}) for g in groups]
