@@ -67,7 +67,7 @@ QA_DEFAULTS = (
         why="question answering: below 0.5 the reader recovers less than half of the answer tokens, worse than SQuAD's "
             "sliding-window logistic-regression baseline (F1 51.0, Rajpurkar et al. 2016); BERT-base scores about 0.88 "
             "and a weak in-domain reader about 0.7, so only a reader surely below that baseline is failed (bootstrap "
-            "interval over questions); exact match has no default, since it punishes answers one word off"),
+            "interval over contexts, a cluster bootstrap, where questions share one); exact match has no default, since it punishes answers one word off"),
     DefaultExpectation(
         "question_*_f1", min=0.5, interval=True,
         why="question answering, per question word (what, who, when, why...): the same bound for each kind of question, "
