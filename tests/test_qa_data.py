@@ -497,6 +497,9 @@ def test_the_same_window_in_both_places_is_one_setting():
     spec = ModelSpec(path="m", max_length=256, stride=64, options={"max_length": 256, "n_best": 5})
     settings = resolve_task(config, "auto", None, task_options(spec)).settings
     assert (settings["max_length"], settings["stride"], settings["n_best"]) == (256, 64, 5)
+    # a window of 128 or less without a stride (a classifier's suite's max_length: 128) shares half of itself
+    alone = resolve_task(config, "auto", None, task_options(ModelSpec(path="m", max_length=128))).settings
+    assert (alone["max_length"], alone["stride"]) == (128, 64)
     classifier = SimpleNamespace(architectures=["BertForSequenceClassification"], num_labels=2)
     assert resolve_task(classifier, "auto", None, task_options(spec.with_overrides(options={}))).name == "classification"
 

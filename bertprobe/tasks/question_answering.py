@@ -95,7 +95,8 @@ class QuestionAnswering(Task):
         too (``tasks.resolve.task_options`` passes them as ``model.KEY``: one that differs from its
         ``model.options`` twin is an error naming both). A model of fewer positions than the default window
         (``max_position_embeddings`` < 384) reads windows of its positions (and a stride under them) unless
-        the suite sets them, and a window longer than its positions is refused."""
+        the suite sets them; a window of at most the default stride (128) set without a stride shares half of
+        itself; and a window longer than its positions is refused."""
         options, where = model_windows(options)
         given = {k for k, v in options.items() if v is not None}
         positions = getattr(config, "max_position_embeddings", None)
@@ -104,6 +105,10 @@ class QuestionAnswering(Task):
             fitted["max_length"] = positions
             if "stride" not in given and DEFAULTS["stride"] >= positions:
                 fitted["stride"] = positions // 2
+        window = fitted.get("max_length")
+        if "stride" not in given and isinstance(window, int) and not isinstance(window, bool) and \
+                1 < window <= DEFAULTS["stride"]:
+            fitted["stride"] = window // 2  # a window of 128 or less (a classifier's suite's max_length): half of it
         settings = qa_settings(fitted, where)
         if isinstance(positions, int) and settings["max_length"] > positions:
             name = where.get("max_length", "model.options.max_length")
