@@ -344,7 +344,7 @@ def test_a_reader_suite_given_another_tasks_model_names_the_mismatch_and_the_fix
     (tmp_path / "reader").mkdir()
     _, questions = _reader(tmp_path / "reader")
     task = {"classifier": "classification", "ner": "token-classification"}[kind]
-    keys = "max_length, stride, n_best, max_answer_tokens, question_first" + (
+    keys = "n_best, max_answer_tokens, question_first" + (
         ", null_threshold, abstain" if name == "squad" else "")
     expected = (f": model: a {task} model, but the suite is for question-answering models (model.options: {keys}, "
                 f"their settings); pass --model a question-answering model, or use a suite written for {task} models")
