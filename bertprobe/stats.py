@@ -3,21 +3,62 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
 
+def cluster_members(groups: Sequence[Hashable]) -> list[np.ndarray]:
+    """The indices of each cluster's units (the units sharing a key of ``groups``, one key per unit), clusters
+    in the order they first appear."""
+    members: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(groups):
+        members.setdefault(key, []).append(i)
+    return [np.asarray(m, dtype=np.intp) for m in members.values()]
+
+
+def clustered(groups: Sequence[Hashable] | None) -> bool:
+    """Whether two units of ``groups`` share a cluster (else a cluster bootstrap is the i.i.d. one)."""
+    return groups is not None and len(set(groups)) < len(groups)
+
+
+def resample_indices(rng: np.random.Generator, n: int, members: Sequence[np.ndarray] | None = None) -> np.ndarray:
+    """The unit indices of one bootstrap resample: ``n`` units drawn with replacement or, with ``members`` (a
+    cluster bootstrap: ``cluster_members``), as many clusters as there are, drawn with replacement, each bringing
+    all its units. With one unit per cluster in unit order it draws what the i.i.d. bootstrap draws."""
+    if members is None:
+        return rng.integers(0, n, size=n)
+    picked = rng.integers(0, len(members), size=len(members))
+    return np.concatenate([members[k] for k in picked]) if len(members) else np.zeros(0, dtype=np.intp)
+
+
 def bootstrap_ci(
-    values: Sequence[float] | np.ndarray, resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+    values: Sequence[float] | np.ndarray, resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+    groups: Sequence[Hashable] | None = None,
 ) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of the mean of ``values``."""
+    """Percentile bootstrap confidence interval of the mean of ``values``.
+
+    ``groups`` (one key per value) makes it a cluster bootstrap: whole clusters are resampled with replacement,
+    as many as there are, and a resample's mean is that of every value its clusters bring (Davison & Hinkley
+    1997, section 3.8: resample the top stage of hierarchical data; Field & Welsh 2007). Values that share a
+    cluster and its outcome (the questions of one SQuAD paragraph) are no independent evidence, and the i.i.d.
+    interval over them is too narrow. Where no two values share a key, the draws are the i.i.d. bootstrap's.
+    """
     data = np.asarray(values, dtype=np.float64)
     if data.size == 0 or resamples <= 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, data.size, size=(resamples, data.size))
-    means = data[idx].mean(axis=1)
+    if groups is None:
+        idx = rng.integers(0, data.size, size=(resamples, data.size))
+        means = data[idx].mean(axis=1)
+    else:
+        if len(groups) != data.size:
+            raise ValueError(f"groups: {len(groups)} keys for {data.size} values")
+        members = cluster_members(groups)
+        sums = np.asarray([data[m].sum() for m in members])
+        sizes = np.asarray([len(m) for m in members], dtype=np.float64)
+        idx = rng.integers(0, len(members), size=(resamples, len(members)))
+        means = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
     alpha = (1 - confidence) / 2
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
 
@@ -65,25 +106,28 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
 
 def paired_bootstrap_diff(
     a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, resamples: int = 1000,
-    confidence: float = 0.95, seed: int = 0,
+    confidence: float = 0.95, seed: int = 0, groups: Sequence[Hashable] | None = None,
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of mean(b) - mean(a) over paired examples (resampled together)."""
+    """Percentile bootstrap CI of mean(b) - mean(a) over paired examples (resampled together; by cluster with
+    ``groups``, as ``bootstrap_ci``)."""
     diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    return bootstrap_ci(diff, resamples, confidence, seed)
+    return bootstrap_ci(diff, resamples, confidence, seed, groups)
 
 
 def paired_bootstrap_statistic(
     statistic: Callable[[np.ndarray], Sequence[float]], n: int, resamples: int = 1000, confidence: float = 0.95,
-    seed: int = 0,
+    seed: int = 0, groups: Sequence[Hashable] | None = None,
 ) -> list[tuple[float, float]]:
     """Percentile bootstrap CIs of each value of ``statistic(indices)``, with ``n`` units resampled together: a
     paired bootstrap when the statistic compares two measurements of the same units (a held-out NLL and ECE before
-    and after temperature scaling, where the ECE is no mean of per-unit values). NaN bounds without units."""
+    and after temperature scaling, where the ECE is no mean of per-unit values); with ``groups``, by cluster
+    (``resample_indices``). NaN bounds without units."""
     if n <= 0 or resamples <= 0:
         size = len(statistic(np.arange(n)))
         return [(float("nan"), float("nan"))] * size
     rng = np.random.default_rng(seed)
-    draws = np.asarray([statistic(rng.integers(0, n, size=n)) for _ in range(resamples)], dtype=np.float64)
+    members = cluster_members(groups) if groups is not None else None
+    draws = np.asarray([statistic(resample_indices(rng, n, members)) for _ in range(resamples)], dtype=np.float64)
     alpha = (1 - confidence) / 2
     return [(float(np.quantile(col, alpha)), float(np.quantile(col, 1 - alpha))) for col in draws.T]
 

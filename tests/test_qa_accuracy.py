@@ -181,7 +181,8 @@ def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questio
     which = [official(c[4], [g for g, _ in c[3]])[1] for c in cases if c[6] == "what"]
     assert result.metrics["question_what_f1"].ci == pytest.approx(wilson_interval(sum(which), len(which)))
     overall = [official(c[4], [g for g, _ in c[3]])[1] for c in cases]
-    big = [(f"{c[0]}-{k}", *c[1:]) for k in range(3) for c in cases]  # 36 questions: the bootstrap from here up
+    # 36 questions, each of its own context (the cases' with a different ending): the bootstrap from here up
+    big = [(f"{c[0]}-{k}", c[1], f"{c[2]} ({c[0]}-{k})", *c[3:]) for k in range(3) for c in cases]
     assert len(big) >= SMALL_GROUP > len(cases)
     many = audit(target, examples_of(big), answers_of(big))
     assert many.metrics["f1"].ci == pytest.approx(bootstrap_ci([f for _ in range(3) for f in overall], 1000, 0.95, 7))
@@ -325,7 +326,8 @@ def test_a_run_on_a_reader_reports_em_f1_per_question_word_and_marked_answers(tm
     assert f"EM {100 * np.mean(em):.1f}, F1 {100 * np.mean(f1):.1f}" in result.output  # the terminal's note
     md = (run_dir / "report.md").read_text()
     assert "question-answering: max_length 384; stride 128; n_best 20; max_answer_tokens 30" in md  # the task row
-    assert "**exact match and F1 per question word (shares; bootstrap interval over questions)**" in md
+    # 25 questions over 5 paragraphs: the intervals resample contexts, and the table's title says so
+    assert "**exact match and F1 per question word (shares; cluster bootstrap interval over contexts)**" in md
     assert "| question word   |   questions |" in md and "### Findings" in md
     assert "**exact match and F1 per question word (bootstrap" not in md  # the bars repeat the table: drawn in html only
     assert html_figures(run_dir) == 1
@@ -420,3 +422,62 @@ def test_on_the_fixture_em_and_f1_equal_a_plain_decoding_loop(tmp_path):
     f1 = next(o for o in outcomes if o["name"] == "f1")
     assert f1["ids"] == [ex.id for ex in examples]
     assert f1["values"] == pytest.approx([f for _, f in scores], abs=1e-12)  # question by question
+
+
+# ---- intervals over contexts: the questions of a paragraph resampled together ----------------------------------
+
+
+def paragraphs(contexts: int, per_context: int, seed: int = 3) -> list[tuple]:
+    """``contexts`` paragraphs of ``per_context`` questions each, every question of a paragraph answered alike
+    (all right or all wrong, at random): the clustering of SQuAD's outcomes at its extreme."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(contexts):
+        right = bool(rng.integers(0, 2))
+        context = f"Paragraph {c} says the answer is red{c} and nothing else."
+        gold = f"red{c}"
+        for q in range(per_context):
+            out.append((f"p{c}q{q}", f"What does paragraph {c} say ({q})?", context, [(gold, context.index(gold))],
+                        gold if right else "nothing", 0.5, "what"))
+    return out
+
+
+def test_f1_intervals_resample_contexts_where_questions_share_them(target):
+    """60 paragraphs of 5 questions that share their outcome: the interval is the bootstrap over paragraphs written
+    here (the same seed, the paragraphs' means), about sqrt(5) times as wide as the i.i.d. one over questions, and
+    close to the normal interval of a mean of 60 independent paragraph outcomes; the descriptions say so."""
+    from statistics import NormalDist
+
+    from bertprobe.stats import bootstrap_ci
+
+    cases = paragraphs(60, 5)
+    result = audit(target, examples_of(cases), answers_of(cases), bootstrap=2000)
+    f1 = [official(c[4], [g for g, _ in c[3]])[1] for c in cases]
+    per_paragraph = np.array(f1).reshape(60, 5).mean(axis=1)
+    rng = np.random.default_rng(7)  # the run's seed (audit's ProbeContext)
+    means = per_paragraph[rng.integers(0, 60, size=(2000, 60))].mean(axis=1)
+    expected = (np.quantile(means, 0.025), np.quantile(means, 0.975))
+    for name in ("f1", "exact_match", "question_what_f1"):
+        assert result.metrics[name].ci == pytest.approx(expected, abs=1e-12), name
+    low, high = result.metrics["f1"].ci
+    iid = bootstrap_ci(f1, 2000, 0.95, 7)
+    assert 1.8 < (high - low) / (iid[1] - iid[0]) < 2.8  # sqrt(5) = 2.24: 5 questions carry one paragraph's evidence
+    p = per_paragraph.mean()
+    normal = 2 * NormalDist().inv_cdf(0.975) * np.sqrt(p * (1 - p) / 60)
+    assert (high - low) == pytest.approx(normal, rel=0.15)
+    assert "cluster bootstrap interval over contexts" in result.metrics["f1"].description
+    distinct = [(c[0], c[1], f"{c[2]} ({c[0]})", *c[3:]) for c in cases]  # each question its own context
+    alone = audit(target, examples_of(distinct), answers_of(distinct), bootstrap=2000)
+    assert alone.metrics["f1"].ci == pytest.approx(iid, abs=1e-12)  # the i.i.d. bootstrap, draw for draw
+    assert "bootstrap interval over questions" in alone.metrics["f1"].description
+
+
+def test_a_handful_of_contexts_gets_wilsons_interval_with_one_trial_per_context(target):
+    """40 questions over 8 paragraphs: more than SMALL_GROUP questions, fewer contexts; a bootstrap over 8 paragraphs
+    is too narrow, so the Wilson interval with 8 trials (the paragraphs' share right) stands in."""
+    from bertprobe.stats import wilson_interval
+
+    cases = paragraphs(8, 5, seed=1)
+    result = audit(target, examples_of(cases), answers_of(cases), bootstrap=500)
+    f1 = [official(c[4], [g for g, _ in c[3]])[1] for c in cases]
+    assert result.metrics["f1"].ci == pytest.approx(wilson_interval(sum(f1) / 5, 8))

@@ -75,6 +75,34 @@ def test_ece_and_brier_equal_an_independent_computation_from_the_confidences_and
     assert shown == sorted(wrong, reverse=True)[:5]
 
 
+def test_intervals_resample_contexts_where_questions_share_them():
+    """30 contexts of 4 questions each: the F1 and Brier intervals are those of a bootstrap over contexts written
+    here (the same generator, whole contexts drawn), and the F1 one is wider than the i.i.d. one over questions."""
+    rng = np.random.default_rng(4)
+    right = rng.random(30) < 0.5
+    confidences = [float(c) for c in np.repeat(rng.uniform(0.2, 0.95, 30), 4)]
+    predictions = ["red" if r else "blue" for r in np.repeat(right, 4)]
+    answers, examples, outcomes, golds = made_up(confidences, predictions, [["red"]] * 120)
+    groups = [f"context {k // 4}" for k in range(120)]
+    params = CalibrationParams(bins=10, bootstrap=300)
+    clustered, alone = ProbeResult(probe="calibration"), ProbeResult(probe="calibration")
+    qa_calibration(clustered, answers, examples, outcomes, golds, params, 9, groups)
+    qa_calibration(alone, answers, examples, outcomes, golds, params, 9)
+    f1 = np.array([o["f1"] for o in outcomes])
+    brier = (np.array(confidences) - np.array([o["em"] for o in outcomes])) ** 2
+    draw = np.random.default_rng(9)
+    f1_means, brier_means = [], []
+    for _ in range(300):
+        idx = np.concatenate([np.arange(4 * k, 4 * k + 4) for k in draw.integers(0, 30, size=30)])
+        f1_means.append(f1[idx].mean())
+        brier_means.append(brier[idx].mean())
+    for name, means in (("f1", f1_means), ("brier", brier_means)):
+        expected = (np.quantile(means, 0.025), np.quantile(means, 0.975))
+        assert clustered.metrics[name].ci == pytest.approx(expected, abs=1e-12), name
+    width = clustered.metrics["f1"].ci[1] - clustered.metrics["f1"].ci[0]
+    assert width > 1.5 * (alone.metrics["f1"].ci[1] - alone.metrics["f1"].ci[0])
+
+
 def test_risk_coverage_equals_a_hand_computation():
     # answers by falling confidence: F1 1, 0.5, 0, 1 and EM 1, 0, 0, 1 (given in another order)
     confidence = np.array([0.6, 0.9, 0.3, 0.8])

@@ -228,6 +228,36 @@ def test_a_run_on_a_tiny_reader_equals_a_plain_decoding_of_the_partial_inputs(tm
     assert "Kaushik" in (run_dir / "report.html").read_text()  # the papers head the section
 
 
+def test_intervals_resample_contexts_where_two_questions_share_one(tmp_path, reader):
+    """32 contexts of two questions each: F1 and the paired drops are resampled by context (the cluster bootstrap
+    over the outcomes the probe records), and the descriptions say so."""
+    from bertprobe.data.tables import load_table
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probe import ProbeContext
+    from bertprobe.stats import bootstrap_ci
+
+    cases = make_cases(32, seed=4)
+    twice = [dict(c, id=f"{c['id']}-{k}", question=q) for c in cases
+             for k, q in enumerate((c["question"], c["question"].replace(" is the ", " was the ")))]
+    path = squad_file(tmp_path / "pairs.json", twice)
+    target = load_target(ModelSpec(path=str(reader), device="cpu"))
+    spec = DataSpec(path=str(path))
+    data = target.task.read_labels(load_table(spec), spec, "pairs")
+    result = SpuriousCuesProbe().run(target, data, CueParams(bootstrap=300), ProbeContext(seed=3))
+    context = {c["id"]: c["context"] for c in twice}
+    outcomes = {o.name: o for o in result.outcomes}
+    for name in ("f1_full", "f1_question_empty", "f1_drop_question_empty", "f1_drop_sentence_moved"):
+        values, ids = outcomes[name].values, outcomes[name].ids
+        groups = [context[i] for i in ids]
+        assert len(set(groups)) < len(groups)
+        if len(set(groups)) >= 30:
+            expected = bootstrap_ci(values, 300, 0.95, 3, groups)
+            assert result.metrics[name].ci == pytest.approx(expected, abs=1e-12), name
+        assert "context" in result.metrics[name].description, name
+    assert "cluster bootstrap interval over contexts" in result.metrics["f1_full"].description
+
+
 def test_on_squad2_data_the_moved_answers_abstain_as_the_full_ones_do(reader):
     """With an unanswerable question in the data the null threshold applies to the moved questions too: at a
     threshold of -1000 every answer abstains, so the moved F1 is 0 where a SQuAD 1.1 decoding would answer."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -50,6 +51,7 @@ class QaScore(Probe):
         result.outcomes.append(Outcomes("f1", ids, [o["f1"] for o in outcomes], "score"))
         result.details["answers"] = {ex.id: a.text for ex, a in zip(data.examples, answers)}
         result.details["settings"] = dict(task.settings)
+        result.details["windows"] = {ex.id: a.windows for ex, a in zip(data.examples, answers)}
         return result
 
 
@@ -436,6 +438,72 @@ def test_settings_reach_the_task_from_a_suite_and_from_the_command_line(tmp_path
                                             "null_threshold": 1.5, "question_first": False, "abstain": "auto"}
 
 
+@pytest.mark.parametrize("how", ["suite", "set"])
+def test_model_max_length_and_stride_are_the_readers_windows(tmp_path, models, how):
+    """``model: {max_length, stride}`` (or --set model.max_length=...) sets the windows a reader reads, as
+    model.options does: each question is read in as many windows as the tokenizer's own overflow gives at that
+    length and stride (before, the model-level keys were ignored for a reader: 384/128, one window each)."""
+    from transformers import AutoTokenizer
+
+    rows = questions(12)
+    data = write_forms(tmp_path, rows)["rows.jsonl"]
+    if how == "suite":
+        suite = suite_file(tmp_path, models["qa"], data, model_extra=", max_length: 24, stride: 8")
+        result = invoke("run", str(suite), "-q")
+    else:
+        suite = suite_file(tmp_path, models["qa"], data)
+        result = invoke("run", str(suite), "-q", "--set", "model.max_length=24", "--set", "model.stride=8")
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "reports").glob("qa-[0-9]*")
+    [entry] = json.loads((run_dir / "report.json").read_text())["probes"]
+    assert entry["details"]["settings"]["max_length"] == 24 and entry["details"]["settings"]["stride"] == 8
+    tokenizer = AutoTokenizer.from_pretrained(models["qa"])
+    enc = tokenizer([r["question"] for r in rows], [r["context"] for r in rows], truncation="only_second",
+                    max_length=24, stride=8, return_overflowing_tokens=True)
+    expected = {rows[i]["id"]: n for i, n in sorted(Counter(enc["overflow_to_sample_mapping"]).items())}
+    assert entry["details"]["windows"] == expected
+    assert max(len(ids) for ids in enc["input_ids"]) == 24 and max(expected.values()) >= 3
+
+
+@pytest.mark.parametrize(("how", "expected"), [
+    ((", max_length: 48, options: {max_length: 64}", ()),
+     "model.max_length 48 and model.options.max_length 64 differ: a reader reads one max_length for its windows; "
+     "give it once (model.max_length, or model.options.max_length)"),
+    (("", ("--set", "model.stride=16", "--set", "model.options.stride=32")),
+     "model.stride 16 and model.options.stride 32 differ: a reader reads one stride for its windows; give it once "
+     "(model.stride, or model.options.stride)"),
+    ((", max_length: 513, stride: 16", ()),
+     "model.max_length 513 is more than the model's 512 positions (max_position_embeddings); set model.max_length to "
+     "at most 512"),
+    ((", max_length: 64, stride: 64", ()),
+     "model.stride: 64 must be less than max_length 64 (consecutive windows share stride sub-tokens)"),
+])
+def test_model_level_windows_that_conflict_or_overflow_are_one_line_before_weights_load(tmp_path, models, how,
+                                                                                         expected):
+    extra, flags = how
+    data = write_forms(tmp_path, questions(6))["rows.jsonl"]
+    suite = suite_file(tmp_path, models["qa"], data, model_extra=extra)
+    [line] = refused(tmp_path, suite, *flags)
+    assert line.endswith(f": tiny-qa: {expected}"), line
+
+
+def test_the_same_window_in_both_places_is_one_setting():
+    from types import SimpleNamespace
+
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.tasks import resolve_task, task_options
+
+    config = SimpleNamespace(architectures=["BertForQuestionAnswering"], max_position_embeddings=512)
+    spec = ModelSpec(path="m", max_length=256, stride=64, options={"max_length": 256, "n_best": 5})
+    settings = resolve_task(config, "auto", None, task_options(spec)).settings
+    assert (settings["max_length"], settings["stride"], settings["n_best"]) == (256, 64, 5)
+    # a window of 128 or less without a stride (a classifier's suite's max_length: 128) shares half of itself
+    alone = resolve_task(config, "auto", None, task_options(ModelSpec(path="m", max_length=128))).settings
+    assert (alone["max_length"], alone["stride"]) == (128, 64)
+    classifier = SimpleNamespace(architectures=["BertForSequenceClassification"], num_labels=2)
+    assert resolve_task(classifier, "auto", None, task_options(spec.with_overrides(options={}))).name == "classification"
+
+
 @pytest.mark.parametrize("sample", ["random", "first"])
 def test_limit_takes_a_seeded_sample_of_questions_or_the_first(tmp_path, models, sample):
     rows = questions(30)
@@ -522,12 +590,18 @@ def test_a_saved_dataset_dict_reads_its_split_and_names_the_others(tmp_path):
         load_table(DataSpec(path=str(tmp_path / "bad.parquet")))
 
 
-def test_a_task_without_settings_refuses_model_options(tmp_path, models):
+@pytest.mark.parametrize(("options", "expected"), [
+    ("{windowz: 64}", "model.options.windowz: not a setting of classification models; it takes none"),
+    # a reader's setting: the suite was written for readers, and the error says so (not "it takes none")
+    ("{stride: 64}", "a classification model, but the suite is for question-answering models (model.options: stride, "
+                     "their settings); pass --model a question-answering model, or use a suite written for "
+                     "classification models"),
+])
+def test_a_task_without_settings_refuses_model_options(tmp_path, models, options, expected):
     suite = write(tmp_path / "cls.yaml", f"suite: cls\nmodel: {{path: '{models['cls']}', device: cpu, options: "
-                                         f"{{stride: 64}}}}\ndata: {{path: '{sst2(tmp_path)}'}}\n"
+                                         f"{options}}}\ndata: {{path: '{sst2(tmp_path)}'}}\n"
                                          f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n")
-    assert refused(tmp_path, suite)[0].endswith("model.options.stride: not a setting of classification models; it "
-                                                "takes none")
+    assert refused(tmp_path, suite)[0].endswith(f"tiny-cls: {expected}")
 
 
 def test_a_json_file_with_more_after_its_document_names_the_line(tmp_path):

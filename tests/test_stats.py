@@ -37,3 +37,58 @@ def test_binomial_cdf_is_exact_against_scipy_at_any_size():
     assert binomial_cdf(3, 10, 0.0) == 1.0 and binomial_cdf(9, 10, 1.0) == 0.0
     # McNemar's tail is the same sum at p = 1/2: twice the smaller tail of Bin(b + c, 1/2)
     assert mcnemar_exact(2, 8) == 2 * binomial_cdf(2, 10, 0.5) == 2 * 56 / 1024
+
+
+# ---- the cluster bootstrap -------------------------------------------------------------------------------------
+
+
+def test_a_cluster_bootstrap_resamples_whole_clusters_as_one_written_out_does():
+    """Clusters of unequal size, each with its own mean: the interval is the percentile interval of resampled
+    clusters' pooled means, drawn here with the same generator; singleton clusters are the i.i.d. bootstrap."""
+    from bertprobe.stats import bootstrap_ci, cluster_members, paired_bootstrap_statistic, resample_indices
+
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 8, size=40)
+    groups = [f"c{k}" for k, n in enumerate(sizes) for _ in range(n)]
+    values = np.array([float(rng.random() < 0.3 + 0.4 * (k % 2)) for k, n in enumerate(sizes) for _ in range(n)])
+    order = rng.permutation(len(values))  # clusters need not be contiguous
+    values, groups = values[order], [groups[i] for i in order]
+    keys = list(dict.fromkeys(groups))  # clusters in order of first appearance
+    sums = np.array([values[[g == k for g in groups]].sum() for k in keys])
+    counts = np.array([sum(g == k for g in groups) for k in keys], dtype=float)
+    draws = np.random.default_rng(11).integers(0, len(keys), size=(500, len(keys)))
+    pooled = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    expected = (np.quantile(pooled, 0.05), np.quantile(pooled, 0.95))
+    assert bootstrap_ci(values, 500, 0.9, 11, groups) == pytest.approx(expected, abs=1e-12)
+    # the generic resampler agrees (a statistic that is no mean goes through it: calibration's ECE)
+    members = cluster_members(groups)
+    assert [list(m) for m in members] == [[i for i, g in enumerate(groups) if g == k] for k in keys]
+    got = paired_bootstrap_statistic(lambda idx: [values[idx].mean()], len(values), 500, 0.9, 11, groups)
+    assert got[0] == pytest.approx(expected, abs=1e-12)
+    # one unit per cluster: the i.i.d. bootstrap, draw for draw
+    alone = [f"u{i}" for i in range(len(values))]
+    assert bootstrap_ci(values, 500, 0.9, 11, alone) == bootstrap_ci(values, 500, 0.9, 11)
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    assert resample_indices(a, len(values), cluster_members(alone)).tolist() == resample_indices(b, len(values)).tolist()
+    with pytest.raises(ValueError, match="groups: 3 keys for"):
+        bootstrap_ci(values, 10, 0.9, 0, ["a", "b", "c"])
+
+
+def test_questions_sharing_their_contexts_outcome_get_the_contexts_width_not_the_questions():
+    """200 contexts of 5 questions, each context's questions all right or all wrong: the i.i.d. interval is as
+    narrow as 1,000 independent questions', the cluster interval as wide as 200 contexts' (the known standard
+    error sqrt(p (1 - p) / 200)), about sqrt(5) times wider."""
+    from statistics import NormalDist
+
+    from bertprobe.stats import bootstrap_ci
+
+    rng = np.random.default_rng(2)
+    outcome = (rng.random(200) < 0.6).astype(float)
+    values = np.repeat(outcome, 5)
+    groups = np.repeat(np.arange(200), 5).tolist()
+    low, high = bootstrap_ci(values, 4000, 0.95, 3, groups)
+    iid_low, iid_high = bootstrap_ci(values, 4000, 0.95, 3)
+    p, z = outcome.mean(), NormalDist().inv_cdf(0.975)
+    assert high - low == pytest.approx(2 * z * np.sqrt(p * (1 - p) / 200), rel=0.08)
+    assert iid_high - iid_low == pytest.approx(2 * z * np.sqrt(p * (1 - p) / 1000), rel=0.08)
+    assert (high - low) / (iid_high - iid_low) == pytest.approx(np.sqrt(5), rel=0.1)

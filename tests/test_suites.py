@@ -331,3 +331,29 @@ def test_slices_read_a_label_by_role_and_through_the_map_as_the_other_probes_do(
     _, base = SlicesProbe._outcome(SlicesParams(metric="recall", positive="happy"), gold, pred, ["sad", "glad"],
                                    {"happy": "sad"})
     assert base.tolist() == [True, False, False, True]
+
+
+# ---- a suite of another task: the mismatch first, not a setting the model does not read ------------------------
+@pytest.mark.parametrize("name", ["squad", "squad-robustness"])
+@pytest.mark.parametrize("kind", ["classifier", "ner"])
+def test_a_reader_suite_given_another_tasks_model_names_the_mismatch_and_the_fix(name, kind, tmp_path):
+    """suites/squad*.yaml set a reader's window and decoding settings under model.options; a classifier or NER model
+    given them is refused, from validate as from run, in one line that names the task mismatch and the fix (a reader,
+    or a suite of the model's task), exit 2 and no run folder, whether --data is a reader's file or the model's."""
+    model, own = _classifier(tmp_path, ("NEG", "POS")) if kind == "classifier" else _ner(tmp_path)
+    (tmp_path / "reader").mkdir()
+    _, questions = _reader(tmp_path / "reader")
+    task = {"classifier": "classification", "ner": "token-classification"}[kind]
+    keys = "n_best, max_answer_tokens, question_first" + (
+        ", null_threshold, abstain" if name == "squad" else "")
+    expected = (f": model: a {task} model, but the suite is for question-answering models (model.options: {keys}, "
+                f"their settings); pass --model a question-answering model, or use a suite written for {task} models")
+    for data in (questions, own):
+        flags = ["--model", str(model), "--data", str(data), "--device", "cpu"]
+        for command in ("validate", "run"):
+            extra = ["--out", str(tmp_path / "out")] if command == "run" else []
+            result = invoke(command, str(SUITES / f"{name}.yaml"), *flags, *extra)
+            lines = result.output.splitlines()
+            assert result.exit_code == 2 and len(lines) == 1, result.output
+            assert lines[0].startswith(f"error: {SUITES / name}.yaml: ") and lines[0].endswith(expected), result.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

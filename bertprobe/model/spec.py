@@ -38,8 +38,10 @@ class ModelSpec:
     task: TaskName = "auto"  # auto: from the config (architectures, problem_type); else a registered task's name
     threshold: float = 0.5  # multi-label: the probability at and above which a label is predicted
     thresholds: dict[str, float] = field(default_factory=dict, hash=False)  # multi-label: per-label thresholds ({toxic: 0.3})
-    max_length: int | None = None
-    stride: int = 32  # token classification: sub-tokens two windows of a sentence longer than max_length share
+    max_length: int | None = None  # sub-tokens per input (a reader's window: the same as options.max_length)
+    # sub-tokens two windows share: token classification, a sentence longer than max_length (32 when not given);
+    # extractive QA, a context longer than a window (the same as options.stride, 128 when not given)
+    stride: int | None = None
     # the task's own settings, checked when it binds (extractive QA: question_first, max_length, stride, n_best,
     # max_answer_tokens, null_threshold; a key the task does not read is an error)
     options: dict[str, Any] = field(default_factory=dict, hash=False)

@@ -18,6 +18,8 @@ import torch
 from bertprobe.errors import TargetError
 from bertprobe.progress import active as active_progress
 
+STRIDE = 32  # sub-tokens two windows of a long sentence share, where model.stride is not given
+
 
 @dataclass
 class WordLogits:
@@ -42,9 +44,10 @@ def _plan(n_tokens: int, room: int, stride: int) -> list[tuple[int, int]]:
         a += step
 
 
-def word_logits(target: Any, words: Sequence[Sequence[str]], batch_size: int | None = None, stride: int = 32,
+def word_logits(target: Any, words: Sequence[Sequence[str]], batch_size: int | None = None, stride: int | None = None,
                 progress: Any = None) -> WordLogits:
-    """Per-word logits of each sentence (see the module docstring)."""
+    """Per-word logits of each sentence (see the module docstring); ``stride`` (``model.stride``) None: ``STRIDE``."""
+    stride = STRIDE if stride is None else stride
     tok = target.tokenizer
     if not getattr(tok, "is_fast", False):
         raise TargetError(f"{target.name}: word-level prediction needs a fast tokenizer (tokenizer.json)")

@@ -2,7 +2,8 @@
 
 Exact match and F1 as the official SQuAD v1.1 script defines them (``tasks.squad_metrics``), stored as shares
 in [0, 1] like every other metric (the key finding prints them x100, as SQuAD papers do: ``EM 58.4, F1
-71.2``), each with a percentile bootstrap interval over questions; SQuAD 2.0's has-answer and no-answer
+71.2``), each with a percentile bootstrap interval: over contexts (a cluster bootstrap, ``tasks.qa_clusters``)
+where questions share one, as SQuAD's about five per paragraph do, else over questions; SQuAD 2.0's has-answer and no-answer
 splits when the data hold unanswerable questions; the same per question word (what, who, when, where, why,
 how, which, other). Per-question outcomes ``em`` (0/1) and ``f1`` (a score in [0, 1]) back the metrics, so a
 paired gate or ``compare`` pairs two builds question by question; F1 is a mean over questions, so its
@@ -22,6 +23,7 @@ from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, wilson_interval
 from bertprobe.tasks import squad_metrics
+from bertprobe.tasks.qa_clusters import interval_over, question_clusters
 from bertprobe.tasks.spans import Answer
 
 Mark = tuple[int, int, str]  # (first character, end character, label) in a finding's cell
@@ -37,7 +39,8 @@ SPLITS = (("has_answer", True, "answerable questions"), ("no_answer", False, "un
 # the accuracy probe reads those as class names, which validate checks against the model's labels.
 QA_METRICS = {
     "exact_match": "question answering: share of questions whose answer equals a gold answer after SQuAD's "
-                   "normalisation (bootstrap interval over questions)",
+                   "normalisation (bootstrap interval over contexts where questions share one, a cluster "
+                   "bootstrap; else over questions)",
     "f1": "question answering: mean over questions of the best token F1 against the gold answers (SQuAD v1.1)",
     "has_answer_exact_match": "question answering, SQuAD 2.0 data: exact match on the answerable questions",
     "has_answer_f1": "question answering, SQuAD 2.0 data: F1 on the answerable questions",
@@ -64,7 +67,7 @@ QA_DEFAULTS = (
         why="question answering: below 0.5 the reader recovers less than half of the answer tokens, worse than SQuAD's "
             "sliding-window logistic-regression baseline (F1 51.0, Rajpurkar et al. 2016); BERT-base scores about 0.88 "
             "and a weak in-domain reader about 0.7, so only a reader surely below that baseline is failed (bootstrap "
-            "interval over questions); exact match has no default, since it punishes answers one word off"),
+            "interval over contexts, a cluster bootstrap, where questions share one); exact match has no default, since it punishes answers one word off"),
     DefaultExpectation(
         "question_*_f1", min=0.5, interval=True,
         why="question answering, per question word (what, who, when, why...): the same bound for each kind of question, "
@@ -81,20 +84,26 @@ QA_DEFAULTS = (
 SMALL_GROUP = 30  # below this many questions a group's interval is Wilson's of the sum, never a bootstrap's
 
 
-def mean_interval(values: Sequence[float], params: Any, seed: int) -> tuple[float, float] | None:
+def mean_interval(values: Sequence[float], params: Any, seed: int,
+                  groups: Sequence[str] | None = None) -> tuple[float, float] | None:
     """The interval over questions of the mean of ``values`` (None when intervals are off): the percentile bootstrap
     from ``SMALL_GROUP`` questions up; below, and wherever the bootstrap collapses to a point, the Wilson interval of
     the sum (the values lie in [0, 1], so their variance is at most mean x (1 - mean), the binomial's). On a handful
     of questions a bootstrap is too narrow and not monotone (three answers F1 0.1, 0.2, 0 gave [0, 0.20] where three
     wrong ones gave Wilson's [0, 0.56]); Wilson's widens as the group shrinks and rises with the sum, so a better
-    group never fails a bound a worse one of its size passes."""
+    group never fails a bound a worse one of its size passes. ``groups`` (each question's context,
+    ``qa_clusters.question_clusters``) makes the bootstrap resample contexts (``stats.bootstrap_ci``), and the
+    same rule holds for them: on fewer than ``SMALL_GROUP`` contexts, Wilson's with one trial per context."""
     if not params.bootstrap or not values:
         return None
     if len(values) < SMALL_GROUP:
         return wilson_interval(sum(values), len(values), params.confidence)  # type: ignore[arg-type]
-    low, high = bootstrap_ci(values, params.bootstrap, params.confidence, seed)
+    units = len(set(groups)) if groups is not None else len(values)  # contexts: the independent units
+    if units < SMALL_GROUP:  # a handful of contexts: Wilson's with as many trials as contexts
+        return wilson_interval(sum(values) * units / len(values), units, params.confidence)  # type: ignore[arg-type]
+    low, high = bootstrap_ci(values, params.bootstrap, params.confidence, seed, groups)
     if low == high:
-        return wilson_interval(sum(values), len(values), params.confidence)  # type: ignore[arg-type]
+        return wilson_interval(sum(values) * units / len(values), units, params.confidence)  # type: ignore[arg-type]
     return low, high
 
 
@@ -103,20 +112,22 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def _add_pair(result: ProbeResult, prefix: str, suffix: str, picked: list[int], em: list[float], f1: list[float],
-              ids: list[str], params: Any, seed: int, what: str) -> None:
+              ids: list[str], params: Any, seed: int, what: str, groups: Sequence[str] | None = None) -> None:
     """``{prefix}exact_match{suffix}`` and ``{prefix}f1{suffix}`` over the questions ``picked``, with their
-    intervals and outcomes (``em{tag}``, ``f1{tag}``) so a paired gate compares them question by question."""
+    intervals (by context with ``groups``: each question's cluster) and outcomes (``em{tag}``, ``f1{tag}``) so a
+    paired gate compares them question by question."""
     tag = "_" + (prefix + suffix).strip("_") if prefix or suffix else ""
     e, f = [em[i] for i in picked], [f1[i] for i in picked]
+    within = [groups[i] for i in picked] if groups is not None else None
     chosen = [ids[i] for i in picked]
     result.outcomes += [Outcomes.from_values(f"em{tag}", chosen, e),
                         Outcomes.from_values(f"f1{tag}", chosen, f, "score")]
     result.add_metric(f"{prefix}exact_match{suffix}", _mean(e), True,
-                      f"exact match on {what} (SQuAD v1.1 normalisation; bootstrap interval over questions)",
-                      mean_interval(e, params, seed), outcome=f"em{tag}")
+                      f"exact match on {what} (SQuAD v1.1 normalisation; {interval_over(within)})",
+                      mean_interval(e, params, seed, within), outcome=f"em{tag}")
     result.add_metric(f"{prefix}f1{suffix}", _mean(f), True,
-                      f"token F1 on {what}, the mean over questions of each one's best F1 against its gold answers",
-                      mean_interval(f, params, seed), outcome=f"f1{tag}")
+                      f"token F1 on {what}, the mean over questions of each one's best F1 against its gold answers "
+                      f"({interval_over(within)})", mean_interval(f, params, seed, within), outcome=f"f1{tag}")
 
 
 def _throughput(result: ProbeResult, task: Any, target: Any, data: Dataset, params: Any, seconds: float) -> None:
@@ -214,13 +225,13 @@ def _findings(result: ProbeResult, answers: Sequence[Answer], data: Dataset, em:
 
 
 def _per_word(result: ProbeResult, words: list[str], em: list[float], f1: list[float], ids: list[str],
-              params: Any, seed: int) -> list[str]:
+              params: Any, seed: int, groups: Sequence[str] | None = None) -> list[str]:
     """EM and F1 per question word (the words present, in ``QUESTION_WORDS`` order), with intervals, counts and
     outcomes; returns the words present."""
     present = [w for w in squad_metrics.QUESTION_WORDS if w in words]
     for w in present:
         picked = [i for i, x in enumerate(words) if x == w]
-        _add_pair(result, f"question_{w}_", "", picked, em, f1, ids, params, seed, f"'{w}' questions")
+        _add_pair(result, f"question_{w}_", "", picked, em, f1, ids, params, seed, f"'{w}' questions", groups)
         result.add_metric(f"questions_{w}", float(len(picked)), None, f"questions whose question word is '{w}'",
                           kind="count")
     return present
@@ -240,7 +251,8 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
     scores = [squad_metrics.score(a.text, g) for a, g in zip(answers, golds)]
     em, f1 = [s[0] for s in scores], [s[1] for s in scores]
     everyone = list(range(len(examples)))
-    _add_pair(result, "", "", everyone, em, f1, ids, params, ctx.seed, "all questions")
+    groups = question_clusters(examples)  # each question's context: the intervals resample contexts
+    _add_pair(result, "", "", everyone, em, f1, ids, params, ctx.seed, "all questions", groups)
     # the answer as served, for a matrix's agreement between builds: its text, or the abstention
     result.outcomes.append(Outcomes.from_values("prediction", ids, [a.text or NO_ANSWER for a in answers], "label"))
     split = any(not g for g in golds)
@@ -248,10 +260,10 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
         for prefix, answerable, what in SPLITS:
             picked = [i for i in everyone if bool(golds[i]) == answerable]
             if picked:
-                _add_pair(result, f"{prefix}_", "", picked, em, f1, ids, params, ctx.seed, what)
+                _add_pair(result, f"{prefix}_", "", picked, em, f1, ids, params, ctx.seed, what, groups)
             result.add_metric(f"{prefix}_questions", float(len(picked)), None, what, kind="count")
     words = [squad_metrics.question_word(ex.text) for ex in examples]
-    present = _per_word(result, words, em, f1, ids, params, ctx.seed)
+    present = _per_word(result, words, em, f1, ids, params, ctx.seed, groups)
     result.add_metric("examples", float(len(examples)), None, "questions evaluated", kind="count")
     _throughput(result, task, target, data, params, predicted.seconds)
     windows = sum(a.windows for a in answers)
@@ -280,10 +292,10 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
     result.details["question_words"] = {row[0]: {"questions": row[1], "exact_match": row[2], "f1": row[3]} for row in table}
     overall = result.metrics["f1"]
     result.details["figures"] = [
-        {"kind": "table", "title": "exact match and F1 per question word (shares; bootstrap interval over questions)",
+        {"kind": "table", "title": f"exact match and F1 per question word (shares; {interval_over(groups, short=True)})",
          "data": {"columns": ["question word", "questions", "exact match", "F1", f"F1 {params.confidence:.0%} interval"],
                   "rows": table}},
-        {"kind": "bars", "title": "exact match and F1 per question word (bootstrap interval over questions)",
+        {"kind": "bars", "title": f"exact match and F1 per question word ({interval_over(groups, short=True)})",
          "tabulate": False, "metrics": ["question_*_f1", "question_*_exact_match", "f1", "exact_match"],
          "data": {"labels": present, "series": [
              {"name": "exact match", "values": [result.value(f"question_{w}_exact_match") for w in present],

@@ -18,7 +18,8 @@ How a file is recognised (``data.options.adversarial``, read by ``group``):
 
 Each variant carries ``meta["adversarial_of"]`` (its original's id) from then on. ``audit`` adds to the accuracy
 probe's QA section: EM and F1 on the originals, on the variants alone, and the adversarial score (``adversarial_f1``
-and ``adversarial_exact_match``, the lowest over each group), with bootstrap intervals over originals; the
+and ``adversarial_exact_match``, the lowest over each group), with bootstrap intervals over originals (over their
+contexts where originals share one: ``tasks.qa_clusters``); the
 paired change per original (``adversarial_delta_f1``, adversarial score minus the original's F1, with a paired
 bootstrap interval) and outcomes keyed by the original's id (``f1_original``, ``f1_adversarial``) for paired
 gates; findings: the variants that cost the most F1, with the distractor (the text the variant's context adds to
@@ -35,14 +36,14 @@ from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import DataError
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import paired_bootstrap_diff
+from bertprobe.stats import clustered, paired_bootstrap_diff
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import add_pair, answer_marks, excerpt, interval, percent
+from bertprobe.tasks.qa_clusters import ORIGINAL, question_clusters  # ORIGINAL: a variant's meta key
 from bertprobe.tasks.spans import Answer
 
 MODES = ("auto", "jia-liang", "none")
 OPTION = "adversarial"
-ORIGINAL = "adversarial_of"  # a variant's meta key: its original's id
 DECLARED = "adversarial_declared"  # a variant's meta key: True where data.options declared the layout
 
 METRICS = {
@@ -165,27 +166,33 @@ def audit(result: ProbeResult, data: Dataset, params: Any, ctx: Any, target: Any
     ids = [ex.id for ex in examples]
     originals = [g["original"] for g in groups.values() if g["original"] is not None]
     variants = [i for g in groups.values() for i in g["variants"]]
-    add_pair(result, "original_", "", originals, list(em), list(f1), ids, params, seed, "the original questions")
+    clusters = question_clusters(examples)  # a variant is in its original's context: resampled with it
+    add_pair(result, "original_", "", originals, list(em), list(f1), ids, params, seed, "the original questions",
+             clusters)
     add_pair(result, "variant_", "", variants, list(em), list(f1), ids, params, seed,
-              "the adversarial questions alone")
+             "the adversarial questions alone", clusters)
     keys = list(groups)
     members = [([g["original"]] if g["original"] is not None else []) + g["variants"] for g in groups.values()]
     low_f1 = [min(f1[i] for i in m) for m in members]
     low_em = [min(em[i] for i in m) for m in members]
+    within = [clusters[m[0]] for m in members]  # each original's context
+    over = ("cluster bootstrap interval over the originals' contexts" if clustered(within)
+            else "bootstrap interval over originals")
     result.outcomes += [Outcomes.from_values("em_adversarial", keys, low_em),
                         Outcomes.from_values("f1_adversarial", keys, low_f1, "score")]
     result.add_metric("adversarial_exact_match", _mean(low_em), True,
                       "Jia & Liang's adversarial exact match: per original the lowest over it and its variants, "
-                      "averaged (bootstrap interval over originals)", interval(low_em, params, seed),
+                      f"averaged ({over})", interval(low_em, params, seed, within),
                       outcome="em_adversarial")
     result.add_metric("adversarial_f1", _mean(low_f1), True,
                       "Jia & Liang's adversarial F1: per original the lowest F1 over it and its variants, averaged "
-                      "(bootstrap interval over originals)", interval(low_f1, params, seed), outcome="f1_adversarial")
+                      f"({over})", interval(low_f1, params, seed, within), outcome="f1_adversarial")
     paired = [(k, g["original"]) for k, g in zip(range(len(keys)), groups.values()) if g["original"] is not None]
     for name, scores, low in (("f1", f1, low_f1), ("exact_match", em, low_em)):
         before = [scores[i] for _, i in paired]
         after = [low[k] for k, _ in paired]
-        ci = (paired_bootstrap_diff(before, after, params.bootstrap, params.confidence, seed)
+        ci = (paired_bootstrap_diff(before, after, params.bootstrap, params.confidence, seed,
+                                    [within[k] for k, _ in paired])
               if params.bootstrap and paired else None)
         result.add_metric(f"adversarial_delta_{name}", _mean(after) - _mean(before) if paired else None, True,
                           f"adversarial {name.replace('_', ' ')} minus the original's, paired per original "

@@ -15,7 +15,9 @@ accuracy). Deviations: F1 rather than accuracy is the headline risk (SQuAD's mai
 given beside it; the confidence is the decoder's n-best softmax, not a separately trained calibrator
 (Kamath et al.'s is a random forest on such features), so this measures the raw reader, which is what ships.
 Temperature scaling is not fitted: a temperature over the start and end logits changes the n-best softmax
-itself, which the shared decoding does not keep. Intervals: percentile bootstrap over questions.
+itself, which the shared decoding does not keep. Intervals: percentile bootstrap over contexts (a cluster
+bootstrap, ``tasks.qa_clusters``: the questions of a paragraph resampled together) where questions share one,
+else over questions.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from bertprobe.errors import ProbeError
 from bertprobe.progress import progress
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
+from bertprobe.stats import cluster_members, clustered, resample_indices
 from bertprobe.tasks.calibration_metrics import ece_parts, risk_coverage
+from bertprobe.tasks.qa_clusters import question_clusters
 from bertprobe.tasks.spans import Answer
 
 # What the calibration probe declares for readers (its ``metrics`` and ``metric_directions`` take these in), as the
@@ -68,9 +72,11 @@ def selective_scores(confidence: np.ndarray, em: np.ndarray, f1: np.ndarray, cov
 
 
 def qa_calibration(result: ProbeResult, answers: Sequence[Answer], examples: Sequence[Example],
-                   outcomes: Sequence[dict[str, float]], golds: Sequence[Sequence[str]], params: Any, seed: int) -> None:
+                   outcomes: Sequence[dict[str, float]], golds: Sequence[Sequence[str]], params: Any, seed: int,
+                   groups: Sequence[str] | None = None) -> None:
     """Fill the calibration probe's ``result`` for a reader (see the module docstring); ``outcomes`` are the
-    task's per-question ``em`` and ``f1``, ``golds`` its gold answer texts."""
+    task's per-question ``em`` and ``f1``, ``golds`` its gold answer texts, ``groups`` each question's cluster
+    (its context: the intervals resample contexts)."""
     if len(answers) < 2:
         raise ProbeError("calibration needs at least 2 questions")
     confidence = np.array([a.confidence for a in answers], dtype=np.float64)
@@ -85,7 +91,7 @@ def qa_calibration(result: ProbeResult, answers: Sequence[Answer], examples: Seq
                         Outcomes.from_values("confidence", ids, confidence, "score"),
                         Outcomes.from_values("brier", ids, brier, "score"),
                         Outcomes.from_values("ece_contribution", ids, width["contribution"], "score")]
-    intervals = _intervals(confidence, em, f1, params, seed)
+    intervals = _intervals(confidence, em, f1, params, seed, groups)
     for name, value, description, outcome in (
         # ECE has no paired outcome (an example's contribution is its bin's gap): it gates on its own bound, as
         # for a classifier; the Brier score is a mean of per-question scores, so two readers pair on it
@@ -133,16 +139,19 @@ def qa_calibration(result: ProbeResult, answers: Sequence[Answer], examples: Seq
                                      f"AURC {selective['aurc']:.3f}")
 
 
-def _intervals(confidence: np.ndarray, em: np.ndarray, f1: np.ndarray, params: Any, seed: int) -> dict[str, tuple[float, float]]:
-    """Percentile bootstrap intervals over questions (seeded)."""
+def _intervals(confidence: np.ndarray, em: np.ndarray, f1: np.ndarray, params: Any, seed: int,
+               groups: Sequence[str] | None = None) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap intervals (seeded) over questions, or over their contexts where ``groups`` puts two
+    questions in one (``stats.resample_indices``)."""
     if not params.bootstrap:
         return {}
     rng = np.random.default_rng(seed)
+    members = cluster_members(groups) if groups is not None and clustered(groups) else None
     names = ("ece", "ece_equal_mass", "mce", "brier", "exact_match", "f1", "aurc", "aurc_em")
     draws: dict[str, list[float]] = {k: [] for k in names}
     n = len(confidence)
     for _ in progress(range(params.bootstrap), desc="bootstrap"):
-        idx = rng.integers(0, n, size=n)
+        idx = resample_indices(rng, n, members)
         c, e, f = confidence[idx], em[idx], f1[idx]
         width = ece_parts(c, e, params.bins)
         draws["ece"].append(width["ece"])
@@ -193,5 +202,5 @@ def audit(task: Any, result: ProbeResult, target: Any, data: Dataset, params: An
     """``QuestionAnswering.audit_calibration``: the shared answers (decoded once per run), scored by the task."""
     answers = ctx.predictions(target, data, params.batch_size).answers
     qa_calibration(result, answers, data.examples, task.outcomes(answers, data.examples), task.golds(data),
-                   params, ctx.seed)
+                   params, ctx.seed, question_clusters(data.examples))
     return True

@@ -12,7 +12,8 @@ Three measurements, each on the reader as given (its answers over all windows, `
 1. Question removed: every question replaced by the empty string (``empty``), or reduced to its question word
    as written (``question-word``: "When?", "How many?"; "how" keeps a following many, much, long, old, far,
    often, big, large, tall, high or deep; a question without a wh-word becomes empty). F1 and exact match with
-   their bootstrap intervals over questions, and the F1 drop from the full input, paired question by question.
+   their bootstrap intervals over questions (over contexts where questions share one: ``tasks.qa_clusters``), and
+   the F1 drop from the full input, paired question by question (resampled by context likewise).
 2. Answer's sentence moved: the sentence holding the (first) gold answer moved to the end of the context, gold
    spans moved with it (every gold in that sentence keeps its text at its new offset; a gold crossing its
    boundary is dropped). Sentences are split as ``tasks.qa_slices`` splits them. Only questions whose answer
@@ -42,9 +43,10 @@ import numpy as np
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import paired_bootstrap_diff, paired_bootstrap_statistic, wilson_interval
+from bertprobe.stats import clustered, paired_bootstrap_diff, paired_bootstrap_statistic, wilson_interval
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
+from bertprobe.tasks.qa_clusters import interval_over, question_clusters
 from bertprobe.tasks.qa_slices import sentences
 from bertprobe.tasks.spans import Answer
 
@@ -168,6 +170,7 @@ class _Audit:
         self.task, self.result, self.target, self.params, self.ctx = task, result, target, params, ctx
         self.examples = data.examples
         self.ids = example_ids(self.examples)
+        self.cluster = dict(zip(self.ids, question_clusters(self.examples)))  # intervals resample contexts
         self.full: list[Answer] = list(ctx.predictions(target, data, params.batch_size).answers)
         self.em, self.f1 = self.scores(self.full, self.examples)
 
@@ -181,16 +184,21 @@ class _Audit:
     def mean_metric(self, name: str, values: list[float], ids: list[str], higher: bool | None, what: str,
                     kind: str = "score") -> None:
         self.result.outcomes.append(Outcomes.from_values(name, ids, values, kind))  # type: ignore[arg-type]
+        groups = [self.cluster[i] for i in ids]
+        what = f"{what} ({interval_over(groups)})" if self.params.bootstrap else what
         self.result.add_metric(name, float(np.mean(values)) if values else None, higher, what,
-                               mean_interval(values, self.params, self.ctx.seed), outcome=name)
+                               mean_interval(values, self.params, self.ctx.seed, groups), outcome=name)
 
     def drop_metric(self, name: str, full: list[float], partial: list[float], ids: list[str], what: str,
                     higher: bool | None = None) -> None:
         """``name``: mean of full - partial over paired questions, with the paired bootstrap interval."""
         diff = [a - b for a, b in zip(full, partial)]
         self.result.outcomes.append(Outcomes.from_values(name, ids, diff, "score"))
-        ci = (paired_bootstrap_diff(partial, full, self.params.bootstrap, self.params.confidence, self.ctx.seed)
-              if self.params.bootstrap and diff else None)
+        groups = [self.cluster[i] for i in ids]
+        if self.params.bootstrap and clustered(groups):
+            what += " (resampled by context: a context's questions together)"
+        ci = (paired_bootstrap_diff(partial, full, self.params.bootstrap, self.params.confidence, self.ctx.seed,
+                                    groups) if self.params.bootstrap and diff else None)
         self.result.add_metric(name, float(np.mean(diff)) if diff else None, higher, what, ci, outcome=name)
 
     def finding(self, title: str, i: int, ex: Example, answer: Answer, question: str | None, f1: float) -> None:
@@ -211,8 +219,8 @@ class _Audit:
             got = self.answers(reduced)
             em, f1 = self.scores(got, reduced)
             what = "removed (empty)" if mode == "empty" else "reduced to its question word"
-            self.mean_metric(f"f1_question_{key}", f1, self.ids, None, f"F1 with every question {what} (bootstrap "
-                             "interval over questions): what the reader finds without reading the question")
+            self.mean_metric(f"f1_question_{key}", f1, self.ids, None, f"F1 with every question {what}: what the reader "
+                             "finds without reading the question")
             self.mean_metric(f"exact_match_question_{key}", em, self.ids, None,
                              f"share of questions answered exactly with the question {what}", "binary")
             self.drop_metric(f"f1_drop_question_{key}", self.f1, f1, self.ids,
@@ -294,11 +302,12 @@ class _Audit:
             g, p = position_bins(gold_pos[idx], bins), position_bins(pred_pos[idx], bins)
             return [0.5 * float(np.abs(g / len(idx) - p / len(idx)).sum())]
 
-        [ci] = (paired_bootstrap_statistic(distance, n, self.params.bootstrap, conf, self.ctx.seed)
+        groups = [self.cluster[i] for i in ids]
+        [ci] = (paired_bootstrap_statistic(distance, n, self.params.bootstrap, conf, self.ctx.seed, groups)
                 if self.params.bootstrap else [None])
         self.result.add_metric("position_distance", distance(np.arange(n))[0], False,
                                f"total variation distance between the predicted and gold answer-position histograms "
-                               f"({bins} bins; bootstrap over questions)", ci)
+                               f"({bins} bins; {'cluster bootstrap over contexts' if clustered(groups) else 'bootstrap over questions'})", ci)
         gold_h, pred_h = position_bins(gold_pos, bins) / n, position_bins(pred_pos, bins) / n
         labels = [f"{100 * k // bins}-{100 * (k + 1) // bins}%" for k in range(bins)]
         self.result.details["positions"] = {"bins": labels, "gold": gold_h.tolist(), "predicted": pred_h.tolist(),
@@ -312,7 +321,7 @@ class _Audit:
         labels = {"f1_full": "full", "f1_question_empty": "no question", "f1_question_word": "question word only",
                   "f1_full_moved_questions": "full (moved set)", "f1_sentence_moved": "answer sentence at end"}
         figures: list[dict[str, Any]] = [{
-            "kind": "bars", "title": "F1 on full and partial inputs (bootstrap interval over questions)",
+            "kind": "bars", "title": f"F1 on full and partial inputs ({interval_over(list(self.cluster.values()), short=True)})",
             "metrics": ["f1_full", "f1_question_*", "f1_sentence_moved", "f1_full_moved_questions"],
             "data": {"labels": [labels[n] for n in names], "series": [{
                 "name": "F1", "values": [r.value(n) for n in names],
@@ -353,7 +362,7 @@ class _Audit:
 def audit(task: Any, result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
     """Fill ``result`` with the spurious-cues probe's QA section (see the module docstring)."""
     run = _Audit(task, result, target, data, params, ctx)
-    run.mean_metric("f1_full", run.f1, run.ids, True, "F1 on the full inputs (bootstrap interval over questions)")
+    run.mean_metric("f1_full", run.f1, run.ids, True, "F1 on the full inputs")
     result.details["questions"] = len(data.examples)
     run.question_removed()
     run.sentence_moved()

@@ -31,19 +31,22 @@ from bertprobe.tasks.spans import Answer, answer
 
 DEFAULTS: dict[str, Any] = {"max_length": 384, "stride": 128, "n_best": 20, "max_answer_tokens": 30,
                             "null_threshold": 0.0, "question_first": True, "abstain": "auto"}
+WINDOW_KEYS = ("max_length", "stride")  # also model.max_length and model.stride: the same settings of the windows
 # abstain: whether the reader may answer "no answer" (the [CLS] null score against the best span, SQuAD 2.0):
 # true for a SQuAD 2.0 reader audited on any data (answerable questions only included), false never, auto when
 # the data hold an unanswerable question
 
 
-def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def qa_settings(options: Mapping[str, Any] | None = None, where: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The task's settings: ``DEFAULTS`` with the ``options`` that name one of them (``model.options``), each
-    checked, with a one-line DataError naming it; others (a multi-label model's thresholds) are ignored."""
+    checked, with a one-line DataError naming it (as ``where`` names it: ``model.max_length`` when it came from
+    there); others (a multi-label model's thresholds) are ignored."""
     out = dict(DEFAULTS)
+    named = {key: f"model.options.{key}" for key in DEFAULTS} | dict(where or {})
     for key, value in (options or {}).items():
         if key not in DEFAULTS or value is None:
             continue
-        where = f"model.options.{key}"
+        where = named[key]
         if key == "question_first":
             if not isinstance(value, bool):
                 raise DataError(f"{where}: must be true or false, not {value!r}")
@@ -61,8 +64,10 @@ def qa_settings(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
                 raise DataError(f"{where}: must be a positive whole number, not {value!r}")
             out[key] = value
     if out["stride"] >= out["max_length"]:
-        raise DataError(f"model.options.stride: {out['stride']} must be less than max_length {out['max_length']} "
-                        "(consecutive windows share stride sub-tokens)")
+        given = (options or {}).get("stride") is not None
+        raise DataError(f"{named['stride']}: {out['stride']}{'' if given else ' (the default)'} must be less than "
+                        f"max_length {out['max_length']} (consecutive windows share stride sub-tokens)"
+                        + ("" if given else f"; set {named['stride'].replace('options.', '')} below it"))
     return out
 
 
@@ -86,21 +91,29 @@ class QuestionAnswering(Task):
 
     @classmethod
     def bind(cls, config: Any, options: Mapping[str, Any] | None = None) -> Task:
-        """The settings of ``options`` over DEFAULTS; a model of fewer positions than the default window
+        """The settings of ``options`` over DEFAULTS; ``model.max_length`` and ``model.stride`` are the windows'
+        too (``tasks.resolve.task_options`` passes them as ``model.KEY``: one that differs from its
+        ``model.options`` twin is an error naming both). A model of fewer positions than the default window
         (``max_position_embeddings`` < 384) reads windows of its positions (and a stride under them) unless
-        the suite sets them, and a window longer than its positions is refused."""
-        given = {k for k, v in (options or {}).items() if v is not None}
+        the suite sets them; a window of at most the default stride (128) set without a stride shares half of
+        itself; and a window longer than its positions is refused."""
+        options, where = model_windows(options)
+        given = {k for k, v in options.items() if v is not None}
         positions = getattr(config, "max_position_embeddings", None)
-        fitted = dict(options or {})
+        fitted = dict(options)
         if isinstance(positions, int) and positions < DEFAULTS["max_length"] and "max_length" not in given:
             fitted["max_length"] = positions
             if "stride" not in given and DEFAULTS["stride"] >= positions:
                 fitted["stride"] = positions // 2
-        settings = qa_settings(fitted)
+        window = fitted.get("max_length")
+        if "stride" not in given and isinstance(window, int) and not isinstance(window, bool) and \
+                1 < window <= DEFAULTS["stride"]:
+            fitted["stride"] = window // 2  # a window of 128 or less (a classifier's suite's max_length): half of it
+        settings = qa_settings(fitted, where)
         if isinstance(positions, int) and settings["max_length"] > positions:
-            raise DataError(f"model.options.max_length {settings['max_length']} is more than the model's "
-                            f"{positions} positions (max_position_embeddings); set model.options.max_length to at "
-                            f"most {positions}")
+            name = where.get("max_length", "model.options.max_length")
+            raise DataError(f"{name} {settings['max_length']} is more than the model's {positions} positions "
+                            f"(max_position_embeddings); set {name} to at most {positions}")
         return cls(settings=settings)
 
     # ---- data ----------------------------------------------------------------------------------
@@ -225,6 +238,26 @@ class QuestionAnswering(Task):
         from bertprobe.tasks import qa_slices
 
         return qa_slices.slice_scores(self, target, data, params, ctx)
+
+
+def model_windows(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """``options`` with ``model.max_length`` and ``model.stride`` (passed as ``model.KEY``) taken in as the
+    windows' ``max_length`` and ``stride``, and where each such setting came from; a model-level value that
+    differs from the one under ``model.options`` is a one-line DataError naming both."""
+    out = dict(options or {})
+    where: dict[str, str] = {}
+    for key in WINDOW_KEYS:
+        value = out.pop(f"model.{key}", None)
+        if value is None:
+            continue
+        inner = out.get(key)
+        if inner is not None and inner != value:
+            raise DataError(f"model.{key} {value} and model.options.{key} {inner} differ: a reader reads one {key} "
+                            f"for its windows; give it once (model.{key}, or model.options.{key})")
+        if inner is None:
+            out[key] = value
+            where[key] = f"model.{key}"
+    return out, where
 
 
 def is_gold(label: Any) -> bool:

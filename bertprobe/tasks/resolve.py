@@ -55,25 +55,52 @@ def resolve_task(config: Any, requested: str = "auto", tasks: Registry[type[Task
                  options: Mapping[str, Any] | None = None) -> Task:
     """The task bound to the model: its label names and settings (``options``: thresholds, ``model.options``...)."""
     cls = task_class(config, requested, tasks)
-    check_options(cls, options)
+    check_options(cls, options, tasks)
     return cls.bind(config, options)
 
 
-SPEC_OPTIONS = ("threshold", "thresholds")  # what every model spec passes, read by the tasks that need it
+MODEL_SETTINGS = ("max_length", "stride")  # model-level fields passed as model.KEY where given (a reader's windows)
+# what every model spec passes, read by the tasks that need it
+SPEC_OPTIONS = ("threshold", "thresholds", *(f"model.{key}" for key in MODEL_SETTINGS))
 
 
 def task_options(spec: Any) -> dict[str, Any]:
-    """The model spec's settings a task binds to: multi-label thresholds, and ``model.options`` (the task's own
-    settings: extractive QA's windows and decoding)."""
+    """The model spec's settings a task binds to: multi-label thresholds, ``model.max_length`` and ``model.stride``
+    where given (as ``model.max_length``, ``model.stride``: a reader's windows), and ``model.options`` (the task's
+    own settings: extractive QA's windows and decoding)."""
     out = {"threshold": getattr(spec, "threshold", 0.5), "thresholds": dict(getattr(spec, "thresholds", None) or {})}
-    return {**out, **dict(getattr(spec, "options", None) or {})}
+    out |= dict(getattr(spec, "options", None) or {})
+    for key in MODEL_SETTINGS:
+        value = getattr(spec, key, None)
+        if value is not None:
+            out[f"model.{key}"] = value
+    return out
 
 
-def check_options(cls: type[Task], options: Mapping[str, Any] | None) -> None:
-    """A ``model.options`` key the task does not read is a DataError naming it, with a did-you-mean."""
-    for key in options or {}:
-        if key in SPEC_OPTIONS or key in cls.option_keys:
-            continue
-        keys = sorted(cls.option_keys)
-        known = f"; its settings: {', '.join(keys)}" if keys else "; it takes none"
-        raise DataError(f"model.options.{key}: not a setting of {cls.name} models{did_you_mean(str(key), keys)}{known}")
+def check_options(cls: type[Task], options: Mapping[str, Any] | None,
+                  tasks: Registry[type[Task]] | None = None) -> None:
+    """A ``model.options`` key the task does not read is a DataError naming it, with a did-you-mean; where every
+    such key is a setting of another task (a reader's windows given to a classifier: a suite written for another
+    task), the error names that mismatch and its fix instead."""
+    unknown = [key for key in options or {} if key not in SPEC_OPTIONS and key not in cls.option_keys]
+    if not unknown:
+        return
+    owner = settings_owner(unknown, cls, tasks)
+    if owner is not None:
+        raise DataError(f"a {cls.name} model, but the suite is for {owner.name} models (model.options: "
+                        f"{', '.join(map(str, unknown))}, their settings); pass --model a {owner.name} model, or use "
+                        f"a suite written for {cls.name} models")
+    key = unknown[0]
+    keys = sorted(cls.option_keys)
+    known = f"; its settings: {', '.join(keys)}" if keys else "; it takes none"
+    raise DataError(f"model.options.{key}: not a setting of {cls.name} models{did_you_mean(str(key), keys)}{known}")
+
+
+def settings_owner(keys: list[Any], cls: type[Task], tasks: Registry[type[Task]] | None = None) -> type[Task] | None:
+    """The registered task (highest priority first) other than ``cls`` whose settings include every one of
+    ``keys``, or None."""
+    tasks = tasks if tasks is not None else builtin_tasks()
+    for other in sorted((tasks.get(n) for n in tasks.names()), key=lambda c: -c.priority):
+        if other is not cls and other.name != cls.name and set(keys) <= set(other.option_keys):
+            return other
+    return None

@@ -1,0 +1,32 @@
+"""Which questions a reader's intervals resample together: the questions of one context (a cluster bootstrap).
+
+SQuAD asks about five questions of each paragraph, and a reader that misreads a paragraph tends to miss its
+questions together: they are no independent evidence, and an interval that resamples questions one by one is too
+narrow. So the QA intervals resample contexts (``stats.bootstrap_ci`` with ``groups``): a question's cluster is
+its context, and an adversarial variant's (Jia & Liang 2017: the original's context with a distractor added) is
+its original's, where the original is in the data. Where no two questions share a context, the draws are the
+i.i.d. bootstrap's over questions. Articles (several paragraphs of one Wikipedia page) are not a cluster level:
+paragraphs are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bertprobe.data.dataset import Example
+from bertprobe.stats import clustered
+
+ORIGINAL = "adversarial_of"  # a Jia & Liang variant's meta key: its original's id (tasks.qa_adversarial)
+
+
+def question_clusters(examples: Sequence[Example]) -> list[str]:
+    """Each question's cluster key: its context, or for an adversarial variant its original's context."""
+    context = {ex.id: ex.text_pair or "" for ex in examples if not ex.meta.get(ORIGINAL)}
+    return [context.get(ex.meta.get(ORIGINAL) or ex.id, ex.text_pair or "") for ex in examples]
+
+
+def interval_over(groups: Sequence[str] | None, short: bool = False) -> str:
+    """How the interval of a mean over these questions is drawn, for a metric's description (``short``: a title's)."""
+    if clustered(groups):
+        return "cluster bootstrap interval over contexts" + ("" if short else ": a context's questions resampled together")
+    return "bootstrap interval over questions"
