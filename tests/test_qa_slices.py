@@ -122,6 +122,48 @@ def test_slice_f1_is_the_mean_of_per_question_f1_over_the_slice_and_a_weak_slice
     assert {o.name for o in result.outcomes} == {"f1", "em"}
 
 
+def test_clustered_questions_widen_the_slice_intervals_and_test_the_gap_by_contexts():
+    """Questions of one context share their F1 (one paragraph read well or badly): a slice whose contexts happen to
+    be the weak ones looks surely weak question by question, but it holds only 6 contexts. Resampling contexts
+    (the slice's and the rest's together) widens its interval and makes its test honest; the numbers equal a
+    cluster bootstrap written out here."""
+    from statistics import NormalDist
+
+    rng = np.random.default_rng(4)
+    contexts, per = 40, 5
+    level = rng.uniform(0.2, 1.0, contexts)
+    level[:6] = rng.uniform(0.3, 0.8, 6)  # the slice's contexts read worse, by chance of 6 draws
+    f1 = np.repeat(level, per) + rng.normal(0, 0.01, contexts * per)
+    groups = [f"c{k}" for k in np.repeat(np.arange(contexts), per)]
+    inside = np.arange(contexts * per) < 6 * per
+    n = len(f1)
+
+    def run(keys):
+        scores = SliceScores(scores=(SliceScore("f1", "f1", "score", f1, "F1"),), masks={"few contexts": inside},
+                             expected=["gold"] * n, observed=["answer"] * n, unit="questions", groups=keys)
+        data = Dataset([Example(text=f"q {i}?", text_pair=groups[i], label=(("x", 0),), id=f"q{i}") for i in range(n)])
+        result = SlicesProbe().run(FakeTarget(FakeTask(scores)), data, SlicesParams(min_size=5), ProbeContext(seed=3))
+        return {r["name"]: r for r in result.details["slices"]}["few contexts"], result
+
+    plain, _ = run(None)
+    row, result = run(groups)
+    assert row["f1"] == plain["f1"] == pytest.approx(float(f1[inside].mean()))
+    width = row["f1_interval"][1] - row["f1_interval"][0]
+    assert width > 1.8 * (plain["f1_interval"][1] - plain["f1_interval"][0])
+    assert row["p"] > 10 * plain["p"]
+    # written out: draw 40 contexts with replacement, 1000 times, the gap of the rest's mean over the slice's
+    draw = np.random.default_rng(3).integers(0, contexts, size=(1000, contexts))
+    sums = np.array([[f1[k * per:(k + 1) * per].sum() * (k < 6), f1[k * per:(k + 1) * per].sum() * (k >= 6)]
+                     for k in range(contexts)])
+    counts = np.array([[per * (k < 6), per * (k >= 6)] for k in range(contexts)], dtype=float)
+    s, c = sums[draw].sum(axis=1), counts[draw].sum(axis=1)
+    ok = (c > 0).all(axis=1)
+    gaps = s[ok, 1] / c[ok, 1] - s[ok, 0] / c[ok, 0]
+    z = abs(f1[~inside].mean() - f1[inside].mean()) / gaps.std(ddof=1)
+    assert row["p"] == pytest.approx(2 * (1 - NormalDist().cdf(z)), abs=1e-6)  # details round to 6 places
+    assert "cluster bootstrap" in result.details["figures"][0]["title"]
+
+
 def test_welch_p_matches_the_z_test_written_out():
     a, b = np.array([0.1, 0.4, 0.3, 0.2]), np.array([0.9, 0.7, 0.8, 0.6, 1.0])
     se = math.sqrt(a.var(ddof=1) / 4 + b.var(ddof=1) / 5)

@@ -41,7 +41,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import bootstrap_ci, unpaired_bootstrap_diff, wilson_interval
+from bertprobe.stats import bootstrap_ci, cluster_gap, clustered, unpaired_bootstrap_diff, wilson_interval
 from bertprobe.tasks.slicing import SliceScores, SliceUnits
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
@@ -298,7 +298,9 @@ class SlicesProbe(Probe):
         """Slices of a task that scores its examples: each score's mean per slice with a percentile bootstrap
         interval over the slice's examples, the gap to the overall mean, and the first score's difference from
         the rest of the data tested with Welch's standard error (a two-sided z test), BH-adjusted across slices;
-        flagged as the class slices are (``min_drop`` below the rest, adjusted p < ``alpha``, ``min_size``)."""
+        flagged as the class slices are (``min_drop`` below the rest, adjusted p < ``alpha``, ``min_size``).
+        Where the task groups its units (``groups``: a question's context), the intervals resample clusters and
+        the test takes its standard error from a cluster bootstrap of the gap (``stats.cluster_gap``)."""
         if params.metric != "accuracy":
             raise ProbeError(f"slices: metric '{params.metric}' applies to classes; this model's {own.unit} are scored "
                              f"({', '.join(s.name for s in own.scores)}): leave metric out")
@@ -309,21 +311,24 @@ class SlicesProbe(Probe):
         texts = [ex.text if ex.text_pair is None else f"{ex.text} {ex.text_pair}" for ex in data.examples]
         masks.update(self._user_masks(data, texts, params))
         overall = {s.name: float(s.values.mean()) if n else float("nan") for s in own.scores}
+        groups = own.groups if clustered(own.groups) else None  # units sharing a cluster: resampled together
         rows = []
         for name, mask in ctx.progress(list(masks.items()), desc="slices"):
             size = int(mask.sum())
             if size == 0 or size == n:
                 continue
             row: dict[str, Any] = {"name": name, "size": size}
+            keys = None if groups is None else [groups[i] for i in np.flatnonzero(mask)]
             for score in own.scores:
                 inside = score.values[mask]
                 row[score.name] = float(inside.mean())
-                row[f"{score.name}_interval"] = [round(x, 4) for x in bootstrap_ci(inside, 1000, 0.95, ctx.seed)]
+                row[f"{score.name}_interval"] = [round(x, 4) for x in bootstrap_ci(inside, 1000, 0.95, ctx.seed, keys)]
                 row[f"{score.name}_gap"] = overall[score.name] - row[score.name]
             rest = values[~mask]
             row[f"rest_{primary.name}"] = float(rest.mean())
             row["drop"] = row[f"rest_{primary.name}"] - row[primary.name]
-            row["p"] = welch_p(values[mask], rest)
+            row["p"] = welch_p(values[mask], rest) if groups is None else cluster_gap(values, mask, groups, 1000, 0.95,
+                                                                                       ctx.seed)[1]
             row["mask"] = mask
             rows.append(row)
         flagged = flag_slices(rows, params)
@@ -347,7 +352,8 @@ class SlicesProbe(Probe):
                               kind="extreme")
             biggest = max(judged, key=lambda r: r["drop"])
             result.add_metric("max_slice_drop", biggest["drop"], False, f"largest drop of {name} against the rest "
-                              f"('{biggest['name']}')", ci=self._drop_interval(values, biggest["mask"], ctx.seed),
+                              f"('{biggest['name']}')", ci=self._drop_interval(values, biggest["mask"], ctx.seed)
+                              if groups is None else cluster_gap(values, biggest["mask"], groups, 1000, 0.95, ctx.seed)[0],
                               kind="extreme")
         for row in flagged:
             inside = np.flatnonzero(row["mask"])
@@ -363,7 +369,7 @@ class SlicesProbe(Probe):
         result.details["slice_notes"] = dict(own.notes)
         shown = rows[:25]
         result.details["figures"] = [{
-            "kind": "bars", "title": f"{name} per slice (95% bootstrap interval; flagged first, then by drop)",
+            "kind": "bars", "title": f"{name} per slice (95% {'cluster ' if groups else ''}bootstrap interval; flagged first, then by drop)",
             "metrics": [f"worst_slice_{name}"],
             "data": {"labels": [("* " if r["flagged"] else "") + r["name"] for r in shown],
                      "series": [{"name": name, "values": [r[name] for r in shown],

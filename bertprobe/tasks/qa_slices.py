@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bertprobe.data.dataset import Dataset, Example
+from bertprobe.tasks.qa_clusters import question_clusters
 from bertprobe.tasks.slicing import SliceScore, SliceScores
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word
 
@@ -141,7 +142,7 @@ def slice_scores(task: Any, target: Any, data: Dataset, params: Any, ctx: Any) -
                 SliceScore("exact_match", "em", "binary", em, "share of questions answered exactly (SQuAD EM)")),
         masks=question_slices(data.examples, [a.windows for a in answers]),
         expected=[" | ".join(dict.fromkeys(g)) or "(no answer)" for g in golds],
-        observed=[a.text or "(no answer)" for a in answers], unit="questions",
+        observed=[a.text or "(no answer)" for a in answers], unit="questions", groups=question_clusters(data.examples),
         notes={"overlap": "share of the question's content words (stop words removed) in the gold answer's sentence; "
                           "low < 1/3 <= medium < 2/3 <= high (Sugawara et al. 2018)",
                "answer length": "words of the first gold answer", "context length": "words of the context, quartiles"})

@@ -61,3 +61,4 @@ class SliceScores:
     observed: list[str]
     unit: str = "examples"
     notes: dict[str, str] = field(default_factory=dict)  # how the built-in slices were made, for the report
+    groups: list[str] | None = None  # each unit's cluster (a question's context): intervals and tests resample them
