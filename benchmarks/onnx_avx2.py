@@ -26,7 +26,8 @@ than a CPU would); the AVX2-only speed target needs an AVX2-only machine (``benc
 
 Usage: python benchmarks/onnx_avx2.py [--limit 872] [--batch-size 32] [--threads 1] [--per-channel] [--cpu Haswell]
        [--fp32-batches 2] [--save logits.npz]    (needs the [onnx] extra and qemu-user: apt-get install qemu-user)
-On the fixture, 1 thread: about 3 minutes per int8 graph under the emulator; time --limit 64 first.
+On the fixture (872 sentences), 1 thread: about 8 minutes per int8 graph under the emulator (30-40 in all with
+--per-channel); time --limit 64 first (about 3 minutes).
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ def main() -> None:
     parser.add_argument("--qemu", default=None, help="qemu-user binary (default: qemu-x86_64 on PATH)")
     parser.add_argument("--fp32-batches", type=int, default=2, help="ORT fp32 batches run emulated (evenly spread)")
     parser.add_argument("--save", type=Path, default=None, help="write every build's logits, both paths (.npz)")
+    parser.add_argument("--report", type=Path, default=None, help="print the comparison again from a --save file")
     parser.add_argument("--probe", help=argparse.SUPPRESS)
     parser.add_argument("--features", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-ort", type=Path, help=argparse.SUPPRESS)
@@ -202,6 +204,13 @@ def main() -> None:
         return _child_ort(args.child_ort)
     if args.child_torch:
         return _child_torch(args.child_torch, args.limit, args.batch_size, args.threads)
+    if args.report:
+        if not args.report.is_file():
+            print(f"error: --report {args.report}: no such file (write one with --save)", file=sys.stderr)
+            raise SystemExit(2)
+        with np.load(args.report) as saved:
+            arrays = {k: saved[k] for k in saved.files if k not in ("cpu", "native_path")}
+            return print(report(arrays, str(saved["cpu"]), str(saved["native_path"])))
     qemu = emulator(args.qemu)
     run(args, qemu)
 
@@ -229,7 +238,6 @@ def run(args: argparse.Namespace, qemu: str) -> None:
     gold = np.array([ex.label for ex in examples])
     encoded = base.encode(examples)
     torch_logits = base.logits(encoded, args.batch_size).numpy()
-    reference = torch_logits.argmax(-1)
     with tempfile.TemporaryDirectory(prefix="bertprobe-avx2-") as tmp:
         work = Path(tmp)
         env = {**os.environ, **TORCH_AVX2}
@@ -280,32 +288,40 @@ def run(args: argparse.Namespace, qemu: str) -> None:
                 rows = [got[str(b)] for b in graph["batches"]]
             emul[graph["name"]] = scatter([plans[b] for b in graph["batches"]], rows, n)
 
-    _report(n, gold, reference, torch_logits, torch_avx2, native, emul, args)
+    arrays = {"gold": gold, "torch fp32": torch_logits, "torch fp32 avx2": torch_avx2,
+              **{f"{k} native": v for k, v in native.items()}, **{f"{k} emulated": v for k, v in emul.items()}}
+    print(report(arrays, args.cpu, native_path()))
     if args.save:
-        arrays = {"gold": gold, "torch fp32": torch_logits, "torch fp32 avx2": torch_avx2,
-                  **{f"{k} native": v for k, v in native.items()}, **{f"{k} emulated {args.cpu}": v for k, v in emul.items()}}
-        np.savez(args.save, **arrays)
-        print(f"logits saved to {args.save}")
+        np.savez(args.save, cpu=np.array(args.cpu), native_path=np.array(native_path()), **arrays)
+        print(f"logits saved to {args.save} (python benchmarks/onnx_avx2.py --report {args.save} prints this again)")
 
 
-def _report(n: int, gold: np.ndarray, reference: np.ndarray, torch_logits: np.ndarray, torch_avx2: np.ndarray,
-            native: dict[str, np.ndarray], emul: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+def report(arrays: dict[str, np.ndarray], cpu: str, native: str) -> str:
+    """The comparison, from every build's logits on both paths (``{build} native``, ``{build} emulated``; rows
+    an emulated build did not run are NaN) with ``gold``, ``torch fp32`` and ``torch fp32 avx2``."""
+    gold, torch_logits, torch_avx2 = arrays["gold"], arrays["torch fp32"], arrays["torch fp32 avx2"]
+    reference, n = torch_logits.argmax(-1), len(gold)
     diff = float(np.abs(torch_avx2 - torch_logits).max())
     same = int((torch_avx2.argmax(-1) == reference).sum())
-    print(f"\ntorch fp32 with its AVX2 switches against its native run: max |logit difference| {diff:.2g}, "
-          f"{same} of {n} predictions equal (fp32 depends on the kernel path by rounding only)")
-    print(f"\n{'build':28} {'path':22} {'examples':>8} {'max |dlogit| vs native':>23} {'accuracy':>9} "
-          f"{'equal to torch fp32':>20} {'equal to native':>16}")
-    for name in native:
-        for path, logits in ((f"{native_path()} (native)", native[name]), (f"AVX2 ({args.cpu}, emulated)", emul[name])):
+    lines = ["", f"torch fp32 with its AVX2 switches against its native run: max |logit difference| {diff:.2g}, "
+             f"{same} of {n} predictions equal (fp32 depends on the kernel path by rounding only)", "",
+             f"{'build':34} {'path':25} {'examples':>8} {'max |dlogit|':>12} {'rows equal':>10} {'accuracy':>9} "
+             f"{'equal to torch fp32':>20} {'equal to native':>16}",
+             f"{'':34} {'':25} {'':>8} {'vs native':>12} {'bitwise':>10}"]
+    builds = [k[: -len(" native")] for k in arrays if k.endswith(" native")]
+    for name in builds:
+        mine = arrays[f"{name} native"]
+        for path, logits in ((f"{native} (native)", mine), (f"AVX2 ({cpu}, emulated)", arrays[f"{name} emulated"])):
             rows = ~np.isnan(logits).any(-1)
             preds = logits[rows].argmax(-1)
             score = agreement(preds, reference[rows], gold[rows])
-            delta = float(np.abs(logits[rows] - native[name][rows]).max()) if rows.any() else float("nan")
-            same_native = int((preds == native[name][rows].argmax(-1)).sum())
-            print(f"{name:28} {path:22} {score['n']:>8} {delta:>23.3g} {score['accuracy']:9.4f} "
-                  f"{score['equal']:>6} ({score['share']:6.1%}) {same_native:>9} of {score['n']}")
-    print(f"\nevery timing under emulation above is {NOT_SPEED}.")
+            delta = np.abs(logits[rows] - mine[rows]).max(-1)
+            same_native = int((preds == mine[rows].argmax(-1)).sum())
+            lines.append(f"{name:34} {path:25} {score['n']:>8} {delta.max(initial=0.0):>12.3g} "
+                         f"{int((delta == 0).sum()):>10} {score['accuracy']:9.4f} {score['equal']:>6} "
+                         f"({score['share']:6.1%}) {same_native:>9} of {score['n']}")
+    lines += ["", f"every timing under emulation above is {NOT_SPEED}."]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,26 @@ def test_agreement_counts_accuracy_and_equal_predictions() -> None:
     assert got == {"n": 5, "accuracy": pytest.approx(3 / 5), "equal": 3, "share": pytest.approx(3 / 5)}
 
 
+def test_report_compares_each_path_with_torch_and_with_native() -> None:
+    gold = np.array([1, 0, 1, 0])
+    torch_fp32 = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [0.2, 0.1]], dtype=np.float32)  # predicts 1 0 1 0
+    native = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.1, 0.2]], dtype=np.float32)  # 1 0 0 1
+    emulated = native.copy()
+    emulated[2] = [0.0, 1.0]  # flips back to 1: equal to torch again, unequal to native
+    emulated[1] = [1.0, 0.25]  # same prediction, another logit
+    emulated[3] = np.nan  # not run emulated: left out
+    arrays = {"gold": gold, "torch fp32": torch_fp32, "torch fp32 avx2": torch_fp32 + 1e-6,
+              "ORT int8 native": native, "ORT int8 emulated": emulated}
+    text = onnx_avx2.report(arrays, "Haswell", "AVX-512 VNNI")
+    assert "max |logit difference| 1e-06, 4 of 4 predictions equal" in text.splitlines()[1]
+    rows = {line.split("  ")[0] + "|" + line[35:60].strip(): line.split()
+            for line in text.splitlines() if line.startswith("ORT")}
+    native_row, emulated_row = rows["ORT int8|AVX-512 VNNI (native)"], rows["ORT int8|AVX2 (Haswell, emulated)"]
+    # examples, max |dlogit| vs native, rows bitwise equal, accuracy, equal to torch (n, share), equal to native
+    assert native_row[-10:] == ["4", "0", "4", "0.5000", "2", "(", "50.0%)", "4", "of", "4"]
+    assert emulated_row[-9:] == ["3", "1", "1", "1.0000", "3", "(100.0%)", "2", "of", "3"]
+
+
 def test_missing_emulator_is_one_line_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         onnx_avx2.emulator("/nonexistent/qemu-x86_64")
