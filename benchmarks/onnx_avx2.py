@@ -26,7 +26,7 @@ than a CPU would); the AVX2-only speed target needs an AVX2-only machine (``benc
 
 Usage: python benchmarks/onnx_avx2.py [--limit 872] [--batch-size 32] [--threads 1] [--per-channel] [--cpu Haswell]
        [--fp32-batches 2] [--save logits.npz]    (needs the [onnx] extra and qemu-user: apt-get install qemu-user)
-On the fixture (872 sentences), 1 thread: about 8 minutes per int8 graph under the emulator (30-40 in all with
+On the fixture (872 sentences), 1 thread: 4-8 minutes per int8 graph under the emulator (about 25 in all with
 --per-channel); time --limit 64 first (about 3 minutes).
 """
 
