@@ -87,6 +87,18 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * binomial_cdf(min(b, c), n, 0.5))
 
 
+def clustered_mcnemar(better_a: Sequence[int], better_b: Sequence[int]) -> float:
+    """Two-sided p of McNemar's test for matched pairs that come in clusters (Durkalski, Palesch, Lipsitz & Rust
+    2003, Stat Med 22: 2417): per cluster k the discordant counts b_k (right under A only) and c_k (under B
+    only); X^2 = (sum (b_k - c_k))^2 / sum (b_k - c_k)^2, chi-square with 1 df under no difference. With one pair
+    per cluster it is McNemar's asymptotic statistic (b - c)^2 / (b + c). 1.0 without a discordant pair."""
+    d = np.asarray(better_a, dtype=np.float64) - np.asarray(better_b, dtype=np.float64)
+    denominator = float((d * d).sum())
+    if denominator == 0.0:
+        return 1.0
+    return float(math.erfc(math.sqrt(float(d.sum()) ** 2 / denominator / 2)))
+
+
 def binomial_cdf(k: int, n: int, p: float) -> float:
     """P(X <= k) for X ~ Binomial(n, p), exact: with ``p = a / b`` (every float is such a ratio), the terms
     ``C(n, i) a^i (b - a)^(n - i)`` are integers, each the last times ``(n - i) a / ((i + 1)(b - a))`` (an exact
@@ -185,17 +197,25 @@ def unpaired_bootstrap_diff(
 
 def paired_bootstrap_p(
     a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, resamples: int = 2000, seed: int = 0,
+    groups: Sequence[Hashable] | None = None,
 ) -> float:
     """Two-sided p-value of ``mean(b) - mean(a) == 0`` over paired examples, from the bootstrap's standard
-    error of the mean difference (a Wald test; resampling pairs keeps their correlation). A continuous p, so
-    it survives a Holm correction where a percentile count would bottom out at 1/resamples. 1.0 when every
-    difference is zero."""
+    error of the mean difference (a Wald test; resampling pairs keeps their correlation; by cluster with
+    ``groups``, as ``bootstrap_ci``). A continuous p, so it survives a Holm correction where a percentile count
+    would bottom out at 1/resamples. 1.0 when every difference is zero."""
     diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     if diff.size == 0:
         return 1.0
     mean = float(diff.mean())
     rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, diff.size, size=(resamples, diff.size))].mean(axis=1)
+    if groups is not None:
+        members = cluster_members(groups)
+        sums = np.asarray([diff[m].sum() for m in members])
+        sizes = np.asarray([len(m) for m in members], dtype=np.float64)
+        idx = rng.integers(0, len(members), size=(resamples, len(members)))
+        means = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
+    else:
+        means = diff[rng.integers(0, diff.size, size=(resamples, diff.size))].mean(axis=1)
     se = float(means.std(ddof=1)) if resamples > 1 else 0.0
     if se <= 0.0:
         return 1.0 if abs(mean) < 1e-15 else 0.0

@@ -372,13 +372,20 @@ def test_a_matrix_pairs_em_and_f1_question_by_question(tmp_path, reader):
     ids, em_a, f1_a = plain_scores(reader, data)
     _, em_b, f1_b = plain_scores(other, data)
     paired = {(d["model"], d["metric"]): d for d in report["paired"]}
+    # the pairs resample by paragraph: the 5 questions of a context are one cluster
+    paragraph = {qa["id"]: k for a in json.loads(data.read_text())["data"] for k, p in enumerate(a["paragraphs"])
+                 for qa in p["qas"]}
+    groups = [paragraph[i] for i in ids]
     for metric, a, b in (("exact_match", em_a, em_b), ("f1", f1_a, f1_b)):
         d = paired[("cand", metric)]
         assert d["paired"] == len(ids) == 30
         assert d["delta"] == pytest.approx(np.mean(b) - np.mean(a), abs=1e-9)  # a mean over questions: exact
-        assert d["ci"] == pytest.approx(list(paired_bootstrap_diff(a, b, 1000, 0.95, 5)), abs=1e-9)
+        assert d["ci"] == pytest.approx(list(paired_bootstrap_diff(a, b, 1000, 0.95, 5, groups)), abs=1e-9)
+        if metric == "f1":  # not the draws of a bootstrap over questions
+            assert d["ci"] != pytest.approx(list(paired_bootstrap_diff(a, b, 1000, 0.95, 5)), abs=1e-9)
     assert np.mean(f1_b) != np.mean(f1_a)  # two different readers: a real difference was paired
-    assert "McNemar" in paired[("cand", "exact_match")]["test"] and "paired bootstrap" in paired[("cand", "f1")]["test"]
+    assert "McNemar" in paired[("cand", "exact_match")]["test"]
+    assert paired[("cand", "f1")]["test"] == "paired cluster bootstrap, 30 paired in 6 clusters"
     assert ("bf16", "f1") in paired and paired[("bf16", "f1")]["paired"] == 30
     md = (run_dir / "report.md").read_text()
     assert "## Paired differences against base" in md

@@ -92,3 +92,54 @@ def test_questions_sharing_their_contexts_outcome_get_the_contexts_width_not_the
     assert high - low == pytest.approx(2 * z * np.sqrt(p * (1 - p) / 200), rel=0.08)
     assert iid_high - iid_low == pytest.approx(2 * z * np.sqrt(p * (1 - p) / 1000), rel=0.08)
     assert (high - low) / (iid_high - iid_low) == pytest.approx(np.sqrt(5), rel=0.1)
+
+
+def test_clustered_mcnemar_is_durkalskis_statistic_and_mcnemars_with_one_pair_a_cluster() -> None:
+    """Durkalski et al. (2003): X^2 = (sum_k (b_k - c_k))^2 / sum_k (b_k - c_k)^2, chi-square with 1 df."""
+    import math
+
+    from scipy.stats import chi2
+
+    from bertprobe.stats import clustered_mcnemar
+
+    b, c = [3, 0, 2, 1, 0], [0, 1, 0, 0, 1]
+    d = np.array(b) - np.array(c)
+    assert clustered_mcnemar(b, c) == pytest.approx(chi2.sf(d.sum() ** 2 / (d ** 2).sum(), 1))
+    ones_b, ones_c = [1] * 7 + [0] * 2, [0] * 7 + [1] * 2  # one discordant pair per cluster: McNemar's (b-c)^2/(b+c)
+    assert clustered_mcnemar(ones_b, ones_c) == pytest.approx(chi2.sf((7 - 2) ** 2 / 9, 1))
+    assert clustered_mcnemar([0, 0], [0, 0]) == 1.0 and not math.isnan(clustered_mcnemar([2], [2]))
+
+
+def test_a_gate_counts_clustered_discordant_pairs_by_cluster_and_keeps_the_exact_test_otherwise() -> None:
+    """Ten questions a reader lost all in two paragraphs are two pieces of evidence, not ten: the exact McNemar
+    test calls it p = 0.002, the clustered one much weaker; where each paragraph holds one discordant pair the
+    exact test stands."""
+    from bertprobe.results import ProbeResult
+    from bertprobe.results.gates import compare_metric
+    from bertprobe.results.outcomes import Outcomes
+    from bertprobe.stats import clustered_mcnemar, mcnemar_exact
+
+    ids = [f"q{i}" for i in range(40)]
+    a = [1.0] * 40
+    b = [0.0] * 5 + [1.0] * 5 + [0.0] * 5 + [1.0] * 25  # lost in paragraphs 0 and 2 (5 questions each)
+    groups = [f"p{i // 5}" for i in range(40)]
+    base, cand = ProbeResult(probe="accuracy", model="base"), ProbeResult(probe="accuracy", model="cand")
+    base.add_metric("exact_match", 1.0, True, outcome="em")
+    cand.add_metric("exact_match", 0.75, True, outcome="em")
+
+    def gate(keys):
+        return compare_metric("exact_match", base, cand, {"em": Outcomes.from_values("em", ids, a, groups=keys)},
+                              {"em": Outcomes.from_values("em", ids, b, groups=keys)}, 0.01)
+
+    flat, grouped = gate(None), gate(groups)
+    assert flat.p_value == pytest.approx(mcnemar_exact(10, 0)) and flat.test.startswith("McNemar exact")
+    assert grouped.p_value == pytest.approx(clustered_mcnemar([5, 0, 5, 0, 0, 0, 0, 0], [0] * 8))
+    assert grouped.p_value > 20 * flat.p_value
+    assert grouped.test == "McNemar for clustered pairs (Durkalski 2003), 10 vs 0 discordant of 40 paired in 8 clusters"
+    spread = [f"p{i}" if i < 10 else f"p{i // 5}" for i in range(40)]  # one lost question per cluster
+    b2 = [0.0] * 10 + [1.0] * 30
+    alone = compare_metric("exact_match", base, cand, {"em": Outcomes.from_values("em", ids, a, groups=spread)},
+                           {"em": Outcomes.from_values("em", ids, b2, groups=spread)}, 0.01)
+    assert alone.p_value == pytest.approx(mcnemar_exact(10, 0)) and alone.test.startswith("McNemar exact")
+    back = Outcomes.from_dict(Outcomes.from_values("em", ids, a, groups=groups).to_dict())
+    assert back.groups == groups and Outcomes.from_dict({"name": "em", "ids": ids, "values": a}).groups is None

@@ -22,17 +22,43 @@ import numpy as np
 
 from bertprobe.results import MetricDelta, ProbeResult, RunReport
 from bertprobe.results.outcomes import Agreement, Outcomes
-from bertprobe.stats import holm, mcnemar_exact, paired_bootstrap_diff, paired_bootstrap_p
+from bertprobe.stats import (
+    cluster_members,
+    clustered,
+    clustered_mcnemar,
+    holm,
+    mcnemar_exact,
+    paired_bootstrap_diff,
+    paired_bootstrap_p,
+)
 
 EPS = 1e-12
 DEFAULT_SIGNIFICANCE = 0.05
 
 
-def _paired(a: Outcomes, b: Outcomes) -> tuple[np.ndarray, np.ndarray]:
+def _paired(a: Outcomes, b: Outcomes) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
+    """The two vectors over the ids both hold, in ``a``'s order, and the pairs' clusters where ``a`` names them
+    and two pairs share one (else None: independent pairs)."""
     bmap = b.as_map()
     common = [i for i in a.ids if i in bmap]
-    amap = a.as_map()
-    return np.array([amap[i] for i in common]), np.array([bmap[i] for i in common])
+    amap, groups = a.as_map(), a.groups_map()
+    keys = [groups[i] for i in common] if groups is not None else None
+    return (np.array([amap[i] for i in common]), np.array([bmap[i] for i in common]),
+            keys if clustered(keys) else None)
+
+
+def mcnemar(a: np.ndarray, b: np.ndarray, groups: list[str] | None) -> tuple[float, str]:
+    """McNemar's test on paired 0/1 outcomes, and its description: exact where no cluster holds two discordant
+    pairs (the discordant pairs are then independent), else the clustered statistic (Durkalski et al. 2003)."""
+    better_a, better_b = (a > 0.5) & (b <= 0.5), (a <= 0.5) & (b > 0.5)
+    n_a, n_b = int(better_a.sum()), int(better_b.sum())
+    what = f"{n_a} vs {n_b} discordant of {a.size} paired"
+    if groups is not None:
+        members = cluster_members(groups)
+        per_a, per_b = [int(better_a[m].sum()) for m in members], [int(better_b[m].sum()) for m in members]
+        if max((x + y for x, y in zip(per_a, per_b)), default=0) > 1:
+            return clustered_mcnemar(per_a, per_b), f"McNemar for clustered pairs (Durkalski 2003), {what} in {len(members)} clusters"
+    return mcnemar_exact(n_a, n_b), f"McNemar exact, {what}"
 
 
 def compare_metric(
@@ -51,18 +77,16 @@ def compare_metric(
                       tolerance)
     outcome = mb.outcome or mc.outcome
     if outcome and outcome in base_outcomes and outcome in cand_outcomes:
-        a, b = _paired(base_outcomes[outcome], cand_outcomes[outcome])
+        a, b, groups = _paired(base_outcomes[outcome], cand_outcomes[outcome])
         out.paired = int(a.size)
         if a.size:
-            out.ci = paired_bootstrap_diff(a, b, 1000, 0.95, seed)
+            out.ci = paired_bootstrap_diff(a, b, 1000, 0.95, seed, groups)
             if base_outcomes[outcome].kind == "binary":
-                better_base = int(((a > 0.5) & (b <= 0.5)).sum())
-                better_cand = int(((a <= 0.5) & (b > 0.5)).sum())
-                out.p_value = mcnemar_exact(better_base, better_cand)
-                out.test = f"McNemar exact, {better_base} vs {better_cand} discordant of {a.size} paired"
+                out.p_value, out.test = mcnemar(a, b, groups)
             else:
-                out.p_value = paired_bootstrap_p(a, b, 2000, seed)
-                out.test = f"paired bootstrap, {a.size} paired"
+                out.p_value = paired_bootstrap_p(a, b, 2000, seed, groups)
+                out.test = (f"paired bootstrap, {a.size} paired" if groups is None else
+                            f"paired cluster bootstrap, {a.size} paired in {len(set(groups))} clusters")
     if gated and delta is not None and hib is not None:
         out.past_tolerance = (-delta if hib else delta) > tolerance + EPS
     return out

@@ -30,6 +30,9 @@ class Outcomes:
     ids: list[str]
     values: list[Any]  # floats; strings for kind "label"
     kind: OutcomeKind = "binary"
+    # each example's cluster (a question's context, hashed): examples that share one are no independent evidence,
+    # so a paired comparison resamples (and McNemar's test counts) clusters; None: independent examples
+    groups: list[str] | None = None
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.values):
@@ -38,20 +41,31 @@ class Outcomes:
             raise ValueError(f"outcomes '{self.name}': example ids are not unique")
         self.ids = [str(i) for i in self.ids]
         self.values = [str(v) for v in self.values] if self.kind == "label" else [float(v) for v in self.values]
+        if self.groups is not None:
+            if len(self.groups) != len(self.ids):
+                raise ValueError(f"outcomes '{self.name}': {len(self.groups)} groups for {len(self.ids)} ids")
+            self.groups = [str(g) for g in self.groups]
 
     @classmethod
-    def from_values(cls, name: str, ids: Sequence[Any], values: Iterable[Any], kind: OutcomeKind = "binary") -> Outcomes:
-        return cls(name, [str(i) for i in ids], list(values), kind)
+    def from_values(cls, name: str, ids: Sequence[Any], values: Iterable[Any], kind: OutcomeKind = "binary",
+                    groups: Sequence[Any] | None = None) -> Outcomes:
+        return cls(name, [str(i) for i in ids], list(values), kind, None if groups is None else list(groups))
 
     def as_map(self) -> dict[str, Any]:
         return dict(zip(self.ids, self.values))
 
+    def groups_map(self) -> dict[str, str] | None:
+        return dict(zip(self.ids, self.groups)) if self.groups is not None else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "ids": self.ids, "values": self.values}
+        return {"name": self.name, "kind": self.kind, "ids": self.ids, "values": self.values,
+                **({"groups": self.groups} if self.groups is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcomes:
-        return cls(data["name"], list(data["ids"]), list(data["values"]), data.get("kind", "binary"))
+        groups = data.get("groups")
+        return cls(data["name"], list(data["ids"]), list(data["values"]), data.get("kind", "binary"),
+                   list(groups) if groups is not None else None)
 
 
 @dataclass

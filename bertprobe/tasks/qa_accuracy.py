@@ -23,7 +23,7 @@ from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, wilson_interval
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.qa_clusters import interval_over, question_clusters
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters
 from bertprobe.tasks.spans import Answer
 
 Mark = tuple[int, int, str]  # (first character, end character, label) in a finding's cell
@@ -120,8 +120,9 @@ def _add_pair(result: ProbeResult, prefix: str, suffix: str, picked: list[int], 
     e, f = [em[i] for i in picked], [f1[i] for i in picked]
     within = [groups[i] for i in picked] if groups is not None else None
     chosen = [ids[i] for i in picked]
-    result.outcomes += [Outcomes.from_values(f"em{tag}", chosen, e),
-                        Outcomes.from_values(f"f1{tag}", chosen, f, "score")]
+    keys = cluster_keys(within)  # a matrix pairs two readers' questions by context too
+    result.outcomes += [Outcomes.from_values(f"em{tag}", chosen, e, groups=keys),
+                        Outcomes.from_values(f"f1{tag}", chosen, f, "score", groups=keys)]
     result.add_metric(f"{prefix}exact_match{suffix}", _mean(e), True,
                       f"exact match on {what} (SQuAD v1.1 normalisation; {interval_over(within)})",
                       mean_interval(e, params, seed, within), outcome=f"em{tag}")

@@ -11,6 +11,7 @@ paragraphs are.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from bertprobe.data.dataset import Example
@@ -30,3 +31,12 @@ def interval_over(groups: Sequence[str] | None, short: bool = False) -> str:
     if clustered(groups):
         return "cluster bootstrap interval over contexts" + ("" if short else ": a context's questions resampled together")
     return "bootstrap interval over questions"
+
+
+def cluster_keys(groups: Sequence[str] | None) -> list[str] | None:
+    """Short stable keys for clusters named by their contexts (sha256, 16 hex digits), to store beside each
+    question's outcomes; None where no two questions share a context (nothing to pair by cluster)."""
+    if not clustered(groups):
+        return None
+    assert groups is not None
+    return [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
