@@ -275,6 +275,15 @@ def test_compare_exit_codes(tmp_path, trained_dir, random_dir, senti_tsv):
     assert "Predictions changed from A to B" in worse.output and f"{120 - len(changed)} of 120" in worse.output
     first, a, b = agreement["changed"][0]
     assert f"{first}: {a!r} -> {b!r}" in (tmp_path / "cmp" / "compare.md").read_text()
+    # a run written before label outcomes kept class codes: never equal to names, so not compared, and said so
+    records = [json.loads(line) for line in (good_a / "outcomes.jsonl").read_text().splitlines()]
+    for r in records:
+        if r["name"] == "prediction":
+            r["kind"], r["values"] = "categorical", [float(v == "positive") for v in r["values"]]
+    (good_a / "outcomes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    across = invoke("compare", str(good_a), str(bad), "--out", str(tmp_path / "old"))
+    assert across.exit_code == 1 and "predictions not compared" in across.output, across.output
+    assert json.loads((tmp_path / "old" / "compare.json").read_text())["agreement"] == []
     assert (tmp_path / "cmp" / "compare.md").is_file() and (tmp_path / "cmp" / "compare.html").is_file()
     missing = invoke("compare", str(good_a), str(tmp_path / "nope"))
     assert missing.exit_code == 2 and "does not exist" in missing.output

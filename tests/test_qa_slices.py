@@ -127,7 +127,7 @@ def test_clustered_questions_widen_the_slice_intervals_and_test_the_gap_by_conte
     be the weak ones looks surely weak question by question, but it holds only 6 contexts. Resampling contexts
     (the slice's and the rest's together) widens its interval and makes its test honest; the numbers equal a
     cluster bootstrap written out here."""
-    from statistics import NormalDist
+    from scipy.stats import t as student_t
 
     rng = np.random.default_rng(4)
     contexts, per = 40, 5
@@ -159,8 +159,14 @@ def test_clustered_questions_widen_the_slice_intervals_and_test_the_gap_by_conte
     s, c = sums[draw].sum(axis=1), counts[draw].sum(axis=1)
     ok = (c > 0).all(axis=1)
     gaps = s[ok, 1] / c[ok, 1] - s[ok, 0] / c[ok, 0]
-    z = abs(f1[~inside].mean() - f1[inside].mean()) / gaps.std(ddof=1)
-    assert row["p"] == pytest.approx(2 * (1 - NormalDist().cdf(z)), abs=1e-6)  # details round to 6 places
+    t = abs(f1[~inside].mean() - f1[inside].mean()) / gaps.std(ddof=1)
+    # referred to Student's t with 6 - 1 degrees of freedom: the slice holds 6 contexts (the rest 34)
+    assert row["p"] == pytest.approx(2 * student_t.sf(t, 5), abs=1e-6)  # details round to 6 places
+    # on 6 contexts the interval is Wilson's with 6 trials, the slice's mean F1 its rate
+    from bertprobe.stats import wilson_interval
+
+    want = wilson_interval(float(f1[inside].mean()) * 6, 6)
+    assert row["f1_interval"] == pytest.approx([round(x, 4) for x in want], abs=1e-9)
     assert "cluster bootstrap" in result.details["figures"][0]["title"]
 
 

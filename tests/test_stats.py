@@ -143,3 +143,45 @@ def test_a_gate_counts_clustered_discordant_pairs_by_cluster_and_keeps_the_exact
     assert alone.p_value == pytest.approx(mcnemar_exact(10, 0)) and alone.test.startswith("McNemar exact")
     back = Outcomes.from_dict(Outcomes.from_values("em", ids, a, groups=groups).to_dict())
     assert back.groups == groups and Outcomes.from_dict({"name": "em", "ids": ids, "values": a}).groups is None
+
+
+def test_student_t_p_equals_scipys_two_sided_p() -> None:
+    from scipy.stats import t as student_t
+
+    from bertprobe.stats import incomplete_beta, student_t_p
+
+    for t in (0.0, 0.3, 1.0, 2.2, 4.0, 12.0, -2.5):
+        for df in (1, 2, 3.5, 5, 29, 300):
+            assert student_t_p(t, df) == pytest.approx(2 * student_t.sf(abs(t), df), rel=1e-9, abs=1e-15)
+    assert student_t_p(3.0, 0) == 1.0 and incomplete_beta(2, 3, 0.0) == 0.0 and incomplete_beta(2, 3, 1.0) == 1.0
+
+
+def test_a_means_interval_counts_clusters_at_every_size_so_more_questions_never_narrow_it_by_fiat() -> None:
+    """F1 0.3 on every question of 3 contexts: 29 questions and 30 get the same interval, Wilson's with 3 trials
+    (29 questions used to get Wilson's with 29 trials, narrower than 30's)."""
+    from bertprobe.stats import mean_interval, wilson_interval
+
+    for n in (29, 30, 60):
+        groups = [f"c{i % 3}" for i in range(n)]
+        assert mean_interval([0.3] * n, 1000, 0.95, 0, groups) == pytest.approx(wilson_interval(0.9, 3))
+    plain = mean_interval([0.3] * 29, 1000, 0.95, 0)  # independent questions: Wilson's with 29 trials
+    assert plain == pytest.approx(wilson_interval(0.3 * 29, 29))
+
+
+def test_a_slices_gap_from_few_contexts_keeps_its_size_under_the_null() -> None:
+    """No slice effect, contexts differing a lot (their questions share it): a slice of k whole contexts is
+    flagged at alpha 0.05 about 5% of the time or less (a normal reference called a one-context slice weak 91% of
+    the time, as it ignored how few contexts there are)."""
+    from bertprobe.stats import cluster_gap
+
+    rng = np.random.default_rng(0)
+    contexts, per = 60, 5
+    groups = [f"c{i // per}" for i in range(contexts * per)]
+    for k in (1, 2, 4, 8):
+        rejected = 0
+        for _ in range(100):
+            f1 = np.repeat(rng.uniform(0, 1, contexts), per) + rng.normal(0, 0.02, contexts * per)
+            inside = np.zeros(contexts * per, dtype=bool)
+            inside[rng.choice(contexts, k, replace=False)[:, None] * per + np.arange(per)] = True
+            rejected += cluster_gap(f1, inside, groups, 300, 0.95, 1)[1] < 0.05
+        assert rejected <= 12, (k, rejected)

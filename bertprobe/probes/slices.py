@@ -41,7 +41,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import bootstrap_ci, cluster_gap, clustered, unpaired_bootstrap_diff, wilson_interval
+from bertprobe.stats import cluster_gap, clustered, mean_interval, unpaired_bootstrap_diff, wilson_interval
 from bertprobe.tasks.slicing import SliceScores, SliceUnits
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
@@ -300,7 +300,9 @@ class SlicesProbe(Probe):
         the rest of the data tested with Welch's standard error (a two-sided z test), BH-adjusted across slices;
         flagged as the class slices are (``min_drop`` below the rest, adjusted p < ``alpha``, ``min_size``).
         Where the task groups its units (``groups``: a question's context), the intervals resample clusters and
-        the test takes its standard error from a cluster bootstrap of the gap (``stats.cluster_gap``)."""
+        the test takes its standard error from a cluster bootstrap of the gap, referred to Student's t with one
+        degree of freedom fewer than the clusters of the smaller side (``stats.cluster_gap``). A slice's interval
+        is Wilson's below 30 units, counted in clusters where there are clusters (``stats.mean_interval``)."""
         if params.metric != "accuracy":
             raise ProbeError(f"slices: metric '{params.metric}' applies to classes; this model's {own.unit} are scored "
                              f"({', '.join(s.name for s in own.scores)}): leave metric out")
@@ -322,7 +324,7 @@ class SlicesProbe(Probe):
             for score in own.scores:
                 inside = score.values[mask]
                 row[score.name] = float(inside.mean())
-                row[f"{score.name}_interval"] = [round(x, 4) for x in bootstrap_ci(inside, 1000, 0.95, ctx.seed, keys)]
+                row[f"{score.name}_interval"] = [round(x, 4) for x in mean_interval(inside, 1000, 0.95, ctx.seed, keys)]
                 row[f"{score.name}_gap"] = overall[score.name] - row[score.name]
             rest = values[~mask]
             row[f"rest_{primary.name}"] = float(rest.mean())

@@ -142,8 +142,12 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
             vec_a, vec_b = out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {})
             comparison.deltas += compare_results(base, cand, vec_a, vec_b, tolerance_for)
             if "prediction" in vec_a and "prediction" in vec_b:
-                comparison.agreement.append(Agreement.between(model_b, model_a, pid, vec_a["prediction"],
-                                                              vec_b["prediction"]))
+                if Agreement.pairable(vec_a["prediction"], vec_b["prediction"]):
+                    comparison.agreement.append(Agreement.between(model_b, model_a, pid, vec_a["prediction"],
+                                                                  vec_b["prediction"]))
+                else:
+                    comparison.notes.append(f"probe '{pid}': one run recorded its predictions as class codes (an "
+                                            "older bertprobe), the other by name: predictions not compared")
     judge_deltas(comparison.deltas, significance)
     if different:
         for d in comparison.deltas:

@@ -168,6 +168,6 @@ def prediction_agreement(report: RunReport, outcomes: dict[tuple[str, str], dict
                 continue
             base_vec = outcomes.get((baseline, pid), {}).get("prediction")
             cand_vec = outcomes.get((model, pid), {}).get("prediction")
-            if base_vec is not None and cand_vec is not None:
+            if base_vec is not None and cand_vec is not None and Agreement.pairable(base_vec, cand_vec):
                 out.append(Agreement.between(model, baseline, pid, base_vec, cand_vec))
     return out

@@ -87,6 +87,12 @@ class Agreement:
     def rate(self) -> float:
         return self.agreed / self.paired if self.paired else float("nan")
 
+    @staticmethod
+    def pairable(base: Outcomes, cand: Outcomes) -> bool:
+        """Whether two ``prediction`` vectors speak alike: a run written before label outcomes holds class codes,
+        which never equal a newer run's class names (``bertprobe compare`` across the upgrade)."""
+        return (base.kind == "label") == (cand.kind == "label")
+
     @classmethod
     def between(cls, model: str, baseline: str, probe_id: str, base: Outcomes, cand: Outcomes) -> Agreement:
         """The agreement of two ``prediction`` vectors, example by example (equal values agree)."""

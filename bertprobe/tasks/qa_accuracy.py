@@ -21,7 +21,8 @@ from typing import Any
 from bertprobe.data.dataset import Dataset
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import bootstrap_ci, wilson_interval
+from bertprobe.stats import SMALL_SAMPLE
+from bertprobe.stats import mean_interval as stats_mean_interval
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters
 from bertprobe.tasks.spans import Answer
@@ -81,30 +82,17 @@ QA_DEFAULTS = (
 )
 
 
-SMALL_GROUP = 30  # below this many questions a group's interval is Wilson's of the sum, never a bootstrap's
+SMALL_GROUP = SMALL_SAMPLE  # below this many questions (or contexts) a group's interval is Wilson's
 
 
 def mean_interval(values: Sequence[float], params: Any, seed: int,
                   groups: Sequence[str] | None = None) -> tuple[float, float] | None:
-    """The interval over questions of the mean of ``values`` (None when intervals are off): the percentile bootstrap
-    from ``SMALL_GROUP`` questions up; below, and wherever the bootstrap collapses to a point, the Wilson interval of
-    the sum (the values lie in [0, 1], so their variance is at most mean x (1 - mean), the binomial's). On a handful
-    of questions a bootstrap is too narrow and not monotone (three answers F1 0.1, 0.2, 0 gave [0, 0.20] where three
-    wrong ones gave Wilson's [0, 0.56]); Wilson's widens as the group shrinks and rises with the sum, so a better
-    group never fails a bound a worse one of its size passes. ``groups`` (each question's context,
-    ``qa_clusters.question_clusters``) makes the bootstrap resample contexts (``stats.bootstrap_ci``), and the
-    same rule holds for them: on fewer than ``SMALL_GROUP`` contexts, Wilson's with one trial per context."""
+    """The interval of the mean of ``values`` over questions (None when intervals are off): ``stats.mean_interval``,
+    a bootstrap that resamples contexts with ``groups`` (each question's, ``qa_clusters.question_clusters``) from
+    ``SMALL_GROUP`` contexts up, else Wilson's with one trial per context."""
     if not params.bootstrap or not values:
         return None
-    if len(values) < SMALL_GROUP:
-        return wilson_interval(sum(values), len(values), params.confidence)  # type: ignore[arg-type]
-    units = len(set(groups)) if groups is not None else len(values)  # contexts: the independent units
-    if units < SMALL_GROUP:  # a handful of contexts: Wilson's with as many trials as contexts
-        return wilson_interval(sum(values) * units / len(values), units, params.confidence)  # type: ignore[arg-type]
-    low, high = bootstrap_ci(values, params.bootstrap, params.confidence, seed, groups)
-    if low == high:
-        return wilson_interval(sum(values) * units / len(values), units, params.confidence)  # type: ignore[arg-type]
-    return low, high
+    return stats_mean_interval(values, params.bootstrap, params.confidence, seed, groups)
 
 
 def _mean(values: Sequence[float]) -> float:
