@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import only_run, write_suite
+from conftest import REPO, only_run, write_suite
 
 import bertprobe.plugins
 from bertprobe import Probe, ProbeResult, hookimpl
@@ -828,3 +828,18 @@ def test_quiet_leaves_the_callers_environment_as_it_was(suite_factory, monkeypat
     monkeypatch.setenv("BERTPROBE_NO_PROGRESS", "yes")
     assert invoke("run", str(suite), "-q").exit_code == 0
     assert os.environ["BERTPROBE_NO_PROGRESS"] == "yes"
+
+
+def test_a_runs_fingerprint_keeps_the_old_stride_default() -> None:
+    """model.stride's default became None (the task's own: 32 for a tagger, 128 for a reader); a suite that never
+    set it fingerprints as it did when the default was 32, so a run recorded then still resumes."""
+    from dataclasses import replace
+
+    from bertprobe.run.resume import suite_fingerprint
+    from bertprobe.suite import load_suite
+
+    suite = load_suite(REPO / "suites" / "sst2.yaml")
+    assert suite.models and all(m.stride is None for m in suite.models)
+    pinned = replace(suite, models=[replace(m, stride=32) for m in suite.models])
+    other = replace(suite, models=[replace(m, stride=16) for m in suite.models])
+    assert suite_fingerprint(suite)["models"] == suite_fingerprint(pinned)["models"] != suite_fingerprint(other)["models"]

@@ -500,6 +500,11 @@ def test_the_same_window_in_both_places_is_one_setting():
     # a window of 128 or less without a stride (a classifier's suite's max_length: 128) shares half of itself
     alone = resolve_task(config, "auto", None, task_options(ModelSpec(path="m", max_length=128))).settings
     assert (alone["max_length"], alone["stride"]) == (128, 64)
+    # and any window without a stride overlaps by min(128, half): 150 by 75 (the stride of 128 left a 5-sub-token
+    # question no room), 384 by 128 as before
+    for window, stride in ((150, 75), (256, 128), (384, 128)):
+        fitted = resolve_task(config, "auto", None, task_options(ModelSpec(path="m", max_length=window))).settings
+        assert (fitted["max_length"], fitted["stride"]) == (window, stride)
     classifier = SimpleNamespace(architectures=["BertForSequenceClassification"], num_labels=2)
     assert resolve_task(classifier, "auto", None, task_options(spec.with_overrides(options={}))).name == "classification"
 
@@ -626,3 +631,16 @@ def test_a_saved_dataset_serves_other_tasks_as_a_hub_table_does(tmp_path):
         assert [(ex.text, ex.label, ex.where) for ex in data.examples] == [("a good film", 1, f"row 1 of {path}"),
                                                                            ("a dull film", 0, f"row 2 of {path}")]
         assert data.label_names == ["negative", "positive"]
+
+
+def test_a_stride_that_leaves_a_question_no_room_is_named_as_the_cause() -> None:
+    from bertprobe.errors import DataError
+    from bertprobe.tasks.spans import encode_windows
+    from bertprobe.testing import WORDS, bert_tokenizer
+
+    tokenizer = bert_tokenizer(WORDS)
+    question = " ".join(WORDS[:6])  # 6 sub-tokens; 3 specials; windows of 40 leave 31 for the context
+    with pytest.raises(DataError) as caught:
+        encode_windows(tokenizer, [question], [" ".join(WORDS[:50])], max_length=40, stride=31, names=["q1"])
+    assert "lower the stride (model.stride) below 31" in str(caught.value) and "\n" not in str(caught.value)
+    assert len(encode_windows(tokenizer, [question], [" ".join(WORDS[:50])], max_length=40, stride=30)) == 1

@@ -28,6 +28,9 @@ def suite_fingerprint(suite: Suite) -> dict[str, str]:
     """A short hash of each part of the resolved suite (models, data, probes, ...), to tell what changed."""
     plain = jsonable(asdict(suite))  # asdict descends into the nested specs
     plain["compare"] = plain.pop("gate")  # named as in the YAML (and in the runs recorded before the field's rename)
+    for model in plain.get("models") or []:  # model.stride's default was 32 before it became None (the task's
+        if isinstance(model, dict) and model.get("stride") is None:  # own): runs recorded then still resume
+            model["stride"] = 32
     for holder in [plain, *plain.get("probes", [])]:  # which columns were named by hand does not change the data
         if isinstance(holder.get("data"), dict):
             holder["data"].pop("named", None)

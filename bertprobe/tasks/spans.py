@@ -120,7 +120,9 @@ def encode_windows(tokenizer: Any, questions: Sequence[str], contexts: Sequence[
     for name, question, n in zip(names, questions, q_lengths):
         if max_length - specials - n <= stride:
             raise DataError(f"question {name} ({question[:60]!r}) is {n} sub-tokens: windows of max_length {max_length} "
-                            f"with stride {stride} leave no room for its context; shorten it or raise max_length")
+                            f"overlapping by stride {stride} leave no room for its context ({max_length - specials - n} "
+                            f"sub-tokens after the question, not more than the stride); lower the stride "
+                            f"(model.stride) below {max_length - specials - n}, raise max_length, or shorten the question")
     unique = list(dict.fromkeys(contexts))
     full = dict(zip(unique, zip(*_alone(tokenizer, unique))))
     first, second = (questions, contexts) if question_first else (contexts, questions)
