@@ -61,6 +61,7 @@ def _targets(model: Path) -> tuple[Any, Any]:
 def _check(report: dict[str, Any], run_dir: Path, ids: list[str], want: dict[str, list[str]]) -> None:
     """The run's agreement equals the count over the predictions computed here, and report.md lists them."""
     changed = [(i, a, b) for i, a, b in zip(ids, want["fp32"], want["int8"]) if a != b]
+    assert changed  # the random model's int8 build changes some: the listing is exercised (3 answers, 1 sentence)
     (agreement,) = report["agreement"]
     assert (agreement["model"], agreement["baseline"], agreement["paired"]) == ("int8", "fp32", len(ids))
     assert agreement["agreed"] == len(ids) - len(changed)
@@ -113,3 +114,14 @@ def test_a_taggers_int8_build_agrees_sentence_by_sentence(tmp_path: Path) -> Non
     assert sorted(ids, key=int) == [str(i) for i in range(len(rows))]
     order = [int(i) for i in ids]
     _check(report, run_dir, ids, {n: [w[i] for i in order] for n, w in want.items()})
+
+
+def test_two_long_predictions_that_part_late_are_shown_where_they_part() -> None:
+    from bertprobe.reporters.summary import agreement_rows
+
+    same = "0:[PER Maria Lopez] 4:[LOC Lima] 9:[ORG United Nations Development Programme] 15:[LOC Geneva]"
+    agreement = Agreement("int8", "fp32", "accuracy", 2, 1, [("s1", same + " 20:[PER John]", same)])
+    (row,) = agreement_rows([agreement])
+    shown = row[-1]
+    assert shown.startswith("s1: '…") and "20:[PER John" in shown and "15:[LOC Geneva" in shown.split(" -> ")[1]
+    assert row[2:4] == ["50.00%", "1 of 2"]

@@ -149,3 +149,24 @@ def test_recall_slices_count_only_the_gold_positive_examples():
     assert "contains 'zorblat'" not in {s["name"] for s in precision.details["slices"]}
     with pytest.raises(ProbeError, match="positive 'upbeat' is not a class of the model; classes: negative, positive; map it with --label-map upbeat=CLASS"):
         _run(examples, pred, metric="recall", positive="upbeat")
+
+
+@pytest.mark.parametrize(("hooks", "message"), [
+    ("slice_scores", "defines slice_scores, which bertprobe no longer calls"),
+    ("old_units", r"slice_units\(data, logits, params\), the old signature"),
+])
+def test_a_task_written_for_the_old_slice_hooks_is_told_how_to_move(hooks: str, message: str) -> None:
+    class OldTask:
+        def slice_units(self, *args):
+            return None
+
+    if hooks == "slice_scores":
+        OldTask.slice_scores = lambda self, data, answers: None  # type: ignore[attr-defined]
+    else:
+        OldTask.slice_units = lambda self, data, logits, params: None  # type: ignore[assignment]
+
+    class Target:
+        task = OldTask()
+
+    with pytest.raises(ProbeError, match=message):
+        SlicesProbe().run(Target(), Dataset([Example(text="a", label=0)]), SlicesParams(), ProbeContext(seed=0))

@@ -126,6 +126,26 @@ def flag_slices(rows: list[dict[str, Any]], params: SlicesParams) -> list[dict[s
     return [r for r in rows if r["flagged"]]
 
 
+def _check_task_hooks(task: Any) -> None:
+    """A task plugin written for the two slice hooks of before (``slice_units(data, logits, params)`` and
+    ``slice_scores``) gets one line saying how to move to the one hook, not a TypeError or silently the class
+    slices."""
+    import inspect
+
+    name = type(task).__name__
+    if callable(getattr(task, "slice_scores", None)):
+        raise ProbeError(f"task {name} defines slice_scores, which bertprobe no longer calls: return its SliceScores "
+                         "from slice_units(target, data, params, ctx) instead (docs/plugins.md, on tasks)")
+    try:
+        wanted = list(inspect.signature(task.slice_units).parameters)
+    except (TypeError, ValueError):
+        return
+    if wanted[:1] == ["data"] or "logits" in wanted:
+        raise ProbeError(f"task {name} defines slice_units({', '.join(wanted)}), the old signature: it is now "
+                         "slice_units(target, data, params, ctx), with the logits from ctx.predictions(target, data) "
+                         "(docs/plugins.md, on tasks)")
+
+
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided p of mean(a) == mean(b) for two independent samples of scores: a z test on the difference with
     Welch's standard error sqrt(var_a / n_a + var_b / n_b) (sample variances; 1.0 with fewer than 2 on a side;
@@ -217,6 +237,7 @@ class SlicesProbe(Probe):
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("slices needs a gold label for every example")
         task = target.task
+        _check_task_hooks(task)
         units = task.slice_units(target, data, params, ctx)
         if isinstance(units, SliceScores):  # the task scores its examples (extractive QA: F1 and EM per question)
             return self._scored(units, data, params, ctx)

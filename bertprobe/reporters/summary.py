@@ -237,12 +237,20 @@ def paired_rows(report: RunReport) -> list[list[str]]:
 AGREEMENT_HEADERS = ["model", "probe", "agreement", "equal", "changed (example id: baseline -> candidate)"]
 
 
-def _prediction(value: Any, width: int = 60) -> str:
+def _prediction(value: Any, other: Any, width: int = 60) -> str:
     """One prediction of the agreement table: a class code as a number (a run from before ``label`` outcomes), a
-    text quoted and clipped (an answer, a label set, a sentence's entities)."""
+    text quoted, clipped to ``width`` around where it first differs from ``other`` (two long answers or entity
+    lists that part late still show how)."""
     if isinstance(value, (int, float)):
         return f"{value:g}"
-    return repr(clip(value, width))
+    text = " ".join(str(value).split())
+    theirs = " ".join(str(other).split())
+    if len(text) <= width:
+        return repr(text)
+    first = next((i for i, (a, b) in enumerate(zip(text, theirs)) if a != b), min(len(text), len(theirs)))
+    start = max(0, min(first - width // 3, len(text) - width + 1))
+    piece = text[start:start + width - 1 - (start > 0)]
+    return repr(("…" if start else "") + piece + ("…" if start + len(piece) < len(text) else ""))
 
 
 def agreement_rows(agreements: list[Agreement], shown: int = 20) -> list[list[str]]:
@@ -250,7 +258,7 @@ def agreement_rows(agreements: list[Agreement], shown: int = 20) -> list[list[st
     first ``shown``; report.json lists them all)."""
     rows = []
     for a in agreements:
-        changed = "; ".join(f"{i}: {_prediction(b)} -> {_prediction(c)}" for i, b, c in a.changed[:shown])
+        changed = "; ".join(f"{i}: {_prediction(b, c)} -> {_prediction(c, b)}" for i, b, c in a.changed[:shown])
         more = f" and {len(a.changed) - shown} more" if len(a.changed) > shown else ""
         rows.append([a.model, a.probe_id, f"{a.rate:.2%}" if a.paired else "-", f"{a.agreed} of {a.paired}",
                      (changed + more) or "none"])
