@@ -19,7 +19,9 @@ length, context length and the question's overlap with the answer's sentence aft
 "What Makes Reading Comprehension Questions Easier?"). Each score is then a mean per slice with a percentile
 bootstrap interval over the slice's examples, and the first score's difference from the rest is tested with
 Welch's standard error (a two-sided z test: F1 is no proportion, so Fisher's test does not apply), adjusted
-and flagged as above.
+and flagged as above. Where the task clusters its units (a question's context), the intervals resample
+contexts (Wilson's on fewer than 30), and the test's standard error comes from a cluster bootstrap of the gap,
+referred to Student's t with G - 1 degrees of freedom (G: the contexts of the smaller side).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ Three measurements, each on the reader as given (its answers over all windows, `
 3. Answer positions: the relative position (start character / context length) of each predicted answer and of
    the first gold answer, in ``position_bins`` equal bins, over the answerable questions the reader answered;
    the share of each in the context's first sentence, their paired difference (``first_sentence_excess``), and
-   the total variation distance between the two histograms (bootstrap over questions).
+   the total variation distance between the two histograms (bootstrap over questions, or contexts where they
+   share one).
 
 Every metric is measured, not gated: no published bar holds for a given reader scored without its question
 (Kaushik & Lipton retrain models on partial inputs, and what a question-free reader scores depends on how many
@@ -57,7 +58,7 @@ HOW_HEADS = frozenset({"many", "much", "long", "old", "far", "often", "big", "la
 _TOKEN = re.compile(r"[A-Za-z]+")
 
 QA_CUE_METRICS = {
-    "f1_full": "question answering: F1 on the full inputs (bootstrap interval over questions)",
+    "f1_full": "question answering: F1 on the full inputs",
     "f1_question_empty": "question answering: F1 with every question removed (empty)",
     "f1_question_word": "question answering: F1 with every question reduced to its question word ('When?')",
     "exact_match_question_*": "question answering: share of questions answered exactly without the question "
@@ -224,7 +225,7 @@ class _Audit:
             self.mean_metric(f"exact_match_question_{key}", em, self.ids, None,
                              f"share of questions answered exactly with the question {what}", "binary")
             self.drop_metric(f"f1_drop_question_{key}", self.f1, f1, self.ids,
-                             f"full-input F1 minus F1 with the question {what} (paired bootstrap over questions)")
+                             f"full-input F1 minus F1 with the question {what} (paired bootstrap)")
             self.result.details[f"answers_unchanged_question_{key}"] = sum(
                 a.text == b.text for a, b in zip(got, self.full)) / max(len(got), 1)
             right = sorted((i for i in range(len(got)) if em[i]), key=lambda i: -got[i].confidence)
