@@ -34,7 +34,8 @@ def slow_int8_note(mode: str, device: Any) -> str:
     if "AVX512" in capability:
         return ""
     return (f"this CPU runs torch at {capability} (no AVX-512): int8-dynamic matmuls take a slow path here "
-            "and run far slower than float32; measure speed on the CPU you deploy on, or use int8-weight-only")
+            "and run far slower than float32, and its 8-bit products may saturate (logits further from float32's "
+            "than on a VNNI CPU); measure speed and agreement on the CPU you deploy on, or use int8-weight-only")
 
 
 def slow_half_note(dtype: Any, device: Any) -> str:
