@@ -22,7 +22,7 @@ What it does, in order:
    depend on the kernel path beyond rounding, and the script checks that they are equal.
 
 Emulated wall times are printed only to size a run: they are NOT hardware speed (TCG runs AVX2 code ~100x slower
-than a CPU would); the AVX2-only speed target needs an AVX2-only machine (``benchmarks/onnx_builds.py`` there).
+than a CPU would); the AVX2 kernels' hardware speed is ``benchmarks/onnx_avx2_speed.sh``'s (native, cpuid patched).
 
 Usage: python benchmarks/onnx_avx2.py [--limit 872] [--batch-size 32] [--threads 1] [--per-channel] [--cpu Haswell]
        [--fp32-batches 2] [--save logits.npz]    (needs the [onnx] extra and qemu-user: apt-get install qemu-user)
@@ -55,7 +55,7 @@ PROBES = {
 FEATURES = ("AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512VNNI")  # numpy's names for what cpuid reports
 TORCH_AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 NOT_SPEED = ("emulated wall time, NOT hardware speed (TCG emulation is ~100x slower than a CPU); the AVX2-only "
-             "speed target stays unmeasured without an AVX2-only machine")
+             "kernels' hardware speed: benchmarks/onnx_avx2_speed.sh")
 
 
 # ---- helpers (no torch, no onnxruntime: unit-tested) ---------------------------------------------

@@ -85,7 +85,10 @@ def main() -> None:
     if os.environ.get("ATEN_CPU_CAPABILITY") and not os.environ.get("ONEDNN_MAX_CPU_ISA"):
         print("note: ATEN_CPU_CAPABILITY alone leaves oneDNN (bf16, int8 matmuls) on this CPU's own kernels; "
               "set ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 too")
-    if os.environ.get("ONEDNN_MAX_CPU_ISA"):
+    if os.environ.get("ORT_AVX2_SHIM"):  # set by benchmarks/onnx_avx2_speed.sh
+        print(f"ONNX Runtime from {Path(onnxruntime.__file__).parent.parent}: its cpuid/xgetbv answered as an "
+              "AVX2-only CPU (benchmarks/cpuid_avx2.c), so MLAS runs its AVX2 kernels")
+    elif os.environ.get("ONEDNN_MAX_CPU_ISA"):
         print(f"torch limited to {os.environ['ONEDNN_MAX_CPU_ISA']}; ONNX Runtime has no such switch: its builds run "
               "on this CPU's own kernels")
     print(f"threads {args.threads}; torch {torch.__version__}; onnxruntime {onnxruntime.__version__}; "
