@@ -477,6 +477,9 @@ def test_model_max_length_and_stride_are_the_readers_windows(tmp_path, models, h
      "at most 512"),
     ((", max_length: 64, stride: 64", ()),
      "model.stride: 64 must be less than max_length 64 (consecutive windows share stride sub-tokens)"),
+    (("", ("--set", "model.max_length=1")),  # named as the problem, not the default stride the user never wrote
+     "model.max_length: 1 is too small for a reader's windows (each holds the question, the special tokens and part "
+     "of the context; the default is 384)"),
 ])
 def test_model_level_windows_that_conflict_or_overflow_are_one_line_before_weights_load(tmp_path, models, how,
                                                                                          expected):

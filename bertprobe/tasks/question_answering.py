@@ -65,6 +65,10 @@ def qa_settings(options: Mapping[str, Any] | None = None, where: Mapping[str, st
             out[key] = value
     if out["stride"] >= out["max_length"]:
         given = (options or {}).get("stride") is not None
+        if not given and out["max_length"] < 2:  # no stride fits under a window of 1: the window is the problem
+            raise DataError(f"{named['max_length']}: {out['max_length']} is too small for a reader's windows (each "
+                            f"holds the question, the special tokens and part of the context; the default is "
+                            f"{DEFAULTS['max_length']})")
         raise DataError(f"{named['stride']}: {out['stride']}{'' if given else ' (the default)'} must be less than "
                         f"max_length {out['max_length']} (consecutive windows share stride sub-tokens)"
                         + ("" if given else f"; set {named['stride'].replace('options.', '')} below it"))
