@@ -48,20 +48,24 @@ def bootstrap_ci(
     data = np.asarray(values, dtype=np.float64)
     if data.size == 0 or resamples <= 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    if groups is None:
-        idx = rng.integers(0, data.size, size=(resamples, data.size))
-        means = data[idx].mean(axis=1)
-    else:
-        if len(groups) != data.size:
-            raise ValueError(f"groups: {len(groups)} keys for {data.size} values")
-        members = cluster_members(groups)
-        sums = np.asarray([data[m].sum() for m in members])
-        sizes = np.asarray([len(m) for m in members], dtype=np.float64)
-        idx = rng.integers(0, len(members), size=(resamples, len(members)))
-        means = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
+    means = bootstrap_means(data, resamples, np.random.default_rng(seed), groups)
     alpha = (1 - confidence) / 2
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
+
+
+def bootstrap_means(data: np.ndarray, resamples: int, rng: np.random.Generator,
+                    groups: Sequence[Hashable] | None = None) -> np.ndarray:
+    """The means of ``resamples`` bootstrap resamples of ``data``: values drawn with replacement, or with
+    ``groups`` whole clusters (as many as there are), each resample's mean that of every value its clusters bring."""
+    if groups is None:
+        return data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    if len(groups) != data.size:
+        raise ValueError(f"groups: {len(groups)} keys for {data.size} values")
+    members = cluster_members(groups)
+    sums = np.asarray([data[m].sum() for m in members])
+    sizes = np.asarray([len(m) for m in members], dtype=np.float64)
+    idx = rng.integers(0, len(members), size=(resamples, len(members)))
+    return sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
 
 
 SMALL_SAMPLE = 30  # below this many independent units a mean's interval is Wilson's, never a bootstrap's
@@ -275,19 +279,10 @@ def paired_bootstrap_p(
     if diff.size == 0:
         return 1.0
     mean = float(diff.mean())
-    rng = np.random.default_rng(seed)
-    if groups is not None:
-        members = cluster_members(groups)
-        sums = np.asarray([diff[m].sum() for m in members])
-        sizes = np.asarray([len(m) for m in members], dtype=np.float64)
-        idx = rng.integers(0, len(members), size=(resamples, len(members)))
-        means = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
-    else:
-        means = diff[rng.integers(0, diff.size, size=(resamples, diff.size))].mean(axis=1)
+    means = bootstrap_means(diff, resamples, np.random.default_rng(seed), groups)
     se = float(means.std(ddof=1)) if resamples > 1 else 0.0
     if se <= 0.0:
         return 1.0 if abs(mean) < 1e-15 else 0.0
-
     return float(min(1.0, 2 * (1 - NormalDist().cdf(abs(mean) / se))))
 
 
@@ -310,7 +305,6 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """
     if n <= 0:
         return (float("nan"), float("nan"))
-
     z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     p = successes / n
     denom = 1 + z * z / n
