@@ -337,6 +337,7 @@ class SlicesProbe(Probe):
         masks.update(self._user_masks(data, texts, params))
         overall = {s.name: float(s.values.mean()) if n else float("nan") for s in own.scores}
         groups = own.groups if clustered(own.groups) else None  # units sharing a cluster: resampled together
+        gap_intervals: dict[str, tuple[float, float]] = {}  # each slice's cluster bootstrap of its gap, drawn once
         rows = []
         for name, mask in ctx.progress(list(masks.items()), desc="slices"):
             size = int(mask.sum())
@@ -352,8 +353,10 @@ class SlicesProbe(Probe):
             rest = values[~mask]
             row[f"rest_{primary.name}"] = float(rest.mean())
             row["drop"] = row[f"rest_{primary.name}"] - row[primary.name]
-            row["p"] = welch_p(values[mask], rest) if groups is None else cluster_gap(values, mask, groups, 1000, 0.95,
-                                                                                       ctx.seed)[1]
+            if groups is None:
+                row["p"] = welch_p(values[mask], rest)
+            else:
+                gap_intervals[name], row["p"] = cluster_gap(values, mask, groups, 1000, 0.95, ctx.seed)
             row["mask"] = mask
             rows.append(row)
         flagged = flag_slices(rows, params)
@@ -378,7 +381,7 @@ class SlicesProbe(Probe):
             biggest = max(judged, key=lambda r: r["drop"])
             result.add_metric("max_slice_drop", biggest["drop"], False, f"largest drop of {name} against the rest "
                               f"('{biggest['name']}')", ci=self._drop_interval(values, biggest["mask"], ctx.seed)
-                              if groups is None else cluster_gap(values, biggest["mask"], groups, 1000, 0.95, ctx.seed)[0],
+                              if groups is None else gap_intervals[biggest["name"]],
                               kind="extreme")
         for row in flagged:
             inside = np.flatnonzero(row["mask"])
