@@ -98,21 +98,20 @@ class QuestionAnswering(Task):
         """The settings of ``options`` over DEFAULTS; ``model.max_length`` and ``model.stride`` are the windows'
         too (``tasks.resolve.task_options`` passes them as ``model.KEY``: one that differs from its
         ``model.options`` twin is an error naming both). A model of fewer positions than the default window
-        (``max_position_embeddings`` < 384) reads windows of its positions (and a stride under them) unless
-        the suite sets them; a window set without a stride overlaps by min(128, half of itself); and a window
-        longer than its positions is refused."""
+        (``max_position_embeddings`` < 384) reads windows of its positions unless the suite sets them; a window
+        set or fitted without a stride overlaps by min(128, half of itself); and a window longer than its
+        positions is refused."""
         options, where = model_windows(options)
         given = {k for k, v in options.items() if v is not None}
         positions = getattr(config, "max_position_embeddings", None)
         fitted = dict(options)
         if isinstance(positions, int) and positions < DEFAULTS["max_length"] and "max_length" not in given:
             fitted["max_length"] = positions
-            if "stride" not in given and DEFAULTS["stride"] >= positions:
-                fitted["stride"] = positions // 2
         window = fitted.get("max_length")
         if "stride" not in given and isinstance(window, int) and not isinstance(window, bool) and 1 < window:
-            # a window set without a stride overlaps by at most half of itself (a classifier suite's 128 by 64): the
-            # default stride of 128 would leave a window under about 170 no room for a question
+            # a window set (or fitted to the positions) without a stride overlaps by at most half of itself (a
+            # classifier suite's 128 by 64): the default stride of 128 would leave a window under about 170 no room
+            # for a question
             fitted["stride"] = min(DEFAULTS["stride"], window // 2)
         settings = qa_settings(fitted, where)
         if isinstance(positions, int) and settings["max_length"] > positions:
