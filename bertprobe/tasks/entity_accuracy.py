@@ -19,7 +19,10 @@ from bertprobe.tasks.scores import absent_note, f1_from_counts
 def entity_list(words: Sequence[str], entities: Sequence[tuple[int, int, str]]) -> str:
     """A sentence's entities as one comparable text, each with its first word's position: ``0:[PER Maria Lopez]
     4:[LOC Lima]``; ``(no entities)`` when none."""
-    return " ".join(f"{a}:[{kind} " + " ".join(words[a:b]) + "]" for a, b, kind in entities) or "(no entities)"
+    from bertprobe.tasks.entities import bracketed
+
+    shown = bracketed(words, entities)  # as findings show an entity: [PER Maria Lopez]
+    return " ".join(f"{a}:{text}" for (a, _, _), text in zip(entities, shown)) or "(no entities)"
 
 
 def entity_accuracy(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
