@@ -15,6 +15,8 @@
 # PVM host: guests need a PVM-enabled kernel), and a stock kernel (Debian 6.1) hangs before its first line.
 #
 # Usage: benchmarks/onnx_avx2_speed.sh [onnx_builds.py options, e.g. --threads 2 --rounds 3 --limit 872]
+#        ORT_AVX2_SCRIPT=benchmarks/onnx_int8_ceiling.py benchmarks/onnx_avx2_speed.sh [its options]: another
+#        benchmark run the same two ways (the int8 GEMM alone, where int8's time goes, other int8 graphs)
 # Needs: a C compiler, binutils (objdump), the [onnx] extra. Scratch: $ORT_AVX2_DIR (default /tmp/ort-avx2).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -54,6 +56,6 @@ PY
 cd "$here/.."
 echo "== AVX2: torch held by its switches, ONNX Runtime by the patched cpuid/xgetbv"
 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ORT_AVX2_SHIM=1 \
-  LD_PRELOAD="$dir/cpuid_avx2.so" PYTHONPATH="$dir:${PYTHONPATH:-$PWD}" python benchmarks/onnx_builds.py "$@"
+  LD_PRELOAD="$dir/cpuid_avx2.so" PYTHONPATH="$dir:${PYTHONPATH:-$PWD}" python "${ORT_AVX2_SCRIPT:-benchmarks/onnx_builds.py}" "$@"
 echo "== this CPU's own kernels (the untouched onnxruntime), the reference"
-python benchmarks/onnx_builds.py "$@"
+python "${ORT_AVX2_SCRIPT:-benchmarks/onnx_builds.py}" "$@"

@@ -112,6 +112,27 @@ def test_export_cached_by_weights(tiny_clf: Any, tmp_path_factory: pytest.TempPa
     assert weights_key(changed) != weights_key(tiny_clf.model) == weights_key(copy.deepcopy(tiny_clf.model))
 
 
+def test_export_traces_eager_attention_and_leaves_the_models_own(tmp_path: Path) -> None:
+    """The graph holds plain attention (Softmax, without SDPA's IsNaN guard on each layer), and the PyTorch model audited
+    beside it keeps its own attention implementation afterwards."""
+    import onnx
+
+    base = load_target(ModelSpec(path=str(save_tiny_model(tmp_path / "m")), device="cpu", dtype="float32"))
+    base.model.set_attn_implementation("sdpa")
+    sdpa = tmp_path / "sdpa.onnx"  # the same model traced with its SDPA attention, as bertprobe did before
+    from bertprobe.model.onnx import _export
+
+    _export(base, base.model, base.encode([Example(text="a b c"), Example(text="a")], cache=False).rows, sdpa)
+    build, _ = _build(base)
+    assert base.model.config._attn_implementation == "sdpa"
+    ops = {node.op_type for node in onnx.load(str(build.model.file)).graph.node}
+    theirs = {node.op_type for node in onnx.load(str(sdpa)).graph.node}
+    assert "Softmax" in ops and "IsNaN" not in ops, sorted(ops)
+    assert "IsNaN" in theirs, sorted(theirs)  # the test tells the two traces apart
+    data = [Example(text=s) for s in SENTENCES]
+    assert torch.allclose(build.logits(data, batch_size=3), base.logits(data, batch_size=3), atol=1e-4, rtol=0)
+
+
 def test_export_refused_past_tolerance(tiny_clf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import bertprobe.model.onnx as onnx_module
 
