@@ -501,3 +501,34 @@ def test_fp32_build_equals_pytorch_on_every_tasks_fixture(name: str) -> None:
         data = Dataset(examples=examples)
         want, got = predict_directly(base, data).logits, predict_directly(build, data).logits
         assert want.shape == got.shape == (len(examples), 2) and torch.allclose(got, want, atol=1e-4, rtol=0)
+
+
+def test_optimum_folders_quantized_graph_alone_or_beside_model_onnx(tmp_path: Path, tiny_clf_dir: Path) -> None:
+    """Optimum's quantizer writes model_quantized.onnx: alone in its folder it is the graph audited; beside
+    model.onnx, model.onnx is audited and a note names the other; two graphs and no model.onnx are refused in one
+    line that names them."""
+    import shutil
+
+    from bertprobe.model.onnx import is_quantized
+    from bertprobe.model.onnx import quantize_cached as quantize
+
+    own = _own_onnx(tiny_clf_dir, tmp_path / "exported")
+    shutil.copy(quantize(own, False, False), own.parent / "model_quantized.onnx")
+    both = load_target(ModelSpec(path=str(own.parent), device="cpu"))
+    assert both.model.file == own and not both.quantized
+    assert any("also holds model_quantized.onnx" in n for n in both.notes), both.notes
+    own.rename(own.parent / "model_fp32.onnx")
+    with pytest.raises(TargetError, match=r"holds 2 ONNX graphs \(model_fp32.onnx, model_quantized.onnx\)"):
+        load_target(ModelSpec(path=str(own.parent), device="cpu"))
+    (own.parent / "model_fp32.onnx").unlink()
+    alone = load_target(ModelSpec(path=str(own.parent), device="cpu"))
+    assert alone.model.file.name == "model_quantized.onnx" and alone.quantized and is_quantized(alone.model.file)
+    data = [Example(text=s) for s in SENTENCES]
+    session = ort.InferenceSession(str(alone.model.file), providers=["CPUExecutionProvider"])
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_clf_dir)
+    for ex, got in zip(data, alone.logits(data, batch_size=1)):  # one row per batch: int8 scales per batch
+        enc = tok(ex.text, return_tensors="np")
+        want = session.run(None, {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")})[0][0]
+        assert torch.allclose(got, torch.from_numpy(want), atol=1e-5)

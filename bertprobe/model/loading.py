@@ -83,10 +83,14 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed.
     ``tasks``: the registered tasks (default: the built-in ones). An ``.onnx`` file, or a folder holding
     ``model.onnx`` and no PyTorch weights, runs in ONNX Runtime (``bertprobe.model.onnx``)."""
-    from bertprobe.model.onnx import onnx_file
+    from bertprobe.model.onnx import folder_graphs, onnx_file
 
     if onnx_file(spec.path) is not None:
         return load_onnx_target(spec, tasks)
+    graphs = folder_graphs(Path(spec.path).expanduser())
+    if graphs:  # several graphs, none named model.onnx
+        raise TargetError(f"'{spec.path}' holds {len(graphs)} ONNX graphs ({', '.join(g.name for g in graphs)}) and no "
+                          f"model.onnx: name the one to audit in model.path, e.g. {graphs[0]}")
     from bertprobe.model.quantize import defer_torchao, preload_quietly, uses_torchao
 
     defer_torchao()  # torchao only when a variant quantizes (bertprobe.model.variants)
@@ -170,7 +174,7 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
 
 def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load the ONNX graph ``spec.path`` names with its folder's config and tokenizer."""
-    from bertprobe.model.onnx import OnnxModel, OnnxTarget, is_quantized, onnx_file, onnx_runtime
+    from bertprobe.model.onnx import OnnxModel, OnnxTarget, folder_graphs, is_quantized, onnx_file, onnx_runtime
 
     onnx_runtime()
     import transformers
@@ -203,6 +207,10 @@ def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     notes = check_padding(tokenizer, model, spec.path)
     notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(model.session.get_providers())}): "
                  f"{file.name} as stored")
+    others = [g.name for g in folder_graphs(Path(spec.path).expanduser()) if g != file]
+    if others:  # a folder given: model.onnx chosen among several
+        notes.append(f"the folder also holds {', '.join(others)}: name one in model.path ({folder / others[0]}) "
+                     "to audit that graph")
     notes += [model.note] if model.note else []
     return OnnxTarget(spec=spec, model=model, tokenizer=tokenizer, task=task, device=model.device,
                       dtype=torch.float32, quantized=is_quantized(file), notes=notes)

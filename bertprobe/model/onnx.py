@@ -59,13 +59,22 @@ def onnx_runtime() -> Any:
 
 
 def onnx_file(path: str) -> Path | None:
-    """The ONNX graph ``path`` names: an ``.onnx`` file, or ``model.onnx`` in a folder without PyTorch weights."""
+    """The ONNX graph ``path`` names: an ``.onnx`` file, or, in a folder without PyTorch weights, its
+    ``model.onnx`` or its only graph (Optimum's quantizer writes ``model_quantized.onnx``)."""
     local = Path(path).expanduser()
     if local.is_file() and local.suffix == ".onnx":
         return local
-    if local.is_dir() and (local / "model.onnx").is_file() and not any(local.glob("*.safetensors")):
+    graphs = folder_graphs(local)
+    if (local / "model.onnx") in graphs:
         return local / "model.onnx"
-    return None
+    return graphs[0] if len(graphs) == 1 else None
+
+
+def folder_graphs(folder: Path) -> list[Path]:
+    """The ``.onnx`` files of a folder that holds no safetensors weights (none for anything else)."""
+    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return []
+    return sorted(folder.glob("*.onnx"))
 
 
 def runs_onnx(spec: ModelSpec) -> bool:
