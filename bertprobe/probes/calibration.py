@@ -41,7 +41,6 @@ from bertprobe.results import DefaultExpectation, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.tasks.calibration_metrics import bin_index, ece_parts, ece_value, risk_coverage
 from bertprobe.tasks.calibration_scaling import fit_temperature, judge_scaling, proper_scores, softmax
-from bertprobe.tasks.qa_calibration import QA_DIRECTIONS, QA_METRICS
 
 
 @dataclass(frozen=True)
@@ -109,15 +108,14 @@ class CalibrationProbe(Probe):
         "brier_token": "token classification: multi-class Brier score per word",
         "nll_token": "token classification: NLL of each word's gold tag",
         "entities": "token classification: predicted entities binned by the entity-level ECE",
-        **QA_METRICS,
-    }
+    }  # and what a task's section writes instead (Task.probe_metrics: a reader's aurc_em...): catalogue()
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
                          "ece_heldout_scaled": False, "temperature_helps": None, "nll_heldout_change": None,
                          "ece_heldout_change": None, "overconfident_error_rate": False, "aurc": False,
                          "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
                          "temperature_*": None, "ece_token": False, "brier_token": False, "nll_token": False,
-                         "entities": None, **QA_DIRECTIONS}
+                         "entities": None}
     Params = CalibrationParams
     defaults = (DefaultExpectation(
         "ece", max=0.1,
