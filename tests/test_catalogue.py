@@ -141,3 +141,21 @@ def test_a_task_whose_probe_metrics_are_no_catalogues_is_refused_at_registration
     with pytest.raises(Exception, match=r"task 'loose' from plugin .*probe_metrics must map probe names to "
                                         r"bertprobe.results.Catalogue"):
         build_plugins(extra=[LoosePlugin()], entry_points=False)
+
+
+def test_calibration_slices_and_cues_declare_no_tasks_metrics_of_their_own():
+    """Label sets', entities' and readers' calibration metrics come from their tasks (``probe_metrics``); the probes'
+    own entries are their classifier audit's. (The accuracy probe still writes its label-set and entity entries.)"""
+    from bertprobe.probes.slices import SlicesProbe
+    from bertprobe.tasks import MultiLabelClassification, TokenClassification
+
+    prefixes = ("multi-label", "token classification", "extractive QA", "question answering")
+    for probe in (CalibrationProbe, SlicesProbe, SpuriousCuesProbe):
+        assert not [m for m, meaning in probe.metrics.items() if meaning.startswith(prefixes) and m != "label:*"], probe.name
+    rows = {metric: direction for metric, direction, _ in CalibrationProbe.metric_rows()}
+    assert rows["ece_macro"] == rows["ece_token"] == "lower is better" and rows["entities"] == "no direction"
+    assert {"ece_*", "temperature_*"} <= set(MultiLabelClassification.probe_metrics["calibration"].metrics)
+    assert {"ece_token", "entities"} <= set(TokenClassification.probe_metrics["calibration"].metrics)
+    assert list(CalibrationProbe.catalogue().metrics)[len(CalibrationProbe.metrics):] == [
+        *MultiLabelClassification.probe_metrics["calibration"].metrics, *TokenClassification.probe_metrics["calibration"].metrics,
+        *QuestionAnswering.probe_metrics["calibration"].metrics]  # the built-in tasks in registration order
