@@ -548,7 +548,7 @@ def describe(probe: str) -> None:
     click.echo(tabulate(rows, headers=["param", "type", "default", "meaning"], tablefmt="simple",
                         maxcolwidths=[22, 18, 16, 42]) if rows else "(none)")
     click.echo("\nMetrics (expect: may name these; * stands for any suffix)")
-    click.echo(tabulate(cls.metric_rows(), headers=["metric", "direction", "meaning"], tablefmt="simple",
+    click.echo(tabulate(cls.metric_rows(plugins.tasks), headers=["metric", "direction", "meaning"], tablefmt="simple",
                         maxcolwidths=[28, 17, 52]) if cls.metrics else "(any)")
 
 

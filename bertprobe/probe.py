@@ -6,11 +6,13 @@ import abc
 import fnmatch
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from bertprobe.params import NoParams
-from bertprobe.results import DefaultExpectation, ProbeResult
+from bertprobe.results import Catalogue, DefaultExpectation, ProbeResult
+from bertprobe.results.catalogue import merge
 
 if TYPE_CHECKING:
     from bertprobe.data.dataset import Dataset, DataSpec
@@ -178,6 +180,25 @@ class ProbeContext:
         return unit_seed(self.seed, self.probe_id, key)
 
 
+def _task_classes(tasks: Iterable[Any] | None) -> tuple[Any, ...]:
+    """The tasks a catalogue gathers from: a registry's in registration order, the built-in ones for None."""
+    if tasks is None:
+        from bertprobe.tasks.resolve import builtin_tasks
+
+        tasks = builtin_tasks()
+    in_order = getattr(tasks, "in_order", None)
+    return tuple(in_order() if callable(in_order) else tasks)
+
+
+@lru_cache(maxsize=256)
+def _merged_catalogue(probe: type[Probe], tasks: tuple[Any, ...]) -> Catalogue:
+    """``Probe.catalogue``: a function of the probe class and the task classes, so merged once per pair."""
+    own = probe.metrics if isinstance(probe.metrics, Mapping) else dict.fromkeys(probe.metrics, "")
+    parts = [Catalogue(own, probe.metric_directions, tuple(probe.defaults), tuple(probe.key_metrics))]
+    parts += [part for task in tasks if (part := getattr(task, "probe_metrics", {}).get(probe.name)) is not None]
+    return merge(parts)
+
+
 LEGACY_TASKS = frozenset({"classification", "multiple-choice", "masked-lm", "encoder"})
 # what a model may or may not offer whatever its task: not known before it loads
 _MODEL_CAPABILITIES = frozenset({"attentions", "heads", "uniform-heads", "gradients", "input-gradients", "mask-token"})
@@ -212,7 +233,8 @@ class Probe(abc.ABC):
     # from each Metric the probe returns
     metric_directions: ClassVar[dict[str, bool | None]] = {}
     # metric names (fnmatch patterns) that ``expect:`` may name; a mapping gives each its meaning, which
-    # `bertprobe describe` and the docs show
+    # `bertprobe describe` and the docs show. These four are the probe's own: what a task's section writes in its
+    # place, the task declares (``Task.probe_metrics``), and ``catalogue(tasks)`` merges both
     metrics: ClassVar[tuple[str, ...] | Mapping[str, str]] = ()
     # the gating policy: the bounds every metric matching a pattern must meet when the suite sets none of its
     # own (``expect: {METRIC: off}`` turns one off); each says why its threshold is what it is
@@ -223,15 +245,23 @@ class Probe(abc.ABC):
     Params: ClassVar[type] = NoParams
 
     @classmethod
-    def metric_rows(cls) -> list[tuple[str, str, str]]:
-        """``(metric, direction, meaning)`` of each declared metric, as ``bertprobe describe`` and the docs'
-        probe pages show them; the direction comes from the first ``metric_directions`` pattern that matches."""
-        meanings = cls.metrics if isinstance(cls.metrics, Mapping) else {}
+    def catalogue(cls, tasks: Iterable[Any] | None = None) -> Catalogue:
+        """The probe's metric catalogue: its own ``metrics``, ``metric_directions``, ``defaults`` and
+        ``key_metrics``, then what each task adds in its place (``Task.probe_metrics[name]``), in the order the tasks
+        were registered. ``tasks``: the run's task registry (``Plugins.tasks``) or task classes; None: the built-in
+        tasks. Known before any model loads: the union over the tasks, whichever the model's turns out to be."""
+        return _merged_catalogue(cls, _task_classes(tasks))
+
+    @classmethod
+    def metric_rows(cls, tasks: Iterable[Any] | None = None) -> list[tuple[str, str, str]]:
+        """``(metric, direction, meaning)`` of each metric of the catalogue, as ``bertprobe describe`` and the docs'
+        probe pages show them; the direction comes from the first pattern of its directions that matches."""
+        catalogue = cls.catalogue(tasks)
         rows = []
-        for metric in cls.metrics:
-            higher = next((h for pattern, h in cls.metric_directions.items() if fnmatch.fnmatchcase(metric, pattern)), None)
+        for metric, meaning in catalogue.metrics.items():
+            higher = next((h for pattern, h in catalogue.directions.items() if fnmatch.fnmatchcase(metric, pattern)), None)
             direction = {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
-            rows.append((metric, direction, meanings.get(metric, "")))
+            rows.append((metric, direction, meaning))
         return rows
 
     @classmethod
@@ -248,14 +278,16 @@ class Probe(abc.ABC):
         return out
 
     @classmethod
-    def key_metric_patterns(cls) -> tuple[str, ...]:
-        """``key_metrics``, else the patterns the gating policy covers."""
-        return cls.key_metrics or tuple(dict.fromkeys(d.metric for d in cls.defaults))
+    def key_metric_patterns(cls, tasks: Iterable[Any] | None = None) -> tuple[str, ...]:
+        """The catalogue's key metrics: of the probe and of each task, its ``key_metrics``, else the patterns its
+        gating policy covers."""
+        return cls.catalogue(tasks).key_metrics
 
     @classmethod
-    def knows_metric(cls, name: str) -> bool:
-        """Whether ``expect:`` may name this metric (always true when the probe declares none)."""
-        return not cls.metrics or any(fnmatch.fnmatchcase(name, pat) for pat in cls.metrics)
+    def knows_metric(cls, name: str, tasks: Iterable[Any] | None = None) -> bool:
+        """Whether ``expect:`` may name this metric: one of the catalogue's (always true when the probe declares
+        none of its own)."""
+        return not cls.metrics or any(fnmatch.fnmatchcase(name, pat) for pat in cls.catalogue(tasks).metrics)
 
     @classmethod
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:

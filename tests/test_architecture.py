@@ -165,6 +165,35 @@ def test_the_meaning_flag_check_finds_attribute_reads_and_getattr(tmp_path):
     assert architecture.meaning_flag_reads(tmp_path, ("bertprobe/probes/absent.py",)) == []
 
 
+def test_no_probe_imports_a_tasks_metric_catalogue():
+    """What a task's section measures in a probe's place, the task adds to the probe's catalogue
+    (``Task.probe_metrics``, gathered by ``Probe.catalogue`` from the registered tasks): no probe imports a task
+    module's metrics, directions or defaults to splice into its own. 12 such imports and splices on 2026-11-27,
+    before the move (accuracy 6, calibration 3, spurious-cues 3)."""
+    assert architecture.task_catalogue_imports() == []
+
+
+def test_the_catalogue_check_finds_imported_catalogues_and_attributes_built_from_task_names(tmp_path):
+    (tmp_path / "bertprobe" / "probes").mkdir(parents=True)
+    (tmp_path / "bertprobe" / "probes" / "p.py").write_text(
+        "from bertprobe.tasks.qa_accuracy import QA_METRICS, excerpt\n"     # a task's catalogue
+        "from bertprobe.tasks.squad_metrics import QUESTION_WORDS\n"        # a helper: allowed
+        "from bertprobe.tasks import qa_partial as qp\n"
+        "import bertprobe.tasks.qa_adversarial as adv\n"
+        "from bertprobe.tasks.qa_calibration import QA_DIRECTIONS as D\n"   # renamed, still a catalogue
+        "class P:\n"
+        "    metrics = {'a': 'x', **QA_METRICS}\n"
+        "    metric_directions = {**adv.DIRECTIONS}\n"
+        "    defaults = qp.QUESTION_MODES\n"                                # an attribute built from a task module
+        "    key_metrics = ('a',)\n"
+        "    tasks = frozenset({'question-answering'})\n"
+        "    words = QUESTION_WORDS\n"
+        "    def run(self):\n"
+        "        return excerpt(QUESTION_WORDS)\n")
+    found = architecture.task_catalogue_imports(tmp_path)
+    assert [(path, line) for path, line, _ in found] == [("bertprobe/probes/p.py", n) for n in (1, 5, 7, 8, 9)]
+
+
 @pytest.mark.parametrize("module, names", [
     ("bertprobe", ["Probe", "ProbeResult", "ProbeContext", "Sweep", "Finding", "Metric", "Outcomes", "RunReport",
                    "hookimpl", "BertprobeError", "DataError", "ProbeError", "SuiteError", "TargetError", "__version__",

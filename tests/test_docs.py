@@ -130,7 +130,7 @@ def test_the_verdicts_page_lists_every_default_bound_of_the_builtin_probes():
     page = (DOCS / "verdicts.md").read_text()
     probes = build_plugins().probes
     for name in probes.names():
-        for d in probes.get(name).defaults:
+        for d in probes.get(name).catalogue().defaults:  # its own and what the built-in tasks add
             bound = d.min if d.min is not None else d.max
             row = next((line for line in page.splitlines() if line.startswith(f"| {name} |")), "")
             assert f"`{d.metric}`" in row and f"{bound:g}" in row, (name, d.metric, bound)

@@ -84,14 +84,17 @@ def test_interval_expectations_use_the_whole_interval_and_fall_back_to_the_value
 
 
 def test_every_builtin_default_names_a_declared_metric_and_says_why():
-    probes = build_plugins().probes
+    plugins = build_plugins()
+    probes = plugins.probes
     for name in probes.names():
         cls = probes.get(name)
-        for d in cls.defaults:
+        catalogue = cls.catalogue(plugins.tasks)  # the probe's own and what its tasks add
+        for d in catalogue.defaults:
             assert d.why and (d.min is not None or d.max is not None), (name, d)
-            assert any(fnmatch.fnmatchcase(d.metric, m) or d.metric == m for m in cls.metrics), (name, d.metric)
-        for pattern in cls.key_metric_patterns():
-            assert cls.knows_metric(pattern) or any(fnmatch.fnmatchcase(m, pattern) for m in cls.metrics), (name, pattern)
+            assert any(fnmatch.fnmatchcase(d.metric, m) or d.metric == m for m in catalogue.metrics), (name, d.metric)
+        for pattern in catalogue.key_metrics:
+            assert cls.knows_metric(pattern, plugins.tasks) or any(fnmatch.fnmatchcase(m, pattern) for m in catalogue.metrics), \
+                (name, pattern)
     gated = {n for n in probes.names() if probes.get(n).defaults}
     assert {"accuracy", "calibration", "slices", "universal-trigger", "backdoor-scan", "behaviour"} <= gated
 

@@ -192,7 +192,8 @@ def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questio
     assert many.metrics["f1"].ci == pytest.approx(bootstrap_ci([f for _ in range(3) for f in overall], 1000, 0.95, 7))
     from bertprobe.results.policy import judge
 
-    judge(result, [], (), AccuracyProbe.defaults, AccuracyProbe.key_metric_patterns())  # as the harness does
+    catalogue = AccuracyProbe.catalogue()  # the probe's and what the reader's task adds, as the harness judges
+    judge(result, [], (), catalogue.defaults, catalogue.key_metrics)
     judged = {e.metric: e for e in result.expectations}
     assert judged["question_when_f1"].passed and judged["question_when_f1"].source == "default"
     assert judged["question_who_f1"].passed  # one right, one wrong: the bootstrap spans [0, 1]

@@ -9,13 +9,15 @@ the diagram. Imports under ``if TYPE_CHECKING:`` are left out (they never run), 
 with ``type_only=True``, which must have no circles either. ``task_name_comparisons`` finds code outside
 ``bertprobe/tasks/`` that compares a value with a task's name (a probe asks its task, it never names one);
 ``meaning_flag_reads`` finds the probes that should leave their per-task sections to the task reading a task's
-meaning flags (``word_tags``, ``label_sets``) instead.
+meaning flags (``word_tags``, ``label_sets``) instead; ``task_catalogue_imports`` finds the probes that import a
+task module's metric catalogue (``QA_METRICS``...) instead of letting the task add it (``Task.probe_metrics``).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -268,6 +270,56 @@ def meaning_flag_reads(root: Path = ROOT, paths: tuple[str, ...] = FLAG_FREE_PRO
     return found
 
 
+# What a probe's catalogue is made of (``Probe.catalogue``): the probe's own class attributes, and what a task adds
+# through ``Task.probe_metrics``; a probe never splices a task module's metrics, directions or defaults into them.
+CATALOGUE_ATTRIBUTES = ("metrics", "metric_directions", "defaults", "key_metrics")
+CATALOGUE_NAME = re.compile(r"(?:^|_)(?:METRICS|DIRECTIONS|DEFAULTS|CATALOGUES?)$")
+
+
+def _task_imports(tree: ast.AST) -> dict[str, str]:
+    """Local name -> the name it was imported as, for each import from ``bertprobe.tasks`` (a module or a name)."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[:2] == [PACKAGE, "tasks"]:
+            found.update({alias.asname or alias.name: alias.name for alias in node.names})
+        elif isinstance(node, ast.Import):
+            found.update({alias.asname: alias.name for alias in node.names
+                          if alias.asname and alias.name.split(".")[:2] == [PACKAGE, "tasks"]})
+    return found
+
+
+def _catalogue_imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, code) of each import of a task's catalogue (a name such as ``QA_METRICS``, ``DIRECTIONS``,
+    ``QA_DEFAULTS``) and of each probe catalogue attribute (``metrics = {...}``) built from a task module's names."""
+    imported = _task_imports(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(CATALOGUE_NAME.search(imported.get(a.asname or a.name, ""))
+                                                    for a in node.names):
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                value = getattr(stmt, "value", None)
+                if value is None or not any(isinstance(t, ast.Name) and t.id in CATALOGUE_ATTRIBUTES for t in targets):
+                    continue
+                if any(isinstance(n, ast.Name) and n.id in imported for n in ast.walk(value)):
+                    code = ast.unparse(stmt)
+                    found.append((stmt.lineno, code if len(code) <= 100 else code[:97] + "..."))
+    return sorted(found)
+
+
+def task_catalogue_imports(root: Path = ROOT) -> list[tuple[str, int, str]]:
+    """(path, line, code) of every probe module that imports a task's metric catalogue or builds its own catalogue
+    from a task module's names: a task adds what its section measures through ``Task.probe_metrics``, and the
+    probe's ``catalogue()`` gathers it from the registered tasks, so the probe names no task."""
+    found = []
+    for path in sorted((root / PACKAGE / "probes").rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        found += [(relative, line, code) for line, code in _catalogue_imports(ast.parse(path.read_text(encoding="utf-8")))]
+    return found
+
+
 def mermaid(graph: Graph) -> str:
     """The wings as boxes, bottom floor last, and one arrow per pair of wings that import each other."""
     pairs: set[tuple[str, str]] = set()
@@ -305,6 +357,9 @@ def figures(graph: Graph, root: Path | None = ROOT) -> str:
     flagged = meaning_flag_reads(root) if root is not None else []
     lines.append(f"meaning-flag reads in {', '.join(p.rsplit('/', 1)[-1] for p in FLAG_FREE_PROBES)}: {len(flagged)}"
                  + "".join(f"\n  {p}:{n}: {c}" for p, n, c in flagged))
+    spliced = task_catalogue_imports(root) if root is not None else []
+    lines.append(f"task metric catalogues imported by probes: {len(spliced)}"
+                 + "".join(f"\n  {p}:{n}: {c}" for p, n, c in spliced))
     if harness is not None:
         lines.append(f"harness.py lines: {len(harness.read_text(encoding='utf-8').splitlines())}")
     return "\n".join(lines)
@@ -313,8 +368,6 @@ def figures(graph: Graph, root: Path | None = ROOT) -> str:
 def _summary_line(path: Path) -> str:
     """The first sentence of a module's docstring, on one line (Markdown table cells escaped)."""
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    import re
-
     first = " ".join(doc.split("\n\n")[0].split())
     end = re.search(r"(?<! al)(?<!e\.g)(?<!i\.e)\.(\s|$)", first)  # "Clark et al. 2019" does not end it
     return (first[: end.start() + 1] if end else first).replace("|", "\\|")
@@ -335,8 +388,6 @@ def wings_table(graph: Graph) -> str:
 
 def update_docs(graph: Graph, page: Path, root: Path = ROOT) -> None:
     """Replace the generated blocks of ``page``: the wings table, the first Mermaid flowchart and the figures."""
-    import re
-
     text = page.read_text(encoding="utf-8")
     text = re.sub(r"(<!-- wings: generated by tools/architecture.py --update-docs -->\n).*?(<!-- /wings -->)",
                   lambda m: m.group(1) + wings_table(graph) + "\n" + m.group(2), text, count=1, flags=re.S)

@@ -5,8 +5,9 @@
 
 Each page holds the probe's one-line description, its requirements, the suites that use it, its module
 docstring (paper, method, deviations), a table of its params (type, default, meaning: from the
-``Params`` dataclass) and of its metrics (direction, meaning: from ``Probe.metrics``), then the
-hand-written notes in ``docs/probes/notes/<probe>.md`` when there are any.
+``Params`` dataclass) and of its metrics (direction, meaning: from ``Probe.catalogue()``, the probe's own
+and what the built-in tasks add to it), then the hand-written notes in ``docs/probes/notes/<probe>.md``
+when there are any.
 """
 
 from __future__ import annotations
@@ -80,14 +81,15 @@ def probe_page(cls: type, notes_dir: Path, suites_dir: Path) -> str:
                   for name, kind, default, meaning in rows]
     else:
         lines.append("None.")
+    catalogue = cls.catalogue()
     lines += ["", "## Gated by default", ""]
-    if cls.defaults:
+    if catalogue.defaults:
         lines += ["Without an `expect:` of its own for these metrics, a suite judges this probe by these bounds "
                   "(`expect: {METRIC: off}` turns one off; the report then lists it as measured, not gated):", "",
                   "| metric | bound | why |", "|---|---|---|"]
-        lines += [f"| `{d.metric}` | {_cell(d.describe())} | {_cell(d.why)} |" for d in cls.defaults]
+        lines += [f"| `{d.metric}` | {_cell(d.describe())} | {_cell(d.why)} |" for d in catalogue.defaults]
     else:
-        keys = ", ".join(f"`{k}`" for k in cls.key_metric_patterns()) or "none"
+        keys = ", ".join(f"`{k}`" for k in catalogue.key_metrics) or "none"
         lines.append(f"Nothing: this probe describes, it does not judge. Its key metrics ({keys}) are listed in the "
                      "report as measured, not gated, until your suite sets `expect:` on them.")
     lines += ["", "## Metrics", "", "What `expect:` may name (`*` stands for any suffix); every report also "

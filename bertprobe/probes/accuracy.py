@@ -20,9 +20,6 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
-from bertprobe.tasks.qa_accuracy import QA_DEFAULTS, QA_DIRECTIONS, QA_METRICS
-from bertprobe.tasks.qa_adversarial import DIRECTIONS as ADVERSARIAL_DIRECTIONS
-from bertprobe.tasks.qa_adversarial import METRICS as ADVERSARIAL_METRICS
 
 
 @dataclass(frozen=True)
@@ -88,9 +85,7 @@ class AccuracyProbe(Probe):
         "sentence_exact_match": "token classification: share of sentences whose entities are all exactly right",
         "errors_*": "token classification: entities missed, spurious, of the wrong type or with a wrong boundary",
         "windowed_sentences": "token classification: sentences longer than max_length, predicted in windows",
-        **QA_METRICS,
-        **ADVERSARIAL_METRICS,
-    }
+    }  # and what a task's section writes instead (Task.probe_metrics: a reader's exact_match, f1...): catalogue()
     Params = AccuracyParams
     per_label = ("accuracy_", "f1_", "precision_", "recall_", "support_", "roc_auc_", "average_precision_")
 
@@ -118,18 +113,15 @@ class AccuracyProbe(Probe):
         DefaultExpectation(
             "recall_*", min=0.5, interval=True,
             why="multi-label per label, or token classification per entity type: below 0.5 the model misses most of "
-                "them, which a micro-F1 over frequent ones hides; judged on the Wilson interval, as per-class accuracy is"),
-        *QA_DEFAULTS)
-    key_metrics = ("accuracy", "accuracy_*", "micro_f1", "macro_f1", "subset_accuracy", "recall_*", "entity_f1",
-                   "exact_match", "f1", "question_*_f1", "has_answer_f1", "no_answer_exact_match")
+                "them, which a micro-F1 over frequent ones hides; judged on the Wilson interval, as per-class accuracy is"))
+    key_metrics = ("accuracy", "accuracy_*", "micro_f1", "macro_f1", "subset_accuracy", "recall_*", "entity_f1")
     paper = ""  # the reference measurement, no paper
     metric_directions = {"accuracy": True, "accuracy_*": True, "examples_per_s": True, "examples": None,
                          "micro_f1": True, "macro_f1": True, "weighted_f1": True, "subset_accuracy": True,
                          "hamming_loss": False, "f1_*": True, "precision_*": True, "recall_*": True, "support_*": None,
                          "roc_auc_*": True, "average_precision_*": True, "label_cardinality_*": None,
                          "entity_f1": True, "entity_precision": True, "entity_recall": True, "token_accuracy": True,
-                         "sentence_exact_match": True, "errors_*": None, "windowed_sentences": None,
-                         **QA_DIRECTIONS, **ADVERSARIAL_DIRECTIONS}
+                         "sentence_exact_match": True, "errors_*": None, "windowed_sentences": None}
 
     @staticmethod
     def _throughput(result: ProbeResult, target: Target, data: Dataset, params: Any, seconds: float) -> None:

@@ -41,7 +41,6 @@ from bertprobe.results import DefaultExpectation, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.tasks.calibration_metrics import bin_index, ece_parts, ece_value, risk_coverage
 from bertprobe.tasks.calibration_scaling import fit_temperature, judge_scaling, proper_scores, softmax
-from bertprobe.tasks.qa_calibration import QA_DIRECTIONS, QA_METRICS
 
 
 @dataclass(frozen=True)
@@ -102,22 +101,12 @@ class CalibrationProbe(Probe):
         "accuracy_at_coverage_*": "accuracy of the N% most confident predictions",
         "accuracy": "share of examples predicted correctly",
         "examples": "examples evaluated",
-        "ece_macro": "multi-label: mean of the per-label ECEs",
-        "ece_*": "multi-label: ECE of one label's probability as a binary forecast",
-        "temperature_*": "multi-label: one label's own temperature (per_label_temperature: true)",
-        "ece_token": "token classification: ECE of each word's top tag probability",
-        "brier_token": "token classification: multi-class Brier score per word",
-        "nll_token": "token classification: NLL of each word's gold tag",
-        "entities": "token classification: predicted entities binned by the entity-level ECE",
-        **QA_METRICS,
-    }
+    }  # and what a task's section writes instead (Task.probe_metrics: label sets' ece_*, a reader's aurc_em...)
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
                          "ece_heldout_scaled": False, "temperature_helps": None, "nll_heldout_change": None,
                          "ece_heldout_change": None, "overconfident_error_rate": False, "aurc": False,
-                         "accuracy_at_coverage_*": True, "accuracy": True, "examples": None, "ece_*": False,
-                         "temperature_*": None, "ece_token": False, "brier_token": False, "nll_token": False,
-                         "entities": None, **QA_DIRECTIONS}
+                         "accuracy_at_coverage_*": True, "accuracy": True, "examples": None}
     Params = CalibrationParams
     defaults = (DefaultExpectation(
         "ece", max=0.1,

@@ -208,13 +208,9 @@ class SlicesProbe(Probe):
         "recall": "recall of the positive class on all the data",
         "precision": "precision of the positive class on all the data",
         "label:*": "multi-label, metric: label:NAME: share of correct decisions on one label, on all the data",
-        "f1": "extractive QA: mean SQuAD F1 over questions, on all the data",
-        "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), on all the data",
-        "worst_slice_f1": "extractive QA: lowest mean F1 of a slice with >= min_size questions",
-    }
+    }  # and a task's scores where its units are scored (Task.probe_metrics: a reader's f1, worst_slice_f1...)
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
-                         "slices_tested": None, "accuracy": True, "recall": True, "precision": True, "label:*": True,
-                         "f1": True, "exact_match": True, "worst_slice_f1": True}
+                         "slices_tested": None, "accuracy": True, "recall": True, "precision": True, "label:*": True}
     Params = SlicesParams
 
     @classmethod

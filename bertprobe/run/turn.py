@@ -33,9 +33,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe]) -> None:
-    """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.results.policy``)."""
-    policy.judge(result, spec.expect, spec.expect_off, cls.defaults, cls.key_metric_patterns())
+def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], tasks: Any = None) -> None:
+    """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.results.policy``):
+    its catalogue's over ``tasks`` (the run's registered tasks), so a task's section is judged by its own bounds."""
+    catalogue = cls.catalogue(tasks)
+    policy.judge(result, spec.expect, spec.expect_off, catalogue.defaults, catalogue.key_metrics)
 
 
 def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelSpec) -> ProbeResult:
@@ -55,7 +57,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         result.status = "skipped"
         result.message = f"target {name} ({target.task.name}) lacks: " + ", ".join(
             f"{m} ({TARGET[m]})" if m in TARGET else m for m in missing)
-        judge(result, spec, cls)
+        judge(result, spec, cls, session.plugins.tasks)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
     lacking = cls.missing_data(data.features) if data is not None else []
@@ -105,7 +107,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
             produced.details.setdefault("paper", cls.paper)
         result = produced
     result.duration_s = time.perf_counter() - start
-    judge(result, spec, cls)
+    judge(result, spec, cls, session.plugins.tasks)
     return result
 
 

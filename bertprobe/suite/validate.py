@@ -137,7 +137,7 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
     problem, with those loading left in ``suite.problems``, or add them to ``found``. Returns parsed params
     by probe id."""
     problems: list[str] = list(suite.problems)
-    params = validate_probes(suite, plugins.probes, plugins.reporters, problems)
+    params = validate_probes(suite, plugins.probes, plugins.reporters, problems, plugins.tasks)
     for i, model in enumerate(suite.models):
         _check_model(model, f"models[{i}]" if len(suite.models) > 1 else "model", problems)
     if suite.data is not None:
@@ -322,10 +322,11 @@ def _onnx_lacks(cls: Any, model: ModelSpec) -> list[str]:
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
-                    problems: list[str] | None = None) -> dict[str, Any]:
+                    problems: list[str] | None = None, tasks: Registry[Any] | None = None) -> dict[str, Any]:
     """Check probe names, params and expected metric names; return parsed params by probe id.
 
-    With a ``problems`` list, every problem is appended to it instead of raising at the first one.
+    With a ``problems`` list, every problem is appended to it instead of raising at the first one. A metric is
+    known when the probe's catalogue over ``tasks`` (the registered tasks; None: the built-in ones) names it.
     """
     collect = problems is not None
     found: list[str] = problems if problems is not None else []
@@ -357,10 +358,11 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
         if not bad:
             params_by_probe[spec.id] = parsed
         for metric in [e.metric for e in spec.expect] + [m for m in spec.expect_off if m != "*"]:
-            if not cls.knows_metric(metric):
-                known = [m for m in cls.metrics if "*" not in m]
+            if not cls.knows_metric(metric, tasks):
+                catalogue = list(cls.catalogue(tasks).metrics)
+                known = [m for m in catalogue if "*" not in m]
                 problem(f"{spec.path}.expect.{metric}: probe '{spec.probe}' has no such metric"
-                        f"{did_you_mean(metric, known)}; metrics: {', '.join(cls.metrics)}")
+                        f"{did_you_mean(metric, known)}; metrics: {', '.join(catalogue)}")
         if cls.needs_data and not getattr(cls, "data_optional", False) and spec.data is None and suite.data is None \
                 and not _reported(suite, "data", f"{spec.path}.data"):
             problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")

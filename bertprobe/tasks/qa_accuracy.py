@@ -35,8 +35,8 @@ EXCERPT_PAD = 80  # characters of context kept on each side of a marked span
 NO_ANSWER = "(no answer)"
 SPLITS = (("has_answer", True, "answerable questions"), ("no_answer", False, "unanswerable questions (SQuAD 2.0)"))
 
-# What the accuracy probe declares for readers (its ``metrics``, ``metric_directions`` and ``defaults`` take these
-# in). Per question word metrics are named question_<word>_..., never with a per-label prefix (f1_, recall_...):
+# What this section adds to the accuracy probe's catalogue (``QuestionAnswering.probe_metrics``: ``Probe.catalogue``
+# merges them with the probe's own). Per question word metrics are named question_<word>_..., never with a per-label prefix (f1_, recall_...):
 # the accuracy probe reads those as class names, which validate checks against the model's labels.
 QA_METRICS = {
     "exact_match": "question answering: share of questions whose answer equals a gold answer after SQuAD's "

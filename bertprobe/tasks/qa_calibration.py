@@ -38,8 +38,8 @@ from bertprobe.tasks.calibration_metrics import ece_parts, risk_coverage
 from bertprobe.tasks.qa_clusters import question_clusters
 from bertprobe.tasks.spans import Answer
 
-# What the calibration probe declares for readers (its ``metrics`` and ``metric_directions`` take these in), as the
-# accuracy probe takes in ``tasks.qa_accuracy``'s.
+# What this section adds to the calibration probe's catalogue (``QuestionAnswering.probe_metrics``), as
+# ``tasks.qa_accuracy``'s add to the accuracy probe's.
 QA_METRICS = {
     "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), the event the confidence forecasts",
     "f1": "extractive QA: mean SQuAD F1 over questions",

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.squad import is_answers
 from bertprobe.errors import DataError, RowProblems
-from bertprobe.tasks import qa_accuracy, qa_adversarial, squad_metrics
+from bertprobe.results import Catalogue
+from bertprobe.tasks import qa_accuracy, qa_adversarial, qa_calibration, qa_partial, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.qa_heads import input_rows as qa_input_rows
@@ -88,6 +90,19 @@ class QuestionAnswering(Task):
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
     span_answers: ClassVar[bool] = True  # an answer is a span of its context (behaviour's cases, a trigger's target)
     option_keys: ClassVar[frozenset[str]] = frozenset(DEFAULTS)
+    # what its sections write in the accuracy, calibration, spurious-cues and slices probes' place
+    probe_metrics: ClassVar[Mapping[str, Catalogue]] = MappingProxyType({
+        "accuracy": Catalogue({**qa_accuracy.QA_METRICS, **qa_adversarial.METRICS},
+                              {**qa_accuracy.QA_DIRECTIONS, **qa_adversarial.DIRECTIONS}, qa_accuracy.QA_DEFAULTS,
+                              ("exact_match", "f1", "question_*_f1", "has_answer_f1", "no_answer_exact_match")),
+        "calibration": Catalogue(qa_calibration.QA_METRICS, qa_calibration.QA_DIRECTIONS),
+        "spurious-cues": Catalogue(qa_partial.QA_CUE_METRICS, qa_partial.QA_CUE_DIRECTIONS,
+                                   key_metrics=("f1_question_*", "f1_drop_sentence_moved", "first_sentence_excess")),
+        "slices": Catalogue({"f1": "extractive QA: mean SQuAD F1 over questions, on all the data",
+                             "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), on all the data",
+                             "worst_slice_f1": "extractive QA: lowest mean F1 of a slice with >= min_size questions"},
+                            {"f1": True, "exact_match": True, "worst_slice_f1": True}),
+    })
 
     @classmethod
     def detect(cls, config: Any) -> bool:
@@ -225,15 +240,11 @@ class QuestionAnswering(Task):
 
     def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
         """The answer's confidence against exact match, and selective QA (``tasks.qa_calibration``)."""
-        from bertprobe.tasks import qa_calibration
-
         return qa_calibration.audit(self, result, target, data, params, ctx)
 
     def audit_cues(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
         """Partial inputs for a reader: F1 with the question removed or reduced to its question word, with the
         answer's sentence moved to the end, and the answer-position prior (``tasks.qa_partial``)."""
-        from bertprobe.tasks import qa_partial
-
         qa_partial.audit(self, result, target, data, params, ctx)
         return True
 

@@ -7,13 +7,18 @@ from typing import Any
 
 from bertprobe.errors import DataError, PluginError, TargetError
 from bertprobe.registry import Registry, did_you_mean
+from bertprobe.results import Catalogue
 from bertprobe.tasks.base import Task
 
 
 def check_task(item: Any, plugin: str) -> None:
-    """A registered task is a ``Task`` subclass with a name."""
+    """A registered task is a ``Task`` subclass with a name, whose ``probe_metrics`` map probe names to catalogues."""
     if not (isinstance(item, type) and issubclass(item, Task)) or not getattr(item, "name", None):
         raise PluginError(f"task {item!r} from plugin '{plugin}' is not a bertprobe.tasks.Task subclass with a name")
+    added = item.probe_metrics
+    if not isinstance(added, Mapping) or not all(isinstance(p, str) and isinstance(c, Catalogue) for p, c in added.items()):
+        raise PluginError(f"task '{item.name}' from plugin '{plugin}': probe_metrics must map probe names to "
+                          "bertprobe.results.Catalogue objects (what its sections add to each probe's metrics)")
 
 
 def builtin_tasks() -> Registry[type[Task]]:

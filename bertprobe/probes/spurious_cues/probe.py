@@ -51,7 +51,7 @@ from bertprobe.probes.spurious_cues.stats import (
 )
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import example_ids
-from bertprobe.tasks.qa_partial import QA_CUE_DIRECTIONS, QA_CUE_METRICS, QUESTION_MODES
+from bertprobe.tasks.qa_partial import QUESTION_MODES
 
 
 @dataclass(frozen=True)
@@ -128,16 +128,13 @@ class SpuriousCuesProbe(Probe):
         "cue_flip_rate": "share of correctly predicted examples whose prediction flips when another class's cue is inserted",
         "cue_productivity_top_literal": "the top cue's productivity, literal tokens only",
         "cue_coverage_top_literal": "the top cue's coverage, literal tokens only",
-        **QA_CUE_METRICS,
-    }
+    }  # and what a task's section writes instead (Task.probe_metrics: a reader's partial inputs): catalogue()
     Params = CueParams
-    key_metrics = ("accuracy_full", "accuracy_adversarial", "accuracy_cues_masked", "cue_flip_rate",  # descriptive
-                   "f1_question_*", "f1_drop_sentence_moved", "first_sentence_excess")
+    key_metrics = ("accuracy_full", "accuracy_adversarial", "accuracy_cues_masked", "cue_flip_rate")  # descriptive
     paper = ("Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL); readers: "
              "Kaushik, Lipton 2018. How Much Reading Does Reading Comprehension Require? (EMNLP); Ko et al. 2020. "
              "Look at the First Sentence: Position Bias in Question Answering (EMNLP)")
-    metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False,
-                         **QA_CUE_DIRECTIONS}
+    metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False}
     path_params = ("statistics_path", "adversarial_path")
 
     def run(self, target: Target, data: Dataset | None, params: CueParams, ctx: ProbeContext) -> ProbeResult:
