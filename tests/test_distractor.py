@@ -21,6 +21,7 @@ from bertprobe.probe import ProbeContext
 from bertprobe.probes.distractor.probe import DistractorParams, DistractorProbe
 from bertprobe.probes.distractor.rules import Distractor, build, insert, moved_golds, package_lexicon, shift
 from bertprobe.stats import paired_bootstrap_diff
+from bertprobe.tasks.spans import Answer
 from bertprobe.tasks.squad_metrics import normalize_answer, score
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -209,3 +210,128 @@ def test_the_control_inserts_another_questions_sentence_and_splits_the_drop(targ
     assert m["control_f1_drop"].value == pytest.approx(m["original_f1"].value - np.mean(f1_control))
     assert m["mimicry_f1_drop"].value == pytest.approx(np.mean(f1_control) - m["adversarial_f1"].value)
     assert m["control_f1_drop"].value + m["mimicry_f1_drop"].value == pytest.approx(m["f1_drop"].value)
+
+
+# ---- intervals over contexts -------------------------------------------------------------------------------
+
+TEAMS = ["Denver Broncos", "Carolina Panthers", "Green Bay Packers", "New England Patriots"]
+COUNTRIES = ["France", "Spain", "Italy", "Germany"]
+
+
+def shared_contexts(n: int) -> list[Example]:
+    """``n`` contexts of two questions the rules convert (who won, when was it signed), and in every fourth a why
+    question they do not: several questions per context, as in SQuAD."""
+    out = []
+    for k in range(n):
+        team, country, year = TEAMS[k % 4], COUNTRIES[(k // 4) % 4], 1900 + k
+        context = (f"The {team} won Super Bowl {k + 10} in {2000 + k} . The treaty was signed by {country} in {year} "
+                   "after the war .")
+        qas = [(f"Who won Super Bowl {k + 10}?", team), (f"When was the treaty signed by {country}?", str(year))]
+        if k % 4 == 0:
+            qas.append(("Why was the treaty signed?", "after the war"))
+        out += [Example(q, context, ((g, context.index(g)),), id=f"c{k}q{j}") for j, (q, g) in enumerate(qas)]
+    return out
+
+
+def cluster_bootstrap(values: list[float], groups: list[str], resamples: int, seed: int) -> tuple[float, float]:
+    """A percentile cluster bootstrap written out: contexts drawn with replacement (as many as there are, in the
+    order they first appear), each bringing all its questions."""
+    order = list(dict.fromkeys(groups))
+    sums = np.array([sum(v for v, g in zip(values, groups) if g == c) for c in order])
+    sizes = np.array([sum(g == c for g in groups) for c in order], dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(order), size=(resamples, len(order)))
+    means = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+class Scripted:
+    """A reader whose answers are fixed per context, so a context's questions succeed or fail together (perfectly
+    correlated): on the plain context right where k % 3 != 0 (else 'war', a wrong word); with a sentence inserted
+    before it, fooled into that sentence's first word where k is even, else as on the plain context."""
+
+    def __init__(self, task, examples: list[Example]) -> None:
+        self.task, self.plain = task, {ex.id: ex.text_pair for ex in examples}
+
+    def answers(self, reader, examples, batch_size=None, progress=None) -> list[Answer]:
+        out = []
+        for ex in examples:
+            k, context = int(ex.id[1:].split("q")[0]), ex.text_pair
+            if context != self.plain[ex.id] and k % 2 == 0:
+                text, start = context.split()[0], 0
+            elif k % 3 != 0:
+                text, start = ex.label[0]
+            else:
+                text, start = "war", context.rindex("war")
+            out.append(Answer(text, start, start + len(text), 1.0, 0.5, 0.0, 1))
+        return out
+
+    def outcomes(self, answers, examples):
+        return self.task.outcomes(answers, examples)
+
+
+def test_intervals_resample_contexts_where_questions_share_one(target):  # noqa: F811
+    """36 contexts of two or three questions, answered alike within a context: each mean's interval is
+    stats.mean_interval over the contexts, the paired drop's and the moved share's a cluster bootstrap written out
+    here, wider than the bootstrap over questions; a question word asked once per context keeps the bootstrap over
+    questions; outcomes carry the context keys."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from bertprobe.probe import Predictions
+    from bertprobe.stats import mean_interval, wilson_interval
+
+    examples = shared_contexts(36)
+    reader_ = SimpleNamespace(task=Scripted(target.task, examples))
+    ctx = ProbeContext(seed=5, predictions=lambda t, d, b=None, *a, **k: Predictions(
+        None, 0.5, answers=reader_.task.answers(t, d.examples)))
+    result = DistractorProbe().run(reader_, Dataset(examples, "shared"), DistractorParams(bootstrap=200, position="start"),
+                                   ctx)
+    made = [(ex, build(ex.text, [ex.label[0][0]], LEX, random.Random(f"5:{ex.id}"))) for ex in examples]
+    made = [(ex, d) for ex, d in made if isinstance(d, Distractor)]
+    assert len(made) == 72 and all(not ex.text.startswith("Why") for ex, _ in made)
+    ks = [int(ex.id[1:].split("q")[0]) for ex, _ in made]
+    f1_before = [float(k % 3 != 0) for k in ks]
+    f1_after = [0.0 if k % 2 == 0 else float(k % 3 != 0) for k in ks]
+    moved = [float(k % 2 == 0) for k in ks]
+    groups = [ex.text_pair for ex, _ in made]
+    m = result.metrics
+    assert m["original_f1"].value == pytest.approx(np.mean(f1_before))
+    assert m["adversarial_f1"].value == pytest.approx(np.mean(f1_after))
+    assert m["moved_to_distractor"].value == pytest.approx(np.mean(moved))
+    assert m["original_f1"].ci == pytest.approx(mean_interval(f1_before, 200, 0.95, 5, groups), abs=1e-12)
+    assert m["adversarial_f1"].ci == pytest.approx(mean_interval(f1_after, 200, 0.95, 5, groups), abs=1e-12)
+    diff = [b - a for b, a in zip(f1_before, f1_after)]
+    drop = m["f1_drop"].ci
+    assert drop == pytest.approx(cluster_bootstrap(diff, groups, 200, 5), abs=1e-12)
+    per_question = paired_bootstrap_diff(f1_after, f1_before, 200, 0.95, 5)
+    assert drop[1] - drop[0] > 1.2 * (per_question[1] - per_question[0])  # each context counted once, not twice
+    assert m["moved_to_distractor"].ci == pytest.approx(cluster_bootstrap(moved, groups, 200, 5), abs=1e-12)
+    flat = wilson_interval(sum(moved), len(moved))
+    assert m["moved_to_distractor"].ci[1] - m["moved_to_distractor"].ci[0] > 1.2 * (flat[1] - flat[0])
+    every = [ex.text_pair for ex in examples]  # coverage: 72 of 81 answerable questions, over 36 contexts
+    hits = [float(not ex.text.startswith("Why")) for ex in examples]
+    assert m["coverage"].value == pytest.approx(72 / 81)
+    assert m["coverage"].ci == pytest.approx(cluster_bootstrap(hits, every, 200, 5), abs=1e-12)
+    # one 'who' question per context: the paired bootstrap over questions, Wilson's over them for the share
+    who = [i for i, (ex, _) in enumerate(made) if ex.text.startswith("Who")]
+    assert m["question_who_f1_drop"].ci == pytest.approx(
+        paired_bootstrap_diff([f1_after[i] for i in who], [f1_before[i] for i in who], 200, 0.95, 5), abs=1e-12)
+    assert m["question_who_moved_to_distractor"].ci == wilson_interval(round(sum(moved[i] for i in who)), len(who))
+    assert "over contexts" in m["f1_drop"].description and "over questions" in m["question_who_f1_drop"].description
+    keys = [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
+    outcomes = {o.name: o for o in result.outcomes}
+    for name in ("f1_original", "f1_adversarial", "em_original", "em_adversarial", "moved_to_distractor"):
+        assert outcomes[name].ids == [ex.id for ex, _ in made] and outcomes[name].groups == keys, name
+
+
+def test_with_one_question_per_context_the_intervals_are_over_questions(target):  # noqa: F811
+    """No two questions share a context: no cluster keys, the shares' intervals Wilson's over the questions."""
+    from bertprobe.stats import wilson_interval
+
+    result = DistractorProbe().run(target, Dataset(rows_examples(), "rows"), DistractorParams(bootstrap=200),
+                                   ProbeContext(seed=5))
+    m = result.metrics
+    assert all(o.groups is None for o in result.outcomes)
+    assert m["moved_to_distractor"].ci == wilson_interval(round(5 * m["moved_to_distractor"].value), 5)
+    assert m["coverage"].ci == wilson_interval(5, 6)
+    assert "Wilson interval over questions" in m["moved_to_distractor"].description

@@ -150,3 +150,22 @@ def test_a_bad_adversarial_option_is_one_line_and_exit_2(tmp_path, reader):  # n
     result = CliRunner().invoke(main, ["run", str(suite)])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "data.options.adversarial: 'addsent' is no layout" in result.output
+
+
+def test_the_adversarial_outcomes_name_their_originals_contexts(target):  # noqa: F811
+    """Two originals of one paragraph (and one of another): the lowest-F1 outcomes per original carry the original's
+    context key, so a paired gate or compare resamples the paragraph's originals together; a variant's context
+    (its original's plus a sentence) is its original's cluster."""
+    import hashlib
+
+    q3 = "How old is Peyton Manning?"
+    rows = [*CASES, ("o3", q3, CTX1, "39", "39"), ("o3-high-conf", q3, CTX1 + ADD1, "39", "37")]
+    exs = [Example(q, c, ((g, c.index(g)),), id=i) for i, q, c, g, _ in rows]
+    predicted = [Answer(p, c.index(p), c.index(p) + len(p), 1.0, 0.5, 0.0, 1) for _, _, c, _, p in rows]
+    result = audit(target, read(target, exs).examples, predicted, bootstrap=100)
+    key = {ctx: hashlib.sha256(ctx.encode("utf-8")).hexdigest()[:16] for ctx in (CTX1, CTX2)}
+    outcomes = {o.name: o for o in result.outcomes}
+    for name in ("f1_adversarial", "em_adversarial"):
+        assert outcomes[name].ids == ["o1", "o2", "o3"]
+        assert outcomes[name].groups == [key[CTX1], key[CTX2], key[CTX1]], name
+    assert outcomes["f1_adversarial"].values == pytest.approx([0.0, 0.8, 0.0])

@@ -303,3 +303,45 @@ def test_the_fixture_on_a_small_sample(tmp_path):
                       "max_fairness_gap": probe["metrics"].get("max_fairness_gap")}))
     assert rates["taxonomy: colour"][1] == 6 and probe["metrics"]["cases"] > 60
     assert 0.0 <= probe["metrics"]["failure_rate"] <= 1.0
+
+
+def test_a_readers_failure_rates_resample_the_cases_of_one_context_together(reader):
+    """36 contexts of two questions, two INV perturbations each: a test's failure rate, the capability's and the
+    overall one take their intervals from a cluster bootstrap over the contexts (stats.mean_interval with each
+    case's context, the probe's bootstrap and seed), and each outcome carries its context's key."""
+    import hashlib
+
+    from bertprobe.data.dataset import Dataset, Example
+    from bertprobe.model.loading import load_target
+    from bertprobe.model.spec import ModelSpec
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe
+    from bertprobe.stats import mean_interval, wilson_interval
+
+    rng = random.Random(2)
+    pool = [w for w in WORDS if w.isalpha()]
+    examples = []
+    for k in range(36):
+        context = "anna lives in paris . " + " ".join(rng.choice(pool) for _ in range(rng.randint(6, 12))) + " ."
+        for j, (question, gold) in enumerate((("where does anna live ?", "paris"), ("who lives in paris ?", "anna"))):
+            examples.append(Example(question, context, ((gold, context.index(gold)),), id=f"c{k}q{j}"))
+    target = load_target(ModelSpec(path=str(reader), device="cpu"))
+    params = BehaviourParams(perturbations=("irrelevant_after", "irrelevant_before"), builtin_templates=False,
+                             origins=False, bootstrap=200)
+    result = BehaviourProbe().run(target, Dataset(examples), params, ProbeContext(seed=6))
+    context = {ex.id: ex.text_pair for ex in examples}
+    failed, groups = [], []
+    for test in ("irrelevant_after", "irrelevant_before"):
+        o = next(o for o in result.outcomes if o.name == f"failed.{test}")
+        within = [context[i] for i in o.ids]
+        assert len(o.ids) == 72 and len(set(within)) == 36
+        metric = result.metrics[f"failure_rate.test.{test}"]
+        assert metric.ci == pytest.approx(mean_interval(o.values, 200, 0.95, 6, within), abs=1e-12)
+        if 0 < sum(o.values) < 72:
+            assert metric.ci != pytest.approx(wilson_interval(sum(o.values), 72), abs=1e-6)
+        assert "over contexts" in metric.description
+        assert o.groups == [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in within]
+        failed, groups = failed + o.values, groups + within
+    for name in ("failure_rate.capability.robustness", "failure_rate"):
+        assert result.metrics[name].value == pytest.approx(np.mean(failed))
+        assert result.metrics[name].ci == pytest.approx(mean_interval(failed, 200, 0.95, 6, groups), abs=1e-12)

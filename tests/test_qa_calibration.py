@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -101,6 +102,10 @@ def test_intervals_resample_contexts_where_questions_share_them():
         assert clustered.metrics[name].ci == pytest.approx(expected, abs=1e-12), name
     width = clustered.metrics["f1"].ci[1] - clustered.metrics["f1"].ci[0]
     assert width > 1.5 * (alone.metrics["f1"].ci[1] - alone.metrics["f1"].ci[0])
+    # the outcomes a paired gate reads (brier, em, f1...) name each question's context; without groups, none
+    keys = [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
+    assert {o.name for o in clustered.outcomes} >= {"em", "f1", "brier"}
+    assert all(o.groups == keys for o in clustered.outcomes) and all(o.groups is None for o in alone.outcomes)
 
 
 def test_risk_coverage_equals_a_hand_computation():

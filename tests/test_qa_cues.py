@@ -4,6 +4,7 @@ of hand-built partial inputs, and the fixture."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -256,6 +257,15 @@ def test_intervals_resample_contexts_where_two_questions_share_one(tmp_path, rea
             assert result.metrics[name].ci == pytest.approx(expected, abs=1e-12), name
         assert "context" in result.metrics[name].description, name
     assert "cluster bootstrap interval over contexts" in result.metrics["f1_full"].description
+    # the first-sentence shares: a cluster bootstrap over the contexts too (was Wilson's over the questions)
+    for name in ("first_sentence_predicted", "first_sentence_gold"):
+        values, groups = outcomes[name].values, [context[i] for i in outcomes[name].ids]
+        assert len(set(groups)) >= 30 and 0 < sum(values) < len(values), name
+        assert result.metrics[name].ci == pytest.approx(bootstrap_ci(values, 300, 0.95, 3, groups), abs=1e-12), name
+        assert "over contexts" in result.metrics[name].description, name
+    # every per-question outcome names its context, so two readers are paired and resampled by context
+    for o in result.outcomes:
+        assert o.groups == [hashlib.sha256(context[i].encode("utf-8")).hexdigest()[:16] for i in o.ids], o.name
 
 
 def test_on_squad2_data_the_moved_answers_abstain_as_the_full_ones_do(reader):

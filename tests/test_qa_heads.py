@@ -210,6 +210,34 @@ def test_the_probe_reports_f1_drops_with_their_paired_bootstrap_and_the_curve(qa
     assert "of f1" in result.details["key_finding"]
 
 
+def test_questions_of_one_context_are_resampled_together_and_the_sweeps_run_exact(qa):
+    """Two questions of each of 9 contexts: each head's interval is the paired bootstrap over the contexts
+    (stats.bootstrap_ci with each question's context, the head's seed), the sweep runs exact (sequential blocks
+    would split contexts) and the F1 outcome carries the contexts' keys."""
+    import hashlib
+
+    one = questions(qa)
+    examples = [e for ex in one.examples for e in (ex, dataclasses.replace(ex, text=ex.text.replace(" is ", " was "),
+                                                                           id=f"{ex.id}b"))]
+    data = Dataset(examples, name="pairs")
+    params = parse_params(HeadParams, {"bootstrap": 200, "layers": False, "pruning": False, "sequential_min": 0,
+                                       "sequential_block": 16}, "p")
+    result = HeadPruningProbe().run(qa, data, params, ProbeContext(seed=0))
+    base = plain_f1(qa, data)
+    groups = [ex.text_pair for ex in examples]
+    for row in result.details["ablation"]:
+        diff = plain_f1(qa, data, mask_without([(row["layer"], row["head"])])) - base
+        seed = row["layer"] * 4 + row["head"]
+        assert row["examples"] == len(data) and row["delta"] == pytest.approx(diff.mean(), abs=1e-12)
+        assert row["ci"] == pytest.approx(bootstrap_ci(diff, 200, 0.95, seed=seed, groups=groups), abs=1e-12)
+    assert any(row["ci"] != pytest.approx(bootstrap_ci(plain_f1(qa, data, mask_without([(row["layer"], row["head"])]))
+                                                       - base, 200, 0.95, seed=row["layer"] * 4 + row["head"]))
+               for row in result.details["ablation"][:2])
+    assert "questions share contexts" in result.details["summary"]["ablation passes"]
+    [outcome] = result.outcomes
+    assert outcome.groups == [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
+
+
 def test_a_prune_heads_variant_of_a_reader_drops_its_least_important_heads(qa):
     """``model.prune_heads`` ranks a reader's heads as head-pruning does (windows summed per question)."""
     from bertprobe.model.pruning import least_important, normalize_by_layer

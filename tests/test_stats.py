@@ -168,6 +168,31 @@ def test_a_means_interval_counts_clusters_at_every_size_so_more_questions_never_
     assert plain == pytest.approx(wilson_interval(0.3 * 29, 29))
 
 
+def test_a_share_of_questions_is_wilsons_over_questions_and_over_contexts_where_they_share_one() -> None:
+    """qa_clusters.share_interval: one question per context, Wilson's over the questions (as before); a context's
+    3 questions all right or all wrong (perfectly correlated), the cluster bootstrap over the 40 contexts, drawn by
+    hand here, which is wider than Wilson's over the 120 questions; below 30 contexts, Wilson's over contexts."""
+    from bertprobe.stats import wilson_interval
+    from bertprobe.tasks.qa_clusters import share_interval
+
+    rng = np.random.default_rng(4)
+    per_context = (rng.random(40) < 0.4).astype(float)
+    alone = list(per_context)
+    assert share_interval(alone, [f"c{i}" for i in range(40)], 500, 0.95, 2) == wilson_interval(per_context.sum(), 40)
+    assert share_interval(alone, None, 500, 0.95, 2) == wilson_interval(per_context.sum(), 40)
+    hits = list(np.repeat(per_context, 3))
+    groups = [f"c{i // 3}" for i in range(120)]
+    draws = np.random.default_rng(2).integers(0, 40, size=(500, 40))
+    means = per_context[draws].sum(axis=1) * 3 / (3 * 40)  # each drawn context brings its 3 equal questions
+    expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+    got = share_interval(hits, groups, 500, 0.95, 2)
+    assert got == pytest.approx(expected, abs=1e-12)
+    flat = wilson_interval(sum(hits), 120)
+    assert got[1] - got[0] > 1.3 * (flat[1] - flat[0])
+    few = share_interval(hits[:60], groups[:60], 500, 0.95, 2)  # 20 contexts: Wilson's with one trial per context
+    assert few == pytest.approx(wilson_interval(np.mean(hits[:60]) * 20, 20))
+
+
 def test_a_slices_gap_from_few_contexts_keeps_its_size_under_the_null() -> None:
     """No slice effect, contexts differing a lot (their questions share it): a slice of k whole contexts is
     flagged at alpha 0.05 about 5% of the time or less (a normal reference called a one-context slice weak 91% of

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import random
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -20,6 +21,7 @@ from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.span_goal import edited, is_target, prefixed, trigger_offsets
 from bertprobe.probes.attacks.span_trigger import questions_of, success
 from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe, span_search_state
+from bertprobe.stats import wilson_interval
 from bertprobe.tasks.spans import Answer, span_loss
 from bertprobe.testing import WORDS
 
@@ -156,9 +158,39 @@ def test_the_probe_on_a_tiny_reader_measures_success_on_held_out_questions(reade
     alone = success(reader.task.answers(reader, [edited(ex, ANSWER, "") for ex in held]), ANSWER)
     assert result.value("success_rate") == pytest.approx(sum(hits) / 8)
     assert result.value("target_alone_rate") == pytest.approx(sum(alone) / 8)
-    lo, hi = result.metrics["success_rate"].ci
-    assert lo <= result.value("success_rate") <= hi
+    assert result.metrics["success_rate"].ci == wilson_interval(sum(hits), 8)  # one question per context
+    assert all(o.groups is None for o in result.outcomes)
     assert {"success_rate", "f1_before", "f1_after", "search_seconds", "forward_passes"} <= set(result.metrics)
+
+
+def test_held_out_questions_of_one_context_are_resampled_together(reader):
+    """40 contexts of two why questions each: the search takes whole contexts (none of its paragraphs held out);
+    the success rate's interval is the cluster bootstrap over the held-out contexts (stats.mean_interval with each
+    question's context, the run's seed), not Wilson's over the questions; the outcomes carry the contexts' keys."""
+    import hashlib
+
+    from bertprobe.stats import mean_interval
+
+    examples = []
+    for ex in questions(40, 7):
+        examples += [dataclasses.replace(ex, id=f"{ex.id}a"),
+                     dataclasses.replace(ex, text=ex.text.replace(" did ", " does "), id=f"{ex.id}b")]
+    result = UniversalTriggerProbe().run(reader, Dataset(examples), params(iterations=1, search_fraction=0.2),
+                                         ProbeContext(seed=4))
+    context = {ex.id: ex.text_pair for ex in examples}
+    answered_ = next(o for o in result.outcomes if o.name == "target_answered")
+    groups = [context[i] for i in answered_.ids]
+    assert len(answered_.ids) == 64 and 30 <= len(set(groups)) < 64
+    searched = {ex.text_pair for ex in examples if ex.id not in set(answered_.ids)}
+    assert len(searched) == 8 and not searched & set(groups)  # split by context: 8 whole contexts searched
+    for name, outcome in (("success_rate", "target_answered"), ("target_alone_rate", "target_answered_alone")):
+        o = next(o for o in result.outcomes if o.name == outcome)
+        assert o.ids == answered_.ids and result.value(name) == pytest.approx(np.mean(o.values))
+        assert result.metrics[name].ci == pytest.approx(mean_interval(o.values, 1000, 0.95, 4, groups), abs=1e-12)
+        if 0 < sum(o.values) < len(o.values):
+            assert result.metrics[name].ci != pytest.approx(wilson_interval(sum(o.values), 64), abs=1e-6)
+        assert "over contexts" in result.metrics[name].description
+        assert o.groups == [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
 
 
 def test_a_cli_run_on_a_tiny_reader(tmp_path, reader_path):

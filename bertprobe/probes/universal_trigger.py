@@ -42,9 +42,10 @@ Where we deviate from the paper and its reference code:
     the target span's start and end cross-entropy (the answer's tokens stay fixed). The search reads each
     question's first window only (the one that holds the trigger; a longer context is truncated there);
     success is measured by the task's own decoding over all windows. ``success_rate`` is the share of
-    held-out questions answered with exactly the target (SQuAD-normalised), with a Wilson interval; the
-    share with the answer alone prefixed (``target_alone_rate``, no trigger tokens) is ours, to show what
-    the trigger adds. The default vocabulary filter keeps the paper's punctuation (';', ':') out.
+    held-out questions answered with exactly the target (SQuAD-normalised), with a Wilson interval (over
+    contexts where held-out questions share one: a cluster bootstrap); the share with the answer alone
+    prefixed (``target_alone_rate``, no trigger tokens) is ours, to show what the trigger adds. The
+    default vocabulary filter keeps the paper's punctuation (';', ':') out.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from bertprobe.probes.attacks.entity_goal import EntityGoal, word_firsts
 from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.span_goal import SpanGoal, edited, span_goal
-from bertprobe.probes.attacks.span_trigger import questions_of, span_result
+from bertprobe.probes.attacks.span_trigger import questions_of, span_result, split_by_context
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
 from bertprobe.progress import progress
@@ -74,6 +75,7 @@ from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, wilson_interval
 from bertprobe.tasks.entities import marked, spans
+from bertprobe.tasks.qa_clusters import question_clusters
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class TriggerParams:
     alphabetic_only: only alphabetic tokens may enter the trigger
     blacklist: words never allowed in the trigger (e.g. sentiment words)
     max_examples: use at most this many examples of the attacked class
-    search_fraction: share of them the search sees; the rest is held out for the reported accuracy
+    search_fraction: share of them the search sees; the rest is held out for the reported accuracy (a reader's by context)
     seed: seed of the search split and restarts (default: the suite's)
     halving: score all candidates on a quarter of the batch, the best halving_keep on all of it
     halving_keep: candidates per position that reach the full batch
@@ -399,7 +401,8 @@ def _span_search(target: Target, data: Dataset, params: TriggerParams, seed: int
     if len(examples) < 4:
         raise ProbeError(f"only {len(examples)} labelled '{params.question_word}' questions; need at least 4")
     cut = max(1, min(len(examples) - 1, round(len(examples) * params.search_fraction)))
-    return span_search_state(target, examples[:cut], examples[cut:], params, rng, progress, log)
+    search, held = split_by_context(examples, cut)
+    return span_search_state(target, search, held, params, rng, progress, log)
 
 
 def span_search_state(target: Target, search: list[Example], held: list[Example], params: TriggerParams,
@@ -483,7 +486,8 @@ class UniversalTriggerProbe(Probe):
         "accuracy_before": "held-out accuracy of the attacked class without the trigger",
         "accuracy_after": "held-out accuracy with the trigger",
         "success_rate": "share of correctly predicted held-out examples the trigger flips (question answering: share of "
-                        "held-out questions of question_word answered with exactly target_answer)",
+                        "held-out questions of question_word answered with exactly target_answer; its interval "
+                        "over contexts where held-out questions share one)",
         "search_seconds": "wall time of the search",
         "forward_passes": "model forward calls during the search",
         "transfer_accuracy_before": "held-out accuracy of transfer_model without the trigger",
@@ -540,7 +544,9 @@ class UniversalTriggerProbe(Probe):
         if isinstance(attack, SpanGoal):
             id_of = {id(ex): key for ex, key in zip(data.examples, example_ids(data.examples))}
             ids = [id_of[id(state.examples[i])] for i in held_idx]
-            return span_result(self.name, params, state, best, best_loss, history, search_seconds, ids, ctx)
+            cluster_of = {id(ex): key for ex, key in zip(data.examples, question_clusters(data.examples))}
+            groups = [cluster_of[id(state.examples[i])] for i in held_idx]  # contexts: the intervals resample them
+            return span_result(self.name, params, state, best, best_loss, history, search_seconds, ids, ctx, groups)
         if isinstance(attack, EntityGoal):
             return self._entity_result(data, params, state, best, best_loss, history, search_seconds, seed)
         before_logits = held_out_logits(search, None, held_idx)

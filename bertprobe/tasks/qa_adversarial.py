@@ -39,7 +39,7 @@ from bertprobe.results.outcomes import Outcomes
 from bertprobe.stats import clustered, paired_bootstrap_diff
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import add_pair, answer_marks, excerpt, interval, percent
-from bertprobe.tasks.qa_clusters import ORIGINAL, question_clusters  # ORIGINAL: a variant's meta key
+from bertprobe.tasks.qa_clusters import ORIGINAL, cluster_keys, question_clusters  # ORIGINAL: a variant's meta key
 from bertprobe.tasks.spans import Answer
 
 MODES = ("auto", "jia-liang", "none")
@@ -178,8 +178,8 @@ def audit(result: ProbeResult, data: Dataset, params: Any, ctx: Any, target: Any
     within = [clusters[m[0]] for m in members]  # each original's context
     over = ("cluster bootstrap interval over the originals' contexts" if clustered(within)
             else "bootstrap interval over originals")
-    result.outcomes += [Outcomes.from_values("em_adversarial", keys, low_em),
-                        Outcomes.from_values("f1_adversarial", keys, low_f1, "score")]
+    result.outcomes += [Outcomes.from_values("em_adversarial", keys, low_em, groups=cluster_keys(within)),
+                        Outcomes.from_values("f1_adversarial", keys, low_f1, "score", cluster_keys(within))]
     result.add_metric("adversarial_exact_match", _mean(low_em), True,
                       "Jia & Liang's adversarial exact match: per original the lowest over it and its variants, "
                       f"averaged ({over})", interval(low_em, params, seed, within),

@@ -35,7 +35,7 @@ from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import cluster_members, clustered, resample_indices
 from bertprobe.tasks.calibration_metrics import ece_parts, risk_coverage
-from bertprobe.tasks.qa_clusters import question_clusters
+from bertprobe.tasks.qa_clusters import cluster_keys, question_clusters
 from bertprobe.tasks.spans import Answer
 
 # What this section adds to the calibration probe's catalogue (``QuestionAnswering.probe_metrics``), as
@@ -87,10 +87,12 @@ def qa_calibration(result: ProbeResult, answers: Sequence[Answer], examples: Seq
     coverages = tuple(dict.fromkeys((QA_COVERAGES[0], *params.coverages, QA_COVERAGES[1])))
     selective = selective_scores(confidence, em, f1, coverages, params.target_f1)
     ids = example_ids(examples)
-    result.outcomes += [Outcomes.from_values("em", ids, em), Outcomes.from_values("f1", ids, f1, "score"),
-                        Outcomes.from_values("confidence", ids, confidence, "score"),
-                        Outcomes.from_values("brier", ids, brier, "score"),
-                        Outcomes.from_values("ece_contribution", ids, width["contribution"], "score")]
+    keys = cluster_keys(groups)  # a paired gate or compare resamples contexts too
+    result.outcomes += [Outcomes.from_values("em", ids, em, groups=keys),
+                        Outcomes.from_values("f1", ids, f1, "score", keys),
+                        Outcomes.from_values("confidence", ids, confidence, "score", keys),
+                        Outcomes.from_values("brier", ids, brier, "score", keys),
+                        Outcomes.from_values("ece_contribution", ids, width["contribution"], "score", keys)]
     intervals = _intervals(confidence, em, f1, params, seed, groups)
     for name, value, description, outcome in (
         # ECE has no paired outcome (an example's contribution is its bin's gap): it gates on its own bound, as

@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Sequence
 
 from bertprobe.data.dataset import Example
-from bertprobe.stats import clustered
+from bertprobe.stats import clustered, mean_interval, wilson_interval
 
 ORIGINAL = "adversarial_of"  # a Jia & Liang variant's meta key: its original's id (tasks.qa_adversarial)
 
@@ -40,3 +40,13 @@ def cluster_keys(groups: Sequence[str] | None) -> list[str] | None:
         return None
     assert groups is not None
     return [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
+
+
+def share_interval(hits: Sequence[float], groups: Sequence[str] | None, resamples: int, confidence: float = 0.95,
+                   seed: int = 0) -> tuple[float, float]:
+    """The interval of a share of questions (0/1 ``hits``): Wilson's over questions where no two share a context
+    (independent trials), else over contexts (``stats.mean_interval`` with ``groups``: a cluster bootstrap from
+    ``stats.SMALL_SAMPLE`` contexts up, below Wilson's with one trial per context). NaN bounds without questions."""
+    if clustered(groups):
+        return mean_interval(hits, resamples, confidence, seed, groups)
+    return wilson_interval(round(sum(hits)), len(hits), confidence)

@@ -21,9 +21,12 @@ Three measurements, each on the reader as given (its answers over all windows, `
    F1 of the same questions, paired.
 3. Answer positions: the relative position (start character / context length) of each predicted answer and of
    the first gold answer, in ``position_bins`` equal bins, over the answerable questions the reader answered;
-   the share of each in the context's first sentence, their paired difference (``first_sentence_excess``), and
-   the total variation distance between the two histograms (bootstrap over questions, or contexts where they
-   share one).
+   the share of each in the context's first sentence (Wilson's interval over questions, or a cluster bootstrap
+   over contexts where they share one), their paired difference (``first_sentence_excess``), and the total
+   variation distance between the two histograms (bootstrap over questions, or contexts where they share one).
+
+Each per-question outcome carries its context's key (``tasks.qa_clusters.cluster_keys``), so a paired gate or
+``compare`` between two readers resamples contexts too.
 
 Every metric is measured, not gated: no published bar holds for a given reader scored without its question
 (Kaushik & Lipton retrain models on partial inputs, and what a question-free reader scores depends on how many
@@ -44,10 +47,10 @@ import numpy as np
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import clustered, paired_bootstrap_diff, paired_bootstrap_statistic, wilson_interval
+from bertprobe.stats import clustered, paired_bootstrap_diff, paired_bootstrap_statistic
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
-from bertprobe.tasks.qa_clusters import interval_over, question_clusters
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters, share_interval
 from bertprobe.tasks.qa_slices import sentences
 from bertprobe.tasks.spans import Answer
 
@@ -184,8 +187,9 @@ class _Audit:
 
     def mean_metric(self, name: str, values: list[float], ids: list[str], higher: bool | None, what: str,
                     kind: str = "score") -> None:
-        self.result.outcomes.append(Outcomes.from_values(name, ids, values, kind))  # type: ignore[arg-type]
         groups = [self.cluster[i] for i in ids]
+        self.result.outcomes.append(Outcomes.from_values(name, ids, values, kind,  # type: ignore[arg-type]
+                                                         cluster_keys(groups)))
         what = f"{what} ({interval_over(groups)})" if self.params.bootstrap else what
         self.result.add_metric(name, float(np.mean(values)) if values else None, higher, what,
                                mean_interval(values, self.params, self.ctx.seed, groups), outcome=name)
@@ -194,8 +198,8 @@ class _Audit:
                     higher: bool | None = None) -> None:
         """``name``: mean of full - partial over paired questions, with the paired bootstrap interval."""
         diff = [a - b for a, b in zip(full, partial)]
-        self.result.outcomes.append(Outcomes.from_values(name, ids, diff, "score"))
         groups = [self.cluster[i] for i in ids]
+        self.result.outcomes.append(Outcomes.from_values(name, ids, diff, "score", cluster_keys(groups)))
         if self.params.bootstrap and clustered(groups):
             what += " (resampled by context: a context's questions together)"
         ci = (paired_bootstrap_diff(partial, full, self.params.bootstrap, self.params.confidence, self.ctx.seed,
@@ -288,13 +292,15 @@ class _Audit:
         pred_first = np.array([in_first_sentence(s, c) for s, c in zip(pred_start, contexts)], dtype=np.float64)
         ids = [self.ids[i] for i in rows]
         n, conf = len(rows), self.params.confidence
+        groups = [self.cluster[i] for i in ids]
+        over = "cluster bootstrap interval over contexts" if clustered(groups) else "Wilson interval over questions"
         for name, hits, who in (("first_sentence_predicted", pred_first, "predicted"), ("first_sentence_gold",
                                                                                         gold_first, "gold")):
-            self.result.outcomes.append(Outcomes.from_values(name, ids, hits.tolist()))
-            ci = wilson_interval(int(hits.sum()), n, conf) if self.params.bootstrap else None
+            self.result.outcomes.append(Outcomes.from_values(name, ids, hits.tolist(), groups=cluster_keys(groups)))
+            ci = (share_interval(hits.tolist(), groups, self.params.bootstrap, conf, self.ctx.seed)
+                  if self.params.bootstrap else None)
             self.result.add_metric(name, float(hits.mean()), None, f"share of {who} answers in the context's first "
-                                   "sentence (answerable questions the reader answered; Wilson interval)", ci,
-                                   outcome=name)
+                                   f"sentence (answerable questions the reader answered; {over})", ci, outcome=name)
         self.drop_metric("first_sentence_excess", pred_first.tolist(), gold_first.tolist(), ids,
                          "predicted minus gold share of answers in the first sentence (paired bootstrap): above 0, "
                          "the reader leans to the start (Ko et al. 2020)", False)
@@ -303,7 +309,6 @@ class _Audit:
             g, p = position_bins(gold_pos[idx], bins), position_bins(pred_pos[idx], bins)
             return [0.5 * float(np.abs(g / len(idx) - p / len(idx)).sum())]
 
-        groups = [self.cluster[i] for i in ids]
         [ci] = (paired_bootstrap_statistic(distance, n, self.params.bootstrap, conf, self.ctx.seed, groups)
                 if self.params.bootstrap else [None])
         self.result.add_metric("position_distance", distance(np.arange(n))[0], False,

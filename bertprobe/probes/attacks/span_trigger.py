@@ -6,7 +6,11 @@ The trigger ``<free tokens> <target answer>.`` is prepended to the context of ev
 (``universal_trigger``) flips the free tokens with HotFlip on the gradient of the target span's start and end
 log-likelihood (``span_goal.SpanGoal``) over each question's first window. The reported success is measured on
 held-out questions of the type by the task's own decoding (``task.answers``: all windows of the edited
-context): the share answered with exactly the target answer (SQuAD-normalised), with its Wilson interval.
+context; split from the searched ones by context, so no held-out question shares a paragraph with a searched
+one): the share answered with exactly the target answer (SQuAD-normalised), with its Wilson interval over
+questions, or where held-out questions share a context, its interval over contexts (``tasks.qa_clusters``: a
+cluster bootstrap, Wilson's with one trial per context below 30 contexts); the outcomes carry each question's
+context key, so a paired gate or ``compare`` resamples contexts too.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ from bertprobe.errors import ProbeError
 from bertprobe.probes.attacks.span_goal import edited, is_target
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import wilson_interval
+from bertprobe.stats import clustered
+from bertprobe.tasks.qa_clusters import cluster_keys, question_clusters, share_interval
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word, score
+
+RESAMPLES = 1000  # cluster bootstrap resamples of a share's interval where held-out questions share a context
 
 
 def questions_of(examples: Sequence[Example], word: str) -> list[Example]:
@@ -28,6 +35,21 @@ def questions_of(examples: Sequence[Example], word: str) -> list[Example]:
     if word not in QUESTION_WORDS:
         raise ProbeError(f"question_word {word!r} is not one of {', '.join(QUESTION_WORDS)}")
     return [ex for ex in examples if ex.label is not None and question_word(ex.text) == word]
+
+
+def split_by_context(examples: Sequence[Example], cut: int) -> tuple[list[Example], list[Example]]:
+    """The search and held-out questions: whole contexts (``qa_clusters.question_clusters``) in the order they
+    first appear, to the search until it holds ``cut`` questions, the rest held out, so that no held-out question
+    shares its paragraph with a searched one (its answer is no independent evidence then). With one question per
+    context, ``examples[:cut]`` and ``examples[cut:]``; the same where whole contexts would hold nothing out."""
+    members: dict[str, list[Example]] = {}
+    for ex, key in zip(examples, question_clusters(examples)):
+        members.setdefault(key, []).append(ex)
+    search: list[Example] = []
+    held: list[Example] = []
+    for group in members.values():
+        (search if len(search) < cut else held).extend(group)
+    return (search, held) if held else (list(examples[:cut]), list(examples[cut:]))
 
 
 def answered(task: Any, target: Any, examples: Sequence[Example], answer: str, trigger_text: str | None,
@@ -44,18 +66,25 @@ def success(answers: Sequence[Any], answer: str) -> list[bool]:
 
 
 def rate_metric(result: ProbeResult, name: str, hits: Sequence[bool], description: str, outcome: str | None = None,
-                higher_is_better: bool | None = False) -> None:
-    """A share of questions with its Wilson interval."""
+                higher_is_better: bool | None = False, groups: Sequence[str] | None = None, seed: int = 0) -> None:
+    """A share of questions with its interval: Wilson's over questions, or with ``groups`` (each question's
+    context) where two share one, over contexts (``qa_clusters.share_interval``: a cluster bootstrap, Wilson's
+    with one trial per context below 30 contexts)."""
     n = len(hits)
+    if n and clustered(groups):
+        description += " (interval over contexts: a context's questions resampled together)"
     result.add_metric(name, sum(hits) / n if n else 0.0, higher_is_better, description,
-                      ci=wilson_interval(sum(hits), n) if n else None, outcome=outcome)
+                      ci=share_interval([float(h) for h in hits], groups, RESAMPLES, 0.95, seed) if n else None,
+                      outcome=outcome)
 
 
 def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float, history: list[dict[str, Any]],
-                search_seconds: float, ids: Sequence[str], ctx: Any) -> ProbeResult:
+                search_seconds: float, ids: Sequence[str], ctx: Any, groups: Sequence[str] | None = None) -> ProbeResult:
     """Held-out success of the trigger on a reader: the share of questions of the type answered with exactly the
     target answer, with and without the free trigger tokens (the answer alone prefixed), F1 on their gold answers
-    before and after, the matrix baseline's trigger, ``transfer_model``, findings."""
+    before and after, the matrix baseline's trigger, ``transfer_model``, findings. ``groups``: each held-out
+    question's context (``qa_clusters.question_clusters`` over the whole data; by default over the held-out
+    questions), which the intervals resample and the outcomes carry."""
     search, examples, held_idx = state.search, state.examples, state.held_idx
     target = search.target
     task, answer = target.task, params.target_answer
@@ -71,18 +100,20 @@ def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float
     f1_after = [score(a.text, g)[1] for a, g in zip(after, golds)]
     hits, hits_alone = success(after, answer), success(alone, answer)
     n = len(held)
+    groups = list(groups) if groups is not None else question_clusters(held)
+    keys, seed = cluster_keys(groups), ctx.seed  # a paired gate or compare resamples contexts too
     result = ProbeResult(probe=probe)
     result.outcomes += [
-        Outcomes.from_values("target_answered", ids, hits),
-        Outcomes.from_values("target_answered_alone", ids, hits_alone),
-        Outcomes.from_values("f1_before", ids, f1_before, kind="score"),
-        Outcomes.from_values("f1_after", ids, f1_after, kind="score"),
+        Outcomes.from_values("target_answered", ids, hits, groups=keys),
+        Outcomes.from_values("target_answered_alone", ids, hits_alone, groups=keys),
+        Outcomes.from_values("f1_before", ids, f1_before, "score", keys),
+        Outcomes.from_values("f1_after", ids, f1_after, "score", keys),
     ]
     word = params.question_word
     rate_metric(result, "success_rate", hits, f"share of held-out '{word}' questions answered {answer!r} with the trigger",
-                "target_answered")
+                "target_answered", groups=groups, seed=seed)
     rate_metric(result, "target_alone_rate", hits_alone, f"share answered {answer!r} with only '{answer}.' prefixed "
-                "(no trigger tokens)", "target_answered_alone")
+                "(no trigger tokens)", "target_answered_alone", groups=groups, seed=seed)
     result.add_metric("f1_before", sum(f1_before) / n, True, f"held-out '{word}' F1 on the gold answers", outcome="f1_before")
     result.add_metric("f1_after", sum(f1_after) / n, True, "the same with the trigger", outcome="f1_after")
     result.add_metric("search_seconds", search_seconds, False, kind="cost")
@@ -112,15 +143,15 @@ def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float
             perturbed=f"{ex.text} | {ex.text_pair}", expected=" / ".join(dict.fromkeys(golds[i])) or "(no answer)",
             observed=after[i].text, score=round(f1_before[i] - f1_after[i], 4),
             extra={"kind": "trigger", "highlight": [f"{text} {answer}.".strip()]}))
-    _baseline(result, ctx, task, target, held, ids, answer, params)
+    _baseline(result, ctx, task, target, held, ids, answer, params, groups)
     if params.transfer_model:
-        _transfer(result, ctx, target, held, answer, text, params)
-    result.details["figures"] = figures(result, history, word)
+        _transfer(result, ctx, target, held, answer, text, params, groups)
+    result.details["figures"] = figures(result, history, word, clustered(groups))
     return result
 
 
 def _baseline(result: ProbeResult, ctx: Any, task: Any, target: Any, held: list[Example], ids: Sequence[str],
-              answer: str, params: Any) -> None:
+              answer: str, params: Any, groups: Sequence[str] | None = None) -> None:
     """This model's held-out success under the matrix baseline's trigger text (``baseline_trigger_success_rate``)."""
     baseline = ctx.baseline_result() if ctx.baseline_result is not None else None
     if baseline is None or baseline.model == ctx.model_name or baseline.status == "error":
@@ -129,15 +160,16 @@ def _baseline(result: ProbeResult, ctx: Any, task: Any, target: Any, held: list[
     if text is None or baseline.details.get("target_answer") != answer:
         return
     hits = success(answered(task, target, held, answer, text, params.eval_batch_size)[0], answer)
-    result.outcomes.append(Outcomes.from_values("target_answered_under_baseline_trigger", ids, hits))
+    result.outcomes.append(Outcomes.from_values("target_answered_under_baseline_trigger", ids, hits,
+                                                groups=cluster_keys(groups)))
     rate_metric(result, "baseline_trigger_success_rate", hits, f"held-out success of the trigger found on {baseline.model}",
-                "target_answered_under_baseline_trigger")
+                "target_answered_under_baseline_trigger", groups=groups, seed=ctx.seed)
     result.details["baseline_trigger"] = {"model": baseline.model, "trigger_text": text}
     result.details["key_finding"] += f"; {baseline.model}'s trigger {text!r}: {sum(hits) / len(hits):.0%}"
 
 
 def _transfer(result: ProbeResult, ctx: Any, target: Any, held: list[Example], answer: str, text: str,
-              params: Any) -> None:
+              params: Any, groups: Sequence[str] | None = None) -> None:
     """The trigger text on a second reader (its own tokenizer and decoding): its held-out success."""
     assert ctx.load_target is not None
     other = ctx.load_target(ctx.resolve_model(params.transfer_model, target.spec))
@@ -146,11 +178,13 @@ def _transfer(result: ProbeResult, ctx: Any, target: Any, held: list[Example], a
     before = success(answered(other.task, other, held, answer, None, params.eval_batch_size)[0], answer)
     hits = success(answered(other.task, other, held, answer, text, params.eval_batch_size)[0], answer)
     rate_metric(result, "transfer_success_before", before, f"share of held-out questions {params.transfer_model} "
-                f"answers {answer!r} without the trigger")
-    rate_metric(result, "transfer_success_rate", hits, f"held-out success of the trigger text on {params.transfer_model}")
+                f"answers {answer!r} without the trigger", groups=groups, seed=ctx.seed)
+    rate_metric(result, "transfer_success_rate", hits, f"held-out success of the trigger text on {params.transfer_model}",
+                groups=groups, seed=ctx.seed)
 
 
-def figures(result: ProbeResult, history: list[dict[str, Any]], word: str) -> list[dict[str, Any]]:
+def figures(result: ProbeResult, history: list[dict[str, Any]], word: str,
+            by_context: bool = False) -> list[dict[str, Any]]:
     """The attack loss per iteration (one line per restart) and the success rates with their intervals."""
     series = [{"name": f"restart {h['restart']}", "x": [0] + [i["iteration"] + 1 for i in h["iterations"]],
                "y": ([h["iterations"][0]["loss_before"]] if h["iterations"] else []) + [i["loss_after"] for i in h["iterations"]]}
@@ -160,7 +194,8 @@ def figures(result: ProbeResult, history: list[dict[str, Any]], word: str) -> li
     return [
         {"kind": "line", "title": "attack loss per iteration (target span's start/end cross-entropy)",
          "data": {"series": series}, "axes": {"x": "iteration", "y": "batch loss"}},
-        {"kind": "bars", "title": f"held-out '{word}' questions answered with the target (95% Wilson intervals)",
+        {"kind": "bars", "title": f"held-out '{word}' questions answered with the target (95% "
+                                   + ("intervals over contexts)" if by_context else "Wilson intervals)"),
          "metrics": names,
          "data": {"labels": [n.replace("_", " ") for n in names],
                   "series": [{"name": "share", "values": [result.value(n) for n in names],

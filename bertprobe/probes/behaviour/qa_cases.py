@@ -63,7 +63,9 @@ BUILTIN_TEMPLATES: tuple[dict[str, Any], ...] = (
 @dataclass(frozen=True)
 class QACase:
     """One case: ``mft`` (every item's answer must match its expected answers) or ``inv`` (each edited item's
-    answer must equal the original's, as normalised text). ``groups``: each item's origin group (fairness)."""
+    answer must equal the original's, as normalised text). ``groups``: each item's origin group (fairness).
+    ``cluster``: the context whose cases it is resampled with (a data question's: ``tasks.qa_clusters``); empty:
+    its first item's context (``context_key``)."""
 
     test: str
     type: str
@@ -73,6 +75,12 @@ class QACase:
     source: str = ""
     groups: tuple[str, ...] = ()
     changed: tuple[tuple[str, ...], ...] = ()
+    cluster: str = ""
+
+    @property
+    def context_key(self) -> str:
+        """The cluster its failure rates resample it with: ``cluster``, else its first item's context."""
+        return self.cluster or (self.items[0].context if self.items else "")
 
 
 def locate(answers: Any, context: str, where: str) -> Gold:

@@ -11,7 +11,10 @@ shared prediction path. Verdicts:
   answer carried through the edit's character map (a swapped name in the answer is swapped in the expected
   answer too; an edit from a JSONL file, without a map, compares the texts as they are).
 
-Reported: failure rates per test and capability (Wilson intervals) with an outcome per case; per INV test
+Reported: failure rates per test and capability with an outcome per case; their intervals are Wilson's over
+cases, or where cases share a context (the INV cases of a paragraph's questions: ``tasks.qa_clusters``), over
+contexts (a cluster bootstrap of ``bootstrap`` resamples, Wilson's with one trial per context below 30), and
+each outcome carries its context's key so a paired gate or ``compare`` resamples contexts too; per INV test
 the gold F1 of the originals and of the edited items (the gold followed the edit); for the templates marked
 ``origins``, F1 per surname origin group over the same sentences and the largest gap between two groups with
 a paired bootstrap interval over cases; findings with the expected and predicted answers marked in the
@@ -42,6 +45,7 @@ from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import NO_ANSWER, answer_marks, excerpt
+from bertprobe.tasks.qa_clusters import question_clusters
 from bertprobe.tasks.spans import Answer
 
 Key = tuple[str, str]  # (question, context)
@@ -54,7 +58,9 @@ def key_of(item: Item) -> Key:
 def perturbation_cases(data: Dataset, specs: list[tuple[QAPerturbation, dict[str, Any]]], words: Words, seed: int,
                        max_examples: int) -> tuple[list[QACase], list[dict[str, Any]]]:
     """The INV cases each perturbation makes of (a seeded sample of) the questions, and a row per perturbation:
-    how many questions it applied to, or why it was skipped."""
+    how many questions it applied to, or why it was skipped. A case keeps its question's cluster (its context,
+    ``tasks.qa_clusters``): the failure rates resample a context's cases together."""
+    cluster = {id(ex): key for ex, key in zip(data.examples, question_clusters(data.examples))}
     examples = [ex for ex in data.examples if ex.text and ex.text_pair]
     if len(examples) > max_examples:
         examples = random.Random(seed).sample(examples, max_examples)
@@ -70,7 +76,8 @@ def perturbation_cases(data: Dataset, specs: list[tuple[QAPerturbation, dict[str
                 continue
             applied += 1
             cases.append(QACase(pert.name, "inv", (item, *made), pert.capability, str(ex.id),
-                                f"perturbation {pert.name}", changed=((), *[m.changed for m in made])))
+                                f"perturbation {pert.name}", changed=((), *[m.changed for m in made]),
+                                cluster=cluster[id(ex)]))
         rows.append({"perturbation": pert.name, "type": "inv", "capability": pert.capability, "applied": applied,
                      "examples": len(examples), "description": pert.description,
                      **({} if applied else {"skipped": f"applies to none of the {len(examples)} questions"})})
@@ -166,7 +173,8 @@ def run_answers(target: Target, data: Dataset | None, params: Any, ctx: ProbeCon
     verdicts = [judge(c, answers, params.answer_metric, params.answer_bar) for c in cases]
     result = ProbeResult(probe="behaviour")
     tests, failed = failure_rates(result, cases, [v[0] for v in verdicts],
-                                  lambda i: _finding(cases[i], verdicts[i], answers, params), params.findings)
+                                  lambda i: _finding(cases[i], verdicts[i], answers, params), params.findings,
+                                  [c.context_key for c in cases], params.bootstrap, ctx.seed)
     by_test: dict[str, list[QACase]] = defaultdict(list)
     for case in cases:
         by_test[case.test].append(case)

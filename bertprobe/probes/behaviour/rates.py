@@ -10,7 +10,8 @@ from typing import Any
 
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import wilson_interval
+from bertprobe.stats import clustered
+from bertprobe.tasks.qa_clusters import cluster_keys, share_interval
 
 
 def slug(name: str) -> str:
@@ -31,40 +32,51 @@ def case_ids(cases: Sequence[Any]) -> list[str]:
 
 
 def failure_rates(result: ProbeResult, cases: Sequence[Any], passed: Sequence[bool], finding: Callable[[int], Finding],
-                  findings: int) -> tuple[list[dict[str, Any]], int]:
+                  findings: int, clusters: Sequence[str] | None = None, resamples: int = 1000,
+                  seed: int = 0) -> tuple[list[dict[str, Any]], int]:
     """Per test: a ``failed.<test>`` outcome per case and ``failure_rate.test.<test>`` (Wilson interval), the
-    first ``findings`` failures as findings; per capability and over all: the failure rate. Returns the
-    rows of the tests table and the number of failed cases."""
+    first ``findings`` failures as findings; per capability and over all: the failure rate. ``clusters`` (one key
+    per case: a reader's cases by context) makes each interval one over clusters where two cases share one
+    (``qa_clusters.share_interval``: a cluster bootstrap of ``resamples``, Wilson's with one trial per cluster
+    below 30) and gives each outcome its cluster's key. Returns the rows of the tests table and the number of
+    failed cases."""
+    def rate(idx: list[int]) -> tuple[tuple[float, float], str]:
+        hits = [0.0 if passed[i] else 1.0 for i in idx]
+        groups = [clusters[i] for i in idx] if clusters is not None else None
+        over = " (interval over contexts: a context's cases resampled together)" if clustered(groups) else ""
+        return share_interval(hits, groups, resamples, 0.95, seed), over
+
     by_test: dict[str, list[int]] = defaultdict(list)
     for i, case in enumerate(cases):
         by_test[case.test].append(i)
-    tests, by_capability = [], defaultdict(lambda: [0, 0])
+    tests, by_capability = [], defaultdict(list)
     total_failed = 0
     for test, idx in by_test.items():
         first = cases[idx[0]]
         failed = [i for i in idx if not passed[i]]
         total_failed += len(failed)
-        rate = len(failed) / len(idx)
-        interval = wilson_interval(len(failed), len(idx))
+        interval, over = rate(idx)
         key = slug(test)
+        keys = cluster_keys([clusters[i] for i in idx]) if clusters is not None else None
         result.outcomes.append(Outcomes.from_values(f"failed.{key}", case_ids([cases[i] for i in idx]),
-                                                    [0 if passed[i] else 1 for i in idx]))
-        result.add_metric(f"failure_rate.test.{key}", rate, False, f"share of failed cases of test '{test}'",
-                          ci=interval, outcome=f"failed.{key}")
+                                                    [0 if passed[i] else 1 for i in idx], groups=keys))
+        result.add_metric(f"failure_rate.test.{key}", len(failed) / len(idx), False,
+                          f"share of failed cases of test '{test}'{over}", ci=interval, outcome=f"failed.{key}")
         capability = first.capability or "other"
-        by_capability[capability][0] += len(failed)
-        by_capability[capability][1] += len(idx)
+        by_capability[capability] += idx
         tests.append({"test": test, "type": first.type, "capability": capability, "cases": len(idx),
-                      "failed": len(failed), "failure_rate": round(rate, 4),
+                      "failed": len(failed), "failure_rate": round(len(failed) / len(idx), 4),
                       "interval": [round(interval[0], 4), round(interval[1], 4)],
                       "source": first.source if not first.source.endswith(".jsonl") else f"cases {first.source}"})
         for i in failed[:findings]:
             result.findings.append(finding(i))
-    for capability, (failed, n) in sorted(by_capability.items()):
-        result.add_metric(f"failure_rate.capability.{slug(capability)}", failed / n, False,
-                          f"share of failed cases of the '{capability}' tests", ci=wilson_interval(failed, n))
-    result.add_metric("failure_rate", total_failed / len(cases), False, "share of failed cases over all tests",
-                      ci=wilson_interval(total_failed, len(cases)))
+    for capability, idx in sorted(by_capability.items()):
+        interval, over = rate(idx)
+        result.add_metric(f"failure_rate.capability.{slug(capability)}", sum(not passed[i] for i in idx) / len(idx),
+                          False, f"share of failed cases of the '{capability}' tests{over}", ci=interval)
+    interval, over = rate(list(range(len(cases))))
+    result.add_metric("failure_rate", total_failed / len(cases), False, f"share of failed cases over all tests{over}",
+                      ci=interval)
     return tests, total_failed
 
 

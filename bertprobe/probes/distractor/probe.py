@@ -10,11 +10,16 @@ the fake answer from the behaviour probe's lexicons, or a nearby number or date,
 another question's answer of the same question word and shape), inserts it at the end of the
 context (``position: start``: before it, the gold spans moved), and answers again through the task.
 
-Metrics, over the questions the rules cover: F1 and exact match with and without the distractor (bootstrap
-intervals over questions), the paired drop (``f1_drop``: original minus adversarial, paired bootstrap
-interval), the share of answers that moved into the distractor (Wilson interval), the same per question word,
-and the share of questions covered (with the reasons the others are not). Findings: the questions that lost
-the most F1, with the distractor, the gold answer and the prediction marked in the context.
+Metrics, over the questions the rules cover: F1 and exact match with and without the distractor, the paired
+drop (``f1_drop``: original minus adversarial, paired per question), the share of answers that moved into the
+distractor, the same per question word, and the share of questions covered (with the reasons the others are
+not). Intervals resample contexts where questions share one (SQuAD asks about five per paragraph, and they are
+no independent evidence: ``tasks.qa_clusters``): a cluster bootstrap of each mean, share and paired drop, a
+context's questions drawn together (a mean or share from fewer than 30 contexts: Wilson's with one trial per
+context); where no two questions share a context, a bootstrap over questions (Wilson's below 30 questions for
+the means, Wilson's for the shares). The outcomes carry each question's context key, so a paired gate or ``compare``
+resamples contexts too. Findings: the questions that lost the most F1, with the distractor, the gold answer and
+the prediction marked in the context.
 
 Deviations: the sentences come from rules over words, not from a parse and crowd workers: Jia & Liang's
 AddOneSent sentences were checked for fluency by people and ours are not (a hand-checked sample is in the
@@ -39,8 +44,9 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.distractor.rules import Distractor, build, insert, moved_golds, package_lexicon, shift
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import bootstrap_ci, paired_bootstrap_diff, wilson_interval
-from bertprobe.tasks.qa_accuracy import answer_marks, excerpt
+from bertprobe.stats import clustered, paired_bootstrap_diff
+from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters, share_interval
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, normalize_answer, question_word
 
 
@@ -72,14 +78,18 @@ class DistractorProbe(Probe):
     requires = frozenset({"predictions", "data:labels", "data:text-pair"})
     tasks = frozenset({"question-answering"})
     metrics = {
-        "original_f1": "F1 on the covered questions without the distractor (bootstrap interval over questions)",
+        "original_f1": "F1 on the covered questions without the distractor (cluster bootstrap interval over "
+                       "contexts where questions share one, else over questions)",
         "original_exact_match": "exact match on the covered questions without the distractor",
         "adversarial_f1": "F1 on the covered questions with the distractor inserted",
         "adversarial_exact_match": "exact match on the covered questions with the distractor inserted",
-        "f1_drop": "original minus adversarial F1, paired per question (paired bootstrap interval)",
+        "f1_drop": "original minus adversarial F1, paired per question (paired bootstrap interval, resampling "
+                   "contexts where questions share one)",
         "exact_match_drop": "original minus adversarial exact match, paired per question",
-        "moved_to_distractor": "share of covered questions whose answer lies in the distractor (Wilson interval)",
-        "coverage": "share of the answerable questions the rules turn into a distractor (Wilson interval)",
+        "moved_to_distractor": "share of covered questions whose answer lies in the distractor (interval over "
+                               "contexts where questions share one, else Wilson's over questions)",
+        "coverage": "share of the answerable questions the rules turn into a distractor (interval over contexts "
+                    "where questions share one, else Wilson's over questions)",
         "covered": "questions with a distractor",
         "uncovered": "answerable questions the rules do not convert (counted, not guessed)",
         "control_f1": "control: F1 with another question's distractor inserted instead (control: true)",
@@ -111,6 +121,7 @@ class DistractorProbe(Probe):
         result = ProbeResult(probe=self.name)
         original = list(ctx.predictions(target, data, params.batch_size).answers)
         ids = example_ids(data.examples)
+        clusters = question_clusters(data.examples)  # each question's context: the intervals resample contexts
         lex = package_lexicon()
         made: list[tuple[int, Distractor]] = []
         reasons: Counter[str] = Counter()
@@ -146,10 +157,14 @@ class DistractorProbe(Probe):
         moved = [float(a.text != "" and a.start < e and s < a.end) for a, (s, e) in zip(adversarial, spans)]
         picked = [ids[i] for i, _ in made]
         words = [question_word(data.examples[i].text) for i, _ in made]
-        self._metrics(result, before, after, moved, picked, words, params, ctx.seed)
+        within = [clusters[i] for i, _ in made]
+        self._metrics(result, before, after, moved, picked, words, within, params, ctx.seed)
         if params.control:
-            self._control(result, target, data, made, before, after, picked, params, ctx)
-        self._coverage(result, len(made), answerable, reasons, params)
+            self._control(result, target, data, made, before, after, picked, within, params, ctx)
+        converted = {i for i, _ in made}
+        asked = [i for i, ex in enumerate(data.examples) if ex.label]
+        self._coverage(result, [float(i in converted) for i in asked], [clusters[i] for i in asked], reasons, params,
+                       ctx.seed)
         self._findings(result, made, changed, spans, adversarial, original, before, after, params)
         result.details["position"] = params.position
         result.details["sample"] = [{"question": data.examples[i].text, "distractor": d.sentence, "fake": d.fake,
@@ -169,55 +184,56 @@ class DistractorProbe(Probe):
 
     @staticmethod
     def _metrics(result: ProbeResult, before: list[dict[str, float]], after: list[dict[str, float]],
-                 moved: list[float], ids: list[str], words: list[str], params: DistractorParams, seed: int) -> None:
-        """Original and adversarial F1/EM, their paired drops, the share moved; overall and per question word."""
-        def ci(values: list[float]) -> tuple[float, float] | None:
-            if not params.bootstrap or not values:
-                return None
-            low, high = bootstrap_ci(values, params.bootstrap, params.confidence, seed)
-            return (low, high) if low < high else wilson_interval(round(sum(values)), len(values), params.confidence)
-
+                 moved: list[float], ids: list[str], words: list[str], groups: list[str], params: DistractorParams,
+                 seed: int) -> None:
+        """Original and adversarial F1/EM, their paired drops, the share moved; overall and per question word.
+        ``groups``: each question's context, the unit the intervals resample (``tasks.qa_clusters``)."""
         def mean(values: list[float]) -> float:
             return sum(values) / len(values) if values else 0.0
 
+        keys = cluster_keys(groups)  # a paired gate or compare resamples contexts too
         for key, name in (("f1", "f1"), ("em", "exact_match")):
             b, a = [o[key] for o in before], [o[key] for o in after]
             kind = "score" if key == "f1" else "binary"
-            result.outcomes += [Outcomes.from_values(f"{key}_original", ids, b, kind),
-                                Outcomes.from_values(f"{key}_adversarial", ids, a, kind)]
-            result.add_metric(f"original_{name}", mean(b), True, f"{name.replace('_', ' ')} without the distractor",
-                              ci(b), outcome=f"{key}_original")
-            result.add_metric(f"adversarial_{name}", mean(a), True, f"{name.replace('_', ' ')} with the distractor",
-                              ci(a), outcome=f"{key}_adversarial")
+            result.outcomes += [Outcomes.from_values(f"{key}_original", ids, b, kind, keys),
+                                Outcomes.from_values(f"{key}_adversarial", ids, a, kind, keys)]
+            result.add_metric(f"original_{name}", mean(b), True, f"{name.replace('_', ' ')} without the distractor "
+                              f"({interval_over(groups)})", mean_interval(b, params, seed, groups),
+                              outcome=f"{key}_original")
+            result.add_metric(f"adversarial_{name}", mean(a), True, f"{name.replace('_', ' ')} with the distractor "
+                              f"({interval_over(groups)})", mean_interval(a, params, seed, groups),
+                              outcome=f"{key}_adversarial")
             result.add_metric(f"{name}_drop", mean(b) - mean(a), False,
-                              f"{name.replace('_', ' ')} without minus with the distractor, paired per question",
-                              paired_bootstrap_diff(a, b, params.bootstrap, params.confidence, seed)
-                              if params.bootstrap else None)
-        result.outcomes.append(Outcomes.from_values("moved_to_distractor", ids, moved))
-        result.add_metric("moved_to_distractor", mean(moved), False, "share of answers inside the distractor",
-                          wilson_interval(round(sum(moved)), len(moved), params.confidence),
+                              f"{name.replace('_', ' ')} without minus with the distractor, paired per question "
+                              f"({_paired_over(groups)})", _paired(a, b, groups, params, seed))
+        result.outcomes.append(Outcomes.from_values("moved_to_distractor", ids, moved, groups=keys))
+        result.add_metric("moved_to_distractor", mean(moved), False,
+                          f"share of answers inside the distractor ({_share_over(groups)})",
+                          share_interval(moved, groups, params.bootstrap, params.confidence, seed),
                           outcome="moved_to_distractor")
         rows = []
         for w in [w for w in QUESTION_WORDS if w in words]:
             idx = [k for k, x in enumerate(words) if x == w]
             b, a, m = [before[k]["f1"] for k in idx], [after[k]["f1"] for k in idx], [moved[k] for k in idx]
-            interval = paired_bootstrap_diff(a, b, params.bootstrap, params.confidence, seed) if params.bootstrap else None
+            within = [groups[k] for k in idx]
+            interval = _paired(a, b, within, params, seed)
             result.add_metric(f"question_{w}_f1_drop", mean(b) - mean(a), False,
-                              f"F1 drop on the covered '{w}' questions (paired bootstrap interval)", interval)
+                              f"F1 drop on the covered '{w}' questions ({_paired_over(within)})", interval)
             result.add_metric(f"question_{w}_moved_to_distractor", mean(m), False,
-                              f"share of '{w}' answers moved into the distractor",
-                              wilson_interval(round(sum(m)), len(m), params.confidence))
+                              f"share of '{w}' answers moved into the distractor ({_share_over(within)})",
+                              share_interval(m, within, params.bootstrap, params.confidence, seed))
             result.add_metric(f"questions_{w}", float(len(idx)), None, f"covered '{w}' questions", kind="count")
             rows.append([w, len(idx), mean(b), mean(a), mean(b) - mean(a),
                          f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-", mean(m)])
         result.details.setdefault("figures", []).append(
-            {"kind": "table", "title": "F1 without and with the distractor, per question word (shares)",
+            {"kind": "table", "title": f"F1 without and with the distractor, per question word (shares; drop: "
+                                       f"{_paired_over(groups)})",
              "data": {"columns": ["question word", "questions", "F1", "F1 with distractor", "drop",
                                   f"drop {params.confidence:.0%} interval", "moved into distractor"], "rows": rows}})
 
     @staticmethod
     def _control(result: ProbeResult, target: Target, data: Dataset, made: list[tuple[int, Distractor]],
-                 before: list[dict[str, float]], after: list[dict[str, float]], ids: list[str],
+                 before: list[dict[str, float]], after: list[dict[str, float]], ids: list[str], groups: list[str],
                  params: DistractorParams, ctx: ProbeContext) -> None:
         """F1 with another question's distractor in the same place (half the list away; the next one where that
         sentence holds a gold answer of this question), and the drop split into control and mimicry."""
@@ -235,22 +251,24 @@ class DistractorProbe(Probe):
             examples.append(Example(ex.text, context, moved_golds(ex.label, shift(params.position, sentence)), id=ex.id))
         control = target.task.outcomes(target.task.answers(target, examples, params.batch_size, ctx.progress), examples)
         b, c, a = [o["f1"] for o in before], [o["f1"] for o in control], [o["f1"] for o in after]
-        result.outcomes.append(Outcomes.from_values("f1_control", ids, c, "score"))
-        interval = bootstrap_ci(c, params.bootstrap, params.confidence, ctx.seed) if params.bootstrap else None
-        result.add_metric("control_f1", sum(c) / n, True, "F1 with another question's distractor inserted instead",
-                          interval, outcome="f1_control")
+        result.outcomes.append(Outcomes.from_values("f1_control", ids, c, "score", cluster_keys(groups)))
+        result.add_metric("control_f1", sum(c) / n, True, "F1 with another question's distractor inserted instead "
+                          f"({interval_over(groups)})", mean_interval(c, params, ctx.seed, groups), outcome="f1_control")
         for name, x, y, what in (("control_f1_drop", b, c, "original minus control F1: any added sentence"),
                                  ("mimicry_f1_drop", c, a, "control minus adversarial F1: the resemblance")):
-            result.add_metric(name, (sum(x) - sum(y)) / n, False, f"{what}, paired per question",
-                              paired_bootstrap_diff(y, x, params.bootstrap, params.confidence, ctx.seed)
-                              if params.bootstrap else None)
+            result.add_metric(name, (sum(x) - sum(y)) / n, False, f"{what}, paired per question "
+                              f"({_paired_over(groups)})", _paired(y, x, groups, params, ctx.seed))
 
     @staticmethod
-    def _coverage(result: ProbeResult, covered: int, answerable: int, reasons: Counter[str],
-                  params: DistractorParams) -> None:
+    def _coverage(result: ProbeResult, hits: list[float], groups: list[str], reasons: Counter[str],
+                  params: DistractorParams, seed: int) -> None:
+        """The share of the answerable questions converted (``hits``: 1 for each converted one; ``groups``: their
+        contexts), and the reasons the others are not."""
+        answerable, covered = len(hits), round(sum(hits))
         result.add_metric("coverage", covered / answerable if answerable else 0.0, None,
-                          "share of the answerable questions the rules convert",
-                          wilson_interval(covered, answerable, params.confidence) if answerable else None)
+                          f"share of the answerable questions the rules convert ({_share_over(groups)})",
+                          share_interval(hits, groups, params.bootstrap, params.confidence, seed)
+                          if answerable else None)
         result.add_metric("covered", float(covered), None, "questions with a distractor", kind="count")
         result.add_metric("uncovered", float(answerable - covered), None, "answerable questions not converted",
                           kind="count")
@@ -277,6 +295,23 @@ class DistractorProbe(Probe):
                 extra={"kind": "distractor", "id": ex.id, "distractor": made[k][1].sentence, "fake": made[k][1].fake,
                        "answer_original": original[made[k][0]].text, "f1": round(after[k]["f1"], 4),
                        "columns": {"context": context}, "marks": {"context": [list(m) for m in shown]}}))
+
+
+def _paired(a: list[float], b: list[float], groups: list[str], params: DistractorParams,
+            seed: int) -> tuple[float, float] | None:
+    """The paired bootstrap interval of mean(b) - mean(a), resampling contexts where questions share one."""
+    if not params.bootstrap or not a:
+        return None
+    return paired_bootstrap_diff(a, b, params.bootstrap, params.confidence, seed, groups if clustered(groups) else None)
+
+
+def _paired_over(groups: list[str]) -> str:
+    return ("paired cluster bootstrap interval over contexts" if clustered(groups)
+            else "paired bootstrap interval over questions")
+
+
+def _share_over(groups: list[str]) -> str:
+    return "cluster bootstrap interval over contexts" if clustered(groups) else "Wilson interval over questions"
 
 
 @hookimpl

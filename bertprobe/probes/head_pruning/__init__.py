@@ -40,6 +40,10 @@ Implementation and deviations:
     and end cross-entropies) summed over a question's windows before the absolute value, and ablations and
     the curve score each question's F1 (or ``metric: em``) of the answer decoded over its windows; the census
     margin is the chosen span's confidence. ``max_examples`` samples the questions (each unit costs a pass).
+    Where questions share a context (SQuAD's paragraphs: ``tasks.qa_clusters``), every interval (the
+    ablations', the curve's, ``prunable_fraction``'s) resamples contexts (a cluster bootstrap), the sweeps
+    run exact (sequential blocks of questions would split contexts) and the per-question outcome carries its
+    context's key, so a paired gate resamples contexts too.
   * Speed, not in the papers: single-head and layer ablations are units of one ``HeadSweep``
     (resumable; an executor such as ``ray`` shards them over workers with identical numbers). The
     plain pass caches the hidden states entering every layer (``layer_cache``), and each ablation runs
@@ -85,7 +89,8 @@ from bertprobe.progress import progress
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import bootstrap_ci, gini
+from bertprobe.stats import bootstrap_ci, bootstrap_means, clustered, gini
+from bertprobe.tasks.qa_clusters import cluster_keys, question_clusters
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,9 @@ class Evaluator:
             self.labels = target.task.gold(data)
             self.encoded = target.encode(data.examples)
         self.examples = data.examples
+        # a reader's questions come several per context, no independent evidence: the intervals resample contexts
+        clusters = question_clusters(self.examples) if getattr(target.task, "span_answers", False) else None
+        self.groups = clusters if clustered(clusters) else None
         self.batches = list(target.batches(self.encoded, batch_size))
         self.passes = 0
         self.sweep_passes = 0.0  # the ablation sweeps' unit evaluations, in full-pass equivalents ...
@@ -445,7 +453,8 @@ def prunable_fraction(curve: list[dict[str, Any]], base: float, tolerance: float
 
 def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray], fractions: list[float],
                                tolerance: float, confidence: float = 0.95, resamples: int = 1000,
-                               seed: int = 0, score: Any = None) -> tuple[float, float, float]:
+                               seed: int = 0, score: Any = None,
+                               groups: Sequence[str] | None = None) -> tuple[float, float, float]:
     """``prunable_fraction`` with the uncertainty of a finite test set: (value, low, high).
 
     For each step of the curve, the paired accuracy drop (baseline minus pruned, example by example) is
@@ -453,7 +462,8 @@ def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray]
     fraction such that it and every smaller step have a drop *not significantly larger* than the
     tolerance (the one-sided lower bound of the drop is within it); ``low`` is the largest such that
     every drop is *significantly within* it (the upper bound is). A verdict between ``low`` and ``high``
-    depends on which examples happened to be in the test set.
+    depends on which examples happened to be in the test set. ``groups`` (a reader's questions by context)
+    resamples whole contexts, the same draws for every step.
     """
     if not steps:
         return 0.0, 0.0, 0.0
@@ -463,10 +473,9 @@ def prunable_fraction_interval(base_correct: np.ndarray, steps: list[np.ndarray]
         base_values = score.resampled(base_correct, idx)
         drops_per_step = [base_values - score.resampled(c, idx) for c in steps]
     else:
-        base = np.asarray(base_correct, dtype=np.float64)
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, base.size, size=(resamples, base.size))
-        drops_per_step = [(base - np.asarray(c, dtype=np.float64))[idx].mean(axis=1) for c in steps]
+        base = np.asarray(base_correct, dtype=np.float64)  # one generator seeded alike per step: the same resamples
+        drops_per_step = [bootstrap_means(base - np.asarray(c, dtype=np.float64), resamples, np.random.default_rng(seed),
+                                          groups) for c in steps]
     alpha = 1 - confidence
     high = low = 0.0
     high_open = low_open = True
@@ -493,6 +502,8 @@ def why_exact(ev: Evaluator, params: HeadParams, base_correct: np.ndarray) -> st
     and more than one look."""
     if not params.sequential:
         return "exact: sequential: false"
+    if ev.groups is not None:
+        return "exact: questions share contexts (the intervals resample contexts, which blocks of questions would split)"
     if not (ev.score.decomposable and base_correct.ndim == 1):
         return f"exact: {ev.score.name} is not a mean of per-example 0/1 outcomes"
     if len(base_correct) < params.sequential_min:
@@ -522,7 +533,7 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
             if ev.score.decomposable:
                 diff = correct.astype(np.float64) - base_correct.astype(np.float64)
                 delta = float(diff.mean())
-                ci = bootstrap_ci(diff, resamples, level, seed=seed) if resamples else None
+                ci = bootstrap_ci(diff, resamples, level, seed=seed, groups=ev.groups) if resamples else None
             else:
                 delta = ev.score.value(correct) - ev.score.value(base_correct)
                 ci = paired_drop_ci(ev.score, base_correct, correct, resamples, level, seed) if resamples else None
@@ -611,7 +622,7 @@ class HeadPruningProbe(Probe):
         exact = base_correct if base_correct.ndim == 1 else base_correct[:, 1:].sum(axis=1) == 0  # no fp, no fn
         outcome = ev.score.name if ev.score.graded else "correct"  # a reader: each question's F1 (a score)
         result.outcomes.append(Outcomes.from_values(outcome, example_ids(ev.examples), exact.tolist(),
-                                                    "score" if ev.score.graded else "binary"))
+                                                    "score" if ev.score.graded else "binary", cluster_keys(ev.groups)))
         if ev.dropped:
             result.details.setdefault("warnings", []).append(
                 f"{ev.dropped} sentences longer than max_length are left out of the head sweeps")
@@ -659,7 +670,7 @@ class HeadPruningProbe(Probe):
                 steps = [p for p in curve if "correct" in p]
                 value, low, high = prunable_fraction_interval(
                     base_correct, [p["correct"] for p in steps], [p["fraction"] for p in steps], params.tolerance,
-                    params.confidence, max(params.bootstrap, 200), ctx.seed, ev.score)
+                    params.confidence, max(params.bootstrap, 200), ctx.seed, ev.score, ev.groups)
             result.add_metric("prunable_fraction", value, True,
                               f"largest share of heads pruned whose paired accuracy drop is not significantly larger "
                               f"than {params.tolerance:g} (one-sided {params.confidence:.0%} bootstrap); the interval "
