@@ -133,6 +133,33 @@ def test_export_traces_eager_attention_and_leaves_the_models_own(tmp_path: Path)
     assert torch.allclose(build.logits(data, batch_size=3), base.logits(data, batch_size=3), atol=1e-4, rtol=0)
 
 
+def test_a_model_without_eager_attention_is_traced_as_it_is_and_cached_apart(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    from bertprobe.model.target import Target
+
+    base = load_target(ModelSpec(path=str(save_tiny_model(tmp_path / "m")), device="cpu", dtype="float32"))
+    base.model.set_attn_implementation("sdpa")
+    eager, eager_notes = _build(base)
+
+    @contextlib.contextmanager
+    def refuse(self: Any) -> Any:
+        raise ValueError("this model has no eager attention")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(Target, "eager_attention", refuse)
+    plain, notes = _build(base)
+    assert any("sdpa attention traced" in n for n in notes), notes
+    assert any("eager attention traced" in n for n in eager_notes), eager_notes
+    assert plain.model.file != eager.model.file  # cached by the attention traced, not the one wished for
+    import onnx
+
+    assert "IsNaN" in {node.op_type for node in onnx.load(str(plain.model.file)).graph.node}
+    data = [Example(text=s) for s in SENTENCES]
+    assert torch.allclose(plain.logits(data, batch_size=3), base.logits(data, batch_size=3), atol=1e-4, rtol=0)
+
+
 def test_export_refused_past_tolerance(tiny_clf: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import bertprobe.model.onnx as onnx_module
 
@@ -520,6 +547,17 @@ def test_optimum_folders_quantized_graph_alone_or_beside_model_onnx(tmp_path: Pa
     own.rename(own.parent / "model_fp32.onnx")
     with pytest.raises(TargetError, match=r"holds 2 ONNX graphs \(model_fp32.onnx, model_quantized.onnx\)"):
         load_target(ModelSpec(path=str(own.parent), device="cpu"))
+    suite = tmp_path / "several.yaml"  # validate names them too, before anything loads
+    suite.write_text(f"suite: s\nmodel: {{path: '{own.parent}', device: cpu}}\ndata: {{path: '{sentiment_tsv(tmp_path / 'd.tsv', 8)}'}}\n"
+                     "probes:\n  - probe: accuracy\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(suite)])
+    assert result.exit_code == 2 and "holds 2 ONNX graphs (model_fp32.onnx, model_quantized.onnx)" in result.output
+    assert "Traceback" not in result.output
+    (own.parent / "pytorch_model.bin").write_bytes(b"")  # PyTorch weights beside them: the PyTorch model's folder
+    from bertprobe.model.onnx import onnx_file
+
+    assert onnx_file(str(own.parent)) is None and onnx_file(str(own.parent / "model_quantized.onnx")) is not None
+    (own.parent / "pytorch_model.bin").unlink()
     (own.parent / "model_fp32.onnx").unlink()
     alone = load_target(ModelSpec(path=str(own.parent), device="cpu"))
     assert alone.model.file.name == "model_quantized.onnx" and alone.quantized and is_quantized(alone.model.file)

@@ -71,8 +71,9 @@ def onnx_file(path: str) -> Path | None:
 
 
 def folder_graphs(folder: Path) -> list[Path]:
-    """The ``.onnx`` files of a folder that holds no safetensors weights (none for anything else)."""
-    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+    """The ``.onnx`` files of a folder that holds no PyTorch weights (none for anything else: such a folder loads
+    as the PyTorch model; naming its ``.onnx`` file audits the graph)."""
+    if not folder.is_dir() or any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin")):
         return []
     return sorted(folder.glob("*.onnx"))
 
@@ -209,8 +210,9 @@ def onnx_variant(base: Target, model: Any, spec: ModelSpec, data: Any = None, sa
     if isinstance(base, OnnxTarget):
         file = base.model.file
     else:
-        file, diff, n = export_verified(base, model, data, say)
-        notes.append(f"exported to ONNX (torch.onnx legacy exporter, opset {OPSET}); largest |logit difference| "
+        file, diff, n, attention = export_verified(base, model, data, say)
+        notes.append(f"exported to ONNX (torch.onnx legacy exporter, opset {OPSET}, {attention} attention traced); "
+                     f"largest |logit difference| "
                      f"against PyTorch on {n} examples: {diff:.2g}")
     quantized = False
     if spec.quantize == "int8-dynamic":
@@ -273,24 +275,27 @@ def _sample(base: Target, data: Any, n: int = 32) -> list[Any]:
     return made + own
 
 
-def export_verified(base: Target, model: Any, data: Any, say: Any) -> tuple[Path, float, int]:
-    """Export ``model`` to ONNX once per weights (cached), and check its logits against PyTorch's on a sample."""
+def export_verified(base: Target, model: Any, data: Any, say: Any) -> tuple[Path, float, int, str]:
+    """Export ``model`` to ONNX once per weights and attention (cached), and check its logits against PyTorch's on
+    a sample; also returns the attention implementation traced."""
     cpu = model if next(model.parameters()).device.type == "cpu" and next(model.parameters()).dtype == torch.float32 \
         else _float_cpu_copy(model)
-    key = weights_key(cpu, f"opset={OPSET}", f"torch={torch.__version__}", "exporter=legacy", "attention=eager")
-    file = cache_dir() / key[:24] / "model.onnx"
     reference = replace(base, model=cpu, device=torch.device("cpu"), dtype=torch.float32, compiled=None,
                         encode_cache=None)
     examples = _sample(base, data)
     rows = [r for r in reference.encode(examples[:2], cache=False).rows]
-    if not file.is_file():
-        say(f"exporting {base.spec.label} to ONNX (opset {OPSET}) into {file.parent}")
-        with contextlib.ExitStack() as stack:
-            # traced with eager attention where the model has it: plain MatMul/Softmax, which ONNX Runtime runs 3-6%
-            # faster in int8 than the SDPA trace's masking (IsNaN/Where; benchmarks/onnx_int8_ceiling.py); the
-            # export is verified below against the model's own attention either way
-            with contextlib.suppress(Exception):  # a model without switchable attention is traced as it is
-                stack.enter_context(reference.eager_attention())
+    with contextlib.ExitStack() as stack:
+        # traced with eager attention where the model has it: plain MatMul/Softmax, which ONNX Runtime runs 3-7%
+        # faster in int8 than the SDPA trace's masking (IsNaN/Where; benchmarks/onnx_int8_ceiling.py); the export
+        # is verified below against the model's own attention either way
+        with contextlib.suppress(AttributeError, ValueError, NotImplementedError):  # no switchable attention
+            stack.enter_context(reference.eager_attention())
+        attention = str(getattr(cpu.config, "_attn_implementation", None) or "default")  # what is traced
+        key = weights_key(cpu, f"opset={OPSET}", f"torch={torch.__version__}", "exporter=legacy",
+                          f"attention={attention}")
+        file = cache_dir() / key[:24] / "model.onnx"
+        if not file.is_file():
+            say(f"exporting {base.spec.label} to ONNX (opset {OPSET}) into {file.parent}")
             _export(reference, cpu, rows, file)
     onnx_model = OnnxModel(file, model.config, torch.device("cpu"))
     got = _outputs(reference, onnx_model, examples)
@@ -301,7 +306,7 @@ def export_verified(base: Target, model: Any, data: Any, say: Any) -> tuple[Path
                           f"{len(examples)} examples (tolerance {FP32_TOLERANCE:g}); the export is wrong for this "
                           f"model: audit the PyTorch model, or export it yourself and pass the .onnx as model.path "
                           f"(file: {file})")
-    return file, diff, len(examples)
+    return file, diff, len(examples), attention
 
 
 def _float_cpu_copy(model: Any) -> Any:

@@ -81,8 +81,12 @@ def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
     elif not path.is_dir() and path.suffix != ".onnx":
         problems.append(f"{where}.path: '{spec.path}' is not a folder; a model is a folder with config.json and weights "
                         "(or an .onnx file with them beside it)")
-    from bertprobe.model.onnx import onnx_runtime, runs_onnx
+    from bertprobe.model.onnx import folder_graphs, onnx_file, onnx_runtime, runs_onnx
 
+    graphs = folder_graphs(path)
+    if len(graphs) > 1 and onnx_file(spec.path) is None:
+        problems.append(f"{where}.path: '{spec.path}' holds {len(graphs)} ONNX graphs "
+                        f"({', '.join(g.name for g in graphs)}) and no model.onnx: name the one to audit, e.g. {graphs[0]}")
     if path.exists() and runs_onnx(spec):
         try:
             onnx_runtime()
