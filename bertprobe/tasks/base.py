@@ -181,6 +181,11 @@ class Task:
         the task's built-in slices); None leaves the probe's class slices."""
         return None
 
+    def example_clusters(self, examples: Sequence[Any]) -> list[str] | None:
+        """Each example's cluster, the unit an interval resamples where examples are no independent evidence (a
+        reader: the questions of one context, ``tasks.qa_clusters``); None: the examples are the units."""
+        return None
+
     def describe_labels(self, values: Sequence[int] | int) -> str:
         """A prediction or gold value as a reader sees it (a class name, a label set)."""
         if isinstance(values, int):

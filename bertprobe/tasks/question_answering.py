@@ -26,6 +26,7 @@ from bertprobe.results import Catalogue
 from bertprobe.tasks import qa_accuracy, qa_adversarial, qa_calibration, qa_partial, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
+from bertprobe.tasks.qa_clusters import question_clusters
 from bertprobe.tasks.qa_heads import input_rows as qa_input_rows
 from bertprobe.tasks.qa_heads import masked_span_loss
 from bertprobe.tasks.qa_heads import sweep_rows as qa_sweep_rows
@@ -247,6 +248,10 @@ class QuestionAnswering(Task):
         answer's sentence moved to the end, and the answer-position prior (``tasks.qa_partial``)."""
         qa_partial.audit(self, result, target, data, params, ctx)
         return True
+
+    def example_clusters(self, examples: Sequence[Any]) -> list[str] | None:
+        """The questions of one context resample together (``qa_clusters.question_clusters``)."""
+        return question_clusters(examples)
 
     def slice_units(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
         """Questions scored by F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""

@@ -90,7 +90,7 @@ from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.figures import heatmap_spec, layer_head_heatmap
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import bootstrap_ci, bootstrap_means, clustered, gini
-from bertprobe.tasks.qa_clusters import cluster_keys, question_clusters
+from bertprobe.tasks.qa_clusters import cluster_keys
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ class Evaluator:
             self.encoded = target.encode(data.examples)
         self.examples = data.examples
         # a reader's questions come several per context, no independent evidence: the intervals resample contexts
-        clusters = question_clusters(self.examples) if getattr(target.task, "span_answers", False) else None
+        clusters = target.task.example_clusters(self.examples)
         self.groups = clusters if clustered(clusters) else None
         self.batches = list(target.batches(self.encoded, batch_size))
         self.passes = 0
