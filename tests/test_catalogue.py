@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from bertprobe.errors import PluginError, SuiteError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.plugins import build_plugins
+from bertprobe.probe import Probe
 from bertprobe.probes.accuracy import AccuracyProbe
 from bertprobe.probes.calibration import CalibrationProbe
 from bertprobe.probes.spurious_cues.probe import SpuriousCuesProbe
@@ -177,6 +178,8 @@ def _task_plugin(catalogues: dict, name: str = "stance2") -> object:
     Declared.probe_metrics = catalogues  # type: ignore[misc]
 
     class Plugin:
+        task = Declared
+
         @hookimpl
         def bertprobe_register_tasks(self, registry):
             registry.add(Declared)
@@ -306,3 +309,45 @@ def test_a_plugin_tasks_default_gates_its_own_models_only(suite_factory, monkeyp
         judged[task] = (result.status, {e.metric for e in result.expectations if e.min == 1.01})
     assert judged["auto"][1] == set()  # the classifier: not gated by the plugin task's bound
     assert judged["stance2"] == ("failed", {"accuracy"})
+
+
+class _Bare(Probe):
+    """A plugin's probe that declares no metrics of its own."""
+
+    name = "bare"
+    description = "a probe without a catalogue of its own"
+
+    def run(self, target, data, params, ctx):  # pragma: no cover - never run here
+        return ProbeResult(self.name)
+
+
+class _BarePlugin:
+    def __init__(self, adds: bool) -> None:
+        self.adds = adds
+
+    @hookimpl
+    def bertprobe_register_probes(self, registry):
+        registry.add(_Bare)
+
+    @hookimpl
+    def bertprobe_register_tasks(self, registry):
+        if self.adds:
+            registry.add(_task_plugin({"bare": Catalogue({"bare_score": "what the task measures in its place"},
+                                                          {"bare_score": False})}).task)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("adds", [True, False])
+def test_describe_shows_the_merged_catalogue_of_a_probe_without_metrics_of_its_own(monkeypatch, adds):
+    import bertprobe.plugins
+    from bertprobe.cli import main
+
+    real = bertprobe.plugins.build_plugins
+    monkeypatch.setattr(bertprobe.plugins, "build_plugins", lambda **kw: real(extra=[_BarePlugin(adds)], **kw))
+    result = CliRunner().invoke(main, ["describe", "bare"])
+    assert result.exit_code == 0, result.output
+    metrics = result.output.split("\nMetrics", 1)[1]
+    if adds:  # what its task adds, and that expect: still takes any name
+        assert "bare_score" in metrics and "lower is better" in metrics and "(any)" not in metrics
+        assert "declares none of its own, so expect: may name any" in metrics
+    else:
+        assert metrics.strip().endswith("(any)")
