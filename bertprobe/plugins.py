@@ -186,4 +186,35 @@ def build_plugins(
         for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
             registry.current_plugin = impl.plugin_name
             impl.function(registry=registry)
+    if not listing:
+        _check_catalogues(plugins, {name for name in _disabled(env) if pm.is_blocked(name)})
     return plugins
+
+
+def _check_catalogues(plugins: Plugins, blocked: set[str]) -> None:
+    """Each task's ``probe_metrics`` names a probe (a registered one, or one a blocked built-in plugin would
+    register) and declares none of its metrics, directions or default bounds otherwise than the probe's own
+    entries and the tasks registered before it (``catalogue.conflicts``: the merge would drop them silently).
+    A blocked plugin the catalog does not list might have registered any name: unknown names pass then."""
+    from bertprobe.catalog import load
+    from bertprobe.results.catalogue import conflicts
+
+    known = set(plugins.probes.names())
+    listed = load()
+    known |= {row["name"] for module in blocked & set(listed) for row in listed[module].get("probes", [])}
+    lenient = bool(blocked - set(listed))
+    earlier: list[Any] = []
+    for task in plugins.tasks.in_order():
+        origin = plugins.tasks.origin(task.name)
+        for probe, added in task.probe_metrics.items():
+            if probe not in plugins.probes:
+                if probe in known or lenient:
+                    continue
+                raise PluginError(f"task '{task.name}' from plugin '{origin}': probe_metrics names '{probe}', which is "
+                                  f"no probe{did_you_mean(probe, sorted(known))}; probes: {', '.join(sorted(known))}")
+            catalogue = getattr(plugins.probes.get(probe), "catalogue", None)  # a Probe subclass's
+            found = conflicts(catalogue(earlier), added) if callable(catalogue) else []
+            if found:
+                raise PluginError(f"task '{task.name}' from plugin '{origin}': probe_metrics['{probe}'] declares "
+                                  f"{'; '.join(found)}; declare each metric once (or exactly as before)")
+        earlier.append(task)

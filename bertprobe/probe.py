@@ -249,7 +249,8 @@ class Probe(abc.ABC):
         """The probe's metric catalogue: its own ``metrics``, ``metric_directions``, ``defaults`` and
         ``key_metrics``, then what each task adds in its place (``Task.probe_metrics[name]``), in the order the tasks
         were registered. ``tasks``: the run's task registry (``Plugins.tasks``) or task classes; None: the built-in
-        tasks. Known before any model loads: the union over the tasks, whichever the model's turns out to be."""
+        tasks. Known before any model loads: the union over the tasks, whichever the model's turns out to be
+        (what ``validate`` and ``describe`` read); a run judges a model by ``catalogue((its task,))``."""
         return _merged_catalogue(cls, _task_classes(tasks))
 
     @classmethod

@@ -13,7 +13,8 @@ from bertprobe.data import Dataset, Example
 from bertprobe.probe import Predictions, ProbeContext
 from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
 from bertprobe.results import ProbeResult
-from bertprobe.results.policy import judge
+from bertprobe.run.turn import judge
+from bertprobe.suite.schema import ProbeSpec
 from bertprobe.tasks.entity_accuracy import entity_accuracy
 from bertprobe.tasks.labelset_accuracy import label_set_accuracy
 from bertprobe.tasks.labelset_metrics import f1_scores
@@ -54,7 +55,7 @@ def test_an_entity_type_absent_from_gold_and_predictions_gets_no_row_and_no_find
     assert result.details["absent"] == ["ORG"]
     assert result.details["figures"][0]["data"]["labels"] == ["LOC", "PER"]
     result.status = "measured"
-    judge(result, (), (), AccuracyProbe.defaults, AccuracyProbe.key_metrics)  # the default gates only
+    judge(result, ProbeSpec("accuracy", "accuracy"), AccuracyProbe, TokenClassification)  # as the harness does
     assert result.status == "passed" and not any("ORG" in e.metric for e in result.expectations)
 
 
@@ -86,7 +87,7 @@ def test_a_label_absent_from_gold_and_predictions_gets_no_row_and_no_finding():
     assert result.details["figures"][0]["data"]["labels"] == ["PER", "LOC"]
     assert result.value("macro_f1") == f1_scores(task.predict(logits).numpy(), task.gold(data).numpy())["macro_f1"]
     result.status = "measured"
-    judge(result, (), (), AccuracyProbe.defaults, AccuracyProbe.key_metrics)
+    judge(result, ProbeSpec("accuracy", "accuracy"), AccuracyProbe, task)  # as the harness does
     assert result.status == "passed"
 
 

@@ -8,9 +8,10 @@ from typing import ClassVar
 import pytest
 from click.testing import CliRunner
 
-from bertprobe.errors import SuiteError
+from bertprobe.errors import PluginError, SuiteError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.plugins import build_plugins
+from bertprobe.probe import Probe
 from bertprobe.probes.accuracy import AccuracyProbe
 from bertprobe.probes.calibration import CalibrationProbe
 from bertprobe.probes.spurious_cues.probe import SpuriousCuesProbe
@@ -30,8 +31,8 @@ class Stance(SingleLabelClassification):
     description: ClassVar[str] = "stance detection"
     probe_metrics: ClassVar = {"accuracy": Catalogue(
         {"stance_agreement": "stance: share of examples where the model agrees with the annotators",
-         "accuracy": "a task may not redefine the probe's own metric"},
-        {"stance_agreement": True, "accuracy": False}, (AGREEMENT,))}
+         "accuracy": AccuracyProbe.metrics["accuracy"]},  # the probe's own entry again, the same: no conflict
+        {"stance_agreement": True, "accuracy": True}, (AGREEMENT,))}
 
 
 class StancePlugin:
@@ -65,7 +66,7 @@ def test_the_catalogue_is_the_probes_own_then_each_registered_tasks():
     assert names[:own] == list(AccuracyProbe.metrics)  # the probe's own first, then the tasks' (registry order)
     assert set(names[own:]) == set(Stance.probe_metrics["accuracy"].metrics) - {"accuracy"} \
         | set(QuestionAnswering.probe_metrics["accuracy"].metrics)
-    # a task never redefines the probe's own entry: first declaration wins
+    # the probe's own entry declared again as it is: kept once (registration refuses another meaning or direction)
     assert catalogue.metrics["accuracy"] == AccuracyProbe.metrics["accuracy"] and catalogue.directions["accuracy"] is True
     assert catalogue.defaults[: len(AccuracyProbe.defaults)] == AccuracyProbe.defaults
     assert sorted(d.metric for d in catalogue.defaults[len(AccuracyProbe.defaults):]) == \
@@ -108,13 +109,15 @@ def test_a_run_judges_a_result_by_the_defaults_its_task_adds():
     spec = _suite({}).probes[0]
     result = ProbeResult("accuracy", id="accuracy")
     result.add_metric("stance_agreement", 0.5, True)
-    judge(result, spec, AccuracyProbe, plugins.tasks)
+    stance = plugins.tasks.get("stance")
+    judge(result, spec, AccuracyProbe, stance)  # the model's task: the probe's own entries and the task's
     assert [(e.metric, e.min, e.source) for e in result.expectations] == [("stance_agreement", 0.6, "default")]
     assert result.status == "failed"
-    alone = ProbeResult("accuracy", id="accuracy")
-    alone.add_metric("stance_agreement", 0.5, True)
-    judge(alone, spec, AccuracyProbe)  # the built-in tasks: no bound on it, nor a key metric
-    assert alone.expectations == [] and alone.status == "measured" and "not_gated" not in alone.details
+    for task in (None, SingleLabelClassification, QuestionAnswering):  # another task's model: not its bound
+        alone = ProbeResult("accuracy", id="accuracy")
+        alone.add_metric("stance_agreement", 0.5, True)
+        judge(alone, spec, AccuracyProbe, task)
+        assert alone.expectations == [] and alone.status == "measured" and "not_gated" not in alone.details
 
 
 def test_describe_shows_what_a_plugin_task_adds(monkeypatch):
@@ -159,3 +162,192 @@ def test_calibration_slices_and_cues_declare_no_tasks_metrics_of_their_own():
     assert list(CalibrationProbe.catalogue().metrics)[len(CalibrationProbe.metrics):] == [
         *MultiLabelClassification.probe_metrics["calibration"].metrics, *TokenClassification.probe_metrics["calibration"].metrics,
         *QuestionAnswering.probe_metrics["calibration"].metrics]  # the built-in tasks in registration order
+
+
+# ---- catalogues are checked where they are declared and registered -------------------------------------------
+
+
+def _task_plugin(catalogues: dict, name: str = "stance2") -> object:
+    """A plugin registering a classification task named ``name`` whose probe_metrics are ``catalogues``."""
+
+    @dataclass(frozen=True)
+    class Declared(SingleLabelClassification):
+        description: ClassVar[str] = "a plugin's task"
+
+    Declared.name = name  # type: ignore[misc]
+    Declared.probe_metrics = catalogues  # type: ignore[misc]
+
+    class Plugin:
+        task = Declared
+
+        @hookimpl
+        def bertprobe_register_tasks(self, registry):
+            registry.add(Declared)
+
+    return Plugin()
+
+
+def test_a_catalogue_of_metric_names_reads_as_probe_metrics_do():
+    catalogue = Catalogue(("stance_agreement", "stance_*"), {"stance_*": True}, [AGREEMENT], ["stance_agreement"])
+    assert dict(catalogue.metrics) == {"stance_agreement": "", "stance_*": ""}
+    assert catalogue.defaults == (AGREEMENT,) and catalogue.key_metrics == ("stance_agreement",)
+    tasks = build_plugins(extra=[_task_plugin({"accuracy": catalogue})], entry_points=False).tasks
+    merged = AccuracyProbe.catalogue(tasks)  # was an AttributeError on the tuple
+    assert {"stance_agreement", "stance_*"} <= set(merged.metrics) and AccuracyProbe.knows_metric("stance_agreement", tasks)
+    assert ("stance_agreement", "higher is better", "") in AccuracyProbe.metric_rows(tasks)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"metrics": {"stance_agreement": 0.6}}, r"Catalogue metrics must map metric names to their meanings \(or be a tuple of names\), not \{'stance_agreement': 0.6\}"),
+    ({"metrics": "stance_agreement"}, r"Catalogue metrics must map"),
+    ({"metrics": ("stance_agreement", 3)}, r"Catalogue metrics must map"),
+    ({"directions": {"stance_agreement": "higher"}}, r"Catalogue directions must map metric patterns to True \(higher is better\), False"),
+    ({"directions": ("stance_agreement",)}, r"Catalogue directions must map"),
+    ({"defaults": ({"metric": "f1", "min": 0.5},)}, r"Catalogue defaults must be a tuple of bertprobe.results.DefaultExpectation"),
+    ({"defaults": AGREEMENT}, r"Catalogue defaults must be a tuple"),
+    ({"key_metrics": "stance_agreement"}, r"Catalogue key_metrics must be a tuple of metric patterns, not 'stance_agreement'"),
+    ({"key_metrics": (AGREEMENT,)}, r"Catalogue key_metrics must be a tuple"),
+])
+def test_a_malformed_catalogue_is_refused_in_one_line(fields, message):
+    with pytest.raises(PluginError, match=message) as caught:
+        Catalogue(**fields)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("catalogue", "message"), [
+    (Catalogue({"acuracy_stance": "x"}), None),  # the probe exists: no error (a metric name is free)
+    (Catalogue({"accuracy": "another meaning"}),
+     r"probe_metrics\['accuracy'\] declares metric 'accuracy' again with another meaning \('share of"),
+    (Catalogue({"stance_agreement": "s"}, {"accuracy_*": False}),
+     r"declares 'accuracy_\*' lower is better, where it is higher is better; declare each metric once"),
+    (Catalogue({"f1_stance": "s"}, {"f1_stance": False}), r"'f1_stance' lower is better, where it is higher is better"),
+    (Catalogue(defaults=(DefaultExpectation("entity_f1", min=0.7),)),
+     r"declares default 'entity_f1' >= 0.7, where it is .*0.5"),
+    (Catalogue({"accuracy": ""}, {"accuracy": True}, (DefaultExpectation("entity_f1", min=0.5, interval=True, why="again"),)),
+     None),  # the same entries again (a name without a meaning, another why): fine
+])
+def test_a_task_entry_that_redefines_a_metric_is_refused_at_registration(catalogue, message):
+    plugin = _task_plugin({"accuracy": catalogue})
+    if message is None:
+        build_plugins(extra=[plugin], entry_points=False)
+        return
+    with pytest.raises(PluginError, match=r"^task 'stance2' from plugin '.*': .*" + message) as caught:
+        build_plugins(extra=[plugin], entry_points=False)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_later_task_may_not_redefine_an_earlier_tasks_entry():
+    first = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_agreement": True})}, "stance1")
+    same = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_*": True})}, "stance2")
+    build_plugins(extra=[first, same], entry_points=False)  # the same direction through another pattern: fine
+    other = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_*": False})}, "stance2")
+    # whichever registers second is refused (pluggy calls the later-registered extra plugin first)
+    with pytest.raises(PluginError, match=r"task 'stance[12]' .*'stance_agreement' (lower|higher) is better, where it "
+                                          r"is (higher|lower) is better"):
+        build_plugins(extra=[first, other], entry_points=False)
+
+
+def test_probe_metrics_naming_no_probe_is_refused_with_a_suggestion():
+    with pytest.raises(PluginError, match=r"^task 'stance2' from plugin '.*': probe_metrics names 'acuracy', which is "
+                                          r"no probe \(did you mean 'accuracy'\?\); probes: .*accuracy, "):
+        build_plugins(extra=[_task_plugin({"acuracy": Catalogue({"stance_agreement": "s"})})], entry_points=False)
+
+
+def test_a_blocked_builtin_probe_leaves_the_tasks_naming_it_registered():
+    """The reader's task adds to spurious-cues' catalogue; with that probe's plugin blocked, nothing is wrong."""
+    env = {"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.spurious_cues.probe"}
+    plugins = build_plugins(env=env, entry_points=False)
+    assert "spurious-cues" not in plugins.probes and "spurious-cues" in QuestionAnswering.probe_metrics
+    with pytest.raises(PluginError, match=r"names 'spurious-cue', which is no probe \(did you mean 'spurious-cues'\?\)"):
+        build_plugins(extra=[_task_plugin({"spurious-cue": Catalogue()})], env=env, entry_points=False)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _task_plugin({"acuracy": Catalogue({"stance_agreement": "s"})}),
+    lambda: _task_plugin({"accuracy": Catalogue({"accuracy": "s"}, {"accuracy": False})}),
+    lambda: _LazyPlugin(),
+])
+def test_the_cli_turns_a_bad_task_catalogue_into_exit_2(monkeypatch, make):
+    import bertprobe.plugins
+    from bertprobe.cli import main
+
+    real = bertprobe.plugins.build_plugins
+    monkeypatch.setattr(bertprobe.plugins, "build_plugins", lambda **kw: real(extra=[make()], **kw))
+    result = CliRunner().invoke(main, ["describe", "accuracy"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and (result.exception is None or isinstance(result.exception, SystemExit))
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "task 'stance2'" in lines[0] or lines[0].startswith("error: Catalogue directions must")
+
+
+class _LazyPlugin:
+    """A plugin whose task's catalogue is built when it registers: malformed (a direction that is a word)."""
+
+    @hookimpl
+    def bertprobe_register_tasks(self, registry):
+        registry.add(_task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_agreement": "up"})}))
+
+
+def test_a_plugin_tasks_default_gates_its_own_models_only(suite_factory, monkeypatch):
+    """A task's default on a pattern a classifier's result also has (``*accuracy``: its overall accuracy) gates
+    the task's model, never a classifier's: a run judges by the probe's own entries and its model's task's."""
+    from bertprobe.harness import run_suite
+    from bertprobe.suite import load_suite
+
+    impossible = DefaultExpectation("*accuracy", min=1.01, why="a test bound no model meets")
+    plugin = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, defaults=(impossible,))})
+    probes = "  - probe: accuracy\n    params: {single_check: 0}\n"
+    monkeypatch.setattr(AccuracyProbe, "tasks", AccuracyProbe.tasks | {"stance2"})  # as a probe listing it would
+    judged = {}
+    for task in ("auto", "stance2"):  # auto: the tiny classifier is read as a classification model
+        suite = suite_factory(probes)
+        if task != "auto":
+            suite.write_text(suite.read_text().replace("device: cpu}", "device: cpu, task: stance2}"))
+        session = run_suite(load_suite(suite), build_plugins(extra=[plugin], entry_points=False))
+        (result,) = session.report.probes
+        assert result.value("accuracy") is not None  # what the pattern matches, on both models
+        judged[task] = (result.status, {e.metric for e in result.expectations if e.min == 1.01})
+    assert judged["auto"][1] == set()  # the classifier: not gated by the plugin task's bound
+    assert judged["stance2"] == ("failed", {"accuracy"})
+
+
+class _Bare(Probe):
+    """A plugin's probe that declares no metrics of its own."""
+
+    name = "bare"
+    description = "a probe without a catalogue of its own"
+
+    def run(self, target, data, params, ctx):  # pragma: no cover - never run here
+        return ProbeResult(self.name)
+
+
+class _BarePlugin:
+    def __init__(self, adds: bool) -> None:
+        self.adds = adds
+
+    @hookimpl
+    def bertprobe_register_probes(self, registry):
+        registry.add(_Bare)
+
+    @hookimpl
+    def bertprobe_register_tasks(self, registry):
+        if self.adds:
+            registry.add(_task_plugin({"bare": Catalogue({"bare_score": "what the task measures in its place"},
+                                                          {"bare_score": False})}).task)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("adds", [True, False])
+def test_describe_shows_the_merged_catalogue_of_a_probe_without_metrics_of_its_own(monkeypatch, adds):
+    import bertprobe.plugins
+    from bertprobe.cli import main
+
+    real = bertprobe.plugins.build_plugins
+    monkeypatch.setattr(bertprobe.plugins, "build_plugins", lambda **kw: real(extra=[_BarePlugin(adds)], **kw))
+    result = CliRunner().invoke(main, ["describe", "bare"])
+    assert result.exit_code == 0, result.output
+    metrics = result.output.split("\nMetrics", 1)[1]
+    if adds:  # what its task adds, and that expect: still takes any name
+        assert "bare_score" in metrics and "lower is better" in metrics and "(any)" not in metrics
+        assert "declares none of its own, so expect: may name any" in metrics
+    else:
+        assert metrics.strip().endswith("(any)")

@@ -33,10 +33,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], tasks: Any = None) -> None:
+def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], task: Any = None) -> None:
     """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.results.policy``):
-    its catalogue's over ``tasks`` (the run's registered tasks), so a task's section is judged by its own bounds."""
-    catalogue = cls.catalogue(tasks)
+    the probe's own defaults and key metrics plus what the model's ``task`` (a Task class or instance; None: the
+    probe's own alone) adds, so a task's section is judged by its own bounds and never by another task's (the
+    union over the registered tasks is what ``validate`` and ``describe`` show, before a model loads)."""
+    catalogue = cls.catalogue(() if task is None else (task if isinstance(task, type) else type(task),))
     policy.judge(result, spec.expect, spec.expect_off, catalogue.defaults, catalogue.key_metrics)
 
 
@@ -57,7 +59,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         result.status = "skipped"
         result.message = f"target {name} ({target.task.name}) lacks: " + ", ".join(
             f"{m} ({TARGET[m]})" if m in TARGET else m for m in missing)
-        judge(result, spec, cls, session.plugins.tasks)
+        judge(result, spec, cls, target.task)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
     lacking = cls.missing_data(data.features) if data is not None else []
@@ -107,7 +109,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
             produced.details.setdefault("paper", cls.paper)
         result = produced
     result.duration_s = time.perf_counter() - start
-    judge(result, spec, cls, session.plugins.tasks)
+    judge(result, spec, cls, target.task)
     return result
 
 
