@@ -165,11 +165,12 @@ def test_the_probe_on_a_tiny_reader_measures_success_on_held_out_questions(reade
 
 def test_held_out_questions_of_one_context_are_resampled_together(reader):
     """40 contexts of two why questions each: the search takes whole contexts (none of its paragraphs held out);
-    the success rate's interval is the cluster bootstrap over the held-out contexts (stats.mean_interval with each
-    question's context, the run's seed), not Wilson's over the questions; the outcomes carry the contexts' keys."""
+    the success rate's interval is Wilson's on the effective sample size over the held-out contexts
+    (stats.clustered_wilson with each question's context), not Wilson's over the questions, the descriptions say
+    so; the outcomes carry the contexts' keys."""
     import hashlib
 
-    from bertprobe.stats import mean_interval
+    from bertprobe.stats import clustered_wilson
 
     examples = []
     for ex in questions(40, 7):
@@ -186,10 +187,10 @@ def test_held_out_questions_of_one_context_are_resampled_together(reader):
     for name, outcome in (("success_rate", "target_answered"), ("target_alone_rate", "target_answered_alone")):
         o = next(o for o in result.outcomes if o.name == outcome)
         assert o.ids == answered_.ids and result.value(name) == pytest.approx(np.mean(o.values))
-        assert result.metrics[name].ci == pytest.approx(mean_interval(o.values, 1000, 0.95, 4, groups), abs=1e-12)
+        assert result.metrics[name].ci == pytest.approx(clustered_wilson(o.values, groups), abs=1e-12)
         if 0 < sum(o.values) < len(o.values):
             assert result.metrics[name].ci != pytest.approx(wilson_interval(sum(o.values), 64), abs=1e-6)
-        assert "over contexts" in result.metrics[name].description
+        assert "Wilson interval over contexts: on the effective number" in result.metrics[name].description
         assert o.groups == [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
 
 
