@@ -311,3 +311,39 @@ def test_the_baseline_trigger_and_a_transfer_reader(reader, tmp_path):
     assert result.value("transfer_success_rate") == pytest.approx(sum(moved) / len(held))
     plain = success(other.task.answers(other, held), ANSWER)
     assert result.value("transfer_success_before") == pytest.approx(sum(plain) / len(held))
+
+
+def test_the_split_moves_whole_contexts_even_where_the_cut_would_split_the_last_paragraph():
+    """Two questions on paragraph A, six on B, a cut of 3: A alone is searched (the cut moves to its edge) and all
+    of B held out (the split used to fall back to examples[:3], searching one of B's questions); with one
+    question per context, examples[:cut] and examples[cut:] as before; one paragraph only: split at the cut."""
+    from bertprobe.probes.attacks.span_trigger import shared_paragraphs, split_by_context
+
+    base = questions(2, 3)
+    a = [dataclasses.replace(base[0], id=f"a{k}", text=f"why {k} ?") for k in range(2)]
+    b = [dataclasses.replace(base[1], id=f"b{k}", text=f"why {k} ?") for k in range(6)]
+    search, held = split_by_context(a + b, 3)
+    assert [ex.id for ex in search] == ["a0", "a1"] and [ex.id for ex in held] == [ex.id for ex in b]
+    search, held = split_by_context(b + a, 3)  # B fills the search past the cut: A held out
+    assert [ex.id for ex in search] == [ex.id for ex in b] and [ex.id for ex in held] == ["a0", "a1"]
+    alone = questions(7, 5)
+    assert split_by_context(alone, 4) == (alone[:4], alone[4:])
+    search, held = split_by_context(b, 3)
+    assert search == b[:3] and held == b[3:]
+    assert shared_paragraphs(b, range(3), range(3, 6)) == 1 and shared_paragraphs(a + b, range(2), range(2, 8)) == 0
+
+
+def test_a_run_whose_questions_all_ask_about_one_paragraph_warns_that_search_and_held_out_share_it(reader):
+    from bertprobe.probes.universal_trigger import UniversalTriggerProbe
+
+    base = questions(1, 9)[0]
+    one = [dataclasses.replace(base, id=f"q{k}", text=f"why did {POOL[k]} {POOL[k + 1]} it ?") for k in range(6)]
+    result = UniversalTriggerProbe().run(reader, Dataset(one), params(iterations=1, search_fraction=0.5),
+                                         ProbeContext(seed=2))
+    assert result.value("examples_held_out") == 3
+    [warning] = result.details["warnings"]
+    assert "search and held-out questions share 1 paragraph(s)" in warning
+    two = one[:3] + [dataclasses.replace(ex, id=f"{ex.id}x", text_pair=ex.text_pair + " again .") for ex in one[3:]]
+    result = UniversalTriggerProbe().run(reader, Dataset(two), params(iterations=1, search_fraction=0.5),
+                                         ProbeContext(seed=2))
+    assert "warnings" not in result.details and result.value("examples_held_out") == 3

@@ -38,16 +38,27 @@ def questions_of(examples: Sequence[Example], word: str) -> list[Example]:
 def split_by_context(examples: Sequence[Example], cut: int) -> tuple[list[Example], list[Example]]:
     """The search and held-out questions: whole contexts (``qa_clusters.question_clusters``) in the order they
     first appear, to the search until it holds ``cut`` questions, the rest held out, so that no held-out question
-    shares its paragraph with a searched one (its answer is no independent evidence then). With one question per
-    context, ``examples[:cut]`` and ``examples[cut:]``; the same where whole contexts would hold nothing out."""
+    shares its paragraph with a searched one (its answer is no independent evidence then). The last context is
+    always held out, so with two contexts or more both parts hold whole paragraphs (the cut moves to a context's
+    edge). With one question per context, ``examples[:cut]`` and ``examples[cut:]`` (``cut`` below their number).
+    Only where every question asks about one paragraph is it split at ``cut``: ``span_result`` warns then."""
     members: dict[str, list[Example]] = {}
     for ex, key in zip(examples, question_clusters(examples)):
         members.setdefault(key, []).append(ex)
+    groups = list(members.values())
+    if len(groups) < 2:
+        return list(examples[:cut]), list(examples[cut:])
     search: list[Example] = []
     held: list[Example] = []
-    for group in members.values():
-        (search if len(search) < cut else held).extend(group)
-    return (search, held) if held else (list(examples[:cut]), list(examples[cut:]))
+    for k, group in enumerate(groups):
+        (search if len(search) < cut and k < len(groups) - 1 else held).extend(group)
+    return search, held
+
+
+def shared_paragraphs(examples: Sequence[Example], search_idx: Sequence[int], held_idx: Sequence[int]) -> int:
+    """How many paragraphs (``qa_clusters.question_clusters``) both searched and held-out questions ask about."""
+    keys = question_clusters(examples)
+    return len({keys[i] for i in search_idx} & {keys[i] for i in held_idx})
 
 
 def answered(task: Any, target: Any, examples: Sequence[Example], answer: str, trigger_text: str | None,
@@ -145,6 +156,11 @@ def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float
     if params.transfer_model:
         _transfer(result, ctx, target, held, answer, text, params, groups)
     result.details["figures"] = figures(result, history, word, clustered(groups))
+    shared = shared_paragraphs(examples, state.search_idx, held_idx)
+    if shared:
+        result.details.setdefault("warnings", []).append(
+            f"search and held-out questions share {shared} paragraph(s) (every '{word}' question asks about one): "
+            "the held-out success is no independent evidence; add questions of other contexts")
     return result
 
 
