@@ -2,8 +2,9 @@
 
 Exact match and F1 as the official SQuAD v1.1 script defines them (``tasks.squad_metrics``), stored as shares
 in [0, 1] like every other metric (the key finding prints them x100, as SQuAD papers do: ``EM 58.4, F1
-71.2``), each with a percentile bootstrap interval: over contexts (a cluster bootstrap, ``tasks.qa_clusters``)
-where questions share one, as SQuAD's about five per paragraph do, else over questions; SQuAD 2.0's has-answer and no-answer
+71.2``), each with an interval over contexts where questions share one, as SQuAD's about five per paragraph do,
+else over questions (``tasks.qa_clusters``): exact match Wilson's, on its effective sample size over contexts
+(Korn & Graubard 1998), F1 a percentile bootstrap (a cluster bootstrap over contexts); SQuAD 2.0's has-answer and no-answer
 splits when the data hold unanswerable questions; the same per question word (what, who, when, where, why,
 how, which, other). Per-question outcomes ``em`` (0/1) and ``f1`` (a score in [0, 1]) back the metrics, so a
 paired gate or ``compare`` pairs two builds question by question; F1 is a mean over questions, so its
@@ -68,7 +69,7 @@ QA_DEFAULTS = (
         why="question answering: below 0.5 the reader recovers less than half of the answer tokens, worse than SQuAD's "
             "sliding-window logistic-regression baseline (F1 51.0, Rajpurkar et al. 2016); BERT-base scores about 0.88 "
             "and a weak in-domain reader about 0.7, so only a reader surely below that baseline is failed (bootstrap "
-            "interval over contexts, a cluster bootstrap, where questions share one); exact match has no default, since it punishes answers one word off"),
+            "interval, over contexts where questions share one); exact match has no default, since it punishes answers one word off"),
     DefaultExpectation(
         "question_*_f1", min=0.5, interval=True,
         why="question answering, per question word (what, who, when, why...): the same bound for each kind of question, "

@@ -21,8 +21,8 @@ Three measurements, each on the reader as given (its answers over all windows, `
    F1 of the same questions, paired.
 3. Answer positions: the relative position (start character / context length) of each predicted answer and of
    the first gold answer, in ``position_bins`` equal bins, over the answerable questions the reader answered;
-   the share of each in the context's first sentence (Wilson's interval over questions, or a cluster bootstrap
-   over contexts where they share one), their paired difference (``first_sentence_excess``), and the total
+   the share of each in the context's first sentence (Wilson's interval over questions, or on the effective
+   sample size over contexts where they share one, Korn & Graubard 1998), their paired difference (``first_sentence_excess``), and the total
    variation distance between the two histograms (bootstrap over questions, or contexts where they share one).
 
 Each per-question outcome carries its context's key (``tasks.qa_clusters.cluster_keys``), so a paired gate or

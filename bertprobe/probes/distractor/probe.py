@@ -14,10 +14,11 @@ Metrics, over the questions the rules cover: F1 and exact match with and without
 drop (``f1_drop``: original minus adversarial, paired per question), the share of answers that moved into the
 distractor, the same per question word, and the share of questions covered (with the reasons the others are
 not). Intervals resample contexts where questions share one (SQuAD asks about five per paragraph, and they are
-no independent evidence: ``tasks.qa_clusters``): a cluster bootstrap of each mean, share and paired drop, a
-context's questions drawn together (a mean or share from fewer than 30 contexts: Wilson's with one trial per
-context); where no two questions share a context, a bootstrap over questions (Wilson's below 30 questions for
-the means, Wilson's for the shares). The outcomes carry each question's context key, so a paired gate or ``compare``
+no independent evidence: ``tasks.qa_clusters``): a cluster bootstrap of each F1 and paired drop, a context's
+questions drawn together (an F1 from fewer than 30 contexts: Wilson's with one trial per context), and Wilson's
+interval on the effective sample size (Korn & Graubard 1998) of each share and exact match; where no two
+questions share a context, a bootstrap over questions (Wilson's below 30 questions for an F1) and Wilson's over
+questions for the shares. Each description names the interval drawn (``qa_clusters.interval_over``). The outcomes carry each question's context key, so a paired gate or ``compare``
 resamples contexts too. Findings: the questions that lost the most F1, with the distractor, the gold answer and
 the prediction marked in the context.
 
@@ -79,17 +80,17 @@ class DistractorProbe(Probe):
     tasks = frozenset({"question-answering"})
     metrics = {
         "original_f1": "F1 on the covered questions without the distractor (cluster bootstrap interval over "
-                       "contexts where questions share one, else over questions)",
+                       "contexts where questions share one, else over questions; Wilson's on fewer than 30)",
         "original_exact_match": "exact match on the covered questions without the distractor",
         "adversarial_f1": "F1 on the covered questions with the distractor inserted",
         "adversarial_exact_match": "exact match on the covered questions with the distractor inserted",
         "f1_drop": "original minus adversarial F1, paired per question (paired bootstrap interval, resampling "
                    "contexts where questions share one)",
         "exact_match_drop": "original minus adversarial exact match, paired per question",
-        "moved_to_distractor": "share of covered questions whose answer lies in the distractor (interval over "
-                               "contexts where questions share one, else Wilson's over questions)",
-        "coverage": "share of the answerable questions the rules turn into a distractor (interval over contexts "
-                    "where questions share one, else Wilson's over questions)",
+        "moved_to_distractor": "share of covered questions whose answer lies in the distractor (Wilson's interval, "
+                               "on the effective sample size over contexts where questions share one)",
+        "coverage": "share of the answerable questions the rules turn into a distractor (Wilson's interval, on the "
+                    "effective sample size over contexts where questions share one)",
         "covered": "questions with a distractor",
         "uncovered": "answerable questions the rules do not convert (counted, not guessed)",
         "control_f1": "control: F1 with another question's distractor inserted instead (control: true)",
