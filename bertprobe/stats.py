@@ -68,28 +68,116 @@ def bootstrap_means(data: np.ndarray, resamples: int, rng: np.random.Generator,
     return sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
 
 
-SMALL_SAMPLE = 30  # below this many independent units a mean's interval is Wilson's, never a bootstrap's
+SMALL_SAMPLE = 30  # below this many independent units a graded mean's interval is Wilson's, never a bootstrap's
+
+# How ``mean_interval`` draws an interval (``interval_method``): the branch it takes, for a metric's description.
+WILSON = "wilson"  # Wilson's over the values (binary values, none sharing a cluster; or graded ones, too few units)
+CLUSTERED_WILSON = "clustered_wilson"  # binary values in clusters: Wilson's on the Korn-Graubard effective size
+WILSON_CLUSTERS = "wilson_clusters"  # graded values, too few clusters: Wilson's with one trial per cluster
+BOOTSTRAP = "bootstrap"  # graded values: the percentile bootstrap over the values
+CLUSTER_BOOTSTRAP = "cluster_bootstrap"  # graded values in clusters: the percentile bootstrap over clusters
+
+
+def is_binary(values: Sequence[float]) -> bool:
+    """Whether every value is 0 or 1 (a share's hits), so that its interval is a proportion's."""
+    return all(v == 0 or v == 1 for v in values)
+
+
+def interval_method(values: Sequence[float], resamples: int, groups: Sequence[Hashable] | None = None) -> str:
+    """The branch ``mean_interval`` takes for these values (one of ``WILSON``, ``CLUSTERED_WILSON``,
+    ``WILSON_CLUSTERS``, ``BOOTSTRAP``, ``CLUSTER_BOOTSTRAP``), so a description names what was computed."""
+    many = clustered(groups)
+    if is_binary(values):
+        return CLUSTERED_WILSON if many else WILSON
+    units = len(set(groups)) if many else len(values)  # type: ignore[arg-type]
+    if units >= SMALL_SAMPLE and resamples > 0 and not _flat(values, groups if many else None):
+        return CLUSTER_BOOTSTRAP if many else BOOTSTRAP
+    return WILSON_CLUSTERS if many else WILSON
+
+
+def _flat(values: Sequence[float], groups: Sequence[Hashable] | None) -> bool:
+    """Whether every bootstrap resample has the same mean (every unit's, or with ``groups`` every cluster's, mean
+    alike), so the percentile interval collapses to a point."""
+    data = np.asarray(values, dtype=np.float64)
+    means = data if groups is None else np.asarray([data[m].mean() for m in cluster_members(groups)])
+    return bool(means.size == 0 or np.ptp(means) <= 1e-12 * max(1.0, float(np.abs(means).max())))
 
 
 def mean_interval(values: Sequence[float], resamples: int, confidence: float = 0.95, seed: int = 0,
                   groups: Sequence[Hashable] | None = None) -> tuple[float, float]:
-    """The interval of the mean of ``values`` in [0, 1] (a share, an F1): the percentile bootstrap (by cluster with
-    ``groups``) from ``SMALL_SAMPLE`` independent units up, where the units are the clusters, else the values;
-    below, and wherever the bootstrap collapses to a point, the Wilson interval with one trial per unit and the
-    mean as its rate (the values lie in [0, 1], so their variance is at most mean x (1 - mean), the binomial's).
-    On a handful of units a bootstrap is too narrow and not monotone (three answers F1 0.1, 0.2, 0 gave [0, 0.20]
-    where three wrong ones gave Wilson's [0, 0.56]); Wilson's widens as the units get fewer and rises with the
-    mean, so a better group never fails a bound a worse one of its size passes. NaN bounds without values."""
+    """The interval of the mean of ``values`` in [0, 1] (a share, an F1), as ``interval_method`` names it.
+
+    Binary values (a share, an exact match) take Wilson's interval over the values, or where two share a cluster
+    of ``groups``, Wilson's on the Korn-Graubard effective sample size (``clustered_wilson``): a percentile
+    bootstrap of a rare or near-certain share is degenerate (1 hit in 60 gave [0, 0.048]). Graded values take the
+    percentile bootstrap (by cluster with ``groups``) from ``SMALL_SAMPLE`` independent units up, where the units
+    are the clusters, else the values; below, and wherever the bootstrap would collapse to a point, the Wilson
+    interval with one trial per unit and the mean as its rate (the values lie in [0, 1], so their variance is at
+    most mean x (1 - mean), the binomial's). On a handful of units a bootstrap is too narrow and not monotone
+    (three answers F1 0.1, 0.2, 0 gave [0, 0.20] where three wrong ones gave Wilson's [0, 0.56]); Wilson's widens
+    as the units get fewer and rises with the mean. NaN bounds without values."""
     n = len(values)
     if n == 0:
         return (float("nan"), float("nan"))
-    units = len(set(groups)) if groups is not None else n
-    share = float(sum(values)) / n
-    if units >= SMALL_SAMPLE and resamples > 0:
-        low, high = bootstrap_ci(values, resamples, confidence, seed, groups if clustered(groups) else None)
-        if low != high:
-            return low, high
-    return wilson_interval(share * units, units, confidence)  # type: ignore[arg-type]
+    method = interval_method(values, resamples, groups)
+    if method in (WILSON, CLUSTERED_WILSON) and is_binary(values):
+        return clustered_wilson(values, groups, confidence)
+    if method in (BOOTSTRAP, CLUSTER_BOOTSTRAP):
+        return bootstrap_ci(values, resamples, confidence, seed, groups if method == CLUSTER_BOOTSTRAP else None)
+    units = len(set(groups)) if method == WILSON_CLUSTERS else n  # type: ignore[arg-type]
+    return wilson_interval(float(sum(values)) / n * units, units, confidence)  # type: ignore[arg-type]
+
+
+def clustered_wilson(values: Sequence[float], groups: Sequence[Hashable] | None,
+                     confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's interval of a proportion of clustered 0/1 ``values`` (one key of ``groups`` per value) on its
+    effective sample size (Korn & Graubard 1998, "Confidence intervals for proportions with small expected number
+    of positive counts estimated from survey data", Survey Methodology 24: 193; the modified Wilson limits of SAS
+    PROC SURVEYFREQ, R survey's ``svyciprop(method="wilson")``).
+
+    With p = sum y / n over the G clusters (cluster g: y_g hits of m_g values), the ratio estimator's
+    with-replacement variance between clusters is v = G / (G - 1) * sum_g (y_g - p m_g)^2 / n^2; the design
+    effect is v over the simple random sample's p (1 - p) / (n - 1), the effective size n / deff, times
+    (t_{n-1} / t_{G-1})^2 for the G - 1 degrees of freedom, truncated at n (so never narrower than Wilson's over
+    the n values; n where v = 0 or p is 0 or 1). Wilson's interval at rate p on that many trials is continuous in
+    the data, needs no bootstrap, and with one value per cluster (deff 1, G = n) is exactly Wilson's over the
+    values. One cluster: one trial. NaN bounds without values."""
+    n = len(values)
+    hits = float(sum(values))
+    if n == 0 or not clustered(groups):
+        return wilson_interval(round(hits), n, confidence)
+    members = cluster_members(groups)  # type: ignore[arg-type]
+    g = len(members)
+    p = hits / n
+    if g < 2:
+        return wilson_interval(p, 1, confidence)  # type: ignore[arg-type]
+    data = np.asarray(values, dtype=np.float64)
+    residuals = np.asarray([data[m].sum() - p * len(m) for m in members])
+    variance = g / (g - 1) * float((residuals * residuals).sum()) / (n * n)
+    size = float(n)
+    if 0.0 < p < 1.0 and variance > 0.0:
+        deff = variance / (p * (1 - p) / (n - 1))
+        level = 1 - (1 - confidence) / 2
+        size = min(size, n / deff * (student_t_quantile(level, n - 1) / student_t_quantile(level, g - 1)) ** 2)
+    return wilson_interval(p * size, size, confidence)  # type: ignore[arg-type]
+
+
+def student_t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile (0.5 < q < 1) of Student's t with ``df`` degrees of freedom: the t where the two-sided
+    ``student_t_p`` is 2 (1 - q), by bisection (to 1e-12)."""
+    target = 2 * (1 - q)
+    low, high = 0.0, 1.0
+    while student_t_p(high, df) > target:
+        low, high = high, 2 * high
+    for _ in range(200):
+        mid = (low + high) / 2
+        if student_t_p(mid, df) > target:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-12:
+            break
+    return (low + high) / 2
 
 
 def gini(values: Sequence[float] | np.ndarray) -> float:

@@ -271,14 +271,15 @@ class Scripted:
 
 def test_intervals_resample_contexts_where_questions_share_one(target):  # noqa: F811
     """36 contexts of two or three questions, answered alike within a context: each mean's interval is
-    stats.mean_interval over the contexts, the paired drop's and the moved share's a cluster bootstrap written out
-    here, wider than the bootstrap over questions; a question word asked once per context keeps the bootstrap over
-    questions; outcomes carry the context keys."""
+    stats.mean_interval over the contexts, the paired drop's a cluster bootstrap written out here, the moved
+    share's and coverage's Wilson's on the effective sample size (stats.clustered_wilson), wider than over
+    questions; a question word asked once per context keeps the bootstrap over questions, and the per-word table
+    names each row's method; the descriptions name what was computed; outcomes carry the context keys."""
     import hashlib
     from types import SimpleNamespace
 
     from bertprobe.probe import Predictions
-    from bertprobe.stats import mean_interval, wilson_interval
+    from bertprobe.stats import clustered_wilson, mean_interval, wilson_interval
 
     examples = shared_contexts(36)
     reader_ = SimpleNamespace(task=Scripted(target.task, examples))
@@ -305,19 +306,27 @@ def test_intervals_resample_contexts_where_questions_share_one(target):  # noqa:
     assert drop == pytest.approx(cluster_bootstrap(diff, groups, 200, 5), abs=1e-12)
     per_question = paired_bootstrap_diff(f1_after, f1_before, 200, 0.95, 5)
     assert drop[1] - drop[0] > 1.2 * (per_question[1] - per_question[0])  # each context counted once, not twice
-    assert m["moved_to_distractor"].ci == pytest.approx(cluster_bootstrap(moved, groups, 200, 5), abs=1e-12)
+    assert m["moved_to_distractor"].ci == pytest.approx(clustered_wilson(moved, groups), abs=1e-12)
+    assert "Wilson interval over contexts: on the effective number" in m["moved_to_distractor"].description
     flat = wilson_interval(sum(moved), len(moved))
     assert m["moved_to_distractor"].ci[1] - m["moved_to_distractor"].ci[0] > 1.2 * (flat[1] - flat[0])
     every = [ex.text_pair for ex in examples]  # coverage: 72 of 81 answerable questions, over 36 contexts
     hits = [float(not ex.text.startswith("Why")) for ex in examples]
     assert m["coverage"].value == pytest.approx(72 / 81)
-    assert m["coverage"].ci == pytest.approx(cluster_bootstrap(hits, every, 200, 5), abs=1e-12)
+    assert m["coverage"].ci == pytest.approx(clustered_wilson(hits, every), abs=1e-12)
+    assert "cluster bootstrap" not in m["coverage"].description
     # one 'who' question per context: the paired bootstrap over questions, Wilson's over them for the share
     who = [i for i, (ex, _) in enumerate(made) if ex.text.startswith("Who")]
     assert m["question_who_f1_drop"].ci == pytest.approx(
         paired_bootstrap_diff([f1_after[i] for i in who], [f1_before[i] for i in who], 200, 0.95, 5), abs=1e-12)
     assert m["question_who_moved_to_distractor"].ci == wilson_interval(round(sum(moved[i] for i in who)), len(who))
     assert "over contexts" in m["f1_drop"].description and "over questions" in m["question_who_f1_drop"].description
+    assert "Wilson interval over questions" in m["question_who_moved_to_distractor"].description
+    [table] = [f for f in result.details["figures"] if f["title"].startswith("F1 without and with the distractor")]
+    method = {row[0]: row[table["data"]["columns"].index("drop interval method")] for row in table["data"]["rows"]}
+    # one 'who' and one 'when' question per context: each row over questions, though the overall drop is over contexts
+    assert method == {"who": "paired bootstrap interval over questions", "when": "paired bootstrap interval over questions"}
+    assert "contexts" not in table["title"]
     keys = [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
     outcomes = {o.name: o for o in result.outcomes}
     for name in ("f1_original", "f1_adversarial", "em_original", "em_adversarial", "moved_to_distractor"):

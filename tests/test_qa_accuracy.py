@@ -178,8 +178,9 @@ def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questio
     # one trial per context, not per question: the three "when" questions ask about 2 contexts
     contexts = {w: len({c[2] for c in cases if c[6] == w}) for w in ("when", "what")}
     assert contexts["when"] == 2
-    assert result.metrics["question_when_f1"].ci == pytest.approx(wilson_interval(0, 2))
-    assert result.metrics["question_when_exact_match"].ci == pytest.approx(wilson_interval(0, 2))
+    # all wrong (0/1 values, no spread between contexts): Wilson's over the 3 questions (Korn & Graubard's n)
+    assert result.metrics["question_when_f1"].ci == pytest.approx(wilson_interval(0, 3))
+    assert result.metrics["question_when_exact_match"].ci == pytest.approx(wilson_interval(0, 3))
     assert result.metrics["question_when_f1"].ci[1] > 0.5  # so the default bound does not fail it
     which = [official(c[4], [g for g, _ in c[3]])[1] for c in cases if c[6] == "what"]
     k = contexts["what"]
@@ -332,7 +333,7 @@ def test_a_run_on_a_reader_reports_em_f1_per_question_word_and_marked_answers(tm
     md = (run_dir / "report.md").read_text()
     assert "question-answering: max_length 384; stride 128; n_best 20; max_answer_tokens 30" in md  # the task row
     # 25 questions over 5 paragraphs: the intervals resample contexts, and the table's title says so
-    assert "**exact match and F1 per question word (shares; cluster bootstrap interval over contexts)**" in md
+    assert "**exact match and F1 per question word (shares)**" in md and "F1 interval method" in md
     assert "| question word   |   questions |" in md and "### Findings" in md
     assert "**exact match and F1 per question word (bootstrap" not in md  # the bars repeat the table: drawn in html only
     assert html_figures(run_dir) == 1
@@ -439,9 +440,10 @@ def test_on_the_fixture_em_and_f1_equal_a_plain_decoding_loop(tmp_path):
 # ---- intervals over contexts: the questions of a paragraph resampled together ----------------------------------
 
 
-def paragraphs(contexts: int, per_context: int, seed: int = 3) -> list[tuple]:
+def paragraphs(contexts: int, per_context: int, seed: int = 3, partial: bool = False) -> list[tuple]:
     """``contexts`` paragraphs of ``per_context`` questions each, every question of a paragraph answered alike
-    (all right or all wrong, at random): the clustering of SQuAD's outcomes at its extreme."""
+    (all right or all wrong, at random): the clustering of SQuAD's outcomes at its extreme. ``partial``: a wrong
+    answer holds the gold one and a word more (F1 2/3, exact match 0), so F1 is graded."""
     rng = np.random.default_rng(seed)
     out = []
     for c in range(contexts):
@@ -450,34 +452,43 @@ def paragraphs(contexts: int, per_context: int, seed: int = 3) -> list[tuple]:
         gold = f"red{c}"
         for q in range(per_context):
             out.append((f"p{c}q{q}", f"What does paragraph {c} say ({q})?", context, [(gold, context.index(gold))],
-                        gold if right else "nothing", 0.5, "what"))
+                        gold if right else (f"{gold} and" if partial else "nothing"), 0.5, "what"))
     return out
 
 
 def test_f1_intervals_resample_contexts_where_questions_share_them(target):
-    """60 paragraphs of 5 questions that share their outcome: the interval is the bootstrap over paragraphs written
-    here (the same seed, the paragraphs' means), about sqrt(5) times as wide as the i.i.d. one over questions, and
-    close to the normal interval of a mean of 60 independent paragraph outcomes; the descriptions say so."""
+    """60 paragraphs of 5 questions that share their outcome, wrong answers half right (graded F1): F1's interval is
+    the bootstrap over paragraphs written here (the same seed, the paragraphs' means), about sqrt(5) times as wide
+    as the i.i.d. one over questions, and close to the normal interval of a mean of 60 independent paragraph
+    means; exact match (0/1) takes Wilson's on its effective sample size over the paragraphs, about as much wider
+    than Wilson's over the questions; the descriptions say so."""
     from statistics import NormalDist
 
-    from bertprobe.stats import bootstrap_ci
+    from bertprobe.stats import bootstrap_ci, clustered_wilson, wilson_interval
 
-    cases = paragraphs(60, 5)
+    cases = paragraphs(60, 5, partial=True)
     result = audit(target, examples_of(cases), answers_of(cases), bootstrap=2000)
-    f1 = [official(c[4], [g for g, _ in c[3]])[1] for c in cases]
+    scored = [official(c[4], [g for g, _ in c[3]]) for c in cases]
+    em, f1 = [s[0] for s in scored], [s[1] for s in scored]
+    assert sorted({round(x, 6) for x in f1}) == [round(2 / 3, 6), 1.0]
     per_paragraph = np.array(f1).reshape(60, 5).mean(axis=1)
     rng = np.random.default_rng(7)  # the run's seed (audit's ProbeContext)
     means = per_paragraph[rng.integers(0, 60, size=(2000, 60))].mean(axis=1)
     expected = (np.quantile(means, 0.025), np.quantile(means, 0.975))
-    for name in ("f1", "exact_match", "question_what_f1"):
+    for name in ("f1", "question_what_f1"):
         assert result.metrics[name].ci == pytest.approx(expected, abs=1e-12), name
     low, high = result.metrics["f1"].ci
     iid = bootstrap_ci(f1, 2000, 0.95, 7)
     assert 1.8 < (high - low) / (iid[1] - iid[0]) < 2.8  # sqrt(5) = 2.24: 5 questions carry one paragraph's evidence
-    p = per_paragraph.mean()
-    normal = 2 * NormalDist().inv_cdf(0.975) * np.sqrt(p * (1 - p) / 60)
+    normal = 2 * NormalDist().inv_cdf(0.975) * per_paragraph.std(ddof=1) / np.sqrt(60)
     assert (high - low) == pytest.approx(normal, rel=0.15)
     assert "cluster bootstrap interval over contexts" in result.metrics["f1"].description
+    groups = [c[2] for c in cases]
+    low, high = result.metrics["exact_match"].ci
+    assert (low, high) == pytest.approx(clustered_wilson(em, groups), abs=1e-12)
+    flat = wilson_interval(round(sum(em)), len(em))
+    assert 1.8 < (high - low) / (flat[1] - flat[0]) < 2.8
+    assert "Wilson interval over contexts: on the effective number" in result.metrics["exact_match"].description
     distinct = [(c[0], c[1], f"{c[2]} ({c[0]})", *c[3:]) for c in cases]  # each question its own context
     alone = audit(target, examples_of(distinct), answers_of(distinct), bootstrap=2000)
     assert alone.metrics["f1"].ci == pytest.approx(iid, abs=1e-12)  # the i.i.d. bootstrap, draw for draw
@@ -485,11 +496,19 @@ def test_f1_intervals_resample_contexts_where_questions_share_them(target):
 
 
 def test_a_handful_of_contexts_gets_wilsons_interval_with_one_trial_per_context(target):
-    """40 questions over 8 paragraphs: more than SMALL_GROUP questions, fewer contexts; a bootstrap over 8 paragraphs
-    is too narrow, so the Wilson interval with 8 trials (the paragraphs' share right) stands in."""
-    from bertprobe.stats import wilson_interval
+    """40 questions over 8 paragraphs: more than SMALL_GROUP questions, fewer contexts; a bootstrap of graded F1
+    over 8 paragraphs is too narrow, so the Wilson interval with 8 trials (the paragraphs' mean F1) stands in; exact
+    match takes Wilson's on its effective sample size, at least as wide as Wilson's over the 8 paragraphs here
+    (their questions agree, and 7 degrees of freedom widen it)."""
+    from bertprobe.stats import clustered_wilson, wilson_interval
 
-    cases = paragraphs(8, 5, seed=1)
+    cases = paragraphs(8, 5, seed=1, partial=True)
     result = audit(target, examples_of(cases), answers_of(cases), bootstrap=500)
-    f1 = [official(c[4], [g for g, _ in c[3]])[1] for c in cases]
+    scored = [official(c[4], [g for g, _ in c[3]]) for c in cases]
+    em, f1 = [s[0] for s in scored], [s[1] for s in scored]
     assert result.metrics["f1"].ci == pytest.approx(wilson_interval(sum(f1) / 5, 8))
+    assert "Wilson interval over contexts: one trial per context" in result.metrics["f1"].description
+    low, high = result.metrics["exact_match"].ci
+    assert (low, high) == pytest.approx(clustered_wilson(em, [c[2] for c in cases]), abs=1e-12)
+    paragraph = wilson_interval(round(sum(em) / 5), 8)
+    assert 0 < sum(em) < 40 and low <= paragraph[0] and high >= paragraph[1]

@@ -307,8 +307,9 @@ def test_the_fixture_on_a_small_sample(tmp_path):
 
 def test_a_readers_failure_rates_resample_the_cases_of_one_context_together(reader):
     """36 contexts of two questions, two INV perturbations each: a test's failure rate, the capability's and the
-    overall one take their intervals from a cluster bootstrap over the contexts (stats.mean_interval with each
-    case's context, the probe's bootstrap and seed), and each outcome carries its context's key."""
+    overall one take Wilson's interval on the cases' effective sample size over the contexts
+    (stats.clustered_wilson with each case's context, as stats.mean_interval does for 0/1 values), not Wilson's
+    over the 72 cases, the descriptions say so, and each outcome carries its context's key."""
     import hashlib
 
     from bertprobe.data.dataset import Dataset, Example
@@ -316,7 +317,7 @@ def test_a_readers_failure_rates_resample_the_cases_of_one_context_together(read
     from bertprobe.model.spec import ModelSpec
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe
-    from bertprobe.stats import mean_interval, wilson_interval
+    from bertprobe.stats import clustered_wilson, mean_interval, wilson_interval
 
     rng = random.Random(2)
     pool = [w for w in WORDS if w.isalpha()]
@@ -336,7 +337,9 @@ def test_a_readers_failure_rates_resample_the_cases_of_one_context_together(read
         within = [context[i] for i in o.ids]
         assert len(o.ids) == 72 and len(set(within)) == 36
         metric = result.metrics[f"failure_rate.test.{test}"]
+        assert metric.ci == pytest.approx(clustered_wilson(o.values, within), abs=1e-12)
         assert metric.ci == pytest.approx(mean_interval(o.values, 200, 0.95, 6, within), abs=1e-12)
+        assert "Wilson interval over contexts: on the effective number of cases" in metric.description
         if 0 < sum(o.values) < 72:
             assert metric.ci != pytest.approx(wilson_interval(sum(o.values), 72), abs=1e-6)
         assert "over contexts" in metric.description
@@ -344,4 +347,4 @@ def test_a_readers_failure_rates_resample_the_cases_of_one_context_together(read
         failed, groups = failed + o.values, groups + within
     for name in ("failure_rate.capability.robustness", "failure_rate"):
         assert result.metrics[name].value == pytest.approx(np.mean(failed))
-        assert result.metrics[name].ci == pytest.approx(mean_interval(failed, 200, 0.95, 6, groups), abs=1e-12)
+        assert result.metrics[name].ci == pytest.approx(clustered_wilson(failed, groups), abs=1e-12)

@@ -236,7 +236,7 @@ def test_intervals_resample_contexts_where_two_questions_share_one(tmp_path, rea
     from bertprobe.model.loading import load_target
     from bertprobe.model.spec import ModelSpec
     from bertprobe.probe import ProbeContext
-    from bertprobe.stats import bootstrap_ci
+    from bertprobe.stats import bootstrap_ci, clustered_wilson
 
     cases = make_cases(32, seed=4)
     twice = [dict(c, id=f"{c['id']}-{k}", question=q) for c in cases
@@ -257,12 +257,12 @@ def test_intervals_resample_contexts_where_two_questions_share_one(tmp_path, rea
             assert result.metrics[name].ci == pytest.approx(expected, abs=1e-12), name
         assert "context" in result.metrics[name].description, name
     assert "cluster bootstrap interval over contexts" in result.metrics["f1_full"].description
-    # the first-sentence shares: a cluster bootstrap over the contexts too (was Wilson's over the questions)
+    # the first-sentence shares: over the contexts too, Wilson's on the effective sample size (Korn & Graubard)
     for name in ("first_sentence_predicted", "first_sentence_gold"):
         values, groups = outcomes[name].values, [context[i] for i in outcomes[name].ids]
         assert len(set(groups)) >= 30 and 0 < sum(values) < len(values), name
-        assert result.metrics[name].ci == pytest.approx(bootstrap_ci(values, 300, 0.95, 3, groups), abs=1e-12), name
-        assert "over contexts" in result.metrics[name].description, name
+        assert result.metrics[name].ci == pytest.approx(clustered_wilson(values, groups), abs=1e-12), name
+        assert "Wilson interval over contexts: on the effective number" in result.metrics[name].description, name
     # every per-question outcome names its context, so two readers are paired and resampled by context
     for o in result.outcomes:
         assert o.groups == [hashlib.sha256(context[i].encode("utf-8")).hexdigest()[:16] for i in o.ids], o.name

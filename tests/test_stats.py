@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -168,29 +170,137 @@ def test_a_means_interval_counts_clusters_at_every_size_so_more_questions_never_
     assert plain == pytest.approx(wilson_interval(0.3 * 29, 29))
 
 
-def test_a_share_of_questions_is_wilsons_over_questions_and_over_contexts_where_they_share_one() -> None:
-    """qa_clusters.share_interval: one question per context, Wilson's over the questions (as before); a context's
-    3 questions all right or all wrong (perfectly correlated), the cluster bootstrap over the 40 contexts, drawn by
-    hand here, which is wider than Wilson's over the 120 questions; below 30 contexts, Wilson's over contexts."""
+def _korn_graubard(values: list[float], groups: list[str], confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's interval on the Korn-Graubard effective sample size, written out from the formulas (scipy's t and
+    normal quantiles; Wilson's score interval solved as the roots of its quadratic)."""
+    from scipy.stats import norm
+    from scipy.stats import t as student_t
+
+    y, n = np.asarray(values, dtype=float), len(values)
+    keys = sorted(set(groups))
+    sums = np.array([sum(v for v, g in zip(values, groups) if g == k) for k in keys])
+    sizes = np.array([sum(1 for g in groups if g == k) for k in keys], dtype=float)
+    G, p = len(keys), y.mean()
+    variance = G / (G - 1) * ((sums - p * sizes) ** 2).sum() / n**2  # the ratio estimator's, with replacement
+    size = float(n)
+    if variance > 0 and 0 < p < 1:
+        deff = variance / (p * (1 - p) / (n - 1))  # against a simple random sample's variance estimate
+        ratio = student_t.ppf(1 - (1 - confidence) / 2, n - 1) / student_t.ppf(1 - (1 - confidence) / 2, G - 1)
+        size = min(size, n / deff * ratio**2)
+    z = norm.ppf(1 - (1 - confidence) / 2)
+    # Wilson's bounds: the roots q of (p - q)^2 = z^2 q (1 - q) / size
+    a, b, c = 1 + z * z / size, -(2 * p + z * z / size), p * p
+    root = math.sqrt(b * b - 4 * a * c)
+    return (max(0.0, (-b - root) / (2 * a)), min(1.0, (-b + root) / (2 * a)))
+
+
+def test_student_t_quantile_inverts_student_t_p_as_scipy_does() -> None:
+    from scipy.stats import t as student_t
+
+    from bertprobe.stats import student_t_quantile
+
+    for df in (1, 2, 3, 7, 30, 119, 2776):
+        for q in (0.9, 0.975, 0.995):
+            assert student_t_quantile(q, df) == pytest.approx(student_t.ppf(q, df), rel=1e-9)
+
+
+def test_a_clustered_share_is_wilsons_on_the_korn_graubard_effective_sample_size() -> None:
+    """stats.clustered_wilson against the formulas written out here, on random clustered shares of every size."""
+    from bertprobe.stats import clustered_wilson
+
+    rng = np.random.default_rng(8)
+    for _ in range(40):
+        contexts = int(rng.integers(2, 60))
+        sizes = rng.integers(1, 6, size=contexts)
+        rate = rng.beta(0.5, 0.5, size=contexts)  # contexts that differ: their questions agree more than chance
+        values = [float(rng.random() < r) for r, m in zip(rate, sizes) for _ in range(m)]
+        groups = [f"c{k}" for k, m in enumerate(sizes) for _ in range(m)]
+        assert clustered_wilson(values, groups) == pytest.approx(_korn_graubard(values, groups), abs=1e-9)
+
+
+def test_one_question_per_context_gives_wilsons_over_questions_exactly() -> None:
+    from bertprobe.stats import clustered_wilson, mean_interval, wilson_interval
+    from bertprobe.tasks.qa_clusters import share_interval
+
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 7, 29, 30, 40, 500):
+        hits = list((rng.random(n) < 0.4).astype(float))
+        exact = wilson_interval(round(sum(hits)), n)
+        alone = [f"c{i}" for i in range(n)]
+        assert clustered_wilson(hits, alone) == exact and clustered_wilson(hits, None) == exact
+        assert share_interval(hits, alone) == exact and share_interval(hits, None) == exact
+        assert mean_interval(hits, 1000, 0.95, 0, alone) == exact and mean_interval(hits, 1000, 0.95, 0) == exact
+
+
+@pytest.mark.parametrize("hits,n,pair", [(1, 60, (0, 1)), (1, 60, (1, 2)), (2, 100, (0, 1)), (2, 100, (1, 2)),
+                                         (2, 100, (2, 3)), (95, 100, (0, 1)), (95, 100, (94, 95)), (95, 100, (98, 99))])
+def test_the_reviewers_rare_and_near_certain_shares_are_never_narrower_than_wilsons_over_questions(hits, n, pair):
+    """1 hit in 60, 2 in 100 and 95 in 100 with one pair of questions sharing a context (hits first): the cluster
+    bootstrap gave [0, 0.048], [0, 0.049] and [0.91, 0.99]; the interval now holds Wilson's over the questions."""
+    from bertprobe.stats import wilson_interval
+    from bertprobe.tasks.qa_clusters import share_interval
+
+    values = [1.0] * hits + [0.0] * (n - hits)
+    groups = [f"c{i}" for i in range(n)]
+    groups[pair[1]] = groups[pair[0]]
+    low, high = share_interval(values, groups)
+    plain = wilson_interval(hits, n)
+    assert low <= plain[0] + 1e-15 and high >= plain[1] - 1e-15
+    assert (low, high) == pytest.approx(_korn_graubard(values, groups), abs=1e-12)
+
+
+def test_a_perfectly_correlated_clustered_share_is_about_wilsons_over_contexts() -> None:
+    """A context's 3 questions all right or all wrong: the interval is about Wilson's over the 40 contexts (a bit
+    wider for the 39 degrees of freedom), much wider than Wilson's over the 120 questions; no jump at 30 contexts."""
     from bertprobe.stats import wilson_interval
     from bertprobe.tasks.qa_clusters import share_interval
 
     rng = np.random.default_rng(4)
     per_context = (rng.random(40) < 0.4).astype(float)
-    alone = list(per_context)
-    assert share_interval(alone, [f"c{i}" for i in range(40)], 500, 0.95, 2) == wilson_interval(per_context.sum(), 40)
-    assert share_interval(alone, None, 500, 0.95, 2) == wilson_interval(per_context.sum(), 40)
     hits = list(np.repeat(per_context, 3))
     groups = [f"c{i // 3}" for i in range(120)]
-    draws = np.random.default_rng(2).integers(0, 40, size=(500, 40))
-    means = per_context[draws].sum(axis=1) * 3 / (3 * 40)  # each drawn context brings its 3 equal questions
-    expected = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
-    got = share_interval(hits, groups, 500, 0.95, 2)
-    assert got == pytest.approx(expected, abs=1e-12)
+    got = share_interval(hits, groups)
+    contexts = wilson_interval(per_context.sum(), 40)
     flat = wilson_interval(sum(hits), 120)
-    assert got[1] - got[0] > 1.3 * (flat[1] - flat[0])
-    few = share_interval(hits[:60], groups[:60], 500, 0.95, 2)  # 20 contexts: Wilson's with one trial per context
-    assert few == pytest.approx(wilson_interval(np.mean(hits[:60]) * 20, 20))
+    assert got[0] <= contexts[0] and got[1] >= contexts[1]
+    assert got[1] - got[0] == pytest.approx(contexts[1] - contexts[0], rel=0.05)
+    assert got[1] - got[0] > 1.5 * (flat[1] - flat[0])
+    for k in (29, 30, 31):  # no switch of method at 30 contexts: about Wilson's over contexts on either side
+        low, high = share_interval(hits[: 3 * k], groups[: 3 * k])
+        few = wilson_interval(per_context[:k].sum(), k)
+        assert low <= few[0] and high >= few[1] and high - low == pytest.approx(few[1] - few[0], rel=0.06)
+
+
+def test_one_context_is_one_trial() -> None:
+    from bertprobe.stats import clustered_wilson, wilson_interval
+
+    assert clustered_wilson([1.0, 1.0, 0.0], ["a"] * 3) == pytest.approx(wilson_interval(2 / 3, 1))  # type: ignore[arg-type]
+
+
+def test_mean_interval_names_the_branch_it_takes() -> None:
+    """Binary values: Wilson's (on the effective size where clustered) at every size; graded ones: the bootstrap
+    from 30 units up, Wilson's below or where it would collapse; qa_clusters.interval_over says each in words."""
+    from bertprobe import stats
+    from bertprobe.tasks.qa_clusters import interval_over
+
+    pairs = [f"c{i // 2}" for i in range(80)]
+    binary = [float(i % 3 == 0) for i in range(80)]
+    graded = [(i % 7) / 7 for i in range(80)]
+    cases = [(binary, None, stats.WILSON), (binary, pairs, stats.CLUSTERED_WILSON),
+             (graded, None, stats.BOOTSTRAP), (graded, pairs, stats.CLUSTER_BOOTSTRAP),
+             (graded[:40], pairs[:40], stats.WILSON_CLUSTERS), (graded[:20], None, stats.WILSON),
+             ([0.5] * 80, None, stats.WILSON)]
+    for values, groups, method in cases:
+        assert stats.interval_method(values, 1000, groups) == method
+    assert stats.mean_interval(binary, 1000, 0.95, 0, pairs) == stats.clustered_wilson(binary, pairs)
+    assert stats.mean_interval(graded, 300, 0.95, 3, pairs) == stats.bootstrap_ci(graded, 300, 0.95, 3, pairs)
+    assert stats.mean_interval(graded[:40], 300, 0.95, 3, pairs[:40]) == pytest.approx(
+        stats.wilson_interval(np.mean(graded[:40]) * 20, 20))
+    assert interval_over(binary, None) == "Wilson interval over questions"
+    assert interval_over(binary, pairs).startswith("Wilson interval over contexts: on the effective number")
+    assert interval_over(graded, pairs, 1000, short=True) == "cluster bootstrap interval over contexts"
+    assert interval_over(graded[:40], pairs[:40], 1000, short=True) == "Wilson interval over contexts (one trial each)"
+    assert interval_over(graded, None, 1000, unit="cases") == "bootstrap interval over cases"
 
 
 def test_a_slices_gap_from_few_contexts_keeps_its_size_under_the_null() -> None:

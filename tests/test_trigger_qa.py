@@ -165,11 +165,12 @@ def test_the_probe_on_a_tiny_reader_measures_success_on_held_out_questions(reade
 
 def test_held_out_questions_of_one_context_are_resampled_together(reader):
     """40 contexts of two why questions each: the search takes whole contexts (none of its paragraphs held out);
-    the success rate's interval is the cluster bootstrap over the held-out contexts (stats.mean_interval with each
-    question's context, the run's seed), not Wilson's over the questions; the outcomes carry the contexts' keys."""
+    the success rate's interval is Wilson's on the effective sample size over the held-out contexts
+    (stats.clustered_wilson with each question's context), not Wilson's over the questions, the descriptions say
+    so; the outcomes carry the contexts' keys."""
     import hashlib
 
-    from bertprobe.stats import mean_interval
+    from bertprobe.stats import clustered_wilson
 
     examples = []
     for ex in questions(40, 7):
@@ -186,10 +187,10 @@ def test_held_out_questions_of_one_context_are_resampled_together(reader):
     for name, outcome in (("success_rate", "target_answered"), ("target_alone_rate", "target_answered_alone")):
         o = next(o for o in result.outcomes if o.name == outcome)
         assert o.ids == answered_.ids and result.value(name) == pytest.approx(np.mean(o.values))
-        assert result.metrics[name].ci == pytest.approx(mean_interval(o.values, 1000, 0.95, 4, groups), abs=1e-12)
+        assert result.metrics[name].ci == pytest.approx(clustered_wilson(o.values, groups), abs=1e-12)
         if 0 < sum(o.values) < len(o.values):
             assert result.metrics[name].ci != pytest.approx(wilson_interval(sum(o.values), 64), abs=1e-6)
-        assert "over contexts" in result.metrics[name].description
+        assert "Wilson interval over contexts: on the effective number" in result.metrics[name].description
         assert o.groups == [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
 
 
@@ -310,3 +311,39 @@ def test_the_baseline_trigger_and_a_transfer_reader(reader, tmp_path):
     assert result.value("transfer_success_rate") == pytest.approx(sum(moved) / len(held))
     plain = success(other.task.answers(other, held), ANSWER)
     assert result.value("transfer_success_before") == pytest.approx(sum(plain) / len(held))
+
+
+def test_the_split_moves_whole_contexts_even_where_the_cut_would_split_the_last_paragraph():
+    """Two questions on paragraph A, six on B, a cut of 3: A alone is searched (the cut moves to its edge) and all
+    of B held out (the split used to fall back to examples[:3], searching one of B's questions); with one
+    question per context, examples[:cut] and examples[cut:] as before; one paragraph only: split at the cut."""
+    from bertprobe.probes.attacks.span_trigger import shared_paragraphs, split_by_context
+
+    base = questions(2, 3)
+    a = [dataclasses.replace(base[0], id=f"a{k}", text=f"why {k} ?") for k in range(2)]
+    b = [dataclasses.replace(base[1], id=f"b{k}", text=f"why {k} ?") for k in range(6)]
+    search, held = split_by_context(a + b, 3)
+    assert [ex.id for ex in search] == ["a0", "a1"] and [ex.id for ex in held] == [ex.id for ex in b]
+    search, held = split_by_context(b + a, 3)  # B fills the search past the cut: A held out
+    assert [ex.id for ex in search] == [ex.id for ex in b] and [ex.id for ex in held] == ["a0", "a1"]
+    alone = questions(7, 5)
+    assert split_by_context(alone, 4) == (alone[:4], alone[4:])
+    search, held = split_by_context(b, 3)
+    assert search == b[:3] and held == b[3:]
+    assert shared_paragraphs(b, range(3), range(3, 6)) == 1 and shared_paragraphs(a + b, range(2), range(2, 8)) == 0
+
+
+def test_a_run_whose_questions_all_ask_about_one_paragraph_warns_that_search_and_held_out_share_it(reader):
+    from bertprobe.probes.universal_trigger import UniversalTriggerProbe
+
+    base = questions(1, 9)[0]
+    one = [dataclasses.replace(base, id=f"q{k}", text=f"why did {POOL[k]} {POOL[k + 1]} it ?") for k in range(6)]
+    result = UniversalTriggerProbe().run(reader, Dataset(one), params(iterations=1, search_fraction=0.5),
+                                         ProbeContext(seed=2))
+    assert result.value("examples_held_out") == 3
+    [warning] = result.details["warnings"]
+    assert "search and held-out questions share 1 paragraph(s)" in warning
+    two = one[:3] + [dataclasses.replace(ex, id=f"{ex.id}x", text_pair=ex.text_pair + " again .") for ex in one[3:]]
+    result = UniversalTriggerProbe().run(reader, Dataset(two), params(iterations=1, search_fraction=0.5),
+                                         ProbeContext(seed=2))
+    assert "warnings" not in result.details and result.value("examples_held_out") == 3

@@ -321,7 +321,9 @@ class SlicesProbe(Probe):
         Where the task groups its units (``groups``: a question's context), the intervals resample clusters and
         the test takes its standard error from a cluster bootstrap of the gap, referred to Student's t with one
         degree of freedom fewer than the clusters of the smaller side (``stats.cluster_gap``). A slice's interval
-        is Wilson's below 30 units, counted in clusters where there are clusters (``stats.mean_interval``)."""
+        is ``stats.mean_interval``'s: a 0/1 score's (exact match) Wilson's, on its effective sample size where
+        units share clusters; a graded score's Wilson's below 30 units (clusters where there are clusters), else
+        the (cluster) bootstrap."""
         if params.metric != "accuracy":
             raise ProbeError(f"slices: metric '{params.metric}' applies to classes; this model's {own.unit} are scored "
                              f"({', '.join(s.name for s in own.scores)}): leave metric out")

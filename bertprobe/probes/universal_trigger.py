@@ -43,7 +43,9 @@ Where we deviate from the paper and its reference code:
     question's first window only (the one that holds the trigger; a longer context is truncated there);
     success is measured by the task's own decoding over all windows. ``success_rate`` is the share of
     held-out questions answered with exactly the target (SQuAD-normalised), with a Wilson interval (over
-    contexts where held-out questions share one: a cluster bootstrap); the share with the answer alone
+    contexts where held-out questions share one: Wilson's on their effective sample size, Korn & Graubard 1998);
+    the search and held-out questions are split by whole paragraphs (a warning where all share one); the share
+    with the answer alone
     prefixed (``target_alone_rate``, no trigger tokens) is ours, to show what the trigger adds. The
     default vocabulary filter keeps the paper's punctuation (';', ':') out.
 """

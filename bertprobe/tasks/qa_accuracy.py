@@ -2,8 +2,9 @@
 
 Exact match and F1 as the official SQuAD v1.1 script defines them (``tasks.squad_metrics``), stored as shares
 in [0, 1] like every other metric (the key finding prints them x100, as SQuAD papers do: ``EM 58.4, F1
-71.2``), each with a percentile bootstrap interval: over contexts (a cluster bootstrap, ``tasks.qa_clusters``)
-where questions share one, as SQuAD's about five per paragraph do, else over questions; SQuAD 2.0's has-answer and no-answer
+71.2``), each with an interval over contexts where questions share one, as SQuAD's about five per paragraph do,
+else over questions (``tasks.qa_clusters``): exact match Wilson's, on its effective sample size over contexts
+(Korn & Graubard 1998), F1 a percentile bootstrap (a cluster bootstrap over contexts); SQuAD 2.0's has-answer and no-answer
 splits when the data hold unanswerable questions; the same per question word (what, who, when, where, why,
 how, which, other). Per-question outcomes ``em`` (0/1) and ``f1`` (a score in [0, 1]) back the metrics, so a
 paired gate or ``compare`` pairs two builds question by question; F1 is a mean over questions, so its
@@ -24,7 +25,7 @@ from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import SMALL_SAMPLE
 from bertprobe.stats import mean_interval as stats_mean_interval
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, question_clusters
 from bertprobe.tasks.spans import Answer
 
 Mark = tuple[int, int, str]  # (first character, end character, label) in a finding's cell
@@ -68,7 +69,7 @@ QA_DEFAULTS = (
         why="question answering: below 0.5 the reader recovers less than half of the answer tokens, worse than SQuAD's "
             "sliding-window logistic-regression baseline (F1 51.0, Rajpurkar et al. 2016); BERT-base scores about 0.88 "
             "and a weak in-domain reader about 0.7, so only a reader surely below that baseline is failed (bootstrap "
-            "interval over contexts, a cluster bootstrap, where questions share one); exact match has no default, since it punishes answers one word off"),
+            "interval, over contexts where questions share one); exact match has no default, since it punishes answers one word off"),
     DefaultExpectation(
         "question_*_f1", min=0.5, interval=True,
         why="question answering, per question word (what, who, when, why...): the same bound for each kind of question, "
@@ -82,14 +83,15 @@ QA_DEFAULTS = (
 )
 
 
-SMALL_GROUP = SMALL_SAMPLE  # below this many questions (or contexts) a group's interval is Wilson's
+SMALL_GROUP = SMALL_SAMPLE  # below this many questions (or contexts) a group's F1 interval is Wilson's
 
 
 def mean_interval(values: Sequence[float], params: Any, seed: int,
                   groups: Sequence[str] | None = None) -> tuple[float, float] | None:
-    """The interval of the mean of ``values`` over questions (None when intervals are off): ``stats.mean_interval``,
-    a bootstrap that resamples contexts with ``groups`` (each question's, ``qa_clusters.question_clusters``) from
-    ``SMALL_GROUP`` contexts up, else Wilson's with one trial per context."""
+    """The interval of the mean of ``values`` over questions (None when intervals are off): ``stats.mean_interval``
+    with ``groups`` (each question's context, ``qa_clusters.question_clusters``): a share's (an exact match) is
+    Wilson's on its effective sample size over contexts, a graded mean's (an F1) a bootstrap that resamples contexts
+    from ``SMALL_GROUP`` contexts up, else Wilson's with one trial per context (``qa_clusters.interval_over``)."""
     if not params.bootstrap or not values:
         return None
     return stats_mean_interval(values, params.bootstrap, params.confidence, seed, groups)
@@ -112,11 +114,11 @@ def _add_pair(result: ProbeResult, prefix: str, suffix: str, picked: list[int], 
     result.outcomes += [Outcomes.from_values(f"em{tag}", chosen, e, groups=keys),
                         Outcomes.from_values(f"f1{tag}", chosen, f, "score", groups=keys)]
     result.add_metric(f"{prefix}exact_match{suffix}", _mean(e), True,
-                      f"exact match on {what} (SQuAD v1.1 normalisation; {interval_over(within)})",
+                      f"exact match on {what} (SQuAD v1.1 normalisation; {interval_over(e, within, params.bootstrap)})",
                       mean_interval(e, params, seed, within), outcome=f"em{tag}")
     result.add_metric(f"{prefix}f1{suffix}", _mean(f), True,
                       f"token F1 on {what}, the mean over questions of each one's best F1 against its gold answers "
-                      f"({interval_over(within)})", mean_interval(f, params, seed, within), outcome=f"f1{tag}")
+                      f"({interval_over(f, within, params.bootstrap)})", mean_interval(f, params, seed, within), outcome=f"f1{tag}")
 
 
 def _throughput(result: ProbeResult, task: Any, target: Any, data: Dataset, params: Any, seconds: float) -> None:
@@ -273,18 +275,22 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
         result.details["rebuilt_windows"] = (
             f"tokenizers {tokenizers.__version__} returned windows that left part of {rebuilt} context(s) out; "
             "bertprobe rebuilt them so that every sub-token lies in some window")
-    table = []
+    table, samples = [], []
     for w in present:
         m = result.metrics[f"question_{w}_f1"]
+        idx = [i for i, x in enumerate(words) if x == w]
+        within = [groups[i] for i in idx]
+        samples += [([em[i] for i in idx], within), ([f1[i] for i in idx], within)]
         table.append([w, int(result.value(f"questions_{w}") or 0), result.value(f"question_{w}_exact_match"), m.value,
-                      f"[{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "-"])
+                      f"[{m.ci[0]:.3f}, {m.ci[1]:.3f}]" if m.ci else "-",
+                      interval_over([f1[i] for i in idx], within, params.bootstrap, short=True)])
     result.details["question_words"] = {row[0]: {"questions": row[1], "exact_match": row[2], "f1": row[3]} for row in table}
     overall = result.metrics["f1"]
     result.details["figures"] = [
-        {"kind": "table", "title": f"exact match and F1 per question word (shares; {interval_over(groups, short=True)})",
-         "data": {"columns": ["question word", "questions", "exact match", "F1", f"F1 {params.confidence:.0%} interval"],
-                  "rows": table}},
-        {"kind": "bars", "title": f"exact match and F1 per question word ({interval_over(groups, short=True)})",
+        {"kind": "table", "title": "exact match and F1 per question word (shares)",
+         "data": {"columns": ["question word", "questions", "exact match", "F1", f"F1 {params.confidence:.0%} interval",
+                              "F1 interval method"], "rows": table}},
+        {"kind": "bars", "title": f"exact match and F1 per question word ({intervals_over(samples, params.bootstrap)})",
          "tabulate": False, "metrics": ["question_*_f1", "question_*_exact_match", "f1", "exact_match"],
          "data": {"labels": present, "series": [
              {"name": "exact match", "values": [result.value(f"question_{w}_exact_match") for w in present],

@@ -36,10 +36,15 @@ from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import DataError
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import clustered, paired_bootstrap_diff
+from bertprobe.stats import paired_bootstrap_diff
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import add_pair, answer_marks, excerpt, interval, percent
-from bertprobe.tasks.qa_clusters import ORIGINAL, cluster_keys, question_clusters  # ORIGINAL: a variant's meta key
+from bertprobe.tasks.qa_clusters import (  # ORIGINAL: a variant's meta key
+    ORIGINAL,
+    cluster_keys,
+    interval_over,
+    question_clusters,
+)
 from bertprobe.tasks.spans import Answer
 
 MODES = ("auto", "jia-liang", "none")
@@ -176,17 +181,18 @@ def audit(result: ProbeResult, data: Dataset, params: Any, ctx: Any, target: Any
     low_f1 = [min(f1[i] for i in m) for m in members]
     low_em = [min(em[i] for i in m) for m in members]
     within = [clusters[m[0]] for m in members]  # each original's context
-    over = ("cluster bootstrap interval over the originals' contexts" if clustered(within)
-            else "bootstrap interval over originals")
+    def over(values: list[float]) -> str:  # the interval drawn (qa_clusters.interval_over), over originals
+        return interval_over(values, within, params.bootstrap, unit="originals").replace("contexts", "the originals' contexts")
+
     result.outcomes += [Outcomes.from_values("em_adversarial", keys, low_em, groups=cluster_keys(within)),
                         Outcomes.from_values("f1_adversarial", keys, low_f1, "score", cluster_keys(within))]
     result.add_metric("adversarial_exact_match", _mean(low_em), True,
                       "Jia & Liang's adversarial exact match: per original the lowest over it and its variants, "
-                      f"averaged ({over})", interval(low_em, params, seed, within),
+                      f"averaged ({over(low_em)})", interval(low_em, params, seed, within),
                       outcome="em_adversarial")
     result.add_metric("adversarial_f1", _mean(low_f1), True,
                       "Jia & Liang's adversarial F1: per original the lowest F1 over it and its variants, averaged "
-                      f"({over})", interval(low_f1, params, seed, within), outcome="f1_adversarial")
+                      f"({over(low_f1)})", interval(low_f1, params, seed, within), outcome="f1_adversarial")
     paired = [(k, g["original"]) for k, g in zip(range(len(keys)), groups.values()) if g["original"] is not None]
     for name, scores, low in (("f1", f1, low_f1), ("exact_match", em, low_em)):
         before = [scores[i] for _, i in paired]

@@ -2,11 +2,13 @@
 
 SQuAD asks about five questions of each paragraph, and a reader that misreads a paragraph tends to miss its
 questions together: they are no independent evidence, and an interval that resamples questions one by one is too
-narrow. So the QA intervals resample contexts (``stats.bootstrap_ci`` with ``groups``): a question's cluster is
-its context, and an adversarial variant's (Jia & Liang 2017: the original's context with a distractor added) is
-its original's, where the original is in the data. Where no two questions share a context, the draws are the
-i.i.d. bootstrap's over questions. Articles (several paragraphs of one Wikipedia page) are not a cluster level:
-paragraphs are.
+narrow. So the QA intervals are drawn over contexts: a question's cluster is its context, and an adversarial
+variant's (Jia & Liang 2017: the original's context with a distractor added) is its original's, where the original
+is in the data. A share (an exact match, a success rate) takes Wilson's interval on the Korn-Graubard effective
+sample size (``stats.clustered_wilson``), a graded mean (an F1) the cluster bootstrap (``stats.bootstrap_ci`` with
+``groups``); where no two questions share a context, they are Wilson's and the i.i.d. bootstrap's over questions
+(``stats.mean_interval``; ``interval_over`` names the branch taken). Articles (several paragraphs of one Wikipedia
+page) are not a cluster level: paragraphs are.
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ import hashlib
 from collections.abc import Sequence
 
 from bertprobe.data.dataset import Example
-from bertprobe.stats import clustered, mean_interval, wilson_interval
+from bertprobe.stats import (
+    BOOTSTRAP,
+    CLUSTER_BOOTSTRAP,
+    CLUSTERED_WILSON,
+    SMALL_SAMPLE,
+    WILSON,
+    WILSON_CLUSTERS,
+    clustered,
+    clustered_wilson,
+    interval_method,
+)
 
 ORIGINAL = "adversarial_of"  # a Jia & Liang variant's meta key: its original's id (tasks.qa_adversarial)
 
@@ -26,11 +38,30 @@ def question_clusters(examples: Sequence[Example]) -> list[str]:
     return [context.get(ex.meta.get(ORIGINAL) or ex.id, ex.text_pair or "") for ex in examples]
 
 
-def interval_over(groups: Sequence[str] | None, short: bool = False) -> str:
-    """How the interval of a mean over these questions is drawn, for a metric's description (``short``: a title's)."""
-    if clustered(groups):
-        return "cluster bootstrap interval over contexts" + ("" if short else ": a context's questions resampled together")
-    return "bootstrap interval over questions"
+def interval_over(values: Sequence[float], groups: Sequence[str] | None, resamples: int = 1, short: bool = False,
+                  unit: str = "questions") -> str:
+    """How ``stats.mean_interval`` draws the interval of the mean of ``values`` (``groups``: each one's context;
+    ``resamples``: the bootstrap's), in words for a metric's description (``short``: a title's or a table cell's);
+    ``unit``: what the values are (questions, cases). ``share_interval`` takes the same branches."""
+    method = interval_method(values, resamples, groups)
+    long = {
+        WILSON: f"Wilson interval over {unit}",
+        CLUSTERED_WILSON: f"Wilson interval over contexts: on the effective number of {unit}, their design effect "
+                          "from the variance between contexts (Korn & Graubard 1998)",
+        WILSON_CLUSTERS: f"Wilson interval over contexts: one trial per context, fewer than {SMALL_SAMPLE}",
+        BOOTSTRAP: f"bootstrap interval over {unit}",
+        CLUSTER_BOOTSTRAP: f"cluster bootstrap interval over contexts: a context's {unit} resampled together",
+    }[method]
+    suffix = {CLUSTERED_WILSON: " (effective size)", WILSON_CLUSTERS: " (one trial each)"}.get(method, "")
+    return long.split(":")[0] + suffix if short else long
+
+
+def intervals_over(samples: Sequence[tuple[Sequence[float], Sequence[str] | None]], resamples: int = 1,
+                   unit: str = "questions") -> str:
+    """``interval_over``'s short words for several means (a table's rows, a figure's bars), each distinct branch
+    once, joined with "or": a title that names every method its rows' intervals took."""
+    named = dict.fromkeys(interval_over(v, g, resamples, True, unit) for v, g in samples if len(v))
+    return " or ".join(named) or "no interval"
 
 
 def cluster_keys(groups: Sequence[str] | None) -> list[str] | None:
@@ -42,11 +73,10 @@ def cluster_keys(groups: Sequence[str] | None) -> list[str] | None:
     return [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
 
 
-def share_interval(hits: Sequence[float], groups: Sequence[str] | None, resamples: int, confidence: float = 0.95,
-                   seed: int = 0) -> tuple[float, float]:
+def share_interval(hits: Sequence[float], groups: Sequence[str] | None,
+                   confidence: float = 0.95) -> tuple[float, float]:
     """The interval of a share of questions (0/1 ``hits``): Wilson's over questions where no two share a context
-    (independent trials), else over contexts (``stats.mean_interval`` with ``groups``: a cluster bootstrap from
-    ``stats.SMALL_SAMPLE`` contexts up, below Wilson's with one trial per context). NaN bounds without questions."""
-    if clustered(groups):
-        return mean_interval(hits, resamples, confidence, seed, groups)
-    return wilson_interval(round(sum(hits)), len(hits), confidence)
+    (independent trials), else Wilson's on the questions' effective sample size over their contexts
+    (``stats.clustered_wilson``, Korn & Graubard 1998: never narrower than Wilson's over the questions, about
+    Wilson's over the contexts where a context's questions agree). NaN bounds without questions."""
+    return clustered_wilson(hits, groups, confidence)

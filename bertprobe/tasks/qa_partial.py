@@ -21,8 +21,8 @@ Three measurements, each on the reader as given (its answers over all windows, `
    F1 of the same questions, paired.
 3. Answer positions: the relative position (start character / context length) of each predicted answer and of
    the first gold answer, in ``position_bins`` equal bins, over the answerable questions the reader answered;
-   the share of each in the context's first sentence (Wilson's interval over questions, or a cluster bootstrap
-   over contexts where they share one), their paired difference (``first_sentence_excess``), and the total
+   the share of each in the context's first sentence (Wilson's interval over questions, or on the effective
+   sample size over contexts where they share one, Korn & Graubard 1998), their paired difference (``first_sentence_excess``), and the total
    variation distance between the two histograms (bootstrap over questions, or contexts where they share one).
 
 Each per-question outcome carries its context's key (``tasks.qa_clusters.cluster_keys``), so a paired gate or
@@ -50,7 +50,7 @@ from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import clustered, paired_bootstrap_diff, paired_bootstrap_statistic
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters, share_interval
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, question_clusters, share_interval
 from bertprobe.tasks.qa_slices import sentences
 from bertprobe.tasks.spans import Answer
 
@@ -190,9 +190,16 @@ class _Audit:
         groups = [self.cluster[i] for i in ids]
         self.result.outcomes.append(Outcomes.from_values(name, ids, values, kind,  # type: ignore[arg-type]
                                                          cluster_keys(groups)))
-        what = f"{what} ({interval_over(groups)})" if self.params.bootstrap else what
+        what = f"{what} ({interval_over(values, groups, self.params.bootstrap)})" if self.params.bootstrap else what
         self.result.add_metric(name, float(np.mean(values)) if values else None, higher, what,
                                mean_interval(values, self.params, self.ctx.seed, groups), outcome=name)
+
+    def over(self, names: Sequence[str]) -> str:
+        """How the intervals of the mean metrics ``names`` were drawn (``qa_clusters.intervals_over``), from their
+        outcomes and the questions' contexts."""
+        outcomes = {o.name: o for o in self.result.outcomes}
+        return intervals_over([(outcomes[n].values, [self.cluster[i] for i in outcomes[n].ids]) for n in names
+                               if n in outcomes], self.params.bootstrap)
 
     def drop_metric(self, name: str, full: list[float], partial: list[float], ids: list[str], what: str,
                     higher: bool | None = None) -> None:
@@ -293,14 +300,13 @@ class _Audit:
         ids = [self.ids[i] for i in rows]
         n, conf = len(rows), self.params.confidence
         groups = [self.cluster[i] for i in ids]
-        over = "cluster bootstrap interval over contexts" if clustered(groups) else "Wilson interval over questions"
         for name, hits, who in (("first_sentence_predicted", pred_first, "predicted"), ("first_sentence_gold",
                                                                                         gold_first, "gold")):
             self.result.outcomes.append(Outcomes.from_values(name, ids, hits.tolist(), groups=cluster_keys(groups)))
-            ci = (share_interval(hits.tolist(), groups, self.params.bootstrap, conf, self.ctx.seed)
-                  if self.params.bootstrap else None)
+            ci = share_interval(hits.tolist(), groups, conf) if self.params.bootstrap else None
             self.result.add_metric(name, float(hits.mean()), None, f"share of {who} answers in the context's first "
-                                   f"sentence (answerable questions the reader answered; {over})", ci, outcome=name)
+                                   f"sentence (answerable questions the reader answered; "
+                                   f"{interval_over(hits.tolist(), groups)})", ci, outcome=name)
         self.drop_metric("first_sentence_excess", pred_first.tolist(), gold_first.tolist(), ids,
                          "predicted minus gold share of answers in the first sentence (paired bootstrap): above 0, "
                          "the reader leans to the start (Ko et al. 2020)", False)
@@ -327,7 +333,7 @@ class _Audit:
         labels = {"f1_full": "full", "f1_question_empty": "no question", "f1_question_word": "question word only",
                   "f1_full_moved_questions": "full (moved set)", "f1_sentence_moved": "answer sentence at end"}
         figures: list[dict[str, Any]] = [{
-            "kind": "bars", "title": f"F1 on full and partial inputs ({interval_over(list(self.cluster.values()), short=True)})",
+            "kind": "bars", "title": f"F1 on full and partial inputs ({self.over(names)})",
             "metrics": ["f1_full", "f1_question_*", "f1_sentence_moved", "f1_full_moved_questions"],
             "data": {"labels": [labels[n] for n in names], "series": [{
                 "name": "F1", "values": [r.value(n) for n in names],

@@ -8,8 +8,8 @@ log-likelihood (``span_goal.SpanGoal``) over each question's first window. The r
 held-out questions of the type by the task's own decoding (``task.answers``: all windows of the edited
 context; split from the searched ones by context, so no held-out question shares a paragraph with a searched
 one): the share answered with exactly the target answer (SQuAD-normalised), with its Wilson interval over
-questions, or where held-out questions share a context, its interval over contexts (``tasks.qa_clusters``: a
-cluster bootstrap, Wilson's with one trial per context below 30 contexts); the outcomes carry each question's
+questions, or where held-out questions share a context, Wilson's on the questions' effective sample size over
+their contexts (``tasks.qa_clusters.share_interval``, Korn & Graubard 1998); the outcomes carry each question's
 context key, so a paired gate or ``compare`` resamples contexts too.
 """
 
@@ -24,10 +24,8 @@ from bertprobe.probes.attacks.span_goal import edited, is_target
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
 from bertprobe.stats import clustered
-from bertprobe.tasks.qa_clusters import cluster_keys, question_clusters, share_interval
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters, share_interval
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word, score
-
-RESAMPLES = 1000  # cluster bootstrap resamples of a share's interval where held-out questions share a context
 
 
 def questions_of(examples: Sequence[Example], word: str) -> list[Example]:
@@ -40,16 +38,27 @@ def questions_of(examples: Sequence[Example], word: str) -> list[Example]:
 def split_by_context(examples: Sequence[Example], cut: int) -> tuple[list[Example], list[Example]]:
     """The search and held-out questions: whole contexts (``qa_clusters.question_clusters``) in the order they
     first appear, to the search until it holds ``cut`` questions, the rest held out, so that no held-out question
-    shares its paragraph with a searched one (its answer is no independent evidence then). With one question per
-    context, ``examples[:cut]`` and ``examples[cut:]``; the same where whole contexts would hold nothing out."""
+    shares its paragraph with a searched one (its answer is no independent evidence then). The last context is
+    always held out, so with two contexts or more both parts hold whole paragraphs (the cut moves to a context's
+    edge). With one question per context, ``examples[:cut]`` and ``examples[cut:]`` (``cut`` below their number).
+    Only where every question asks about one paragraph is it split at ``cut``: ``span_result`` warns then."""
     members: dict[str, list[Example]] = {}
     for ex, key in zip(examples, question_clusters(examples)):
         members.setdefault(key, []).append(ex)
+    groups = list(members.values())
+    if len(groups) < 2:
+        return list(examples[:cut]), list(examples[cut:])
     search: list[Example] = []
     held: list[Example] = []
-    for group in members.values():
-        (search if len(search) < cut else held).extend(group)
-    return (search, held) if held else (list(examples[:cut]), list(examples[cut:]))
+    for k, group in enumerate(groups):
+        (search if len(search) < cut and k < len(groups) - 1 else held).extend(group)
+    return search, held
+
+
+def shared_paragraphs(examples: Sequence[Example], search_idx: Sequence[int], held_idx: Sequence[int]) -> int:
+    """How many paragraphs (``qa_clusters.question_clusters``) both searched and held-out questions ask about."""
+    keys = question_clusters(examples)
+    return len({keys[i] for i in search_idx} & {keys[i] for i in held_idx})
 
 
 def answered(task: Any, target: Any, examples: Sequence[Example], answer: str, trigger_text: str | None,
@@ -68,14 +77,14 @@ def success(answers: Sequence[Any], answer: str) -> list[bool]:
 def rate_metric(result: ProbeResult, name: str, hits: Sequence[bool], description: str, outcome: str | None = None,
                 higher_is_better: bool | None = False, groups: Sequence[str] | None = None, seed: int = 0) -> None:
     """A share of questions with its interval: Wilson's over questions, or with ``groups`` (each question's
-    context) where two share one, over contexts (``qa_clusters.share_interval``: a cluster bootstrap, Wilson's
-    with one trial per context below 30 contexts)."""
+    context) where two share one, over contexts (``qa_clusters.share_interval``: Wilson's on the questions'
+    effective sample size, Korn & Graubard 1998). ``seed`` is kept for callers: the interval draws nothing."""
     n = len(hits)
+    values = [float(h) for h in hits]
     if n and clustered(groups):
-        description += " (interval over contexts: a context's questions resampled together)"
+        description += f" ({interval_over(values, groups)})"
     result.add_metric(name, sum(hits) / n if n else 0.0, higher_is_better, description,
-                      ci=share_interval([float(h) for h in hits], groups, RESAMPLES, 0.95, seed) if n else None,
-                      outcome=outcome)
+                      ci=share_interval(values, groups, 0.95) if n else None, outcome=outcome)
 
 
 def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float, history: list[dict[str, Any]],
@@ -147,6 +156,11 @@ def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float
     if params.transfer_model:
         _transfer(result, ctx, target, held, answer, text, params, groups)
     result.details["figures"] = figures(result, history, word, clustered(groups))
+    shared = shared_paragraphs(examples, state.search_idx, held_idx)
+    if shared:
+        result.details.setdefault("warnings", []).append(
+            f"search and held-out questions share {shared} paragraph(s) (every '{word}' question asks about one): "
+            "the held-out success is no independent evidence; add questions of other contexts")
     return result
 
 

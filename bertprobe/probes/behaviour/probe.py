@@ -63,8 +63,8 @@ class BehaviourParams:
     the suite's data (default: the whole catalogue; ``[]`` turns them off). ``lexicons``: your own word
     lists by name (a built-in name replaces that list). ``max_cases``: cases per template test.
     ``max_examples``: data examples the perturbations see (a seeded sample). ``findings``: failing cases
-    shown per test. ``bootstrap``: resamples of the fairness gaps' intervals (0: none), and on a reader of the
-    failure rates' cluster bootstrap where cases share a context (0: Wilson's over contexts). On an extractive reader
+    shown per test. ``bootstrap``: resamples of the fairness gaps' intervals (0: none; the failure
+    rates' need none: Wilson's, on the effective sample size where a reader's cases share a context). On an extractive reader
     (``qa_run.py``): ``answer_metric`` (f1 or em) and ``answer_bar``, what an mft answer must score against its
     expected answers; ``builtin_templates``: the MFT templates after CheckList's SQuAD suite; ``origins``: their
     person templates again over surnames of each origin group.

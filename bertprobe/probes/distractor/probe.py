@@ -14,10 +14,11 @@ Metrics, over the questions the rules cover: F1 and exact match with and without
 drop (``f1_drop``: original minus adversarial, paired per question), the share of answers that moved into the
 distractor, the same per question word, and the share of questions covered (with the reasons the others are
 not). Intervals resample contexts where questions share one (SQuAD asks about five per paragraph, and they are
-no independent evidence: ``tasks.qa_clusters``): a cluster bootstrap of each mean, share and paired drop, a
-context's questions drawn together (a mean or share from fewer than 30 contexts: Wilson's with one trial per
-context); where no two questions share a context, a bootstrap over questions (Wilson's below 30 questions for
-the means, Wilson's for the shares). The outcomes carry each question's context key, so a paired gate or ``compare``
+no independent evidence: ``tasks.qa_clusters``): a cluster bootstrap of each F1 and paired drop, a context's
+questions drawn together (an F1 from fewer than 30 contexts: Wilson's with one trial per context), and Wilson's
+interval on the effective sample size (Korn & Graubard 1998) of each share and exact match; where no two
+questions share a context, a bootstrap over questions (Wilson's below 30 questions for an F1) and Wilson's over
+questions for the shares. Each description names the interval drawn (``qa_clusters.interval_over``). The outcomes carry each question's context key, so a paired gate or ``compare``
 resamples contexts too. Findings: the questions that lost the most F1, with the distractor, the gold answer and
 the prediction marked in the context.
 
@@ -79,17 +80,17 @@ class DistractorProbe(Probe):
     tasks = frozenset({"question-answering"})
     metrics = {
         "original_f1": "F1 on the covered questions without the distractor (cluster bootstrap interval over "
-                       "contexts where questions share one, else over questions)",
+                       "contexts where questions share one, else over questions; Wilson's on fewer than 30)",
         "original_exact_match": "exact match on the covered questions without the distractor",
         "adversarial_f1": "F1 on the covered questions with the distractor inserted",
         "adversarial_exact_match": "exact match on the covered questions with the distractor inserted",
         "f1_drop": "original minus adversarial F1, paired per question (paired bootstrap interval, resampling "
                    "contexts where questions share one)",
         "exact_match_drop": "original minus adversarial exact match, paired per question",
-        "moved_to_distractor": "share of covered questions whose answer lies in the distractor (interval over "
-                               "contexts where questions share one, else Wilson's over questions)",
-        "coverage": "share of the answerable questions the rules turn into a distractor (interval over contexts "
-                    "where questions share one, else Wilson's over questions)",
+        "moved_to_distractor": "share of covered questions whose answer lies in the distractor (Wilson's interval, "
+                               "on the effective sample size over contexts where questions share one)",
+        "coverage": "share of the answerable questions the rules turn into a distractor (Wilson's interval, on the "
+                    "effective sample size over contexts where questions share one)",
         "covered": "questions with a distractor",
         "uncovered": "answerable questions the rules do not convert (counted, not guessed)",
         "control_f1": "control: F1 with another question's distractor inserted instead (control: true)",
@@ -198,18 +199,18 @@ class DistractorProbe(Probe):
             result.outcomes += [Outcomes.from_values(f"{key}_original", ids, b, kind, keys),
                                 Outcomes.from_values(f"{key}_adversarial", ids, a, kind, keys)]
             result.add_metric(f"original_{name}", mean(b), True, f"{name.replace('_', ' ')} without the distractor "
-                              f"({interval_over(groups)})", mean_interval(b, params, seed, groups),
+                              f"({interval_over(b, groups, params.bootstrap)})", mean_interval(b, params, seed, groups),
                               outcome=f"{key}_original")
             result.add_metric(f"adversarial_{name}", mean(a), True, f"{name.replace('_', ' ')} with the distractor "
-                              f"({interval_over(groups)})", mean_interval(a, params, seed, groups),
+                              f"({interval_over(a, groups, params.bootstrap)})", mean_interval(a, params, seed, groups),
                               outcome=f"{key}_adversarial")
             result.add_metric(f"{name}_drop", mean(b) - mean(a), False,
                               f"{name.replace('_', ' ')} without minus with the distractor, paired per question "
                               f"({_paired_over(groups)})", _paired(a, b, groups, params, seed))
         result.outcomes.append(Outcomes.from_values("moved_to_distractor", ids, moved, groups=keys))
         result.add_metric("moved_to_distractor", mean(moved), False,
-                          f"share of answers inside the distractor ({_share_over(groups)})",
-                          share_interval(moved, groups, params.bootstrap, params.confidence, seed),
+                          f"share of answers inside the distractor ({interval_over(moved, groups)})",
+                          share_interval(moved, groups, params.confidence),
                           outcome="moved_to_distractor")
         rows = []
         for w in [w for w in QUESTION_WORDS if w in words]:
@@ -220,16 +221,17 @@ class DistractorProbe(Probe):
             result.add_metric(f"question_{w}_f1_drop", mean(b) - mean(a), False,
                               f"F1 drop on the covered '{w}' questions ({_paired_over(within)})", interval)
             result.add_metric(f"question_{w}_moved_to_distractor", mean(m), False,
-                              f"share of '{w}' answers moved into the distractor ({_share_over(within)})",
-                              share_interval(m, within, params.bootstrap, params.confidence, seed))
+                              f"share of '{w}' answers moved into the distractor ({interval_over(m, within)})",
+                              share_interval(m, within, params.confidence))
             result.add_metric(f"questions_{w}", float(len(idx)), None, f"covered '{w}' questions", kind="count")
             rows.append([w, len(idx), mean(b), mean(a), mean(b) - mean(a),
-                         f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-", mean(m)])
+                         f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-", _paired_over(within, short=True),
+                         mean(m)])
         result.details.setdefault("figures", []).append(
-            {"kind": "table", "title": f"F1 without and with the distractor, per question word (shares; drop: "
-                                       f"{_paired_over(groups)})",
+            {"kind": "table", "title": "F1 without and with the distractor, per question word (shares)",
              "data": {"columns": ["question word", "questions", "F1", "F1 with distractor", "drop",
-                                  f"drop {params.confidence:.0%} interval", "moved into distractor"], "rows": rows}})
+                                  f"drop {params.confidence:.0%} interval", "drop interval method",
+                                  "moved into distractor"], "rows": rows}})
 
     @staticmethod
     def _control(result: ProbeResult, target: Target, data: Dataset, made: list[tuple[int, Distractor]],
@@ -253,7 +255,7 @@ class DistractorProbe(Probe):
         b, c, a = [o["f1"] for o in before], [o["f1"] for o in control], [o["f1"] for o in after]
         result.outcomes.append(Outcomes.from_values("f1_control", ids, c, "score", cluster_keys(groups)))
         result.add_metric("control_f1", sum(c) / n, True, "F1 with another question's distractor inserted instead "
-                          f"({interval_over(groups)})", mean_interval(c, params, ctx.seed, groups), outcome="f1_control")
+                          f"({interval_over(c, groups, params.bootstrap)})", mean_interval(c, params, ctx.seed, groups), outcome="f1_control")
         for name, x, y, what in (("control_f1_drop", b, c, "original minus control F1: any added sentence"),
                                  ("mimicry_f1_drop", c, a, "control minus adversarial F1: the resemblance")):
             result.add_metric(name, (sum(x) - sum(y)) / n, False, f"{what}, paired per question "
@@ -266,9 +268,8 @@ class DistractorProbe(Probe):
         contexts), and the reasons the others are not."""
         answerable, covered = len(hits), round(sum(hits))
         result.add_metric("coverage", covered / answerable if answerable else 0.0, None,
-                          f"share of the answerable questions the rules convert ({_share_over(groups)})",
-                          share_interval(hits, groups, params.bootstrap, params.confidence, seed)
-                          if answerable else None)
+                          f"share of the answerable questions the rules convert ({interval_over(hits, groups)})",
+                          share_interval(hits, groups, params.confidence) if answerable else None)
         result.add_metric("covered", float(covered), None, "questions with a distractor", kind="count")
         result.add_metric("uncovered", float(answerable - covered), None, "answerable questions not converted",
                           kind="count")
@@ -305,13 +306,12 @@ def _paired(a: list[float], b: list[float], groups: list[str], params: Distracto
     return paired_bootstrap_diff(a, b, params.bootstrap, params.confidence, seed, groups if clustered(groups) else None)
 
 
-def _paired_over(groups: list[str]) -> str:
-    return ("paired cluster bootstrap interval over contexts" if clustered(groups)
-            else "paired bootstrap interval over questions")
-
-
-def _share_over(groups: list[str]) -> str:
-    return "cluster bootstrap interval over contexts" if clustered(groups) else "Wilson interval over questions"
+def _paired_over(groups: list[str], short: bool = False) -> str:
+    """How ``_paired`` draws a paired difference's interval over these questions (``groups``: their contexts), in
+    words: the paired bootstrap over questions, or where two share a context, over contexts."""
+    if clustered(groups):
+        return "paired cluster bootstrap interval over contexts" + ("" if short else ": a context's questions resampled together")
+    return "paired bootstrap interval over questions"
 
 
 @hookimpl
