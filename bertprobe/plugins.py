@@ -192,9 +192,10 @@ def build_plugins(
 
 
 def _check_catalogues(plugins: Plugins, blocked: set[str]) -> None:
-    """Each task's ``probe_metrics`` names a probe (a registered one, or one a blocked built-in plugin would
-    register) and declares none of its metrics, directions or default bounds otherwise than the probe's own
-    entries and the tasks registered before it (``catalogue.conflicts``: the merge would drop them silently).
+    """Each task's ``probe_metrics`` names a probe (a registered one, one a blocked built-in plugin would
+    register, or a name close to none: an optional probe not installed here, skipped; a near miss is refused
+    with its did-you-mean) and declares none of the probe's own metrics, directions or default bounds otherwise
+    (``catalogue.conflicts``). Tasks may differ among themselves: a run judges a model by its own task's entries.
     A blocked plugin the catalog does not list might have registered any name: unknown names pass then."""
     from bertprobe.catalog import load
     from bertprobe.results.catalogue import conflicts
@@ -203,18 +204,19 @@ def _check_catalogues(plugins: Plugins, blocked: set[str]) -> None:
     listed = load()
     known |= {row["name"] for module in blocked & set(listed) for row in listed[module].get("probes", [])}
     lenient = bool(blocked - set(listed))
-    earlier: list[Any] = []
     for task in plugins.tasks.in_order():
         origin = plugins.tasks.origin(task.name)
         for probe, added in task.probe_metrics.items():
             if probe not in plugins.probes:
-                if probe in known or lenient:
+                hint = did_you_mean(probe, sorted(known))
+                if probe in known or lenient or not hint:  # no near miss: an optional probe not installed here
                     continue
                 raise PluginError(f"task '{task.name}' from plugin '{origin}': probe_metrics names '{probe}', which is "
-                                  f"no probe{did_you_mean(probe, sorted(known))}; probes: {', '.join(sorted(known))}")
+                                  f"no probe{hint}; probes: {', '.join(sorted(known))}")
             catalogue = getattr(plugins.probes.get(probe), "catalogue", None)  # a Probe subclass's
-            found = conflicts(catalogue(earlier), added) if callable(catalogue) else []
+            # against the probe's own entries only: tasks may differ among themselves, since a run judges a model by
+            # its own task's entries (validate and describe list the first declaration)
+            found = conflicts(catalogue(()), added) if callable(catalogue) else []
             if found:
                 raise PluginError(f"task '{task.name}' from plugin '{origin}': probe_metrics['{probe}'] declares "
                                   f"{'; '.join(found)}; declare each metric once (or exactly as before)")
-        earlier.append(task)

@@ -139,11 +139,15 @@ def clustered_wilson(values: Sequence[float], groups: Sequence[Hashable] | None,
     with-replacement variance between clusters is v = G / (G - 1) * sum_g (y_g - p m_g)^2 / n^2; the design
     effect is v over the simple random sample's p (1 - p) / (n - 1), the effective size n / deff, times
     (t_{n-1} / t_{G-1})^2 for the G - 1 degrees of freedom, truncated at n (so never narrower than Wilson's over
-    the n values; n where v = 0 or p is 0 or 1). Wilson's interval at rate p on that many trials is continuous in
+    the n values; deff 1 where v = 0 or p is 0 or 1, the factor kept, so no jump between 0 hits and 1). Wilson's interval at rate p on that many trials is continuous in
     the data, needs no bootstrap, and with one value per cluster (deff 1, G = n) is exactly Wilson's over the
     values. One cluster: one trial. NaN bounds without values."""
     n = len(values)
+    if groups is not None and len(groups) != n:
+        raise ValueError(f"clustered_wilson: {n} values but {len(groups)} cluster keys")
     hits = float(sum(values))
+    if hits != hits:  # NaN
+        raise ValueError("clustered_wilson: a value is NaN; a share's values are 0 or 1")
     if n == 0 or not clustered(groups):
         return wilson_interval(round(hits), n, confidence)
     members = cluster_members(groups)  # type: ignore[arg-type]
@@ -154,11 +158,11 @@ def clustered_wilson(values: Sequence[float], groups: Sequence[Hashable] | None,
     data = np.asarray(values, dtype=np.float64)
     residuals = np.asarray([data[m].sum() - p * len(m) for m in members])
     variance = g / (g - 1) * float((residuals * residuals).sum()) / (n * n)
-    size = float(n)
-    if 0.0 < p < 1.0 and variance > 0.0:
-        deff = variance / (p * (1 - p) / (n - 1))
-        level = 1 - (1 - confidence) / 2
-        size = min(size, n / deff * (student_t_quantile(level, n - 1) / student_t_quantile(level, g - 1)) ** 2)
+    # deff 1 where the between-cluster variance is 0 (p 0 or 1, or every cluster at p): the degrees-of-freedom
+    # factor still applies, so 0 hits in 2 contexts is about as wide as 1 hit there, not Wilson's over n
+    deff = variance / (p * (1 - p) / (n - 1)) if 0.0 < p < 1.0 and variance > 0.0 else 1.0
+    level = 1 - (1 - confidence) / 2
+    size = min(float(n), n / deff * (student_t_quantile(level, n - 1) / student_t_quantile(level, g - 1)) ** 2)
     return wilson_interval(p * size, size, confidence)  # type: ignore[arg-type]
 
 

@@ -236,15 +236,23 @@ def test_a_task_entry_that_redefines_a_metric_is_refused_at_registration(catalog
     assert "\n" not in str(caught.value)
 
 
-def test_a_later_task_may_not_redefine_an_earlier_tasks_entry():
-    first = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_agreement": True})}, "stance1")
-    same = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_*": True})}, "stance2")
-    build_plugins(extra=[first, same], entry_points=False)  # the same direction through another pattern: fine
-    other = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_*": False})}, "stance2")
-    # whichever registers second is refused (pluggy calls the later-registered extra plugin first)
-    with pytest.raises(PluginError, match=r"task 'stance[12]' .*'stance_agreement' (lower|higher) is better, where it "
-                                          r"is (higher|lower) is better"):
-        build_plugins(extra=[first, other], entry_points=False)
+def test_two_tasks_may_declare_a_metric_differently_and_each_keeps_its_own():
+    """Tasks differ among themselves freely (a run judges a model by its own task's entries): registration
+    accepts both, and each task's catalogue keeps its own direction; the union lists the first."""
+    from bertprobe.probes.accuracy import AccuracyProbe
+
+    up = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_agreement": True})}, "stance1")
+    down = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_*": False})}, "stance2")
+    plugins = build_plugins(extra=[up, down], entry_points=False)
+    one, two = (plugins.tasks.get(n) for n in ("stance1", "stance2"))
+    assert AccuracyProbe.catalogue((one,)).direction("stance_agreement") is True
+    assert AccuracyProbe.catalogue((two,)).direction("stance_agreement") is False
+
+
+def test_a_task_naming_a_probe_not_installed_here_is_accepted():
+    """An optional probe a task package also serves (no near miss among the probes): skipped, not refused."""
+    plugins = build_plugins(extra=[_task_plugin({"coreference-audit": Catalogue({"x": "y"})})], entry_points=False)
+    assert "coreference-audit" not in plugins.probes
 
 
 def test_probe_metrics_naming_no_probe_is_refused_with_a_suggestion():
@@ -277,7 +285,7 @@ def test_the_cli_turns_a_bad_task_catalogue_into_exit_2(monkeypatch, make):
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and (result.exception is None or isinstance(result.exception, SystemExit))
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "task 'stance2'" in lines[0] or lines[0].startswith("error: Catalogue directions must")
+    assert len(lines) == 1 and ("task 'stance2'" in lines[0] or lines[0].startswith("error: Catalogue directions must"))
 
 
 class _LazyPlugin:

@@ -178,9 +178,14 @@ def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questio
     # one trial per context, not per question: the three "when" questions ask about 2 contexts
     contexts = {w: len({c[2] for c in cases if c[6] == w}) for w in ("when", "what")}
     assert contexts["when"] == 2
-    # all wrong (0/1 values, no spread between contexts): Wilson's over the 3 questions (Korn & Graubard's n)
-    assert result.metrics["question_when_f1"].ci == pytest.approx(wilson_interval(0, 3))
-    assert result.metrics["question_when_exact_match"].ci == pytest.approx(wilson_interval(0, 3))
+    # all wrong (0/1 values, no spread between contexts): design effect 1, but the 2 contexts' one degree of
+    # freedom stays: Wilson's on 3 (t_2 / t_1)^2 trials, wider than Wilson's over the 2 contexts
+    from scipy.stats import t as student_t
+
+    size = 3 * (student_t.ppf(0.975, 2) / student_t.ppf(0.975, 1)) ** 2
+    assert result.metrics["question_when_f1"].ci == pytest.approx(wilson_interval(0, size))
+    assert result.metrics["question_when_exact_match"].ci == pytest.approx(wilson_interval(0, size))
+    assert result.metrics["question_when_f1"].ci[1] > wilson_interval(0, 2)[1]
     assert result.metrics["question_when_f1"].ci[1] > 0.5  # so the default bound does not fail it
     which = [official(c[4], [g for g, _ in c[3]])[1] for c in cases if c[6] == "what"]
     k = contexts["what"]

@@ -182,11 +182,10 @@ def _korn_graubard(values: list[float], groups: list[str], confidence: float = 0
     sizes = np.array([sum(1 for g in groups if g == k) for k in keys], dtype=float)
     G, p = len(keys), y.mean()
     variance = G / (G - 1) * ((sums - p * sizes) ** 2).sum() / n**2  # the ratio estimator's, with replacement
-    size = float(n)
-    if variance > 0 and 0 < p < 1:
-        deff = variance / (p * (1 - p) / (n - 1))  # against a simple random sample's variance estimate
-        ratio = student_t.ppf(1 - (1 - confidence) / 2, n - 1) / student_t.ppf(1 - (1 - confidence) / 2, G - 1)
-        size = min(size, n / deff * ratio**2)
+    # against a simple random sample's variance estimate; 1 where there is no variance to compare
+    deff = variance / (p * (1 - p) / (n - 1)) if variance > 0 and 0 < p < 1 else 1.0
+    ratio = student_t.ppf(1 - (1 - confidence) / 2, n - 1) / student_t.ppf(1 - (1 - confidence) / 2, G - 1)
+    size = min(float(n), n / deff * ratio**2)
     z = norm.ppf(1 - (1 - confidence) / 2)
     # Wilson's bounds: the roots q of (p - q)^2 = z^2 q (1 - q) / size
     a, b, c = 1 + z * z / size, -(2 * p + z * z / size), p * p
@@ -320,3 +319,29 @@ def test_a_slices_gap_from_few_contexts_keeps_its_size_under_the_null() -> None:
             inside[rng.choice(contexts, k, replace=False)[:, None] * per + np.arange(per)] = True
             rejected += cluster_gap(f1, inside, groups, 300, 0.95, 1)[1] < 0.05
         assert rejected <= 12, (k, rejected)
+
+
+@pytest.mark.parametrize("contexts", [2, 3])
+def test_no_hits_in_few_contexts_is_about_as_wide_as_one_hit(contexts: int) -> None:
+    """All 0 (or all 1) in a few contexts keeps the few contexts' degrees of freedom: no jump to Wilson's over the
+    n questions between 0 hits and 1."""
+    from bertprobe.stats import clustered_wilson, wilson_interval
+
+    n = 72
+    groups = [f"c{i % contexts}" for i in range(n)]
+    none = clustered_wilson([0.0] * n, groups)
+    one = clustered_wilson([1.0] + [0.0] * (n - 1), groups)
+    assert none[0] == 0.0 and none[1] > wilson_interval(0, n)[1] * 3  # far wider than over 72 questions
+    assert none[1] >= 0.6 * one[1]
+    every = clustered_wilson([1.0] * n, groups)
+    assert every == pytest.approx((1 - none[1], 1.0))
+    assert none == pytest.approx(_korn_graubard([0.0] * n, groups))
+
+
+def test_clustered_wilson_refuses_nan_and_mismatched_keys() -> None:
+    from bertprobe.stats import clustered_wilson
+
+    with pytest.raises(ValueError, match="3 cluster keys"):
+        clustered_wilson([1, 0, 1, 0, 1, 1], ["a", "a", "b"])
+    with pytest.raises(ValueError, match="NaN"):
+        clustered_wilson([1.0, float("nan")], ["a", "b"])
