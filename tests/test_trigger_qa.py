@@ -331,6 +331,12 @@ def test_the_split_moves_whole_contexts_even_where_the_cut_would_split_the_last_
     search, held = split_by_context(b, 3)
     assert search == b[:3] and held == b[3:]
     assert shared_paragraphs(b, range(3), range(3, 6)) == 1 and shared_paragraphs(a + b, range(2), range(2, 8)) == 0
+    # contexts of 4, 4 and 1 questions, a cut of 5: the search stops at the boundary closest to the cut (4, not 8)
+    three = questions(3, 3)  # three contexts
+    contexts = [[dataclasses.replace(three[k], id=f"c{k}-{j}", text=f"why {j} ?") for j in range(size)]
+                for k, size in enumerate((4, 4, 1))]
+    search, held = split_by_context([ex for group in contexts for ex in group], 5)
+    assert search == contexts[0] and held == contexts[1] + contexts[2]
 
 
 def test_a_run_whose_questions_all_ask_about_one_paragraph_warns_that_search_and_held_out_share_it(reader):
@@ -347,3 +353,18 @@ def test_a_run_whose_questions_all_ask_about_one_paragraph_warns_that_search_and
     result = UniversalTriggerProbe().run(reader, Dataset(two), params(iterations=1, search_fraction=0.5),
                                          ProbeContext(seed=2))
     assert "warnings" not in result.details and result.value("examples_held_out") == 3
+
+
+def test_a_split_far_from_search_fraction_warns(reader):
+    """Ten questions on one paragraph and two on another: whole paragraphs put 10 in the search where
+    search_fraction asks for 6, and the report says so."""
+    from bertprobe.probes.universal_trigger import UniversalTriggerProbe
+
+    base = questions(1, 9)[0]
+    many = [dataclasses.replace(base, id=f"q{k}", text=f"why did {POOL[k]} {POOL[k + 1]} it ?") for k in range(10)]
+    few = [dataclasses.replace(ex, id=f"{ex.id}x", text_pair=ex.text_pair + " again .") for ex in many[:2]]
+    result = UniversalTriggerProbe().run(reader, Dataset(many + few), params(iterations=1, search_fraction=0.5),
+                                         ProbeContext(seed=2))
+    [warning] = result.details["warnings"]
+    assert "the search holds 10 of 12 'why' questions where search_fraction asks about 6" in warning
+    assert result.value("examples_held_out") == 2

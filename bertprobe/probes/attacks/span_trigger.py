@@ -51,7 +51,9 @@ def split_by_context(examples: Sequence[Example], cut: int) -> tuple[list[Exampl
     search: list[Example] = []
     held: list[Example] = []
     for k, group in enumerate(groups):
-        (search if len(search) < cut and k < len(groups) - 1 else held).extend(group)
+        # a context goes to the search while that brings it closer to ``cut`` (the first always), never the last
+        closer = not search or abs(len(search) + len(group) - cut) < abs(len(search) - cut)
+        (search if not held and closer and k < len(groups) - 1 else held).extend(group)
     return search, held
 
 
@@ -157,6 +159,11 @@ def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float
         _transfer(result, ctx, target, held, answer, text, params, groups)
     result.details["figures"] = figures(result, history, word, clustered(groups))
     shared = shared_paragraphs(examples, state.search_idx, held_idx)
+    asked = round(len(examples) * params.search_fraction)
+    if not shared and abs(len(state.search_idx) - asked) > max(2, asked // 4):
+        result.details.setdefault("warnings", []).append(
+            f"the search holds {len(state.search_idx)} of {len(examples)} '{word}' questions where search_fraction "
+            f"asks about {asked}: whole paragraphs move the cut, and these paragraphs hold many questions each")
     if shared:
         result.details.setdefault("warnings", []).append(
             f"search and held-out questions share {shared} paragraph(s) (every '{word}' question asks about one): "
