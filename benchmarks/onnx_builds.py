@@ -66,6 +66,36 @@ def builds(base: Any, args: argparse.Namespace) -> list[tuple[str, Any]]:
     return out
 
 
+def compare_builds(made: list[tuple[str, Any]], examples: list[Any], encoded: Any, batch_size: int, rounds: int,
+                   indent: str = "") -> None:
+    """Each build's predictions (a warm-up pass), then ``rounds`` interleaved timed passes over ``encoded`` (each
+    round every build once, in a rotated order), printed against the first build (torch fp32): median examples/s
+    with the slowest and fastest round, accuracy on the examples' labels, predictions equal to the first's."""
+    preds: dict[str, list[int]] = {}
+    for name, target in made:  # the warm-up pass gives each build's predictions
+        preds[name] = target.task.predict(target.logits(encoded, batch_size)).tolist()
+    speeds: dict[str, list[float]] = {name: [] for name, _ in made}
+    for r in range(rounds):
+        order = made[r % len(made):] + made[: r % len(made)]
+        for name, target in order:
+            start = time.perf_counter()
+            target.logits(encoded, batch_size)
+            speeds[name].append(len(examples) / (time.perf_counter() - start))
+    first = made[0][0]
+    reference = statistics.median(speeds[first])
+    gold = [ex.label for ex in examples]
+    width = max(14, *(len(name) for name, _ in made))
+    print(f"\n{indent}{'build':{width}} {'examples/s (spread)':>26} {'vs ' + first:>14} {'accuracy':>9} "
+          f"{'equal to ' + first:>20}")
+    for name, _ in made:
+        median = statistics.median(speeds[name])
+        accuracy = sum(p == g for p, g in zip(preds[name], gold)) / len(gold)
+        equal = sum(p == q for p, q in zip(preds[name], preds[first]))
+        spread = f"{median:,.1f} ({min(speeds[name]):,.1f}-{max(speeds[name]):,.1f})"
+        print(f"{indent}{name:{width}} {spread:>26} {median / reference:13.2f}x {accuracy:9.4f} "
+              f"{equal:>6} of {len(gold)} ({equal / len(gold):.1%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=872)
@@ -96,28 +126,9 @@ def main() -> None:
     base = sst2_target()
     data = sst2_dev(base)
     examples = data.examples[: args.limit]
-    gold = [ex.label for ex in examples]
     made = builds(base, args)
     encoded = base.encode(examples)  # one tokenizer: every build reads the same rows
-    preds: dict[str, list[int]] = {}
-    for name, target in made:  # the warm-up pass gives each build's predictions
-        preds[name] = target.task.predict(target.logits(encoded, args.batch_size)).tolist()
-    speeds: dict[str, list[float]] = {name: [] for name, _ in made}
-    for r in range(args.rounds):
-        order = made[r % len(made):] + made[: r % len(made)]
-        for name, target in order:
-            start = time.perf_counter()
-            target.logits(encoded, args.batch_size)
-            speeds[name].append(len(examples) / (time.perf_counter() - start))
-    reference = statistics.median(speeds["torch fp32"])
-    print(f"\n{'build':14} {'examples/s (spread)':>26} {'vs torch fp32':>14} {'accuracy':>9} {'equal to torch fp32':>20}")
-    for name, _ in made:
-        median = statistics.median(speeds[name])
-        accuracy = sum(p == g for p, g in zip(preds[name], gold)) / len(gold)
-        equal = sum(p == q for p, q in zip(preds[name], preds["torch fp32"]))
-        spread = f"{median:,.1f} ({min(speeds[name]):,.1f}-{max(speeds[name]):,.1f})"
-        print(f"{name:14} {spread:>26} {median / reference:13.2f}x {accuracy:9.4f} "
-              f"{equal:>6} of {len(gold)} ({equal / len(gold):.1%})")
+    compare_builds(made, examples, encoded, args.batch_size, args.rounds)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
-from onnx_builds import cpu_features
+from onnx_builds import compare_builds, cpu_features
 
 INTEGER_MATMULS = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulInteger", "QAttention", "MatMulNBits"}
 
@@ -181,29 +181,12 @@ def main() -> None:
     ort_int8 = derive_variant(base, replace(base.spec, runtime="onnx", quantize="int8-dynamic"))[0]
     int8_profile(ort_int8.model.file, base, encoded, args.batch_size, args.threads, scratch)
     print("\n3. Other int8 graphs against torch fp32, interleaved passes over the dev set")
-    builds: dict[str, Any] = {"torch fp32": base}
+    made: list[tuple[str, Any]] = [("torch fp32", base)]
     for name, file in variant_graphs(base, ort_fp32.model.file, scratch).items():
         build = copy.copy(ort_fp32)
         build.model = OnnxModel(file, ort_fp32.model.config, torch.device("cpu"))
-        builds[name] = build
-    preds = {n: b.task.predict(b.logits(encoded, args.batch_size)).tolist() for n, b in builds.items()}
-    speeds: dict[str, list[float]] = {n: [] for n in builds}
-    items = list(builds.items())
-    for r in range(args.rounds):
-        for name, build in items[r % len(items):] + items[: r % len(items)]:
-            start = time.perf_counter()
-            build.logits(encoded, args.batch_size)
-            speeds[name].append(len(examples) / (time.perf_counter() - start))
-    reference = statistics.median(speeds["torch fp32"])
-    gold = [ex.label for ex in examples]
-    print(f"   {'build':40} {'examples/s (spread)':>22} {'vs torch fp32':>13} {'accuracy':>9} {'equal':>14}")
-    for name in builds:
-        median = statistics.median(speeds[name])
-        equal = sum(p == q for p, q in zip(preds[name], preds["torch fp32"]))
-        accuracy = sum(p == g for p, g in zip(preds[name], gold)) / len(gold)
-        print(f"   {name:40} {median:8.1f} ({min(speeds[name]):.0f}-{max(speeds[name]):.0f}) "
-              f"{median / reference:12.2f}x {accuracy:9.4f} {equal:>5} ({equal / len(gold):.1%})")
-
+        made.append((name, build))
+    compare_builds(made, examples, encoded, args.batch_size, args.rounds, indent="   ")
 
 if __name__ == "__main__":
     main()
