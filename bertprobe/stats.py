@@ -139,9 +139,10 @@ def clustered_wilson(values: Sequence[float], groups: Sequence[Hashable] | None,
     with-replacement variance between clusters is v = G / (G - 1) * sum_g (y_g - p m_g)^2 / n^2; the design
     effect is v over the simple random sample's p (1 - p) / (n - 1), the effective size n / deff, times
     (t_{n-1} / t_{G-1})^2 for the G - 1 degrees of freedom, truncated at n (so never narrower than Wilson's over
-    the n values; deff 1 where v = 0 or p is 0 or 1, the factor kept, so no jump between 0 hits and 1). Wilson's interval at rate p on that many trials is continuous in
-    the data, needs no bootstrap, and with one value per cluster (deff 1, G = n) is exactly Wilson's over the
-    values. One cluster: one trial. NaN bounds without values."""
+    the n values; deff 1 where v = 0 or p is 0 or 1, the factor kept, so no jump between 0 hits and 1).
+    Wilson's interval at rate p on that many trials is continuous in the data, needs no bootstrap, and with one
+    value per cluster (deff 1, G = n) is exactly Wilson's over the values. One cluster: one trial. NaN bounds
+    without values."""
     n = len(values)
     if groups is not None and len(groups) != n:
         raise ValueError(f"clustered_wilson: {n} values but {len(groups)} cluster keys")

@@ -219,7 +219,6 @@ def test_a_clustered_share_is_wilsons_on_the_korn_graubard_effective_sample_size
 
 def test_one_question_per_context_gives_wilsons_over_questions_exactly() -> None:
     from bertprobe.stats import clustered_wilson, mean_interval, wilson_interval
-    from bertprobe.tasks.qa_clusters import share_interval
 
     rng = np.random.default_rng(4)
     for n in (1, 2, 7, 29, 30, 40, 500):
@@ -227,7 +226,7 @@ def test_one_question_per_context_gives_wilsons_over_questions_exactly() -> None
         exact = wilson_interval(round(sum(hits)), n)
         alone = [f"c{i}" for i in range(n)]
         assert clustered_wilson(hits, alone) == exact and clustered_wilson(hits, None) == exact
-        assert share_interval(hits, alone) == exact and share_interval(hits, None) == exact
+        assert clustered_wilson(hits, alone) == exact and clustered_wilson(hits, None) == exact
         assert mean_interval(hits, 1000, 0.95, 0, alone) == exact and mean_interval(hits, 1000, 0.95, 0) == exact
 
 
@@ -236,13 +235,12 @@ def test_one_question_per_context_gives_wilsons_over_questions_exactly() -> None
 def test_the_reviewers_rare_and_near_certain_shares_are_never_narrower_than_wilsons_over_questions(hits, n, pair):
     """1 hit in 60, 2 in 100 and 95 in 100 with one pair of questions sharing a context (hits first): the cluster
     bootstrap gave [0, 0.048], [0, 0.049] and [0.91, 0.99]; the interval now holds Wilson's over the questions."""
-    from bertprobe.stats import wilson_interval
-    from bertprobe.tasks.qa_clusters import share_interval
+    from bertprobe.stats import clustered_wilson, wilson_interval
 
     values = [1.0] * hits + [0.0] * (n - hits)
     groups = [f"c{i}" for i in range(n)]
     groups[pair[1]] = groups[pair[0]]
-    low, high = share_interval(values, groups)
+    low, high = clustered_wilson(values, groups)
     plain = wilson_interval(hits, n)
     assert low <= plain[0] + 1e-15 and high >= plain[1] - 1e-15
     assert (low, high) == pytest.approx(_korn_graubard(values, groups), abs=1e-12)
@@ -251,21 +249,20 @@ def test_the_reviewers_rare_and_near_certain_shares_are_never_narrower_than_wils
 def test_a_perfectly_correlated_clustered_share_is_about_wilsons_over_contexts() -> None:
     """A context's 3 questions all right or all wrong: the interval is about Wilson's over the 40 contexts (a bit
     wider for the 39 degrees of freedom), much wider than Wilson's over the 120 questions; no jump at 30 contexts."""
-    from bertprobe.stats import wilson_interval
-    from bertprobe.tasks.qa_clusters import share_interval
+    from bertprobe.stats import clustered_wilson, wilson_interval
 
     rng = np.random.default_rng(4)
     per_context = (rng.random(40) < 0.4).astype(float)
     hits = list(np.repeat(per_context, 3))
     groups = [f"c{i // 3}" for i in range(120)]
-    got = share_interval(hits, groups)
+    got = clustered_wilson(hits, groups)
     contexts = wilson_interval(per_context.sum(), 40)
     flat = wilson_interval(sum(hits), 120)
     assert got[0] <= contexts[0] and got[1] >= contexts[1]
     assert got[1] - got[0] == pytest.approx(contexts[1] - contexts[0], rel=0.05)
     assert got[1] - got[0] > 1.5 * (flat[1] - flat[0])
     for k in (29, 30, 31):  # no switch of method at 30 contexts: about Wilson's over contexts on either side
-        low, high = share_interval(hits[: 3 * k], groups[: 3 * k])
+        low, high = clustered_wilson(hits[: 3 * k], groups[: 3 * k])
         few = wilson_interval(per_context[:k].sum(), k)
         assert low <= few[0] and high >= few[1] and high - low == pytest.approx(few[1] - few[0], rel=0.06)
 

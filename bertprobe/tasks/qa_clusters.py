@@ -25,7 +25,6 @@ from bertprobe.stats import (
     WILSON,
     WILSON_CLUSTERS,
     clustered,
-    clustered_wilson,
     interval_method,
 )
 
@@ -42,7 +41,7 @@ def interval_over(values: Sequence[float], groups: Sequence[str] | None, resampl
                   unit: str = "questions") -> str:
     """How ``stats.mean_interval`` draws the interval of the mean of ``values`` (``groups``: each one's context;
     ``resamples``: the bootstrap's), in words for a metric's description (``short``: a title's or a table cell's);
-    ``unit``: what the values are (questions, cases). ``share_interval`` takes the same branches."""
+    ``unit``: what the values are (questions, cases). ``stats.clustered_wilson`` is the interval of a share."""
     method = interval_method(values, resamples, groups)
     long = {
         WILSON: f"Wilson interval over {unit}",
@@ -71,12 +70,3 @@ def cluster_keys(groups: Sequence[str] | None) -> list[str] | None:
         return None
     assert groups is not None
     return [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
-
-
-def share_interval(hits: Sequence[float], groups: Sequence[str] | None,
-                   confidence: float = 0.95) -> tuple[float, float]:
-    """The interval of a share of questions (0/1 ``hits``): Wilson's over questions where no two share a context
-    (independent trials), else Wilson's on the questions' effective sample size over their contexts
-    (``stats.clustered_wilson``, Korn & Graubard 1998: never narrower than Wilson's over the questions, about
-    Wilson's over the contexts where a context's questions agree). NaN bounds without questions."""
-    return clustered_wilson(hits, groups, confidence)

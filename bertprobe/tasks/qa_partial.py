@@ -47,10 +47,10 @@ import numpy as np
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import clustered, paired_bootstrap_diff, paired_bootstrap_statistic
+from bertprobe.stats import clustered, clustered_wilson, paired_bootstrap_diff, paired_bootstrap_statistic
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, question_clusters, share_interval
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, question_clusters
 from bertprobe.tasks.qa_slices import sentences
 from bertprobe.tasks.spans import Answer
 
@@ -303,7 +303,7 @@ class _Audit:
         for name, hits, who in (("first_sentence_predicted", pred_first, "predicted"), ("first_sentence_gold",
                                                                                         gold_first, "gold")):
             self.result.outcomes.append(Outcomes.from_values(name, ids, hits.tolist(), groups=cluster_keys(groups)))
-            ci = share_interval(hits.tolist(), groups, conf) if self.params.bootstrap else None
+            ci = clustered_wilson(hits.tolist(), groups, conf) if self.params.bootstrap else None
             self.result.add_metric(name, float(hits.mean()), None, f"share of {who} answers in the context's first "
                                    f"sentence (answerable questions the reader answered; "
                                    f"{interval_over(hits.tolist(), groups)})", ci, outcome=name)

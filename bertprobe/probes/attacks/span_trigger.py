@@ -9,7 +9,7 @@ held-out questions of the type by the task's own decoding (``task.answers``: all
 context; split from the searched ones by context, so no held-out question shares a paragraph with a searched
 one): the share answered with exactly the target answer (SQuAD-normalised), with its Wilson interval over
 questions, or where held-out questions share a context, Wilson's on the questions' effective sample size over
-their contexts (``tasks.qa_clusters.share_interval``, Korn & Graubard 1998); the outcomes carry each question's
+their contexts (``stats.clustered_wilson``, Korn & Graubard 1998); the outcomes carry each question's
 context key, so a paired gate or ``compare`` resamples contexts too.
 """
 
@@ -23,8 +23,8 @@ from bertprobe.errors import ProbeError
 from bertprobe.probes.attacks.span_goal import edited, is_target
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import clustered
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters, share_interval
+from bertprobe.stats import clustered, clustered_wilson
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word, score
 
 
@@ -79,14 +79,14 @@ def success(answers: Sequence[Any], answer: str) -> list[bool]:
 def rate_metric(result: ProbeResult, name: str, hits: Sequence[bool], description: str, outcome: str | None = None,
                 higher_is_better: bool | None = False, groups: Sequence[str] | None = None, seed: int = 0) -> None:
     """A share of questions with its interval: Wilson's over questions, or with ``groups`` (each question's
-    context) where two share one, over contexts (``qa_clusters.share_interval``: Wilson's on the questions'
+    context) where two share one, over contexts (``stats.clustered_wilson``: Wilson's on the questions'
     effective sample size, Korn & Graubard 1998). ``seed`` is kept for callers: the interval draws nothing."""
     n = len(hits)
     values = [float(h) for h in hits]
     if n and clustered(groups):
         description += f" ({interval_over(values, groups)})"
     result.add_metric(name, sum(hits) / n if n else 0.0, higher_is_better, description,
-                      ci=share_interval(values, groups, 0.95) if n else None, outcome=outcome)
+                      ci=clustered_wilson(values, groups, 0.95) if n else None, outcome=outcome)
 
 
 def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float, history: list[dict[str, Any]],

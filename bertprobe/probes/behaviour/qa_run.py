@@ -13,7 +13,7 @@ shared prediction path. Verdicts:
 
 Reported: failure rates per test and capability with an outcome per case; their intervals are Wilson's over
 cases, or where cases share a context (the INV cases of a paragraph's questions: ``tasks.qa_clusters``), over
-contexts (Wilson's on the cases' effective sample size, Korn & Graubard 1998: ``qa_clusters.share_interval``), and
+contexts (Wilson's on the cases' effective sample size, Korn & Graubard 1998: ``stats.clustered_wilson``), and
 each outcome carries its context's key so a paired gate or ``compare`` resamples contexts too; per INV test
 the gold F1 of the originals and of the edited items (the gold followed the edit); for the templates marked
 ``origins``, F1 per surname origin group over the same sentences and the largest gap between two groups with

@@ -10,8 +10,8 @@ from typing import Any
 
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
-from bertprobe.stats import clustered
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, share_interval
+from bertprobe.stats import clustered, clustered_wilson
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over
 
 
 def slug(name: str) -> str:
@@ -37,7 +37,7 @@ def failure_rates(result: ProbeResult, cases: Sequence[Any], passed: Sequence[bo
     """Per test: a ``failed.<test>`` outcome per case and ``failure_rate.test.<test>`` (Wilson interval), the
     first ``findings`` failures as findings; per capability and over all: the failure rate. ``clusters`` (one key
     per case: a reader's cases by context) makes each interval one over clusters where two cases share one
-    (``qa_clusters.share_interval``: Wilson's on the cases' effective sample size over their contexts) and gives
+    (``stats.clustered_wilson``: Wilson's on the cases' effective sample size over their contexts) and gives
     each outcome its cluster's key; each such description names the interval (``qa_clusters.interval_over``).
     ``resamples`` and ``seed`` are kept for callers; a share's interval draws no bootstrap. Returns the rows of the
     tests table and the number of failed cases."""
@@ -45,7 +45,7 @@ def failure_rates(result: ProbeResult, cases: Sequence[Any], passed: Sequence[bo
         hits = [0.0 if passed[i] else 1.0 for i in idx]
         groups = [clusters[i] for i in idx] if clusters is not None else None
         over = f" ({interval_over(hits, groups, unit='cases')})" if clustered(groups) else ""
-        return share_interval(hits, groups, 0.95), over
+        return clustered_wilson(hits, groups, 0.95), over
 
     by_test: dict[str, list[int]] = defaultdict(list)
     for i, case in enumerate(cases):

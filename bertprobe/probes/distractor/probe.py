@@ -45,9 +45,9 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.distractor.rules import Distractor, build, insert, moved_golds, package_lexicon, shift
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import clustered, paired_bootstrap_diff
+from bertprobe.stats import clustered, clustered_wilson, paired_bootstrap_diff
 from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters, share_interval
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, normalize_answer, question_word
 
 
@@ -210,7 +210,7 @@ class DistractorProbe(Probe):
         result.outcomes.append(Outcomes.from_values("moved_to_distractor", ids, moved, groups=keys))
         result.add_metric("moved_to_distractor", mean(moved), False,
                           f"share of answers inside the distractor ({interval_over(moved, groups)})",
-                          share_interval(moved, groups, params.confidence),
+                          clustered_wilson(moved, groups, params.confidence),
                           outcome="moved_to_distractor")
         rows = []
         for w in [w for w in QUESTION_WORDS if w in words]:
@@ -222,7 +222,7 @@ class DistractorProbe(Probe):
                               f"F1 drop on the covered '{w}' questions ({_paired_over(within)})", interval)
             result.add_metric(f"question_{w}_moved_to_distractor", mean(m), False,
                               f"share of '{w}' answers moved into the distractor ({interval_over(m, within)})",
-                              share_interval(m, within, params.confidence))
+                              clustered_wilson(m, within, params.confidence))
             result.add_metric(f"questions_{w}", float(len(idx)), None, f"covered '{w}' questions", kind="count")
             rows.append([w, len(idx), mean(b), mean(a), mean(b) - mean(a),
                          f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-", _paired_over(within, short=True),
@@ -269,7 +269,7 @@ class DistractorProbe(Probe):
         answerable, covered = len(hits), round(sum(hits))
         result.add_metric("coverage", covered / answerable if answerable else 0.0, None,
                           f"share of the answerable questions the rules convert ({interval_over(hits, groups)})",
-                          share_interval(hits, groups, params.confidence) if answerable else None)
+                          clustered_wilson(hits, groups, params.confidence) if answerable else None)
         result.add_metric("covered", float(covered), None, "questions with a distractor", kind="count")
         result.add_metric("uncovered", float(answerable - covered), None, "answerable questions not converted",
                           kind="count")
