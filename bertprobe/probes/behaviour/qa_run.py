@@ -174,7 +174,7 @@ def run_answers(target: Target, data: Dataset | None, params: Any, ctx: ProbeCon
     result = ProbeResult(probe="behaviour")
     tests, failed = failure_rates(result, cases, [v[0] for v in verdicts],
                                   lambda i: _finding(cases[i], verdicts[i], answers, params), params.findings,
-                                  [c.context_key for c in cases], params.bootstrap, ctx.seed)
+                                  [c.context_key for c in cases])
     by_test: dict[str, list[QACase]] = defaultdict(list)
     for case in cases:
         by_test[case.test].append(case)

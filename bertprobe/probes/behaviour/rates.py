@@ -32,15 +32,13 @@ def case_ids(cases: Sequence[Any]) -> list[str]:
 
 
 def failure_rates(result: ProbeResult, cases: Sequence[Any], passed: Sequence[bool], finding: Callable[[int], Finding],
-                  findings: int, clusters: Sequence[str] | None = None, resamples: int = 1000,
-                  seed: int = 0) -> tuple[list[dict[str, Any]], int]:
+                  findings: int, clusters: Sequence[str] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Per test: a ``failed.<test>`` outcome per case and ``failure_rate.test.<test>`` (Wilson interval), the
     first ``findings`` failures as findings; per capability and over all: the failure rate. ``clusters`` (one key
     per case: a reader's cases by context) makes each interval one over clusters where two cases share one
     (``stats.clustered_wilson``: Wilson's on the cases' effective sample size over their contexts) and gives
     each outcome its cluster's key; each such description names the interval (``qa_clusters.interval_over``).
-    ``resamples`` and ``seed`` are kept for callers; a share's interval draws no bootstrap. Returns the rows of the
-    tests table and the number of failed cases."""
+    Returns the rows of the tests table and the number of failed cases."""
     def rate(idx: list[int]) -> tuple[tuple[float, float], str]:
         hits = [0.0 if passed[i] else 1.0 for i in idx]
         groups = [clusters[i] for i in idx] if clusters is not None else None

@@ -164,8 +164,7 @@ class DistractorProbe(Probe):
             self._control(result, target, data, made, before, after, picked, within, params, ctx)
         converted = {i for i, _ in made}
         asked = [i for i, ex in enumerate(data.examples) if ex.label]
-        self._coverage(result, [float(i in converted) for i in asked], [clusters[i] for i in asked], reasons, params,
-                       ctx.seed)
+        self._coverage(result, [float(i in converted) for i in asked], [clusters[i] for i in asked], reasons, params)
         self._findings(result, made, changed, spans, adversarial, original, before, after, params)
         result.details["position"] = params.position
         result.details["sample"] = [{"question": data.examples[i].text, "distractor": d.sentence, "fake": d.fake,
@@ -263,7 +262,7 @@ class DistractorProbe(Probe):
 
     @staticmethod
     def _coverage(result: ProbeResult, hits: list[float], groups: list[str], reasons: Counter[str],
-                  params: DistractorParams, seed: int) -> None:
+                  params: DistractorParams) -> None:
         """The share of the answerable questions converted (``hits``: 1 for each converted one; ``groups``: their
         contexts), and the reasons the others are not."""
         answerable, covered = len(hits), round(sum(hits))
