@@ -547,9 +547,9 @@ def describe(probe: str) -> None:
     click.echo("\nParams")
     click.echo(tabulate(rows, headers=["param", "type", "default", "meaning"], tablefmt="simple",
                         maxcolwidths=[22, 18, 16, 42]) if rows else "(none)")
-    metric_rows = cls.metric_rows(plugins.tasks)  # its own and what the registered tasks add
+    metric_rows = cls.metric_rows(plugins.sections)  # its own and what its registered sections add
     click.echo("\nMetrics (expect: may name these; * stands for any suffix)" if cls.metrics or not metric_rows else
-               "\nMetrics (the probe declares none of its own, so expect: may name any; its tasks add these)")
+               "\nMetrics (the probe declares none of its own, so expect: may name any; its sections add these)")
     click.echo(tabulate(metric_rows, headers=["metric", "direction", "meaning"], tablefmt="simple",
                         maxcolwidths=[28, 17, 52]) if metric_rows else "(any)")
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from bertprobe.model.target import Target
     from bertprobe.registry import Registry
     from bertprobe.results import ProbeResult, RunReport
+    from bertprobe.sections import Sections
 
 
 
@@ -51,6 +52,14 @@ def bertprobe_register_tasks(registry: Registry[Any]) -> None:
     """Add tasks: ``registry.add(MyTask)``, a ``bertprobe.tasks.Task`` subclass saying what a model's outputs
     mean (detection from the config, gold labels, activation, loss, correctness, confidence). A suite names
     one with ``model.task``; probes list the tasks they support in ``tasks``."""
+
+
+@hookspec
+def bertprobe_register_sections(registry: Sections) -> None:
+    """Add what a probe runs for the models of one task (``bertprobe.sections``): ``registry.add(PROBE, SECTION,
+    task=NAME)`` for a task of yours (or a built-in one), ``when=FLAG`` for every task that sets a meaning flag
+    (how the built-in probes register theirs). ``SECTION`` holds what the probe calls (its docstring names the
+    protocol) and optionally a ``catalogue`` of the metrics it writes; called after every probe has registered."""
 
 
 # ---- loading ------------------------------------------------------------------------------------

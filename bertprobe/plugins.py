@@ -13,6 +13,7 @@ import pluggy
 from bertprobe import hookspecs
 from bertprobe.errors import PluginError, first_line
 from bertprobe.registry import Registry, did_you_mean
+from bertprobe.sections import Sections
 
 ENTRY_POINT_GROUP = "bertprobe"
 DISABLE_ENV = "BERTPROBE_DISABLE_PLUGINS"
@@ -55,6 +56,7 @@ class Plugins:
     executors: Registry[Any] = field(default_factory=lambda: Registry("executor"))
     extra: list[Any] = field(default_factory=list)  # plugins registered by hand (workers register them too)
     tasks: Registry[Any] = field(default_factory=lambda: Registry("task"))
+    sections: Sections = field(default_factory=Sections)  # probe x task: bertprobe.sections
 
     @property
     def hook(self) -> Any:
@@ -182,6 +184,7 @@ def build_plugins(
         ("bertprobe_register_reporters", plugins.reporters),
         ("bertprobe_register_datasets", plugins.datasets),
         ("bertprobe_register_executors", plugins.executors),
+        ("bertprobe_register_sections", plugins.sections),  # after the probes: a section names one
     ):
         for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
             registry.current_plugin = impl.plugin_name
@@ -192,31 +195,35 @@ def build_plugins(
 
 
 def _check_catalogues(plugins: Plugins, blocked: set[str]) -> None:
-    """Each task's ``probe_metrics`` names a probe (a registered one, one a blocked built-in plugin would
-    register, or a name close to none: an optional probe not installed here, skipped; a near miss is refused
-    with its did-you-mean) and declares none of the probe's own metrics, directions or default bounds otherwise
-    (``catalogue.conflicts``). Tasks may differ among themselves: a run judges a model by its own task's entries.
-    A blocked plugin the catalog does not list might have registered any name: unknown names pass then."""
+    """Each registered section names a probe (a registered one, one a blocked built-in plugin would register, or
+    a name close to none: an optional probe not installed here, skipped; a near miss is refused with its
+    did-you-mean), its ``catalogue`` is a ``Catalogue``, and it declares none of the probe's own metrics,
+    directions or default bounds otherwise (``catalogue.conflicts``). Sections may differ among themselves: a run
+    judges a model by its own task's section. A blocked plugin the catalog does not list might have registered any
+    name: unknown names pass then."""
     from bertprobe.catalog import load
+    from bertprobe.results import Catalogue
     from bertprobe.results.catalogue import conflicts
 
     known = set(plugins.probes.names())
     listed = load()
     known |= {row["name"] for module in blocked & set(listed) for row in listed[module].get("probes", [])}
     lenient = bool(blocked - set(listed))
-    for task in plugins.tasks.in_order():
-        origin = plugins.tasks.origin(task.name)
-        for probe, added in task.probe_metrics.items():
-            if probe not in plugins.probes:
-                hint = did_you_mean(probe, sorted(known))
-                if probe in known or lenient or not hint:  # no near miss: an optional probe not installed here
-                    continue
-                raise PluginError(f"task '{task.name}' from plugin '{origin}': probe_metrics names '{probe}', which is "
-                                  f"no probe{hint}; probes: {', '.join(sorted(known))}")
-            catalogue = getattr(plugins.probes.get(probe), "catalogue", None)  # a Probe subclass's
-            # against the probe's own entries only: tasks may differ among themselves, since a run judges a model by
-            # its own task's entries (validate and describe list the first declaration)
-            found = conflicts(catalogue(()), added) if callable(catalogue) else []
-            if found:
-                raise PluginError(f"task '{task.name}' from plugin '{origin}': probe_metrics['{probe}'] declares "
-                                  f"{'; '.join(found)}; declare each metric once (or exactly as before)")
+    for entry in plugins.sections:
+        where = f"the section of probe '{entry.probe}' for {entry.key} from plugin '{entry.plugin}'"
+        added = getattr(entry.section, "catalogue", None)
+        if added is not None and not isinstance(added, Catalogue):
+            raise PluginError(f"{where}: its catalogue must be a bertprobe.results.Catalogue (metrics, directions, "
+                              f"defaults, key metrics), not {type(added).__name__}")
+        if entry.probe not in plugins.probes:
+            hint = did_you_mean(entry.probe, sorted(known))
+            if entry.probe in known or lenient or not hint:  # no near miss: an optional probe not installed here
+                continue
+            raise PluginError(f"{where}: '{entry.probe}' is no probe{hint}; probes: {', '.join(sorted(known))}")
+        catalogue = getattr(plugins.probes.get(entry.probe), "catalogue", None)  # a Probe subclass's
+        # against the probe's own entries only: sections may differ among themselves, since a run judges a model by
+        # its own task's section (validate and describe list the first declaration)
+        found = conflicts(catalogue(()), added) if callable(catalogue) and added is not None else []
+        if found:
+            raise PluginError(f"{where}: its catalogue declares {'; '.join(found)}; declare each metric once (or "
+                              "exactly as before)")

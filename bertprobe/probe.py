@@ -173,29 +173,38 @@ class ProbeContext:
     probe_id: str = ""
     map: Callable[..., list[Any]] = map_in_process
     predictions: Callable[..., Predictions] = predict_directly
+    section: Callable[[str, Any], Any] = field(default=None)  # type: ignore[assignment]
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.section is None:  # outside a run: the built-in sections
+            from bertprobe.sections import builtin_section
+
+            self.section = builtin_section
 
     def unit_seed(self, key: str) -> int:
         """The seed of work unit ``key`` of this probe (see ``map``)."""
         return unit_seed(self.seed, self.probe_id, key)
 
 
-def _task_classes(tasks: Iterable[Any] | None) -> tuple[Any, ...]:
-    """The tasks a catalogue gathers from: a registry's in registration order, the built-in ones for None."""
-    if tasks is None:
-        from bertprobe.tasks.resolve import builtin_tasks
+def _section_list(probe: str, sections: Iterable[Any] | None) -> tuple[Any, ...]:
+    """The sections a catalogue gathers from: a ``Sections`` registry's of ``probe`` in registration order, the
+    built-in ones for None, or the section objects given (a run: the one its model's task finds)."""
+    from bertprobe.sections import Sections, builtin_sections
 
-        tasks = builtin_tasks()
-    in_order = getattr(tasks, "in_order", None)
-    return tuple(in_order() if callable(in_order) else tasks)
+    if sections is None:
+        sections = builtin_sections()
+    if isinstance(sections, Sections):
+        return tuple(sections.of(probe))
+    return tuple(s for s in sections if s is not None)
 
 
 @lru_cache(maxsize=256)
-def _merged_catalogue(probe: type[Probe], tasks: tuple[Any, ...]) -> Catalogue:
-    """``Probe.catalogue``: a function of the probe class and the task classes, so merged once per pair."""
+def _merged_catalogue(probe: type[Probe], sections: tuple[Any, ...]) -> Catalogue:
+    """``Probe.catalogue``: a function of the probe class and the sections, so merged once per pair."""
     own = probe.metrics if isinstance(probe.metrics, Mapping) else dict.fromkeys(probe.metrics, "")
     parts = [Catalogue(own, probe.metric_directions, tuple(probe.defaults), tuple(probe.key_metrics))]
-    parts += [part for task in tasks if (part := getattr(task, "probe_metrics", {}).get(probe.name)) is not None]
+    parts += [part for section in sections if (part := getattr(section, "catalogue", None)) is not None]
     return merge(parts)
 
 
@@ -233,8 +242,9 @@ class Probe(abc.ABC):
     # from each Metric the probe returns
     metric_directions: ClassVar[dict[str, bool | None]] = {}
     # metric names (fnmatch patterns) that ``expect:`` may name; a mapping gives each its meaning, which
-    # `bertprobe describe` and the docs show. These four are the probe's own: what a task's section writes in its
-    # place, the task declares (``Task.probe_metrics``), and ``catalogue(tasks)`` merges both
+    # `bertprobe describe` and the docs show. These four are the probe's own: what a section for one kind of model
+    # writes in its place, the section declares (its ``catalogue``: ``bertprobe.sections``), and ``catalogue()``
+    # merges both
     metrics: ClassVar[tuple[str, ...] | Mapping[str, str]] = ()
     # the gating policy: the bounds every metric matching a pattern must meet when the suite sets none of its
     # own (``expect: {METRIC: off}`` turns one off); each says why its threshold is what it is
@@ -245,19 +255,20 @@ class Probe(abc.ABC):
     Params: ClassVar[type] = NoParams
 
     @classmethod
-    def catalogue(cls, tasks: Iterable[Any] | None = None) -> Catalogue:
+    def catalogue(cls, sections: Iterable[Any] | None = None) -> Catalogue:
         """The probe's metric catalogue: its own ``metrics``, ``metric_directions``, ``defaults`` and
-        ``key_metrics``, then what each task adds in its place (``Task.probe_metrics[name]``), in the order the tasks
-        were registered. ``tasks``: the run's task registry (``Plugins.tasks``) or task classes; None: the built-in
-        tasks. Known before any model loads: the union over the tasks, whichever the model's turns out to be
-        (what ``validate`` and ``describe`` read); a run judges a model by ``catalogue((its task,))``."""
-        return _merged_catalogue(cls, _task_classes(tasks))
+        ``key_metrics``, then what each of its sections writes in its place (a section's ``catalogue``), in the order
+        they were registered. ``sections``: the run's registry (``Plugins.sections``), or the section objects to
+        merge; None: the built-in sections. Known before any model loads: the union over the sections, whichever the
+        model's task turns out to be (what ``validate`` and ``describe`` read); a run judges a model by
+        ``catalogue((the section its task finds,))``."""
+        return _merged_catalogue(cls, _section_list(cls.name, sections))
 
     @classmethod
-    def metric_rows(cls, tasks: Iterable[Any] | None = None) -> list[tuple[str, str, str]]:
+    def metric_rows(cls, sections: Iterable[Any] | None = None) -> list[tuple[str, str, str]]:
         """``(metric, direction, meaning)`` of each metric of the catalogue, as ``bertprobe describe`` and the docs'
         probe pages show them; the direction comes from the first pattern of its directions that matches."""
-        catalogue = cls.catalogue(tasks)
+        catalogue = cls.catalogue(sections)
         rows = []
         for metric, meaning in catalogue.metrics.items():
             higher = next((h for pattern, h in catalogue.directions.items() if fnmatch.fnmatchcase(metric, pattern)), None)
@@ -279,16 +290,16 @@ class Probe(abc.ABC):
         return out
 
     @classmethod
-    def key_metric_patterns(cls, tasks: Iterable[Any] | None = None) -> tuple[str, ...]:
-        """The catalogue's key metrics: of the probe and of each task, its ``key_metrics``, else the patterns its
+    def key_metric_patterns(cls, sections: Iterable[Any] | None = None) -> tuple[str, ...]:
+        """The catalogue's key metrics: of the probe and of each section, its ``key_metrics``, else the patterns its
         gating policy covers."""
-        return cls.catalogue(tasks).key_metrics
+        return cls.catalogue(sections).key_metrics
 
     @classmethod
-    def knows_metric(cls, name: str, tasks: Iterable[Any] | None = None) -> bool:
+    def knows_metric(cls, name: str, sections: Iterable[Any] | None = None) -> bool:
         """Whether ``expect:`` may name this metric: one of the catalogue's (always true when the probe declares
         none of its own)."""
-        return not cls.metrics or any(fnmatch.fnmatchcase(name, pat) for pat in cls.catalogue(tasks).metrics)
+        return not cls.metrics or any(fnmatch.fnmatchcase(name, pat) for pat in cls.catalogue(sections).metrics)
 
     @classmethod
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:

@@ -80,7 +80,7 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_readers_int8_build_agrees_answer_by_answer(tmp_path: Path) -> None:
-    from bertprobe.tasks.qa_accuracy import NO_ANSWER
+    from bertprobe.tasks.answer_text import NO_ANSWER
 
     model = save_tiny_model(tmp_path / "qa", task="question-answering", words=WORDS, seed=3)
     data = squad_json(tmp_path / "dev.json", n_paragraphs=6, per=5)

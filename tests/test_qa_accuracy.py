@@ -23,7 +23,7 @@ from bertprobe.probe import Predictions, ProbeContext
 from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
 from bertprobe.reporters.summary import bracketed_marks, mark_segments
 from bertprobe.stats import paired_bootstrap_diff
-from bertprobe.tasks.qa_accuracy import excerpt
+from bertprobe.tasks.answer_text import excerpt
 from bertprobe.tasks.spans import Answer, answer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -170,7 +170,7 @@ def test_a_group_all_wrong_is_not_surely_below_its_bound_on_a_handful_of_questio
     stands in, as it does for every group under SMALL_GROUP questions (where a bootstrap is too narrow); from
     SMALL_GROUP questions up, the percentile bootstrap."""
     from bertprobe.stats import bootstrap_ci, wilson_interval
-    from bertprobe.tasks.qa_accuracy import SMALL_GROUP
+    from bertprobe.tasks.qa_clusters import SMALL_GROUP
 
     cases = CASES + [(f"w{k}", "When did it end?", CTX_A, [("24-10", 76)], "Santa Clara", 0.5, "when") for k in range(2)]
     result = audit(target, examples_of(cases), answers_of(cases))

@@ -11,6 +11,7 @@ from test_qa_calibration import reader, run_qa, tiny_squad  # noqa: F401  (reade
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.slices import SlicesParams, SlicesProbe, welch_p
+from bertprobe.tasks import answer_text as T
 from bertprobe.tasks import qa_slices as Q
 from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.slicing import SliceScore, SliceScores
@@ -19,7 +20,7 @@ from bertprobe.tasks.slicing import SliceScore, SliceScores
 def test_the_stop_words_are_scikit_learns_english_list():
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    assert Q.stop_words() == frozenset(ENGLISH_STOP_WORDS)
+    assert T.stop_words() == frozenset(ENGLISH_STOP_WORDS)
 
 
 @pytest.mark.parametrize(("question", "context", "start", "answer", "share"), [
@@ -37,13 +38,13 @@ def test_the_stop_words_are_scikit_learns_english_list():
 def test_overlap_is_the_share_of_the_questions_content_words_in_the_answers_sentence(question, context, start, answer,
                                                                                      share):
     assert context[start : start + len(answer)] == answer
-    got = Q.overlap(question, Q.answer_sentence(context, start, answer))
+    got = T.overlap(question, T.answer_sentence(context, start, answer))
     assert (math.isnan(got) and math.isnan(share)) or got == pytest.approx(share)
 
 
 def test_sentences_end_at_stops_and_line_breaks():
     text = "One two. Three? Four!\nFive"
-    assert [text[a:b].strip() for a, b in Q.sentences(text)] == ["One two.", "Three?", "Four!", "Five"]
+    assert [text[a:b].strip() for a, b in T.sentences(text)] == ["One two.", "Three?", "Four!", "Five"]
 
 
 def test_the_question_slices_bin_question_word_answer_length_context_length_and_overlap():

@@ -1,9 +1,10 @@
 """A probe's metric catalogue: what ``expect:`` may name, what each metric means and which way is better, the
 gating policy and the key metrics.
 
-A probe declares its own (``Probe.metrics``, ``metric_directions``, ``defaults``, ``key_metrics``); a task adds
-what it measures in that probe's place (``Task.probe_metrics``: its own section, ``audit_accuracy`` and the
-like), and ``Probe.catalogue(tasks)`` merges the two over the registered tasks, before any model loads.
+A probe declares its own (``Probe.metrics``, ``metric_directions``, ``defaults``, ``key_metrics``); each of its
+sections for one kind of model (``bertprobe.sections``: a reader's answers, a tagger's entities) adds what it
+writes in the probe's place (the section's ``catalogue``), and ``Probe.catalogue(sections)`` merges them over the
+registered sections, before any model loads.
 """
 
 from __future__ import annotations

@@ -33,12 +33,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], task: Any = None) -> None:
+def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], task: Any = None, sections: Any = None) -> None:
     """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.results.policy``):
-    the probe's own defaults and key metrics plus what the model's ``task`` (a Task class or instance; None: the
-    probe's own alone) adds, so a task's section is judged by its own bounds and never by another task's (the
-    union over the registered tasks is what ``validate`` and ``describe`` show, before a model loads)."""
-    catalogue = cls.catalogue(() if task is None else (task if isinstance(task, type) else type(task),))
+    the probe's own defaults and key metrics plus what the section the model's ``task`` finds (``sections``: the
+    run's ``Sections``, None: the built-in ones; no task: the probe's own alone) adds, so a section is judged by its
+    own bounds and never by another's (the union over the sections is what ``validate`` and ``describe`` show,
+    before a model loads)."""
+    from bertprobe.sections import builtin_sections
+
+    found = None if task is None else (sections if sections is not None else builtin_sections()).find(cls.name, task)
+    catalogue = cls.catalogue((found,) if found is not None else ())
     policy.judge(result, spec.expect, spec.expect_off, catalogue.defaults, catalogue.key_metrics)
 
 
@@ -59,7 +63,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         result.status = "skipped"
         result.message = f"target {name} ({target.task.name}) lacks: " + ", ".join(
             f"{m} ({TARGET[m]})" if m in TARGET else m for m in missing)
-        judge(result, spec, cls, target.task)
+        judge(result, spec, cls, target.task, session.plugins.sections)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
     lacking = cls.missing_data(data.features) if data is not None else []
@@ -85,6 +89,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         model_name=name,
         probe_id=spec.id,
         predictions=lambda t, d, batch_size=None: session.caches.predictions(t, d, batch_size, progress),
+        section=session.plugins.sections.find,
         map=lambda fn, units, desc="", group=0: session.map_units(name, spec.id, fn, units, desc, group,
                                                                     (model_spec, data_spec if cls.needs_data else None)),
     )
@@ -109,7 +114,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
             produced.details.setdefault("paper", cls.paper)
         result = produced
     result.duration_s = time.perf_counter() - start
-    judge(result, spec, cls, target.task)
+    judge(result, spec, cls, target.task, session.plugins.sections)
     return result
 
 

@@ -141,7 +141,7 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
     problem, with those loading left in ``suite.problems``, or add them to ``found``. Returns parsed params
     by probe id."""
     problems: list[str] = list(suite.problems)
-    params = validate_probes(suite, plugins.probes, plugins.reporters, problems, plugins.tasks)
+    params = validate_probes(suite, plugins.probes, plugins.reporters, problems, plugins.sections)
     for i, model in enumerate(suite.models):
         _check_model(model, f"models[{i}]" if len(suite.models) > 1 else "model", problems)
     if suite.data is not None:
@@ -326,11 +326,12 @@ def _onnx_lacks(cls: Any, model: ModelSpec) -> list[str]:
 
 
 def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any] | None = None,
-                    problems: list[str] | None = None, tasks: Registry[Any] | None = None) -> dict[str, Any]:
+                    problems: list[str] | None = None, sections: Any = None) -> dict[str, Any]:
     """Check probe names, params and expected metric names; return parsed params by probe id.
 
     With a ``problems`` list, every problem is appended to it instead of raising at the first one. A metric is
-    known when the probe's catalogue over ``tasks`` (the registered tasks; None: the built-in ones) names it.
+    known when the probe's catalogue over ``sections`` (the registered ``Sections``; None: the built-in ones) names
+    it.
     """
     collect = problems is not None
     found: list[str] = problems if problems is not None else []
@@ -362,8 +363,8 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
         if not bad:
             params_by_probe[spec.id] = parsed
         for metric in [e.metric for e in spec.expect] + [m for m in spec.expect_off if m != "*"]:
-            if not cls.knows_metric(metric, tasks):
-                catalogue = list(cls.catalogue(tasks).metrics)
+            if not cls.knows_metric(metric, sections):
+                catalogue = list(cls.catalogue(sections).metrics)
                 known = [m for m in catalogue if "*" not in m]
                 problem(f"{spec.path}.expect.{metric}: probe '{spec.probe}' has no such metric"
                         f"{did_you_mean(metric, known)}; metrics: {', '.join(catalogue)}")

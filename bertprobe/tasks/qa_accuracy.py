@@ -22,18 +22,13 @@ from typing import Any
 from bertprobe.data.dataset import Dataset
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.stats import SMALL_SAMPLE
-from bertprobe.stats import mean_interval as stats_mean_interval
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, question_clusters
+from bertprobe.tasks.answer_text import NO_ANSWER, answer_marks, excerpt
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, mean_interval, question_clusters
 from bertprobe.tasks.spans import Answer
-
-Mark = tuple[int, int, str]  # (first character, end character, label) in a finding's cell
 
 THROUGHPUT_QUESTIONS = 32  # questions answered again, warm, to time end-to-end answering
 THROUGHPUT_SECONDS = 3.0  # timing stops after this much, once one pass is done
-EXCERPT_PAD = 80  # characters of context kept on each side of a marked span
-NO_ANSWER = "(no answer)"
 SPLITS = (("has_answer", True, "answerable questions"), ("no_answer", False, "unanswerable questions (SQuAD 2.0)"))
 
 # What this section adds to the accuracy probe's catalogue (``QuestionAnswering.probe_metrics``: ``Probe.catalogue``
@@ -81,20 +76,6 @@ QA_DEFAULTS = (
             "answer, the failure SQuAD 2.0 was built to expose (Rajpurkar et al. 2018); set null_threshold to trade "
             "has-answer F1 for abstentions"),
 )
-
-
-SMALL_GROUP = SMALL_SAMPLE  # below this many questions (or contexts) a group's F1 interval is Wilson's
-
-
-def mean_interval(values: Sequence[float], params: Any, seed: int,
-                  groups: Sequence[str] | None = None) -> tuple[float, float] | None:
-    """The interval of the mean of ``values`` over questions (None when intervals are off): ``stats.mean_interval``
-    with ``groups`` (each question's context, ``qa_clusters.question_clusters``): a share's (an exact match) is
-    Wilson's on its effective sample size over contexts, a graded mean's (an F1) a bootstrap that resamples contexts
-    from ``SMALL_GROUP`` contexts up, else Wilson's with one trial per context (``qa_clusters.interval_over``)."""
-    if not params.bootstrap or not values:
-        return None
-    return stats_mean_interval(values, params.bootstrap, params.confidence, seed, groups)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -145,58 +126,6 @@ def _throughput(result: ProbeResult, task: Any, target: Any, data: Dataset, para
                       f"questions answered per second end to end (windows, forward passes, decoding), warm: median of "
                       f"{len(rates)} timed pass(es) over {len(picked)} questions spread over the context lengths "
                       "(interval: slowest and fastest pass)", (rates[0], rates[-1]), kind="cost")
-
-
-def merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping or touching character ranges joined."""
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def excerpt(text: str, marks: Sequence[Mark], pad: int = EXCERPT_PAD) -> tuple[str, list[Mark]]:
-    """The parts of ``text`` around the ``marks`` (``pad`` characters each side, widened to whole words), joined
-    by ``…`` where text was left out, and the marks moved to their places in it. Without marks, the start."""
-    if not marks:
-        end = len(text) if len(text) <= 2 * pad else _word_end(text, 2 * pad)
-        return text[:end] + ("…" if end < len(text) else ""), []
-    ranges = merged([(_word_start(text, max(0, s - pad)), _word_end(text, min(len(text), e + pad)))
-                     for s, e, _ in marks])
-    out, shifts = "", []
-    for k, (a, b) in enumerate(ranges):
-        out += " … " if k else ("…" if a > 0 else "")
-        shifts.append((a, b, len(out) - a))
-        out += text[a:b]
-    if ranges[-1][1] < len(text):
-        out += "…"
-    return out, [(s + shift, e + shift, label) for s, e, label in marks for a, b, shift in shifts if a <= s and e <= b]
-
-
-def _word_start(text: str, at: int) -> int:
-    """``at`` moved back to the start of the word it falls in."""
-    while 0 < at < len(text) and not text[at - 1].isspace():
-        at -= 1
-    return at
-
-
-def _word_end(text: str, at: int) -> int:
-    """``at`` moved on to the end of the word it falls in."""
-    while 0 < at < len(text) and not text[at].isspace():
-        at += 1
-    return at
-
-
-def answer_marks(answer: Answer, gold: Any) -> list[Mark]:
-    """The gold spans (overlapping gold answers joined) and the predicted span, as context characters."""
-    golds = merged([(start, start + len(text)) for text, start in (gold or ()) if text])
-    marks = [(a, b, "gold") for a, b in golds]
-    if answer.text:
-        marks.append((answer.start, answer.end, "predicted"))
-    return marks  # gold first: the reporters give labels their brackets and colours in the order they appear
 
 
 def _findings(result: ProbeResult, answers: Sequence[Answer], data: Dataset, em: list[float], f1: list[float],

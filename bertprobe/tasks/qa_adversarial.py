@@ -38,7 +38,8 @@ from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes
 from bertprobe.stats import paired_bootstrap_diff
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.qa_accuracy import add_pair, answer_marks, excerpt, interval, percent
+from bertprobe.tasks.answer_text import answer_marks, excerpt
+from bertprobe.tasks.qa_accuracy import add_pair, interval, percent
 from bertprobe.tasks.qa_clusters import (  # ORIGINAL: a variant's meta key
     ORIGINAL,
     cluster_keys,

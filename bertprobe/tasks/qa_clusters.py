@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 from bertprobe.data.dataset import Example
 from bertprobe.stats import (
@@ -27,6 +28,7 @@ from bertprobe.stats import (
     clustered,
     interval_method,
 )
+from bertprobe.stats import mean_interval as stats_mean_interval
 
 ORIGINAL = "adversarial_of"  # a Jia & Liang variant's meta key: its original's id (tasks.qa_adversarial)
 
@@ -70,3 +72,18 @@ def cluster_keys(groups: Sequence[str] | None) -> list[str] | None:
         return None
     assert groups is not None
     return [hashlib.sha256(g.encode("utf-8")).hexdigest()[:16] for g in groups]
+
+
+SMALL_GROUP = SMALL_SAMPLE  # below this many questions (or contexts) a group's F1 interval is Wilson's
+
+
+def mean_interval(values: Sequence[float], params: Any, seed: int,
+                  groups: Sequence[str] | None = None) -> tuple[float, float] | None:
+    """The interval of the mean of ``values`` over questions (None when intervals are off: ``params.bootstrap``
+    0): ``stats.mean_interval`` at ``params.confidence`` with ``groups`` (each question's context,
+    ``question_clusters``): a share's (an exact match) is Wilson's on its effective sample size over contexts, a
+    graded mean's (an F1) a bootstrap that resamples contexts from ``SMALL_GROUP`` contexts up, else Wilson's with
+    one trial per context (``interval_over``)."""
+    if not params.bootstrap or not values:
+        return None
+    return stats_mean_interval(values, params.bootstrap, params.confidence, seed, groups)

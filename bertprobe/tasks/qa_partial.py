@@ -49,9 +49,10 @@ from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import clustered, clustered_wilson, paired_bootstrap_diff, paired_bootstrap_statistic
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
+from bertprobe.tasks.answer_text import answer_marks, excerpt
+from bertprobe.tasks.qa_clusters import mean_interval
 from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, question_clusters
-from bertprobe.tasks.qa_slices import sentences
+from bertprobe.tasks.answer_text import sentences
 from bertprobe.tasks.spans import Answer
 
 Gold = tuple[tuple[str, int], ...]
@@ -155,7 +156,7 @@ def position_bins(positions: Sequence[float], bins: int) -> np.ndarray:
 
 
 def in_first_sentence(start: int, context: str) -> bool:
-    """Whether character ``start`` lies in the first sentence of ``context`` (``qa_slices.sentences``)."""
+    """Whether character ``start`` lies in the first sentence of ``context`` (``answer_text.sentences``)."""
     return start < sentences(context)[0][1]
 
 

@@ -20,66 +20,19 @@ Built-in slices (all computed from the data and the answers, no parser):
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from bertprobe.data.dataset import Dataset, Example
+from bertprobe.tasks.answer_text import answer_sentence, overlap
 from bertprobe.tasks.qa_clusters import question_clusters
 from bertprobe.tasks.slicing import SliceScore, SliceScores
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word
 
-WORD = re.compile(r"[a-z0-9]+")
-SENTENCE_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+|\n+")
 ANSWER_LENGTHS = ((1, 1, "1 word"), (2, 2, "2 words"), (3, 3, "3 words"), (4, 5, "4-5 words"), (6, math.inf, "6+ words"))
 OVERLAP_BINS = ((0.0, 1 / 3, "low"), (1 / 3, 2 / 3, "medium"), (2 / 3, math.inf, "high"))
-
-
-@lru_cache(maxsize=1)
-def stop_words() -> frozenset[str]:
-    """The shipped English stop words (``stopwords_en.txt``; its header names where they come from)."""
-    text = resources.files(__package__).joinpath("stopwords_en.txt").read_text(encoding="utf-8")
-    return frozenset(w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#"))
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words (runs of letters and digits)."""
-    return WORD.findall(text.lower())
-
-
-def content_words(text: str) -> set[str]:
-    """The word types of ``text`` that are no stop word and not a single letter."""
-    stop = stop_words()
-    return {w for w in words(text) if w not in stop and not (len(w) == 1 and w.isalpha())}
-
-
-def sentences(context: str) -> list[tuple[int, int]]:
-    """(start, end) characters of each sentence of ``context`` (see the module docstring)."""
-    out, at = [], 0
-    for m in SENTENCE_END.finditer(context):
-        out.append((at, m.end()))
-        at = m.end()
-    if at < len(context) or not out:
-        out.append((at, len(context)))
-    return out
-
-
-def answer_sentence(context: str, start: int, text: str) -> str:
-    """The sentence(s) of ``context`` holding the answer ``text`` at character ``start``."""
-    end = max(start + len(text), start + 1)
-    return " ".join(context[a:b] for a, b in sentences(context) if a < end and b > start)
-
-
-def overlap(question: str, sentence: str) -> float:
-    """Share of the question's content words found among the sentence's words; NaN without content words."""
-    wanted = content_words(question)
-    if not wanted:
-        return math.nan
-    return len(wanted & set(words(sentence))) / len(wanted)
 
 
 def bin_of(value: float, bins: Sequence[tuple[float, float, str]]) -> str | None:

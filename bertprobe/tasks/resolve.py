@@ -11,14 +11,24 @@ from bertprobe.results import Catalogue
 from bertprobe.tasks.base import Task
 
 
+# what a Task subclass of before held that now lives in a probe's section (``bertprobe.sections``), with the probe
+RETIRED = {"audit_accuracy": "accuracy", "audit_calibration": "calibration", "audit_cues": "spurious-cues",
+           "slice_units": "slices", "slice_scores": "slices", "sweep_rows": "head-pruning", "probe_metrics": "any"}
+
+
 def check_task(item: Any, plugin: str) -> None:
-    """A registered task is a ``Task`` subclass with a name, whose ``probe_metrics`` map probe names to catalogues."""
+    """A registered task is a ``Task`` subclass with a name, holding none of the probe sections a task once held
+    (``RETIRED``: a section of the probe's registered through ``bertprobe_register_sections`` now)."""
     if not (isinstance(item, type) and issubclass(item, Task)) or not getattr(item, "name", None):
         raise PluginError(f"task {item!r} from plugin '{plugin}' is not a bertprobe.tasks.Task subclass with a name")
-    added = item.probe_metrics
-    if not isinstance(added, Mapping) or not all(isinstance(p, str) and isinstance(c, Catalogue) for p, c in added.items()):
-        raise PluginError(f"task '{item.name}' from plugin '{plugin}': probe_metrics must map probe names to "
-                          "bertprobe.results.Catalogue objects (what its sections add to each probe's metrics)")
+    for name, probe in RETIRED.items():
+        if hasattr(Task, name):  # still on the contract
+            continue
+        if any(name in vars(cls) for cls in item.__mro__):
+            which = f"probe '{probe}'" if probe != "any" else "each probe it names"
+            raise PluginError(f"task '{item.name}' from plugin '{plugin}' defines {name}, which bertprobe no longer "
+                              f"calls: register a section of {which} for the task instead (registry.add(PROBE, "
+                              f"SECTION, task='{item.name}') in a bertprobe_register_sections hook; docs/plugins.md)")
 
 
 def builtin_tasks() -> Registry[type[Task]]:

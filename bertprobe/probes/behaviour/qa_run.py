@@ -44,7 +44,7 @@ from bertprobe.progress import progress
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.qa_accuracy import NO_ANSWER, answer_marks, excerpt
+from bertprobe.tasks.answer_text import NO_ANSWER, answer_marks, excerpt
 from bertprobe.tasks.qa_clusters import question_clusters
 from bertprobe.tasks.spans import Answer
 

@@ -46,7 +46,8 @@ from bertprobe.probes.distractor.rules import Distractor, build, insert, moved_g
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import clustered, clustered_wilson, paired_bootstrap_diff
-from bertprobe.tasks.qa_accuracy import answer_marks, excerpt, mean_interval
+from bertprobe.tasks.answer_text import answer_marks, excerpt
+from bertprobe.tasks.qa_clusters import mean_interval
 from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, question_clusters
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, normalize_answer, question_word
 
