@@ -19,7 +19,6 @@ import torch
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.errors import DataError, ProbeError
-from bertprobe.results import Catalogue
 from bertprobe.tasks.scores import OutcomeScore
 
 
@@ -65,10 +64,6 @@ class Task:
     option_keys: ClassVar[frozenset[str]] = frozenset()  # the settings ``model.options`` may give this task
     config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})  # what a config of this task sets beyond
     # its architecture, for detection (problem_type...): what a test model built for the task carries
-    # what the task's own sections add to a probe's metric catalogue, by probe name (the metrics its
-    # audit_accuracy writes, their directions, default bounds and key metrics): ``Probe.catalogue`` merges them
-    # with the probe's own over the registered tasks, so ``expect:`` may name them before any model loads
-    probe_metrics: ClassVar[Mapping[str, Catalogue]] = MappingProxyType({})
 
     # ---- detection and binding ------------------------------------------------------------------
     @classmethod

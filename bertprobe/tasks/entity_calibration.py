@@ -9,7 +9,7 @@ import numpy as np
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
-from bertprobe.results import ProbeResult
+from bertprobe.results import Catalogue, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.tasks.calibration_metrics import ece_parts, ece_value
 from bertprobe.tasks.calibration_scaling import fit_temperature, judge_scaling, proper_scores, softmax
@@ -107,3 +107,12 @@ def entity_calibration(result: ProbeResult, target: Any, data: Dataset, raw: Any
     result.details["key_finding"] = (f"entity ECE {ece:.3f} over {len(conf)} predicted entities, token ECE {token['ece']:.3f}, "
                                      f"{result.details['temperature_scaling']}") if ece is not None else \
         f"no entity predicted; token ECE {token['ece']:.3f}"
+
+
+# what this section writes in the calibration probe's place (merged by Probe.catalogue)
+catalogue = Catalogue(
+    {"ece_token": "token classification: ECE of each word's top tag probability",
+     "brier_token": "token classification: multi-class Brier score per word",
+     "nll_token": "token classification: NLL of each word's gold tag",
+     "entities": "token classification: predicted entities binned by the entity-level ECE"},
+    {"ece_token": False, "brier_token": False, "nll_token": False, "entities": None})

@@ -10,7 +10,7 @@ import numpy as np
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
 from bertprobe.progress import progress
-from bertprobe.results import ProbeResult
+from bertprobe.results import Catalogue, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.tasks.calibration_metrics import ece_parts, ece_value
 from bertprobe.tasks.calibration_scaling import binary_nll, fit_binary_temperature, judge_scaling, sigmoid
@@ -108,3 +108,11 @@ def label_set_calibration(result: ProbeResult, target: Any, data: Dataset, raw: 
          "data": {"labels": names, "series": [{"name": "ECE", "values": [p["ece"] for p in per_label]}]}, "axes": {"y": "ECE"}},
     ]
     result.details["key_finding"] = f"pooled ECE {pooled['ece']:.3f} over {gold.size} label decisions, {result.details['temperature_scaling']}"
+
+
+# what this section writes in the calibration probe's place (merged by Probe.catalogue)
+catalogue = Catalogue(
+    {"ece_macro": "multi-label: mean of the per-label ECEs",
+     "ece_*": "multi-label: ECE of one label's probability as a binary forecast",
+     "temperature_*": "multi-label: one label's own temperature (per_label_temperature: true)"},
+    {"ece_*": False, "temperature_*": None})

@@ -19,7 +19,6 @@ import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import DataError, ProbeError, RowProblems, SuiteError
-from bertprobe.results import Catalogue
 from bertprobe.tasks.base import Task, config_labels, refuse_questions, refuse_token_tags
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.labelset_accuracy import label_set_accuracy
@@ -41,12 +40,6 @@ class MultiLabelClassification(Task):
     priority: ClassVar[int] = 10  # before single-label: the same architecture, told apart by problem_type
     label_sets: ClassVar[bool] = True
     config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({"problem_type": "multi_label_classification"})
-    # what its calibration section (tasks.labelset_calibration) writes in the calibration probe's place
-    probe_metrics: ClassVar[Mapping[str, Catalogue]] = MappingProxyType({"calibration": Catalogue(
-        {"ece_macro": "multi-label: mean of the per-label ECEs",
-         "ece_*": "multi-label: ECE of one label's probability as a binary forecast",
-         "temperature_*": "multi-label: one label's own temperature (per_label_temperature: true)"},
-        {"ece_*": False, "temperature_*": None})})
 
     @classmethod
     def detect(cls, config: Any) -> bool:

@@ -31,7 +31,7 @@ import numpy as np
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.progress import progress
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import Catalogue, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import cluster_members, clustered, resample_indices
 from bertprobe.tasks.calibration_metrics import ece_parts, risk_coverage
@@ -206,3 +206,7 @@ def audit(task: Any, result: ProbeResult, target: Any, data: Dataset, params: An
     qa_calibration(result, answers, data.examples, task.outcomes(answers, data.examples), task.golds(data),
                    params, ctx.seed, question_clusters(data.examples))
     return True
+
+
+# what this section writes in the calibration probe's place (merged by Probe.catalogue)
+catalogue = Catalogue(QA_METRICS, QA_DIRECTIONS)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from bertprobe.data.dataset import Dataset, Example
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import Catalogue, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import clustered, clustered_wilson, paired_bootstrap_diff, paired_bootstrap_statistic
 from bertprobe.tasks import squad_metrics
@@ -383,3 +383,8 @@ def audit(task: Any, result: ProbeResult, target: Any, data: Dataset, params: An
     run.figures()
     result.details["task"] = {"name": task.name, **dict(task.settings)}
     result.details["key_finding"] = run.key_finding()
+
+
+# what this section writes in the spurious-cues probe's place (merged by Probe.catalogue)
+catalogue = Catalogue(QA_CUE_METRICS, QA_CUE_DIRECTIONS,
+                      key_metrics=("f1_question_*", "f1_drop_sentence_moved", "first_sentence_excess"))

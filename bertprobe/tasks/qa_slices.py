@@ -19,6 +19,8 @@ Built-in slices (all computed from the data and the answers, no parser):
 
 from __future__ import annotations
 
+from bertprobe.results import Catalogue
+
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -99,3 +101,10 @@ def slice_scores(task: Any, target: Any, data: Dataset, params: Any, ctx: Any) -
         notes={"overlap": "share of the question's content words (stop words removed) in the gold answer's sentence; "
                           "low < 1/3 <= medium < 2/3 <= high (Sugawara et al. 2018)",
                "answer length": "words of the first gold answer", "context length": "words of the context, quartiles"})
+
+
+# what this section writes in the slices probe's place (merged by Probe.catalogue)
+catalogue = Catalogue({"f1": "extractive QA: mean SQuAD F1 over questions, on all the data",
+                       "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), on all the data",
+                       "worst_slice_f1": "extractive QA: lowest mean F1 of a slice with >= min_size questions"},
+                      {"f1": True, "exact_match": True, "worst_slice_f1": True})

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.squad import is_answers
 from bertprobe.errors import DataError, RowProblems
-from bertprobe.results import Catalogue
 from bertprobe.tasks import qa_accuracy, qa_adversarial, qa_calibration, qa_partial, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
@@ -91,19 +89,6 @@ class QuestionAnswering(Task):
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
     span_answers: ClassVar[bool] = True  # an answer is a span of its context (behaviour's cases, a trigger's target)
     option_keys: ClassVar[frozenset[str]] = frozenset(DEFAULTS)
-    # what its sections write in the accuracy, calibration, spurious-cues and slices probes' place
-    probe_metrics: ClassVar[Mapping[str, Catalogue]] = MappingProxyType({
-        "accuracy": Catalogue({**qa_accuracy.QA_METRICS, **qa_adversarial.METRICS},
-                              {**qa_accuracy.QA_DIRECTIONS, **qa_adversarial.DIRECTIONS}, qa_accuracy.QA_DEFAULTS,
-                              ("exact_match", "f1", "question_*_f1", "has_answer_f1", "no_answer_exact_match")),
-        "calibration": Catalogue(qa_calibration.QA_METRICS, qa_calibration.QA_DIRECTIONS),
-        "spurious-cues": Catalogue(qa_partial.QA_CUE_METRICS, qa_partial.QA_CUE_DIRECTIONS,
-                                   key_metrics=("f1_question_*", "f1_drop_sentence_moved", "first_sentence_excess")),
-        "slices": Catalogue({"f1": "extractive QA: mean SQuAD F1 over questions, on all the data",
-                             "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), on all the data",
-                             "worst_slice_f1": "extractive QA: lowest mean F1 of a slice with >= min_size questions"},
-                            {"f1": True, "exact_match": True, "worst_slice_f1": True}),
-    })
 
     @classmethod
     def detect(cls, config: Any) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import Any, ClassVar
 
 import torch
@@ -20,7 +19,6 @@ import torch.nn.functional as F
 
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import DataError, ProbeError, RowProblems
-from bertprobe.results import Catalogue
 from bertprobe.tasks.base import Task, config_labels, refuse_questions
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
@@ -39,13 +37,6 @@ class TokenClassification(Task):
     model_class: ClassVar[str] = "AutoModelForTokenClassification"
     capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "token-classification"})
     word_tags: ClassVar[bool] = True
-    # what its calibration section (tasks.entity_calibration) writes in the calibration probe's place
-    probe_metrics: ClassVar[Mapping[str, Catalogue]] = MappingProxyType({"calibration": Catalogue(
-        {"ece_token": "token classification: ECE of each word's top tag probability",
-         "brier_token": "token classification: multi-class Brier score per word",
-         "nll_token": "token classification: NLL of each word's gold tag",
-         "entities": "token classification: predicted entities binned by the entity-level ECE"},
-        {"ece_token": False, "brier_token": False, "nll_token": False, "entities": None})})
 
     @classmethod
     def detect(cls, config: Any) -> bool:
