@@ -539,7 +539,9 @@ def describe(probe: str) -> None:
     module = _sys.modules.get(cls.__module__)
     click.echo(f"{cls.name}: {cls.description}")
     click.echo(f"plugin: {plugins.probes.origin(probe)}; requires: {', '.join(sorted(cls.requires)) or 'nothing'}")
-    click.echo(f"tasks: {', '.join(sorted(cls.tasks))} (a model of another task is refused before it loads)")
+    served = {e.task for e in plugins.sections if e.probe == probe and e.task}  # plugins' sections for their tasks
+    click.echo(f"tasks: {', '.join(sorted(set(cls.tasks) | served))} (a model of another task is refused before it "
+               "loads)")
     doc = inspect.getdoc(module) if module is not None else None
     if doc:
         click.echo("\n" + plain_text(doc))

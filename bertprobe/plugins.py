@@ -25,7 +25,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.data.builtin",
     "bertprobe.executors.builtin",
     "bertprobe.run.reports",
-    "bertprobe.probes.accuracy",
+    "bertprobe.probes.accuracy.probe",
     "bertprobe.probes.universal_trigger",
     "bertprobe.probes.distractor.probe",
     "bertprobe.probes.head_pruning",

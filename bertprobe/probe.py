@@ -199,12 +199,27 @@ def _section_list(probe: str, sections: Iterable[Any] | None) -> tuple[Any, ...]
     return tuple(s for s in sections if s is not None)
 
 
+class _Sections:
+    """Sections as a cache key: equal when the same objects, in order (a section, say a plugin's namespace object,
+    need not be hashable)."""
+
+    def __init__(self, items: tuple[Any, ...]) -> None:
+        self.items = items
+
+    def __hash__(self) -> int:
+        return hash(tuple(id(item) for item in self.items))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Sections) and len(other.items) == len(self.items) \
+            and all(a is b for a, b in zip(self.items, other.items))
+
+
 @lru_cache(maxsize=256)
-def _merged_catalogue(probe: type[Probe], sections: tuple[Any, ...]) -> Catalogue:
+def _merged_catalogue(probe: type[Probe], sections: _Sections) -> Catalogue:
     """``Probe.catalogue``: a function of the probe class and the sections, so merged once per pair."""
     own = probe.metrics if isinstance(probe.metrics, Mapping) else dict.fromkeys(probe.metrics, "")
     parts = [Catalogue(own, probe.metric_directions, tuple(probe.defaults), tuple(probe.key_metrics))]
-    parts += [part for section in sections if (part := getattr(section, "catalogue", None)) is not None]
+    parts += [part for section in sections.items if (part := getattr(section, "catalogue", None)) is not None]
     return merge(parts)
 
 
@@ -262,7 +277,7 @@ class Probe(abc.ABC):
         merge; None: the built-in sections. Known before any model loads: the union over the sections, whichever the
         model's task turns out to be (what ``validate`` and ``describe`` read); a run judges a model by
         ``catalogue((the section its task finds,))``."""
-        return _merged_catalogue(cls, _section_list(cls.name, sections))
+        return _merged_catalogue(cls, _Sections(_section_list(cls.name, sections)))
 
     @classmethod
     def metric_rows(cls, sections: Iterable[Any] | None = None) -> list[tuple[str, str, str]]:
@@ -307,12 +322,22 @@ class Probe(abc.ABC):
         return sorted(r for r in set(cls.requires) - set(capabilities) if not r.startswith("data:"))
 
     @classmethod
-    def refuses_task(cls, task: Any) -> bool:
+    def supports_task(cls, task: Any, sections: Any = None) -> bool:
+        """Whether the probe reads ``task``'s models: it lists the task in ``tasks``, or ``sections`` (the run's
+        ``Sections``) hold a section of this probe registered for the task by name (a plugin's own task)."""
+        if task.name in cls.tasks:
+            return True
+        entry = sections.entry(cls.name, task) if sections is not None else None
+        return entry is not None and entry.task == task.name
+
+    @classmethod
+    def refuses_task(cls, task: Any, sections: Any = None) -> bool:
         """Whether a model of ``task`` (a ``Task`` class or instance) must be refused before it loads: the
         probe does not list the task, yet the task offers what the probe requires (so it would run, reading the
         outputs with the wrong meaning), or the task admits only the probes that list it (``listed_probes_only``).
-        Otherwise a task lacking a requirement is skipped, as a missing capability is."""
-        if task.name in cls.tasks:
+        Otherwise a task lacking a requirement is skipped, as a missing capability is. A section of the probe
+        registered for the task by name (``sections``: the run's) makes the probe support it."""
+        if cls.supports_task(task, sections):
             return False
         if getattr(task, "listed_probes_only", False):
             return True

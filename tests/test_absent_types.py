@@ -15,8 +15,7 @@ from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
 from bertprobe.results import ProbeResult
 from bertprobe.run.turn import judge
 from bertprobe.suite.schema import ProbeSpec
-from bertprobe.tasks.entity_accuracy import entity_accuracy
-from bertprobe.tasks.labelset_accuracy import label_set_accuracy
+from bertprobe.probes.accuracy import entities, labelsets
 from bertprobe.tasks.labelset_metrics import f1_scores
 from bertprobe.tasks.multilabel import MultiLabelClassification
 from bertprobe.tasks.token_classification import TokenClassification
@@ -41,7 +40,7 @@ def _ner(predict_org: bool) -> ProbeResult:
     target = SimpleNamespace(task=task, max_length=128, label_names=list(TAGS))
     ctx = ProbeContext(seed=0, predictions=lambda t, d, batch_size=None: Predictions(logits, 0.0))
     result = ProbeResult(probe="accuracy")
-    entity_accuracy(result, target, Dataset(examples, name="d"), AccuracyParams(bootstrap=50), ctx)  # type: ignore[arg-type]
+    entities.audit(result, target, Dataset(examples, name="d"), AccuracyParams(bootstrap=50), ctx)  # type: ignore[arg-type]
     return result
 
 
@@ -80,7 +79,8 @@ def test_a_label_absent_from_gold_and_predictions_gets_no_row_and_no_finding():
     target = SimpleNamespace(task=task, label_names=list(names))
     result = ProbeResult(probe="accuracy")
     data = Dataset(examples, name="d")
-    label_set_accuracy(result, target, data, logits, AccuracyParams(bootstrap=50), 0)  # type: ignore[arg-type]
+    ctx = ProbeContext(seed=0, predictions=lambda t, d, batch_size=None: Predictions(logits, 0.0))
+    labelsets.audit(result, target, data, AccuracyParams(bootstrap=50), ctx)  # type: ignore[arg-type]
     assert not [m for m in result.metrics if m.endswith("_ORG")]
     assert "weakest label LOC F1 0.8" in result.details["key_finding"]
     assert result.details["key_finding"].endswith("; absent from the data and never predicted: ORG")

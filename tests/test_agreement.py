@@ -17,7 +17,7 @@ from test_qa_accuracy import squad_json
 from bertprobe.cli import main
 from bertprobe.data.dataset import Example
 from bertprobe.results.outcomes import Agreement, Outcomes
-from bertprobe.tasks.labelset_accuracy import label_set
+from bertprobe.probes.accuracy.labelsets import label_set
 from bertprobe.testing import WORDS, save_tiny_model
 
 
@@ -97,7 +97,7 @@ def test_a_taggers_int8_build_agrees_sentence_by_sentence(tmp_path: Path) -> Non
     from bertprobe.data.dataset import Dataset
     from bertprobe.probe import predict_directly
     from bertprobe.tasks.entities import spans
-    from bertprobe.tasks.entity_accuracy import entity_list
+    from bertprobe.probes.accuracy.entities import entity_list
 
     model = save_tiny_model(tmp_path / "ner", task="token-classification", labels=TAGS, seed=2)
     rows = sentences(40)

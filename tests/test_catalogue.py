@@ -1,9 +1,11 @@
-"""A probe's metric catalogue: its own entries and what each registered task adds (``Task.probe_metrics``)."""
+"""A probe's metric catalogue: its own entries and what each registered section adds (``bertprobe.sections``: a
+section's ``catalogue``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from types import SimpleNamespace
+from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -12,10 +14,11 @@ from bertprobe.errors import PluginError, SuiteError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.plugins import build_plugins
 from bertprobe.probe import Probe
-from bertprobe.probes.accuracy import AccuracyProbe
-from bertprobe.probes.calibration import CalibrationProbe
+from bertprobe.probes.accuracy import AccuracyProbe, classes
+from bertprobe.probes.calibration.probe import CalibrationProbe
 from bertprobe.probes.spurious_cues.probe import SpuriousCuesProbe
 from bertprobe.results import Catalogue, DefaultExpectation, ProbeResult
+from bertprobe.sections import builtin_sections
 from bertprobe.suite import parse_suite
 from bertprobe.suite.validate import validate_probes
 from bertprobe.tasks import QuestionAnswering, SingleLabelClassification
@@ -25,20 +28,44 @@ AGREEMENT = DefaultExpectation("stance_agreement", min=0.6, why="a test bound")
 
 @dataclass(frozen=True)
 class Stance(SingleLabelClassification):
-    """A plugin's task whose accuracy section also measures how often annotators' stance agrees with the model."""
+    """A plugin's task: stance detection (its outputs mean what a single-label classifier's do)."""
 
     name: ClassVar[str] = "stance"
     description: ClassVar[str] = "stance detection"
-    probe_metrics: ClassVar = {"accuracy": Catalogue(
+
+
+class StanceAccuracy:
+    """The plugin's section of the accuracy probe for its task: the probe's own class audit, then how often
+    annotators' stance agrees with the model."""
+
+    catalogue = Catalogue(
         {"stance_agreement": "stance: share of examples where the model agrees with the annotators",
          "accuracy": AccuracyProbe.metrics["accuracy"]},  # the probe's own entry again, the same: no conflict
-        {"stance_agreement": True, "accuracy": True}, (AGREEMENT,))}
+        {"stance_agreement": True, "accuracy": True}, (AGREEMENT,))
+
+    def audit(self, result: ProbeResult, target: Any, data: Any, params: Any, ctx: Any) -> None:
+        classes.audit(result, target, data, params, ctx)
+        result.add_metric("stance_agreement", result.value("accuracy"), True, "agreement with the annotators")
+
+
+STANCE_ACCURACY = StanceAccuracy()
 
 
 class StancePlugin:
     @hookimpl
     def bertprobe_register_tasks(self, registry):
         registry.add(Stance)
+
+    @hookimpl
+    def bertprobe_register_sections(self, registry):
+        registry.add("accuracy", STANCE_ACCURACY, task="stance")
+
+
+def _reader_section(probe: str) -> Any:
+    """The built-in section of ``probe`` for a reader."""
+    from bertprobe.tasks import QuestionAnswering
+
+    return builtin_sections().find(probe, QuestionAnswering)
 
 
 def _suite(expect):
@@ -47,47 +74,49 @@ def _suite(expect):
     return parse_suite(doc, env={})
 
 
-def test_a_plugin_task_adds_a_metric_to_the_accuracy_catalogue_and_validate_accepts_it():
+def test_a_plugin_section_adds_a_metric_to_the_accuracy_catalogue_and_validate_accepts_it():
     plugins = build_plugins(extra=[StancePlugin()], entry_points=False)
     probes = plugins.probes
     suite = _suite({"stance_agreement": {"min": 0.7}})
-    validate_probes(suite, probes, tasks=plugins.tasks)  # known through the registered task: no error
+    validate_probes(suite, probes, sections=plugins.sections)  # known through the registered section: no error
     with pytest.raises(SuiteError, match=r"expect.stance_agreement: probe 'accuracy' has no such metric"):
-        validate_probes(suite, probes)  # the built-in tasks alone do not know it
-    with pytest.raises(SuiteError, match=r"has no such metric \(did you mean 'stance_agreement'\?\); metrics: .*, stance_agreement, "):
-        validate_probes(_suite({"stance_agreemnt": {"min": 0.7}}), probes, tasks=plugins.tasks)
+        validate_probes(suite, probes)  # the built-in sections alone do not know it
+    with pytest.raises(SuiteError, match=r"has no such metric \(did you mean 'stance_agreement'\?\); metrics: .*, stance_agreement"):
+        validate_probes(_suite({"stance_agreemnt": {"min": 0.7}}), probes, sections=plugins.sections)
 
 
-def test_the_catalogue_is_the_probes_own_then_each_registered_tasks():
-    tasks = build_plugins(extra=[StancePlugin()], entry_points=False).tasks
+def test_the_catalogue_is_the_probes_own_then_each_registered_sections():
+    tasks = build_plugins(extra=[StancePlugin()], entry_points=False).sections
     catalogue = AccuracyProbe.catalogue(tasks)
     names = list(catalogue.metrics)
     own = len(AccuracyProbe.metrics)
-    assert names[:own] == list(AccuracyProbe.metrics)  # the probe's own first, then the tasks' (registry order)
-    assert set(names[own:]) == set(Stance.probe_metrics["accuracy"].metrics) - {"accuracy"} \
-        | set(QuestionAnswering.probe_metrics["accuracy"].metrics)
+    assert names[:own] == list(AccuracyProbe.metrics)  # the probe's own first, then the sections' (registry order)
+    builtin = [s.catalogue for s in builtin_sections().of("accuracy")]  # label sets, entities, answers
+    assert set(names[own:]) == {m for c in [*builtin, StanceAccuracy.catalogue] for m in c.metrics} - {"accuracy"}
     # the probe's own entry declared again as it is: kept once (registration refuses another meaning or direction)
     assert catalogue.metrics["accuracy"] == AccuracyProbe.metrics["accuracy"] and catalogue.directions["accuracy"] is True
     assert catalogue.defaults[: len(AccuracyProbe.defaults)] == AccuracyProbe.defaults
     assert sorted(d.metric for d in catalogue.defaults[len(AccuracyProbe.defaults):]) == \
-        ["f1", "no_answer_exact_match", "question_*_f1", "stance_agreement"]
+        ["entity_f1", "f1", "no_answer_exact_match", "question_*_f1", "recall_*", "stance_agreement"]
     assert AGREEMENT in catalogue.defaults
-    # key metrics: the probe's, then the reader's and the plugin's default pattern (it declares no key metrics)
+    # key metrics: the probe's, then the sections' (the plugin's default pattern: it declares no key metrics)
     keys = catalogue.key_metrics
     assert keys[: len(AccuracyProbe.key_metrics)] == AccuracyProbe.key_metrics
-    assert set(keys[len(AccuracyProbe.key_metrics):]) == {"exact_match", "f1", "question_*_f1", "has_answer_f1",
-                                                          "no_answer_exact_match", "stance_agreement"}
-    assert ("stance_agreement", "higher is better", Stance.probe_metrics["accuracy"].metrics["stance_agreement"]) \
+    assert set(keys[len(AccuracyProbe.key_metrics):]) == {"micro_f1", "macro_f1", "subset_accuracy", "recall_*",
+                                                          "entity_f1", "exact_match", "f1", "question_*_f1",
+                                                          "has_answer_f1", "no_answer_exact_match", "stance_agreement"}
+    assert ("stance_agreement", "higher is better", StanceAccuracy.catalogue.metrics["stance_agreement"]) \
         in AccuracyProbe.metric_rows(tasks)
-    assert AccuracyProbe.catalogue(tasks) is catalogue  # merged once per probe and tasks
+    assert AccuracyProbe.catalogue(tasks) is catalogue  # merged once per probe and sections
 
 
-def test_the_readers_metrics_come_from_its_task_not_the_probes():
-    """The accuracy, calibration and spurious-cues probes declare no QA metric; the built-in catalogue has them all."""
+def test_the_readers_metrics_come_from_the_probes_sections_for_readers():
+    """The accuracy, calibration and spurious-cues probes declare no QA metric; their sections for readers do, and
+    the built-in catalogue has them all."""
     for probe, added in ((AccuracyProbe, ("exact_match", "f1", "question_*_f1", "adversarial_f1")),
                          (CalibrationProbe, ("aurc_em", "f1_at_coverage_*")),
                          (SpuriousCuesProbe, ("f1_question_empty", "first_sentence_excess"))):
-        own = QuestionAnswering.probe_metrics[probe.name]
+        own = _reader_section(probe.name).catalogue
         assert not set(added) & set(probe.metrics) and set(added) <= set(own.metrics)
         catalogue = probe.catalogue()
         assert set(added) <= set(catalogue.metrics) and all(probe.knows_metric(m) for m in added)
@@ -102,7 +131,7 @@ def test_an_unknown_metric_error_lists_the_readers_metrics():
         validate_probes(_suite({"exact_mach": {"min": 0.5}}), build_plugins(entry_points=False).probes)
 
 
-def test_a_run_judges_a_result_by_the_defaults_its_task_adds():
+def test_a_run_judges_a_result_by_the_defaults_its_tasks_section_adds():
     from bertprobe.run.turn import judge
 
     plugins = build_plugins(extra=[StancePlugin()], entry_points=False)
@@ -110,17 +139,17 @@ def test_a_run_judges_a_result_by_the_defaults_its_task_adds():
     result = ProbeResult("accuracy", id="accuracy")
     result.add_metric("stance_agreement", 0.5, True)
     stance = plugins.tasks.get("stance")
-    judge(result, spec, AccuracyProbe, stance)  # the model's task: the probe's own entries and the task's
+    judge(result, spec, AccuracyProbe, stance, plugins.sections)  # the probe's own entries and the task's section's
     assert [(e.metric, e.min, e.source) for e in result.expectations] == [("stance_agreement", 0.6, "default")]
     assert result.status == "failed"
     for task in (None, SingleLabelClassification, QuestionAnswering):  # another task's model: not its bound
         alone = ProbeResult("accuracy", id="accuracy")
         alone.add_metric("stance_agreement", 0.5, True)
-        judge(alone, spec, AccuracyProbe, task)
+        judge(alone, spec, AccuracyProbe, task, plugins.sections)
         assert alone.expectations == [] and alone.status == "measured" and "not_gated" not in alone.details
 
 
-def test_describe_shows_what_a_plugin_task_adds(monkeypatch):
+def test_describe_shows_what_a_plugin_section_adds(monkeypatch):
     import bertprobe.plugins
     from bertprobe.cli import main
 
@@ -130,59 +159,75 @@ def test_describe_shows_what_a_plugin_task_adds(monkeypatch):
     assert "stance_agreement" in out and "exact_match" in out
 
 
-def test_a_task_whose_probe_metrics_are_no_catalogues_is_refused_at_registration():
-    @dataclass(frozen=True)
-    class Loose(SingleLabelClassification):
-        name: ClassVar[str] = "loose"
-        probe_metrics: ClassVar = {"accuracy": {"stance_agreement": "a bare dict"}}
-
-    class LoosePlugin:
-        @hookimpl
-        def bertprobe_register_tasks(self, registry):
-            registry.add(Loose)
-
-    with pytest.raises(Exception, match=r"task 'loose' from plugin .*probe_metrics must map probe names to "
-                                        r"bertprobe.results.Catalogue"):
-        build_plugins(extra=[LoosePlugin()], entry_points=False)
+def test_a_section_whose_catalogue_is_no_catalogue_is_refused_at_registration():
+    with pytest.raises(PluginError, match=r"^the section of probe 'accuracy' for task 'stance2' from plugin .*: its "
+                                          r"catalogue must be a bertprobe.results.Catalogue .*, not dict$"):
+        build_plugins(extra=[_section_plugin({"accuracy": {"stance_agreement": "a bare dict"}})], entry_points=False)
 
 
-def test_calibration_slices_and_cues_declare_no_tasks_metrics_of_their_own():
-    """Label sets', entities' and readers' calibration metrics come from their tasks (``probe_metrics``); the probes'
-    own entries are their classifier audit's. (The accuracy probe still writes its label-set and entity entries.)"""
-    from bertprobe.probes.slices import SlicesProbe
-    from bertprobe.tasks import MultiLabelClassification, TokenClassification
+def test_a_task_still_holding_a_probes_section_is_refused_with_the_way_to_move_it():
+    """``probe_metrics`` and ``audit_accuracy`` are gone from ``Task``: a plugin task defining one would be silently
+    ignored, so registration refuses it and names the section hook."""
+    for retired, probe in (("probe_metrics", "each probe it names"), ("audit_accuracy", "probe 'accuracy'")):
+        @dataclass(frozen=True)
+        class Old(SingleLabelClassification):
+            name: ClassVar[str] = "old"
+
+        setattr(Old, retired, lambda self, *a: True)
+
+        class OldPlugin:
+            @hookimpl
+            def bertprobe_register_tasks(self, registry):
+                registry.add(Old)
+
+        with pytest.raises(PluginError, match=rf"^task 'old' from plugin .* defines {retired}, which bertprobe no longer "
+                                              rf"calls: register a section of {probe} for the task instead"):
+            build_plugins(extra=[OldPlugin()], entry_points=False)
+
+
+def test_no_probe_declares_a_sections_metrics_as_its_own():
+    """Label sets', entities' and readers' metrics come from the probes' sections (their ``catalogue``); the probes'
+    own entries are their classifier audit's."""
+    from bertprobe.probes.calibration import answers, entities, labelsets
+    from bertprobe.probes.slices.probe import SlicesProbe
 
     prefixes = ("multi-label", "token classification", "extractive QA", "question answering")
-    for probe in (CalibrationProbe, SlicesProbe, SpuriousCuesProbe):
+    for probe in (AccuracyProbe, CalibrationProbe, SlicesProbe, SpuriousCuesProbe):
         assert not [m for m, meaning in probe.metrics.items() if meaning.startswith(prefixes) and m != "label:*"], probe.name
     rows = {metric: direction for metric, direction, _ in CalibrationProbe.metric_rows()}
     assert rows["ece_macro"] == rows["ece_token"] == "lower is better" and rows["entities"] == "no direction"
-    assert {"ece_*", "temperature_*"} <= set(MultiLabelClassification.probe_metrics["calibration"].metrics)
-    assert {"ece_token", "entities"} <= set(TokenClassification.probe_metrics["calibration"].metrics)
+    assert {"ece_*", "temperature_*"} <= set(labelsets.catalogue.metrics)
+    assert {"ece_token", "entities"} <= set(entities.catalogue.metrics)
     assert list(CalibrationProbe.catalogue().metrics)[len(CalibrationProbe.metrics):] == [
-        *MultiLabelClassification.probe_metrics["calibration"].metrics, *TokenClassification.probe_metrics["calibration"].metrics,
-        *QuestionAnswering.probe_metrics["calibration"].metrics]  # the built-in tasks in registration order
+        *labelsets.catalogue.metrics, *entities.catalogue.metrics,
+        *answers.catalogue.metrics]  # the sections in registration order
 
 
 # ---- catalogues are checked where they are declared and registered -------------------------------------------
 
 
-def _task_plugin(catalogues: dict, name: str = "stance2") -> object:
-    """A plugin registering a classification task named ``name`` whose probe_metrics are ``catalogues``."""
+def _section_plugin(catalogues: dict, name: str = "stance2") -> Any:
+    """A plugin registering a classification task named ``name`` and, for each probe of ``catalogues``, a section of
+    that probe for the task: the accuracy probe's class audit, with the catalogue given."""
 
     @dataclass(frozen=True)
     class Declared(SingleLabelClassification):
         description: ClassVar[str] = "a plugin's task"
 
     Declared.name = name  # type: ignore[misc]
-    Declared.probe_metrics = catalogues  # type: ignore[misc]
 
     class Plugin:
         task = Declared
+        sections = {probe: SimpleNamespace(catalogue=c, audit=classes.audit) for probe, c in catalogues.items()}
 
         @hookimpl
         def bertprobe_register_tasks(self, registry):
             registry.add(Declared)
+
+        @hookimpl
+        def bertprobe_register_sections(self, registry):
+            for probe, section in self.sections.items():
+                registry.add(probe, section, task=name)
 
     return Plugin()
 
@@ -191,7 +236,7 @@ def test_a_catalogue_of_metric_names_reads_as_probe_metrics_do():
     catalogue = Catalogue(("stance_agreement", "stance_*"), {"stance_*": True}, [AGREEMENT], ["stance_agreement"])
     assert dict(catalogue.metrics) == {"stance_agreement": "", "stance_*": ""}
     assert catalogue.defaults == (AGREEMENT,) and catalogue.key_metrics == ("stance_agreement",)
-    tasks = build_plugins(extra=[_task_plugin({"accuracy": catalogue})], entry_points=False).tasks
+    tasks = build_plugins(extra=[_section_plugin({"accuracy": catalogue})], entry_points=False).sections
     merged = AccuracyProbe.catalogue(tasks)  # was an AttributeError on the tuple
     assert {"stance_agreement", "stance_*"} <= set(merged.metrics) and AccuracyProbe.knows_metric("stance_agreement", tasks)
     assert ("stance_agreement", "higher is better", "") in AccuracyProbe.metric_rows(tasks)
@@ -217,65 +262,69 @@ def test_a_malformed_catalogue_is_refused_in_one_line(fields, message):
 @pytest.mark.parametrize(("catalogue", "message"), [
     (Catalogue({"acuracy_stance": "x"}), None),  # the probe exists: no error (a metric name is free)
     (Catalogue({"accuracy": "another meaning"}),
-     r"probe_metrics\['accuracy'\] declares metric 'accuracy' again with another meaning \('share of"),
+     r"its catalogue declares metric 'accuracy' again with another meaning \('share of"),
     (Catalogue({"stance_agreement": "s"}, {"accuracy_*": False}),
      r"declares 'accuracy_\*' lower is better, where it is higher is better; declare each metric once"),
-    (Catalogue({"f1_stance": "s"}, {"f1_stance": False}), r"'f1_stance' lower is better, where it is higher is better"),
-    (Catalogue(defaults=(DefaultExpectation("entity_f1", min=0.7),)),
-     r"declares default 'entity_f1' >= 0.7, where it is .*0.5"),
-    (Catalogue({"accuracy": ""}, {"accuracy": True}, (DefaultExpectation("entity_f1", min=0.5, interval=True, why="again"),)),
+    (Catalogue({"examples_per_s": "s"}, {"examples_per_s": False}),
+     r"'examples_per_s' lower is better, where it is higher is better"),
+    (Catalogue(defaults=(DefaultExpectation("accuracy_*", min=0.7),)),
+     r"declares default 'accuracy_\*' >= 0.7, where it is .*0.5"),
+    (Catalogue({"f1_stance": "s"}, {"f1_stance": False}), None),  # a built-in section's f1_* is no probe's own: free
+    (Catalogue({"accuracy": ""}, {"accuracy": True}, (DefaultExpectation("accuracy_*", min=0.5, interval=True, why="again"),)),
      None),  # the same entries again (a name without a meaning, another why): fine
 ])
-def test_a_task_entry_that_redefines_a_metric_is_refused_at_registration(catalogue, message):
-    plugin = _task_plugin({"accuracy": catalogue})
+def test_a_section_that_redefines_a_metric_is_refused_at_registration(catalogue, message):
+    plugin = _section_plugin({"accuracy": catalogue})
     if message is None:
         build_plugins(extra=[plugin], entry_points=False)
         return
-    with pytest.raises(PluginError, match=r"^task 'stance2' from plugin '.*': .*" + message) as caught:
+    with pytest.raises(PluginError, match=r"^the section of probe 'accuracy' for task 'stance2' from plugin '.*': .*"
+                                          + message) as caught:
         build_plugins(extra=[plugin], entry_points=False)
     assert "\n" not in str(caught.value)
 
 
-def test_two_tasks_may_declare_a_metric_differently_and_each_keeps_its_own():
-    """Tasks differ among themselves freely (a run judges a model by its own task's entries): registration
-    accepts both, and each task's catalogue keeps its own direction; the union lists the first."""
-    from bertprobe.probes.accuracy import AccuracyProbe
-
-    up = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_agreement": True})}, "stance1")
-    down = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_*": False})}, "stance2")
+def test_two_sections_may_declare_a_metric_differently_and_each_keeps_its_own():
+    """Sections differ among themselves freely (a run judges a model by its own task's section): registration
+    accepts both, and each section's catalogue keeps its own direction; the union lists the first."""
+    up = _section_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_agreement": True})}, "stance1")
+    down = _section_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_*": False})}, "stance2")
     plugins = build_plugins(extra=[up, down], entry_points=False)
-    one, two = (plugins.tasks.get(n) for n in ("stance1", "stance2"))
+    one, two = (plugins.sections.find("accuracy", plugins.tasks.get(n)) for n in ("stance1", "stance2"))
     assert AccuracyProbe.catalogue((one,)).direction("stance_agreement") is True
     assert AccuracyProbe.catalogue((two,)).direction("stance_agreement") is False
 
 
-def test_a_task_naming_a_probe_not_installed_here_is_accepted():
+def test_a_section_of_a_probe_not_installed_here_is_accepted():
     """An optional probe a task package also serves (no near miss among the probes): skipped, not refused."""
-    plugins = build_plugins(extra=[_task_plugin({"coreference-audit": Catalogue({"x": "y"})})], entry_points=False)
+    plugins = build_plugins(extra=[_section_plugin({"coreference-audit": Catalogue({"x": "y"})})], entry_points=False)
     assert "coreference-audit" not in plugins.probes
+    assert plugins.sections.find("coreference-audit", plugins.tasks.get("stance2")) is not None
 
 
-def test_probe_metrics_naming_no_probe_is_refused_with_a_suggestion():
-    with pytest.raises(PluginError, match=r"^task 'stance2' from plugin '.*': probe_metrics names 'acuracy', which is "
-                                          r"no probe \(did you mean 'accuracy'\?\); probes: .*accuracy, "):
-        build_plugins(extra=[_task_plugin({"acuracy": Catalogue({"stance_agreement": "s"})})], entry_points=False)
+def test_a_section_naming_no_probe_is_refused_with_a_suggestion():
+    with pytest.raises(PluginError, match=r"^the section of probe 'acuracy' for task 'stance2' from plugin '.*': "
+                                          r"'acuracy' is no probe \(did you mean 'accuracy'\?\); probes: .*accuracy, "):
+        build_plugins(extra=[_section_plugin({"acuracy": Catalogue({"stance_agreement": "s"})})], entry_points=False)
 
 
-def test_a_blocked_builtin_probe_leaves_the_tasks_naming_it_registered():
-    """The reader's task adds to spurious-cues' catalogue; with that probe's plugin blocked, nothing is wrong."""
+def test_a_blocked_builtin_probe_leaves_the_sections_naming_it_registered():
+    """A plugin's section of spurious-cues; with that probe's plugin blocked, nothing is wrong (and its own built-in
+    sections are not registered); a near miss is still refused."""
     env = {"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.spurious_cues.probe"}
-    plugins = build_plugins(env=env, entry_points=False)
-    assert "spurious-cues" not in plugins.probes and "spurious-cues" in QuestionAnswering.probe_metrics
-    with pytest.raises(PluginError, match=r"names 'spurious-cue', which is no probe \(did you mean 'spurious-cues'\?\)"):
-        build_plugins(extra=[_task_plugin({"spurious-cue": Catalogue()})], env=env, entry_points=False)
+    plugins = build_plugins(extra=[_section_plugin({"spurious-cues": Catalogue()})], env=env, entry_points=False)
+    assert "spurious-cues" not in plugins.probes and not [e for e in plugins.sections if e.plugin.startswith("bertprobe.")
+                                                          and e.probe == "spurious-cues"]
+    with pytest.raises(PluginError, match=r"'spurious-cue' is no probe \(did you mean 'spurious-cues'\?\)"):
+        build_plugins(extra=[_section_plugin({"spurious-cue": Catalogue()})], env=env, entry_points=False)
 
 
 @pytest.mark.parametrize("make", [
-    lambda: _task_plugin({"acuracy": Catalogue({"stance_agreement": "s"})}),
-    lambda: _task_plugin({"accuracy": Catalogue({"accuracy": "s"}, {"accuracy": False})}),
+    lambda: _section_plugin({"acuracy": Catalogue({"stance_agreement": "s"})}),
+    lambda: _section_plugin({"accuracy": Catalogue({"accuracy": "s"}, {"accuracy": False})}),
     lambda: _LazyPlugin(),
 ])
-def test_the_cli_turns_a_bad_task_catalogue_into_exit_2(monkeypatch, make):
+def test_the_cli_turns_a_bad_section_catalogue_into_exit_2(monkeypatch, make):
     import bertprobe.plugins
     from bertprobe.cli import main
 
@@ -289,21 +338,22 @@ def test_the_cli_turns_a_bad_task_catalogue_into_exit_2(monkeypatch, make):
 
 
 class _LazyPlugin:
-    """A plugin whose task's catalogue is built when it registers: malformed (a direction that is a word)."""
+    """A plugin whose section's catalogue is built when it registers: malformed (a direction that is a word)."""
 
     @hookimpl
-    def bertprobe_register_tasks(self, registry):
-        registry.add(_task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, {"stance_agreement": "up"})}))
+    def bertprobe_register_sections(self, registry):
+        registry.add("accuracy", SimpleNamespace(catalogue=Catalogue({"stance_agreement": "s"}, {"stance_agreement": "up"})),
+                     task="stance2")
 
 
-def test_a_plugin_tasks_default_gates_its_own_models_only(suite_factory, monkeypatch):
-    """A task's default on a pattern a classifier's result also has (``*accuracy``: its overall accuracy) gates
-    the task's model, never a classifier's: a run judges by the probe's own entries and its model's task's."""
+def test_a_plugin_sections_default_gates_its_own_tasks_models_only(suite_factory, monkeypatch):
+    """A section's default on a pattern a classifier's result also has (``*accuracy``: its overall accuracy) gates
+    the task's model, never a classifier's: a run judges by the probe's own entries and its model's task's section."""
     from bertprobe.harness import run_suite
     from bertprobe.suite import load_suite
 
     impossible = DefaultExpectation("*accuracy", min=1.01, why="a test bound no model meets")
-    plugin = _task_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, defaults=(impossible,))})
+    plugin = _section_plugin({"accuracy": Catalogue({"stance_agreement": "s"}, defaults=(impossible,))})
     probes = "  - probe: accuracy\n    params: {single_check: 0}\n"
     monkeypatch.setattr(AccuracyProbe, "tasks", AccuracyProbe.tasks | {"stance2"})  # as a probe listing it would
     judged = {}
@@ -338,10 +388,10 @@ class _BarePlugin:
         registry.add(_Bare)
 
     @hookimpl
-    def bertprobe_register_tasks(self, registry):
+    def bertprobe_register_sections(self, registry):
         if self.adds:
-            registry.add(_task_plugin({"bare": Catalogue({"bare_score": "what the task measures in its place"},
-                                                          {"bare_score": False})}).task)  # type: ignore[attr-defined]
+            registry.add("bare", SimpleNamespace(catalogue=Catalogue({"bare_score": "what a section measures in its place"},
+                                                                     {"bare_score": False})), task="classification")
 
 
 @pytest.mark.parametrize("adds", [True, False])
@@ -354,7 +404,7 @@ def test_describe_shows_the_merged_catalogue_of_a_probe_without_metrics_of_its_o
     result = CliRunner().invoke(main, ["describe", "bare"])
     assert result.exit_code == 0, result.output
     metrics = result.output.split("\nMetrics", 1)[1]
-    if adds:  # what its task adds, and that expect: still takes any name
+    if adds:  # what its section adds, and that expect: still takes any name
         assert "bare_score" in metrics and "lower is better" in metrics and "(any)" not in metrics
         assert "declares none of its own, so expect: may name any" in metrics
     else:

@@ -335,7 +335,7 @@ def test_validate_reports_every_problem_at_once_with_the_file(suite_factory, tmp
 def test_list_shows_plugins_and_probes():
     result = invoke("list")
     assert result.exit_code == 0
-    assert "bertprobe.probes.accuracy" in result.output and "built-in" in result.output
+    assert "bertprobe.probes.accuracy.probe" in result.output and "built-in" in result.output
     assert "accuracy" in result.output and "predictions" in result.output
 
 

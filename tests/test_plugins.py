@@ -14,13 +14,13 @@ def test_builtins_register_through_hooks_and_managers_are_fresh():
     a = build_plugins(entry_points=False)
     b = build_plugins(entry_points=False)
     assert a.manager is not b.manager
-    assert "accuracy" in a.probes and a.probes.origin("accuracy") == "bertprobe.probes.accuracy"
+    assert "accuracy" in a.probes and a.probes.origin("accuracy") == "bertprobe.probes.accuracy.probe"
     assert set(a.reporters.names()) == {"json", "markdown", "html", "junit"}
     assert {row["name"] for row in a.describe()} == set(DEFAULT_PLUGINS)
 
 
 def test_disable_env_blocks_plugins_by_name():
-    plugins = build_plugins(entry_points=False, env={"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.accuracy, "})
+    plugins = build_plugins(entry_points=False, env={"BERTPROBE_DISABLE_PLUGINS": "bertprobe.probes.accuracy.probe, "})
     assert "accuracy" not in plugins.probes
     assert "json" in plugins.reporters
     with pytest.raises(PluginError, match="names 'bertprobe.probes.acuracy', which is no plugin .did you mean"):
@@ -161,3 +161,38 @@ def test_blocking_the_report_plugin_leaves_only_the_event_log(suite_factory):
     assert session.report.status == "completed"
     assert sorted(p.name for p in session.run_dir.iterdir()) == ["events.jsonl", "outcomes.jsonl"]
     assert not (session.run_dir.parent / "index.html").exists()
+
+
+def test_the_example_plugin_extends_the_accuracy_probe_for_its_own_task_through_the_section_hook(tmp_path):
+    """``bertprobe_example.ordinal``: a task and a section of the built-in accuracy probe, registered through the
+    hooks alone; a run on an ``ordinal`` model writes the probe's own per-class metrics and the section's, the
+    section's equal to the distances computed here from the run's own outcomes, and its default bound gates them."""
+    pytest.importorskip("bertprobe_example.ordinal")
+    from bertprobe_example.ordinal import Ordinal, OrdinalAccuracy
+
+    from bertprobe.harness import run_suite
+    from bertprobe.suite import load_suite
+    from bertprobe.testing import save_tiny_model
+
+    stars = ("one", "two", "three", "four")
+    model = save_tiny_model(tmp_path / "stars", labels=stars, seed=4)
+    rows = [(f"the movie was {w} {v}", stars[i % 4]) for i, (w, v) in
+            enumerate((w, v) for w in ("good", "bad", "dull", "fun", "great") for v in ("a", "the", "this", "it"))]
+    (tmp_path / "d.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{g}\n" for t, g in rows))
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"suite: stars\nmodel: {{path: '{model}', device: cpu, task: ordinal}}\n"
+                     f"data: {{path: '{tmp_path / 'd.tsv'}', text: sentence, label: label}}\n"
+                     f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n"
+                     "    params: {single_check: 0}\n")
+    plugins = build_plugins()
+    assert plugins.tasks.get("ordinal") is Ordinal
+    assert isinstance(plugins.sections.find("accuracy", Ordinal), OrdinalAccuracy)
+    assert plugins.sections.find("accuracy", plugins.tasks.get("classification")) is None  # others keep theirs
+    (result,) = run_suite(load_suite(suite), plugins).report.probes
+    predicted = {o.name: o for o in result.outcomes}["prediction"]
+    distance = [abs(stars.index(p) - stars.index(g)) for p, (_, g) in zip(predicted.values, rows)]
+    assert result.value("mean_absolute_error") == pytest.approx(sum(distance) / len(rows))
+    assert result.value("within_one") == pytest.approx(sum(d <= 1 for d in distance) / len(rows))
+    assert {"accuracy", "accuracy_one", "examples"} <= set(result.metrics)  # the probe's own audit ran first
+    gated = {e.metric: e for e in result.expectations}
+    assert gated["within_one"].min == 0.9 and gated["within_one"].source == "default"

@@ -154,4 +154,4 @@ def test_list_fits_80_columns_without_cutting_a_word(monkeypatch):
         assert word in output.split(), word
     wide = CliRunner().invoke(main, ["list"], env={"COLUMNS": "200"}).output
     assert max(len(line) for line in wide.splitlines()) <= 200 and "left out" not in wide
-    assert [line.split()[-1] for line in wide.splitlines() if line.startswith("accuracy ")] == ["bertprobe.probes.accuracy"]
+    assert [line.split()[-1] for line in wide.splitlines() if line.startswith("accuracy ")] == ["bertprobe.probes.accuracy.probe"]

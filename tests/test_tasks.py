@@ -147,21 +147,20 @@ def _sections_setup(task: Task, logits: torch.Tensor, examples: list) -> tuple:
 
 
 def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_only_the_timing(monkeypatch):
-    """The accuracy and calibration probes' sections for entities and label sets are the tasks' own modules,
-    reached through audit_accuracy / audit_calibration: the probes' results equal those functions' (no flag of the
-    probe chooses them); after a label-set section the accuracy probe times the encoded batches, after an entity
+    """The accuracy and calibration probes' sections for entities and label sets are found through the sections
+    lookup (``bertprobe.sections``): the probes' results equal those sections' (no flag of the probe chooses them); after a label-set section the accuracy probe times the encoded batches, after an entity
     section (words in windows) it does not."""
     from bertprobe.data import Example
     from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
     from bertprobe.probes.calibration import CalibrationParams, CalibrationProbe
     from bertprobe.results import ProbeResult
     from bertprobe.tasks import QuestionAnswering, TokenClassification
-    from bertprobe.tasks.entity_accuracy import entity_accuracy
+    from bertprobe.probes.accuracy import entities as accuracy_entities
+    from bertprobe.probes.accuracy import labelsets as accuracy_labelsets
     from bertprobe.tasks.entity_calibration import entity_calibration
-    from bertprobe.tasks.labelset_accuracy import label_set_accuracy
     from bertprobe.tasks.labelset_calibration import label_set_calibration
 
-    monkeypatch.setattr("bertprobe.probes.accuracy.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
+    monkeypatch.setattr("bertprobe.probes.accuracy.probe.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
     generator = torch.Generator().manual_seed(0)
     tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
     ner = TokenClassification(label_names=tags, settings={"scheme": "IOB2"})
@@ -171,17 +170,14 @@ def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_o
     ml = MultiLabelClassification(label_names=("a", "b", "c"), settings={"threshold": 0.5, "thresholds": {}})
     sets = [tuple(c for c in range(3) if (i >> c) & 1) for i in range(12)]
     ml_examples = [Example(f"text {i}", label=s, id=str(i)) for i, s in enumerate(sets)]
-    cases = [(ner, torch.randn(12, 4, len(tags), generator=generator) * 3, examples, entity_accuracy, entity_calibration),
-             (ml, torch.randn(12, 3, generator=generator) * 3, ml_examples, label_set_accuracy, label_set_calibration)]
+    cases = [(ner, torch.randn(12, 4, len(tags), generator=generator) * 3, examples, accuracy_entities, entity_calibration),
+             (ml, torch.randn(12, 3, generator=generator) * 3, ml_examples, accuracy_labelsets, label_set_calibration)]
     for task, logits, rows, accuracy, calibration in cases:
         target, data, ctx = _sections_setup(task, logits, rows)
         acc_params, cal_params = AccuracyParams(bootstrap=30), CalibrationParams(bootstrap=20, bins=5)
         probe = AccuracyProbe().run(target, data, acc_params, ctx)  # type: ignore[arg-type]
         direct = ProbeResult(probe="accuracy")
-        if accuracy is entity_accuracy:
-            accuracy(direct, target, data, acc_params, ctx)
-        else:
-            accuracy(direct, target, data, logits, acc_params, ctx.seed)
+        accuracy.audit(direct, target, data, acc_params, ctx)
         if task.throughput_from_encode:  # timed last, after the task's section (here the fallback: 12 examples / 2 s)
             assert list(probe.metrics)[-1] == "examples_per_s" and probe.value("examples_per_s") == 12 / 2.0
         assert {k: m for k, m in probe.metrics.items() if k != "examples_per_s"} == direct.metrics

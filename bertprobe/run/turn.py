@@ -54,7 +54,7 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     target = session.target_for(model_spec)
     name = model_spec.label
     result = ProbeResult(probe=spec.probe, id=spec.id, params=params_to_dict(params), model=name, seed=suite.seed)
-    if cls.refuses_task(target.task):  # a hub model: its task is known once it loads
+    if cls.refuses_task(target.task, session.plugins.sections):  # a hub model: its task is known once it loads
         from bertprobe.suite.validate import task_refusal
 
         raise SuiteError(task_refusal(spec.id, cls, target.task, name, session.plugins))

@@ -286,9 +286,15 @@ def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = N
     return resolve_task(SimpleNamespace(**fields), model.task, plugins.tasks, task_options(model))
 
 
+def _supports(cls: Any, task: Any, sections: Any) -> bool:
+    """Whether the registered probe ``cls`` reads ``task``'s models (a listed stand-in lists its tasks only)."""
+    supports = getattr(cls, "supports_task", None)
+    return supports(task, sections) if callable(supports) else task.name in getattr(cls, "tasks", ())
+
+
 def task_refusal(probe_id: str, cls: Any, task: Any, model: str, plugins: Any) -> str:
     """Why a probe cannot run on a model of ``task``, naming the probes that can."""
-    able = [n for n in plugins.probes.names() if task.name in plugins.probes.get(n).tasks]
+    able = [n for n in plugins.probes.names() if _supports(plugins.probes.get(n), task, plugins.sections)]
     return (f"probe {probe_id} ({cls.name}) does not support {task.name} models such as {model} (it supports: "
             f"{', '.join(sorted(cls.tasks))}); probes that support {task.name}: {', '.join(able) or 'none'}; "
             f"leave it out with --only, or set model.task if the task was misdetected")
@@ -309,7 +315,7 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
                     problems.append(f"{model.label}: {exc}")
                     tasks[model] = None
             task = tasks[model]
-            if task is not None and cls.refuses_task(task):
+            if task is not None and cls.refuses_task(task, plugins.sections):
                 problems.append(task_refusal(spec.id, cls, task, model.label, plugins))
             elif (missing := _onnx_lacks(cls, model)):
                 from bertprobe.model.onnx import refusal

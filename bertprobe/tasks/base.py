@@ -155,10 +155,6 @@ class Task:
     # A probe asks the task first: a task whose audit differs (entities, label sets, answer spans) fills the
     # probe's ``result`` itself and returns True; False leaves the probe's own (class) audit. ``ctx`` is the
     # ProbeContext (ctx.predictions shares one pass), ``params`` the probe's params.
-    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """The accuracy probe's audit in this task's terms (False: the probe's per-class one)."""
-        return False
-
     def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
         """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
         return False

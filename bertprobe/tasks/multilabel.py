@@ -21,7 +21,6 @@ from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import DataError, ProbeError, RowProblems, SuiteError
 from bertprobe.tasks.base import Task, config_labels, refuse_questions, refuse_token_tags
 from bertprobe.tasks.classification import has_head
-from bertprobe.tasks.labelset_accuracy import label_set_accuracy
 from bertprobe.tasks.labelset_calibration import label_set_calibration
 from bertprobe.tasks.scores import OutcomeScore
 
@@ -127,12 +126,6 @@ class MultiLabelClassification(Task):
         return probs.reshape(-1), gold.to(probs.device).reshape(-1) == 1
 
     # ---- the accuracy and calibration probes' sections, in label sets ----------------------------------
-    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """Micro/macro/weighted F1, exact match, Hamming loss, per label P/R/F1 (``tasks.labelset_accuracy``) on the
-        shared logits; the probe times their batches after it (``throughput_from_encode``)."""
-        label_set_accuracy(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params, ctx.seed)
-        return True
-
     def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
         """Each (example, label) probability as a binary forecast (``tasks.labelset_calibration``)."""
         label_set_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params,

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.squad import is_answers
 from bertprobe.errors import DataError, RowProblems
-from bertprobe.tasks import qa_accuracy, qa_adversarial, qa_calibration, qa_partial, squad_metrics
+from bertprobe.tasks import qa_adversarial, qa_calibration, qa_partial, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.qa_clusters import question_clusters
@@ -211,14 +211,6 @@ class QuestionAnswering(Task):
     def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""
         return [dict(zip(("em", "f1"), squad_metrics.score(a.text, g))) for a, g in zip(answers, self.golds(examples))]
-
-    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """The accuracy probe's section for a reader: SQuAD EM/F1 with intervals, per question word, outcomes and
-        the most confident wrong answers marked in their contexts (``tasks.qa_accuracy``); on data in Jia & Liang's
-        layout the adversarial score too (``tasks.qa_adversarial``)."""
-        qa_accuracy.audit_accuracy(self, result, target, data, params, ctx)
-        qa_adversarial.audit(result, data, params, ctx, target)  # Jia & Liang's variants, where the data hold them
-        return True
 
     def metrics_of(self, answers: Sequence[Answer], examples: Sequence[Example]) -> dict[str, Any]:
         """SQuAD's EM and F1 (x100), with the has-answer and no-answer splits where they apply."""

@@ -7,7 +7,6 @@ from typing import Any
 
 from bertprobe.errors import DataError, PluginError, TargetError
 from bertprobe.registry import Registry, did_you_mean
-from bertprobe.results import Catalogue
 from bertprobe.tasks.base import Task
 
 

@@ -22,7 +22,6 @@ from bertprobe.errors import DataError, ProbeError, RowProblems
 from bertprobe.tasks.base import Task, config_labels, refuse_questions
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
-from bertprobe.tasks.entity_accuracy import entity_accuracy
 from bertprobe.tasks.entity_calibration import entity_calibration
 from bertprobe.tasks.entity_slices import entity_slice_units
 from bertprobe.tasks.scores import OutcomeScore
@@ -169,11 +168,6 @@ class TokenClassification(Task):
         return top[keep], (pred == gold)[keep]
 
     # ---- the accuracy and calibration probes' sections, in entities ------------------------------------
-    def audit_accuracy(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """Strict entity P/R/F1, token accuracy, sentence exact match, errors (``tasks.entity_accuracy``)."""
-        entity_accuracy(result, target, data, params, ctx)
-        return True
-
     def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
         """Entity-level and token-level calibration on the shared per-word logits (``tasks.entity_calibration``)."""
         entity_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params, ctx.seed)

@@ -1,4 +1,4 @@
-"""The accuracy probe's section for label sets (``MultiLabelClassification.audit_accuracy``): micro, macro and
+"""The accuracy probe's section for label sets (tasks with ``label_sets``: ``bertprobe.sections``): micro, macro and
 weighted F1, exact match, Hamming loss, per label precision, recall, F1, support, ROC-AUC and average precision,
 with intervals, the most confidently wrong examples, figures and the key finding."""
 
@@ -11,11 +11,18 @@ import torch
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.progress import progress
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.results import Catalogue, DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
 from bertprobe.tasks.labelset_metrics import bootstrap_headline
 from bertprobe.tasks.scores import absent_note, f1_from_counts
+
+
+# the bound a label's recall meets by default, per label of a multi-label model or per entity type of a tagger
+RECALL_BOUND = DefaultExpectation(
+    "recall_*", min=0.5, interval=True,
+    why="multi-label per label, or token classification per entity type: below 0.5 the model misses most of "
+        "them, which a micro-F1 over frequent ones hides; judged on the Wilson interval, as per-class accuracy is")
 
 
 def label_set(names: list[str], row: Any) -> str:
@@ -23,11 +30,13 @@ def label_set(names: list[str], row: Any) -> str:
     return "{" + ", ".join(names[c] for c in np.flatnonzero(row)) + "}"
 
 
-def label_set_accuracy(result: ProbeResult, target: Any, data: Dataset, logits: torch.Tensor, params: Any,
-                       seed: int) -> None:
-    """The multi-label audit: micro/macro/weighted F1, exact match and Hamming loss (with bootstrap intervals
-    over examples), per label precision, recall, F1, support, ROC-AUC and average precision, label cardinality,
-    the most confidently wrong examples; outcomes ``exact_match`` and ``correct_<label>`` for paired gates."""
+def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+    """The multi-label audit on the shared logits (``ctx.predictions``): micro/macro/weighted F1, exact match and
+    Hamming loss (with bootstrap intervals over examples), per label precision, recall, F1, support, ROC-AUC and
+    average precision, label cardinality, the most confidently wrong examples; outcomes ``exact_match`` and
+    ``correct_<label>`` for paired gates. The probe times the batches after it (``Task.throughput_from_encode``)."""
+    logits = ctx.predictions(target, data, params.batch_size).logits
+    seed = ctx.seed
     task = target.task
     names = list(task.label_names)
     probs = task.probs(logits).double().numpy()
@@ -127,3 +136,24 @@ def _label_f1_intervals(pred: np.ndarray, gold: np.ndarray, resamples: int, conf
         draws[r] = f1_from_counts((p & g).sum(0), (p & ~g).sum(0), (~p & g).sum(0))
     tail = (1 - confidence) / 2
     return [[float(np.quantile(draws[:, c], tail)), float(np.quantile(draws[:, c], 1 - tail))] for c in range(gold.shape[1])]
+
+
+# what this section writes in the accuracy probe's place (merged by Probe.catalogue)
+catalogue = Catalogue(
+    {"micro_f1": "multi-label: F1 over every (example, label) decision pooled (bootstrap interval)",
+     "macro_f1": "multi-label: mean of the per-label F1 over every label of the model",
+     "weighted_f1": "multi-label: per-label F1 weighted by gold support",
+     "subset_accuracy": "multi-label: exact match, the share of examples whose predicted label set equals the gold one",
+     "hamming_loss": "multi-label: share of (example, label) decisions that are wrong",
+     "f1_*": "multi-label: F1 of one label",
+     "precision_*": "multi-label: precision of one label",
+     "recall_*": "multi-label: recall of one label (Wilson interval over its gold examples)",
+     "support_*": "multi-label: gold examples carrying one label",
+     "roc_auc_*": "multi-label: ROC-AUC of one label's probability (absent when its gold column is constant)",
+     "average_precision_*": "multi-label: average precision of one label's probability",
+     "label_cardinality_gold": "multi-label: mean number of gold labels per example",
+     "label_cardinality_predicted": "multi-label: mean number of predicted labels per example"},
+    {"micro_f1": True, "macro_f1": True, "weighted_f1": True, "subset_accuracy": True, "hamming_loss": False,
+     "f1_*": True, "precision_*": True, "recall_*": True, "support_*": None, "roc_auc_*": True,
+     "average_precision_*": True, "label_cardinality_*": None},
+    (RECALL_BOUND,), ("micro_f1", "macro_f1", "subset_accuracy", "recall_*"))

@@ -1,4 +1,4 @@
-"""The accuracy probe's section for extractive QA (``QuestionAnswering.audit_accuracy``).
+"""The accuracy probe's section for extractive readers (tasks with ``span_answers``: ``bertprobe.sections``).
 
 Exact match and F1 as the official SQuAD v1.1 script defines them (``tasks.squad_metrics``), stored as shares
 in [0, 1] like every other metric (the key finding prints them x100, as SQuAD papers do: ``EM 58.4, F1
@@ -17,22 +17,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.results import DefaultExpectation, Finding, ProbeResult
+from bertprobe.probes.accuracy import adversarial
+from bertprobe.probes.accuracy.pairs import add_pair, percent
+from bertprobe.results import Catalogue, DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.tasks import squad_metrics
 from bertprobe.tasks.answer_text import NO_ANSWER, answer_marks, excerpt
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, mean_interval, question_clusters
+from bertprobe.tasks.qa_clusters import interval_over, intervals_over, question_clusters
+from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.spans import Answer
 
 THROUGHPUT_QUESTIONS = 32  # questions answered again, warm, to time end-to-end answering
 THROUGHPUT_SECONDS = 3.0  # timing stops after this much, once one pass is done
 SPLITS = (("has_answer", True, "answerable questions"), ("no_answer", False, "unanswerable questions (SQuAD 2.0)"))
 
-# What this section adds to the accuracy probe's catalogue (``QuestionAnswering.probe_metrics``: ``Probe.catalogue``
-# merges them with the probe's own). Per question word metrics are named question_<word>_..., never with a per-label prefix (f1_, recall_...):
+# What this section adds to the accuracy probe's catalogue (its ``catalogue``, with the adversarial section's:
+# ``Probe.catalogue`` merges them with the probe's own). Per question word metrics are named question_<word>_..., never with a per-label prefix (f1_, recall_...):
 # the accuracy probe reads those as class names, which validate checks against the model's labels.
 QA_METRICS = {
     "exact_match": "question answering: share of questions whose answer equals a gold answer after SQuAD's "
@@ -76,30 +79,6 @@ QA_DEFAULTS = (
             "answer, the failure SQuAD 2.0 was built to expose (Rajpurkar et al. 2018); set null_threshold to trade "
             "has-answer F1 for abstentions"),
 )
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
-def _add_pair(result: ProbeResult, prefix: str, suffix: str, picked: list[int], em: list[float], f1: list[float],
-              ids: list[str], params: Any, seed: int, what: str, groups: Sequence[str] | None = None) -> None:
-    """``{prefix}exact_match{suffix}`` and ``{prefix}f1{suffix}`` over the questions ``picked``, with their
-    intervals (by context with ``groups``: each question's cluster) and outcomes (``em{tag}``, ``f1{tag}``) so a
-    paired gate compares them question by question."""
-    tag = "_" + (prefix + suffix).strip("_") if prefix or suffix else ""
-    e, f = [em[i] for i in picked], [f1[i] for i in picked]
-    within = [groups[i] for i in picked] if groups is not None else None
-    chosen = [ids[i] for i in picked]
-    keys = cluster_keys(within)  # a matrix pairs two readers' questions by context too
-    result.outcomes += [Outcomes.from_values(f"em{tag}", chosen, e, groups=keys),
-                        Outcomes.from_values(f"f1{tag}", chosen, f, "score", groups=keys)]
-    result.add_metric(f"{prefix}exact_match{suffix}", _mean(e), True,
-                      f"exact match on {what} (SQuAD v1.1 normalisation; {interval_over(e, within, params.bootstrap)})",
-                      mean_interval(e, params, seed, within), outcome=f"em{tag}")
-    result.add_metric(f"{prefix}f1{suffix}", _mean(f), True,
-                      f"token F1 on {what}, the mean over questions of each one's best F1 against its gold answers "
-                      f"({interval_over(f, within, params.bootstrap)})", mean_interval(f, params, seed, within), outcome=f"f1{tag}")
 
 
 def _throughput(result: ProbeResult, task: Any, target: Any, data: Dataset, params: Any, seconds: float) -> None:
@@ -151,18 +130,16 @@ def _per_word(result: ProbeResult, words: list[str], em: list[float], f1: list[f
     present = [w for w in squad_metrics.QUESTION_WORDS if w in words]
     for w in present:
         picked = [i for i, x in enumerate(words) if x == w]
-        _add_pair(result, f"question_{w}_", "", picked, em, f1, ids, params, seed, f"'{w}' questions", groups)
+        add_pair(result, f"question_{w}_", "", picked, em, f1, ids, params, seed, f"'{w}' questions", groups)
         result.add_metric(f"questions_{w}", float(len(picked)), None, f"questions whose question word is '{w}'",
                           kind="count")
     return present
 
 
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
-
-
-def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
-    """Fill ``result`` with the accuracy probe's QA section (see the module docstring)."""
+def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+    """Fill ``result`` with the accuracy probe's section for a reader (see the module docstring), and with the
+    adversarial section after it where the data hold Jia & Liang's variants (``adversarial.audit``)."""
+    task = cast(QuestionAnswering, target.task)
     predicted = ctx.predictions(target, data, params.batch_size)  # shared with calibration and slices
     answers: list[Answer] = list(predicted.answers)
     examples = data.examples
@@ -172,7 +149,7 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
     em, f1 = [s[0] for s in scores], [s[1] for s in scores]
     everyone = list(range(len(examples)))
     groups = question_clusters(examples)  # each question's context: the intervals resample contexts
-    _add_pair(result, "", "", everyone, em, f1, ids, params, ctx.seed, "all questions", groups)
+    add_pair(result, "", "", everyone, em, f1, ids, params, ctx.seed, "all questions", groups)
     # the answer as served, for a matrix's agreement between builds: its text, or the abstention
     result.outcomes.append(Outcomes.from_values("prediction", ids, [a.text or NO_ANSWER for a in answers], "label"))
     split = any(not g for g in golds)
@@ -180,7 +157,7 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
         for prefix, answerable, what in SPLITS:
             picked = [i for i in everyone if bool(golds[i]) == answerable]
             if picked:
-                _add_pair(result, f"{prefix}_", "", picked, em, f1, ids, params, ctx.seed, what, groups)
+                add_pair(result, f"{prefix}_", "", picked, em, f1, ids, params, ctx.seed, what, groups)
             result.add_metric(f"{prefix}_questions", float(len(picked)), None, what, kind="count")
     words = [squad_metrics.question_word(ex.text) for ex in examples]
     present = _per_word(result, words, em, f1, ids, params, ctx.seed, groups)
@@ -228,30 +205,31 @@ def audit_accuracy(task: Any, result: ProbeResult, target: Any, data: Dataset, p
              {"name": "F1", "values": [result.value(f"question_{w}_f1") for w in present],
               **({"errors": [list(result.metrics[f"question_{w}_f1"].ci or ()) for w in present]}
                  if params.bootstrap else {})}],
-             "reference": {"value": overall.value, "label": f"F1 {_percent(overall.value)}"}},
+             "reference": {"value": overall.value, "label": f"F1 {percent(overall.value)}"}},
          "axes": {"y": "share"}},
     ]
-    finding = f"EM {_percent(result.value('exact_match'))}, F1 {_percent(overall.value)}"
+    finding = f"EM {percent(result.value('exact_match'))}, F1 {percent(overall.value)}"
     if overall.ci:
-        finding += f" [{_percent(overall.ci[0])}, {_percent(overall.ci[1])}]"
+        finding += f" [{percent(overall.ci[0])}, {percent(overall.ci[1])}]"
     finding += f" on {_questions(len(examples))}"
     if split:
-        finding += (f" (has answer F1 {_percent(result.value('has_answer_f1'))}, no answer "
-                    f"EM {_percent(result.value('no_answer_exact_match'))})")
+        finding += (f" (has answer F1 {percent(result.value('has_answer_f1'))}, no answer "
+                    f"EM {percent(result.value('no_answer_exact_match'))})")
     if len(present) > 1:
         weakest = min(present, key=lambda w: result.value(f"question_{w}_f1") or 0.0)
-        finding += (f"; weakest question word {weakest} F1 {_percent(result.value(f'question_{weakest}_f1'))} "
+        finding += (f"; weakest question word {weakest} F1 {percent(result.value(f'question_{weakest}_f1'))} "
                     f"({_questions(int(result.value(f'questions_{weakest}') or 0))})")
     if long:
         finding += f"; {long} long context{'s' if long != 1 else ''} answered over windows"
     if rebuilt:
         finding += f"; windows rebuilt for {rebuilt} context{'s' if rebuilt != 1 else ''}"
     result.details["key_finding"] = finding
+    adversarial.audit(result, target, data, params, ctx)  # Jia & Liang's variants, where the data hold them
 
 
 def _questions(n: int) -> str:
     return f"{n} question" if n == 1 else f"{n} questions"
 
 
-# what the sections that extend this one (tasks.qa_adversarial) share with it
-add_pair, interval, percent = _add_pair, mean_interval, _percent
+catalogue = Catalogue({**QA_METRICS, **adversarial.METRICS}, {**QA_DIRECTIONS, **adversarial.DIRECTIONS}, QA_DEFAULTS,
+                      ("exact_match", "f1", "question_*_f1", "has_answer_f1", "no_answer_exact_match"))

@@ -1,19 +1,21 @@
-"""The accuracy probe's section for entities (``TokenClassification.audit_accuracy``): strict entity precision,
+"""The accuracy probe's section for entities (tasks with ``word_tags``: ``bertprobe.sections``): strict entity precision,
 recall and F1 (micro and per type, bootstrap intervals over sentences), token accuracy, sentence exact match, an
 error breakdown, per-sentence outcomes, the sentences most wrong, figures and the key finding."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.results import Finding, ProbeResult
+from bertprobe.probes.accuracy.labelsets import RECALL_BOUND
+from bertprobe.results import Catalogue, DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import wilson_interval
 from bertprobe.tasks.scores import absent_note, f1_from_counts
+from bertprobe.tasks.token_classification import TokenClassification
 
 
 def entity_list(words: Sequence[str], entities: Sequence[tuple[int, int, str]]) -> str:
@@ -25,18 +27,18 @@ def entity_list(words: Sequence[str], entities: Sequence[tuple[int, int, str]]) 
     return " ".join(f"{a}:{text}" for (a, _, _), text in zip(entities, shown)) or "(no entities)"
 
 
-def entity_accuracy(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
     """The NER audit: strict entity P/R/F1 (seqeval's strict mode; micro and per type, bootstrap intervals over
     sentences), token accuracy, sentence exact match, an error breakdown, and per-sentence outcomes."""
     from bertprobe.tasks.entities import bracketed, entity_scores, error_kinds, marked, sentence_counts, spans
 
-    task = target.task
+    task = cast(TokenClassification, target.task)
     scheme = str(task.settings.get("scheme", "IOB2"))
     predicted = ctx.predictions(target, data, params.batch_size)  # per word, shared with calibration and slices
-    golds = [task.tags(list(ex.label or ())) for ex in data.examples]  # type: ignore[attr-defined]
-    preds = [task.tags(logits[: len(g)].argmax(-1)) for logits, g in zip(predicted.logits, golds)]  # type: ignore[attr-defined]
+    golds = [task.tags(list(ex.label or ())) for ex in data.examples]
+    preds = [task.tags(logits[: len(g)].argmax(-1)) for logits, g in zip(predicted.logits, golds)]
     counts = [sentence_counts(g, p, scheme) for g, p in zip(golds, preds)]
-    types = task.entity_types  # type: ignore[attr-defined]
+    types = task.entity_types
     scores = entity_scores(counts, types)
     ids = example_ids(data.examples)
     exact = [float(c.tp == c.gold == c.pred) for c in counts]
@@ -46,7 +48,7 @@ def entity_accuracy(result: ProbeResult, target: Any, data: Dataset, params: Any
         Outcomes.from_values("entities_gold", ids, [sum(c.gold.values()) for c in counts], "score"),
         Outcomes.from_values("entities_predicted", ids, [sum(c.pred.values()) for c in counts], "score"),
         # the sentence's predicted entities, for a matrix's agreement between builds
-        Outcomes.from_values("prediction", ids, [entity_list(ex.words or (), spans(p, scheme))  # type: ignore[attr-defined]
+        Outcomes.from_values("prediction", ids, [entity_list(ex.words or (), spans(p, scheme))
                                                  for ex, p in zip(data.examples, preds)], "label"),
     ]
     # entity F1 is a ratio over sentences, no mean of per-sentence scores; its per-sentence outcome is the
@@ -147,3 +149,27 @@ def _entity_intervals(counts: Sequence[Any], types: Sequence[str], resamples: in
     for j, k in enumerate(kinds):
         out[f"f1_{k}"] = q(f1_from_counts(t[:, j], p[:, j] - t[:, j], g[:, j] - t[:, j]))
     return out
+
+
+# what this section writes in the accuracy probe's place (merged by Probe.catalogue)
+catalogue = Catalogue(
+    {"entity_f1": "token classification: entity-level micro F1, strict (exact span and type; bootstrap over sentences)",
+     "entity_precision": "token classification: share of predicted entities that are exactly right",
+     "entity_recall": "token classification: share of gold entities found exactly",
+     "token_accuracy": "token classification: share of words tagged with their gold tag",
+     "sentence_exact_match": "token classification: share of sentences whose entities are all exactly right",
+     "errors_*": "token classification: entities missed, spurious, of the wrong type or with a wrong boundary",
+     "windowed_sentences": "token classification: sentences longer than max_length, predicted in windows",
+     "f1_*": "token classification: strict F1 of one entity type",
+     "precision_*": "token classification: strict precision of one entity type",
+     "recall_*": "token classification: strict recall of one entity type (Wilson interval over its gold entities)",
+     "support_*": "token classification: gold entities of one type"},
+    {"entity_f1": True, "entity_precision": True, "entity_recall": True, "token_accuracy": True,
+     "sentence_exact_match": True, "errors_*": None, "windowed_sentences": None, "f1_*": True, "precision_*": True,
+     "recall_*": True, "support_*": None},
+    (DefaultExpectation(
+        "entity_f1", min=0.5, interval=True,
+        why="token classification: below 0.5 most entities are missed or wrong (strict spans); CoNLL-2003 systems "
+            "score above 0.9 and a weak in-domain model about 0.7, so only a model that surely misses most is failed"),
+     RECALL_BOUND),
+    ("recall_*", "entity_f1"))
