@@ -27,9 +27,10 @@ from common import SHARED, require
 from bertprobe.data import DataSpec, load_table
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.probe import ProbeContext
+from bertprobe.probes.behaviour.classes import perturbation_cases, predict, text_key
 from bertprobe.probes.behaviour.lexicon import lexicons_with
-from bertprobe.probes.behaviour.perturb import Words
-from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe, perturbation_cases, perturbation_specs, text_key
+from bertprobe.probes.behaviour.params import BehaviourParams
+from bertprobe.probes.behaviour.perturb import Words, perturbation_specs
 from bertprobe.probes.behaviour.scoring import judge_case
 from bertprobe.probes.behaviour.templates import expand_template
 from bertprobe.suite import load_suite
@@ -89,7 +90,7 @@ def main() -> None:
     results = {}
     for _ in range(args.rounds):
         start = time.perf_counter()
-        results["bertprobe"] = BehaviourProbe._predict(target, cases, params, ProbeContext())
+        results["bertprobe"] = predict(target, cases, params, ProbeContext())
         times["bertprobe"].append(time.perf_counter() - start)
         start = time.perf_counter()
         results["plain"] = plain_loop(target, cases)

@@ -182,6 +182,30 @@ def test_each_perturbation_applies_where_it_must_and_not_where_it_cannot(name):
         assert all(e.group and e.source_group and e.group != e.source_group for e in edited)
 
 
+def test_the_probe_runs_the_section_its_models_task_finds(tiny_clf):
+    """Built-in tasks find their sections in the order labelsets, entities, answers; a classifier finds none (the
+    probe's own code, classes.py); whatever section the lookup gives fills the probe's result."""
+    from bertprobe.probes.behaviour import answers, entities, labelsets
+    from bertprobe.sections import builtin_sections
+    from bertprobe.tasks import builtin_tasks
+
+    names = ("classification", "multi-label", "token-classification", "question-answering")
+    assert [builtin_sections().find("behaviour", builtin_tasks().get(n)) for n in names] == [None, labelsets, entities,
+                                                                                           answers]
+    assert [e.section for e in builtin_sections() if e.probe == "behaviour"] == [labelsets, entities, answers]
+    seen = []
+
+    class Own:
+        def audit(self, result, target, data, params, ctx) -> None:
+            seen.append((target, data, params))
+            result.add_metric("failure_rate", 0.25, False, "own")
+
+    params = BehaviourParams()
+    result = BehaviourProbe().run(tiny_clf, None, params, ProbeContext(section=lambda probe, task: Own()))
+    assert seen == [(tiny_clf, None, params)] and result.probe == "behaviour"
+    assert result.metrics["failure_rate"].value == 0.25
+
+
 def test_perturbations_of_the_data_report_where_they_applied_and_skip_with_a_reason(tiny_clf):
     data = Dataset([Example("the movie was good .", label=1, id="a"), Example("Muslim viewers hated it", label=0, id="b")])
     params = BehaviourParams(perturbations=("typo", "religion", "cities", {"name": "add_positive", "class": "upbeat"}),
@@ -201,7 +225,7 @@ def test_perturbations_of_the_data_report_where_they_applied_and_skip_with_a_rea
 
 def test_fairness_gap_is_the_largest_group_difference_with_a_paired_interval():
     from bertprobe.probes.behaviour.cases import Case
-    from bertprobe.probes.behaviour.probe import fairness_gaps
+    from bertprobe.probes.behaviour.classes import fairness_gaps
 
     cases = [Case(test="g", type="inv", texts=(f"A {i}", f"B {i}"), groups=("A", "B"), id=str(i)) for i in range(4)]
     probs = {f"A {i}": np.array([0.2, 0.8]) for i in range(4)}

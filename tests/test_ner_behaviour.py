@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from bertprobe.errors import DataError, ProbeError
-from bertprobe.probes.behaviour.entity_cases import (
+from bertprobe.probes.behaviour.entities import _decoder, origin_recall
+from bertprobe.probes.behaviour.entities_cases import (
     EntityCase,
     entity_case_from_mapping,
     expand_entity_template,
     judge_entities,
 )
-from bertprobe.probes.behaviour.entity_edits import EntityWords, Tagged, entity_catalogue, follow, model_types
-from bertprobe.probes.behaviour.entity_run import _decoder, origin_recall
+from bertprobe.probes.behaviour.entities_edits import EntityWords, Tagged, entity_catalogue, follow, model_types
 from bertprobe.probes.behaviour.lexicon import builtin_lexicons, edits, keyboard, origins
 from bertprobe.tasks.entities import marked
 

@@ -16,15 +16,15 @@ from conftest import only_run, save_tiny_reader
 
 from bertprobe.cli import main
 from bertprobe.errors import DataError, ProbeError
-from bertprobe.probes.behaviour.lexicon import builtin_lexicons, origins, qa_lexicons
-from bertprobe.probes.behaviour.perturb import Words
-from bertprobe.probes.behaviour.qa_cases import (
+from bertprobe.probes.behaviour.answers import judge, origin_gaps
+from bertprobe.probes.behaviour.answers_cases import (
     BUILTIN_TEMPLATES,
     expand_qa_template,
     qa_case_from_mapping,
 )
-from bertprobe.probes.behaviour.qa_edits import Item, apply, edited, move_span, qa_catalogue
-from bertprobe.probes.behaviour.qa_run import judge, origin_gaps
+from bertprobe.probes.behaviour.answers_edits import Item, apply, edited, move_span, qa_catalogue
+from bertprobe.probes.behaviour.lexicon import builtin_lexicons, origins, qa_lexicons
+from bertprobe.probes.behaviour.perturb import Words
 from bertprobe.probes.behaviour.rates import slug
 from bertprobe.tasks.spans import Answer
 
@@ -175,7 +175,7 @@ def test_verdicts_mft_by_metric_and_bar_and_inv_through_the_map():
     # a name swap: the original answer "Anna Smith" is expected as the swapped name, not as itself
     new = edited(it, [(0, 4, "Ruth")], [(0, 0, "")])
     assert new.answers == (("Ruth Smith", 0),)
-    from bertprobe.probes.behaviour.qa_cases import QACase
+    from bertprobe.probes.behaviour.answers_cases import QACase
     inv = QACase("swap", "inv", (it, new))
     same = {(it.question, it.context): _answer(it.context, "Anna Smith"),
             (new.question, new.context): _answer(new.context, "Ruth Smith")}
@@ -187,7 +187,7 @@ def test_verdicts_mft_by_metric_and_bar_and_inv_through_the_map():
 
 
 def test_origin_gaps_match_a_hand_computation():
-    from bertprobe.probes.behaviour.qa_cases import QACase
+    from bertprobe.probes.behaviour.answers_cases import QACase
     cases, answers = [], {}
     rng = random.Random(0)
     table = np.zeros((6, 2))

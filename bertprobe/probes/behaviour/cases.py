@@ -25,7 +25,7 @@ each label's probability within ``tolerance``); DIR names the label whose probab
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -209,4 +209,14 @@ def read_cases(path: str | Path, parse: Callable[[Any, str, str], Any] | None = 
         cases.append((parse or case_from_mapping)(raw, where, str(file)))
     if not cases:
         raise DataError(f"behaviour cases file '{file}' holds no case")
+    return cases
+
+
+def read_case_files(paths: str | Sequence[str], parse: Callable[[Any, str, str], Any] | None = None) -> list[Any]:
+    """The cases of every JSONL file named (``params.cases``: a path, comma-separated paths, or a list of them),
+    in order, each read by ``read_cases``."""
+    cases: list[Any] = []
+    for path in ([paths] if isinstance(paths, str) else list(paths)):
+        for part in [p for p in str(path).split(",") if p.strip()]:
+            cases += read_cases(part, parse)
     return cases

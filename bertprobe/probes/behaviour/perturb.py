@@ -6,6 +6,8 @@ a name). Detection is a case-insensitive whole-word match against the lexicons, 
 parser would catch: names or places not in the lists, a negation that needs the clause structure ("not
 only good but..."), a number written in words, an identity term used in another sense ("black coffee").
 Replacements keep the original's capitalisation (all lowercase in SST-2's tokenised text).
+``perturbation_specs`` reads the suite's ``perturbations:`` against this catalogue or a section's own
+(``answers_edits.qa_catalogue``, ``entities_edits.entity_catalogue``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bertprobe.errors import ProbeError
 from bertprobe.probes.behaviour.cases import DirExpectation, TestType
 from bertprobe.probes.behaviour.lexicon import IDENTITY_GROUPS, builtin_lexicons, edits, gender_pairs, keyboard
+from bertprobe.registry import check_keys, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -338,3 +342,25 @@ def catalogue() -> dict[str, Perturbation]:
                      description="'is good' -> 'is not good': the predicted class no more likely"),
     ]
     return {p.name: p for p in items}
+
+
+PERTURBATION_KEYS = ("name", "variants", "class", "direction", "tolerance", "field")
+
+
+def perturbation_specs(raw: tuple[Any, ...] | None, known: dict[str, Any] | None = None,
+                       keys: tuple[str, ...] = PERTURBATION_KEYS) -> list[tuple[Any, dict[str, Any]]]:
+    """The chosen perturbations with their options (None: the whole catalogue ``known``), checked."""
+    known = catalogue() if known is None else known
+    chosen = list(known) if raw is None else list(raw)
+    out = []
+    for i, item in enumerate(chosen):
+        options = {"name": item} if isinstance(item, str) else item
+        if not isinstance(options, dict) or "name" not in options:
+            raise ProbeError(f"perturbations[{i}]: a name or a mapping with a name")
+        check_keys(options, keys, f"perturbations[{i}]", ProbeError)
+        name = options["name"]
+        if name not in known:
+            raise ProbeError(f"perturbations[{i}]: no perturbation '{name}'{did_you_mean(str(name), list(known))}; "
+                             f"known: {', '.join(known)}")
+        out.append((known[name], options))
+    return out

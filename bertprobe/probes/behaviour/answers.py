@@ -1,8 +1,8 @@
-"""The behaviour probe on an extractive reader (a task whose predictions are spans of a context).
+"""The behaviour probe's section for an extractive reader (a task with ``span_answers``).
 
 Cases: MFT from JSONL, the suite's templates and the built-in templates after CheckList's SQuAD suite
-(``qa_cases``); INV from JSONL and from perturbations of the suite's questions that carry the gold answers
-through a character map (``qa_edits``). Every distinct (question, context) is answered once, through the
+(``answers_cases``); INV from JSONL and from perturbations of the suite's questions that carry the gold answers
+through a character map (``answers_edits``). Every distinct (question, context) is answered once, through the
 shared prediction path. Verdicts:
 
 * ``mft``: a case passes when each item's answer scores at least ``answer_bar`` against its expected answers
@@ -34,11 +34,12 @@ from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.model.target import Target
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.behaviour.cases import read_cases
-from bertprobe.probes.behaviour.lexicon import origins, qa_lexicons
-from bertprobe.probes.behaviour.perturb import Words
-from bertprobe.probes.behaviour.qa_cases import BUILTIN_TEMPLATES, QACase, expand_qa_template, qa_case_from_mapping
-from bertprobe.probes.behaviour.qa_edits import Item, QAPerturbation, item_of, move_span
+from bertprobe.probes.behaviour.answers_cases import BUILTIN_TEMPLATES, QACase, expand_qa_template, qa_case_from_mapping
+from bertprobe.probes.behaviour.answers_edits import Item, QAPerturbation, item_of, move_span, qa_catalogue
+from bertprobe.probes.behaviour.cases import read_case_files
+from bertprobe.probes.behaviour.lexicon import lexicons_with, origins, qa_lexicons
+from bertprobe.probes.behaviour.params import BehaviourParams
+from bertprobe.probes.behaviour.perturb import Words, perturbation_specs
 from bertprobe.probes.behaviour.rates import add_origin_gaps, failure_rates, summarise
 from bertprobe.progress import progress
 from bertprobe.results import Finding, ProbeResult
@@ -143,14 +144,14 @@ def origin_gaps(cases: Sequence[QACase], answers: dict[Key, Answer], resamples: 
             "gap": round(float(means[hi] - means[lo]), 4), "higher": groups[hi], "lower": groups[lo], "interval": gap_ci}
 
 
-def run_answers(target: Target, data: Dataset | None, params: Any, ctx: ProbeContext, lexicons: dict[str, list[str]],
-                specs: list[tuple[QAPerturbation, dict[str, Any]]]) -> ProbeResult:
-    """The behaviour probe's half for extractive readers (see the module docstring)."""
+def audit(result: ProbeResult, target: Target, data: Dataset | None, params: BehaviourParams,
+          ctx: ProbeContext) -> None:
+    """Fill ``result`` with the behaviour probe's run on an extractive reader (see the module docstring)."""
+    lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
+    specs = perturbation_specs(params.perturbations, qa_catalogue(), ("name", "variants")) \
+        if data is not None and params.perturbations != () else []
     words = {**qa_lexicons(), **lexicons}
-    cases: list[QACase] = []
-    for path in ([params.cases] if isinstance(params.cases, str) else list(params.cases)):
-        for part in [p for p in str(path).split(",") if p.strip()]:
-            cases += read_cases(part, qa_case_from_mapping)
+    cases: list[QACase] = read_case_files(params.cases, qa_case_from_mapping)
     groups = origins() if params.origins else {}
     templates = [*(BUILTIN_TEMPLATES if params.builtin_templates else ()), *params.templates]
     for i, spec in enumerate(templates):
@@ -171,9 +172,8 @@ def run_answers(target: Target, data: Dataset | None, params: Any, ctx: ProbeCon
     answers = answer_all(target, distinct, params.batch_size, ctx)
     ctx.log(f"{len(cases)} cases, {len(distinct)} distinct questions answered once each")
     verdicts = [judge(c, answers, params.answer_metric, params.answer_bar) for c in cases]
-    result = ProbeResult(probe="behaviour")
     tests, failed = failure_rates(result, cases, [v[0] for v in verdicts],
-                                  lambda i: _finding(cases[i], verdicts[i], answers, params), params.findings,
+                                  lambda i: _finding(cases[i], verdicts[i], answers), params.findings,
                                   [c.context_key for c in cases])
     by_test: dict[str, list[QACase]] = defaultdict(list)
     for case in cases:
@@ -201,7 +201,6 @@ def run_answers(target: Target, data: Dataset | None, params: Any, ctx: ProbeCon
                                   "inv": "the edited item's answer equals the original's carried through the edit "
                                          "(SQuAD-normalised text); fails when it changes"}
     result.details["questions_in_cases"] = len(every)
-    return result
 
 
 def _cell(item: Item, answer: Answer) -> tuple[str, list[list[Any]]]:
@@ -209,7 +208,7 @@ def _cell(item: Item, answer: Answer) -> tuple[str, list[list[Any]]]:
     return context, [list(m) for m in marks]
 
 
-def _finding(case: QACase, verdict: tuple[bool, int, list[float]], answers: dict[Key, Answer], params: Any) -> Finding:
+def _finding(case: QACase, verdict: tuple[bool, int, list[float]], answers: dict[Key, Answer]) -> Finding:
     """The item that decided a failed case, its context with the expected (gold) and predicted answers marked."""
     _, worst, scores = verdict
     item = case.items[worst]

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprobe.errors import DataError, ProbeError
+from bertprobe.probes.behaviour.answers_edits import Gold, Item
 from bertprobe.probes.behaviour.cases import case_head
-from bertprobe.probes.behaviour.qa_edits import Gold, Item
 from bertprobe.probes.behaviour.templates import SLOT, case_limit, fill, fillings, template_slots
 from bertprobe.registry import check_keys
 

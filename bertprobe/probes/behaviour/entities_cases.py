@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bertprobe.errors import DataError, ProbeError
-from bertprobe.probes.behaviour.entity_edits import Span, Tagged, WordMap, follow, identity_map
+from bertprobe.probes.behaviour.entities_edits import Span, Tagged, WordMap, follow, identity_map
 from bertprobe.registry import check_keys, did_you_mean
 
 KEYS = ("test", "capability", "type", "tokens", "tags", "maps", "id")

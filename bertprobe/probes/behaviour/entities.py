@@ -1,7 +1,10 @@
-"""The behaviour probe on a token classifier (NER): cases from JSONL, templates with entity slots and
-perturbations of the suite's tagged sentences; each distinct sentence predicted once; failure rates per
-test, the entity F1 before and after each edit, and recall of persons per origin group with the largest
-gap between groups (``fairness_gap.<test>``, a paired bootstrap interval over sentences).
+"""The behaviour probe's section for a token classifier (NER: a task with ``word_tags``).
+
+Cases from JSONL and templates with entity slots (``entities_cases``), and perturbations of the suite's
+tagged sentences that carry the entities through a word map (``entities_edits``); each distinct sentence
+predicted once; failure rates per test, the entity F1 before and after each edit, and recall of persons per
+origin group with the largest gap between groups (``fairness_gap.<test>``, a paired bootstrap interval over
+sentences).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -17,20 +20,23 @@ from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import DataError, ProbeError
 from bertprobe.model.target import Target
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.behaviour.cases import read_cases
-from bertprobe.probes.behaviour.entity_cases import (
+from bertprobe.probes.behaviour.cases import read_case_files
+from bertprobe.probes.behaviour.entities_cases import (
     EntityCase,
     EntityVerdict,
     entity_case_from_mapping,
     expand_entity_template,
     judge_entities,
 )
-from bertprobe.probes.behaviour.entity_edits import EntityWords, Span, Tagged, model_types
-from bertprobe.probes.behaviour.lexicon import edits, keyboard, origins
+from bertprobe.probes.behaviour.entities_edits import EntityWords, Span, Tagged, entity_catalogue, model_types
+from bertprobe.probes.behaviour.lexicon import edits, keyboard, lexicons_with, origins
+from bertprobe.probes.behaviour.params import BehaviourParams
+from bertprobe.probes.behaviour.perturb import perturbation_specs
 from bertprobe.probes.behaviour.rates import add_origin_gaps, failure_rates, summarise
 from bertprobe.registry import did_you_mean
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.tasks.entities import bracketed, detect_scheme, marked, spans, split_tag
+from bertprobe.tasks.token_classification import TokenClassification
 
 Words = tuple[str, ...]
 
@@ -52,7 +58,7 @@ def perturbation_cases(data: Dataset, target: Target, specs: list[tuple[Any, dic
                        seed: int, max_examples: int) -> tuple[list[EntityCase], list[dict[str, Any]]]:
     """The inv cases each perturbation makes of (a seeded sample of) the tagged sentences, and a row per
     perturbation: how many sentences it applied to, or why it was skipped."""
-    task: Any = target.task
+    task = cast(TokenClassification, target.task)
     examples = [ex for ex in data.examples if ex.words]
     if len(examples) > max_examples:
         examples = random.Random(seed).sample(examples, max_examples)
@@ -86,7 +92,7 @@ def perturbation_cases(data: Dataset, target: Target, specs: list[tuple[Any, dic
 def predict_entities(target: Target, sentences: Sequence[Words], batch_size: int | None,
                      ctx: ProbeContext) -> dict[Words, tuple[Span, ...]]:
     """The predicted entities of each distinct sentence, through the shared word-level prediction path."""
-    task: Any = target.task
+    task = cast(TokenClassification, target.task)
     examples = [Example(" ".join(w), words=w, id=str(i)) for i, w in enumerate(sentences)]
     predicted = ctx.predictions(target, Dataset(examples, name="behaviour sentences"), batch_size)
     out = {}
@@ -135,16 +141,17 @@ def _f1(pairs: Sequence[tuple[Sequence[Span], Sequence[Span]]]) -> float | None:
     return round(2 * tp / total, 4) if total else None
 
 
-def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeContext, lexicons: dict[str, list[str]],
-                 specs: list[tuple[Any, dict[str, Any]]]) -> ProbeResult:
-    """The behaviour probe's NER half (see the module docstring)."""
-    task: Any = target.task
+def audit(result: ProbeResult, target: Target, data: Dataset | None, params: BehaviourParams,
+          ctx: ProbeContext) -> None:
+    """Fill ``result`` with the behaviour probe's run on a token classifier (see the module docstring)."""
+    lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
+    specs = perturbation_specs(params.perturbations, entity_catalogue(), ("name", "variants")) \
+        if data is not None and params.perturbations != () else []
+    task = cast(TokenClassification, target.task)
     types = model_types(task.entity_types)
     decode = _decoder(task.entity_types)
-    cases: list[EntityCase] = []
-    for path in ([params.cases] if isinstance(params.cases, str) else list(params.cases)):
-        for part in [p for p in str(path).split(",") if p.strip()]:
-            cases += read_cases(part, lambda raw, where, source: entity_case_from_mapping(raw, where, decode, source))
+    cases: list[EntityCase] = read_case_files(
+        params.cases, lambda raw, where, source: entity_case_from_mapping(raw, where, decode, source))
     for i, spec in enumerate(params.templates):
         cases += expand_entity_template(spec, lexicons, types, ctx.seed, params.max_cases, f"templates[{i}]")
     rows: list[dict[str, Any]] = []
@@ -161,7 +168,6 @@ def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeCo
     predicted = predict_entities(target, distinct, params.batch_size, ctx)
     ctx.log(f"{len(cases)} cases, {len(distinct)} distinct sentences predicted once each")
     verdicts = [judge_entities(c, [predicted[s.words] for s in c.sentences]) for c in cases]
-    result = ProbeResult(probe="behaviour")
     tests, failed = failure_rates(result, cases, [v.passed for v in verdicts],
                                   lambda i: _finding(cases[i], verdicts[i], predicted), params.findings)
     by_test: dict[str, list[EntityCase]] = defaultdict(list)
@@ -187,7 +193,6 @@ def run_entities(target: Target, data: Dataset | None, params: Any, ctx: ProbeCo
     result.details["perturbations"] = rows
     result.details["task"] = target.task.name
     result.details["sentences_in_cases"] = len(every)  # predicted as len(distinct) sentences, each once
-    return result
 
 
 def _finding(case: EntityCase, verdict: EntityVerdict, predicted: dict[Words, tuple[Span, ...]]) -> Finding:
