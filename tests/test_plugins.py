@@ -170,7 +170,10 @@ def test_the_example_plugin_extends_the_accuracy_probe_for_its_own_task_through_
     pytest.importorskip("bertprobe_example.ordinal")
     from bertprobe_example.ordinal import Ordinal, OrdinalAccuracy
 
+    from bertprobe import ModelSpec
+    from bertprobe.data import Example
     from bertprobe.harness import run_suite
+    from bertprobe.model.loading import load_target
     from bertprobe.suite import load_suite
     from bertprobe.testing import save_tiny_model
 
@@ -189,8 +192,9 @@ def test_the_example_plugin_extends_the_accuracy_probe_for_its_own_task_through_
     assert isinstance(plugins.sections.find("accuracy", Ordinal), OrdinalAccuracy)
     assert plugins.sections.find("accuracy", plugins.tasks.get("classification")) is None  # others keep theirs
     (result,) = run_suite(load_suite(suite), plugins).report.probes
-    predicted = {o.name: o for o in result.outcomes}["prediction"]
-    distance = [abs(stars.index(p) - stars.index(g)) for p, (_, g) in zip(predicted.values, rows)]
+    target = load_target(ModelSpec(path=str(model), device="cpu"))
+    predicted = target.predict([Example(text, label=None, id=str(i)) for i, (text, _) in enumerate(rows)])
+    distance = [abs(p - stars.index(g)) for p, (_, g) in zip(predicted, rows)]
     assert result.value("mean_absolute_error") == pytest.approx(sum(distance) / len(rows))
     assert result.value("within_one") == pytest.approx(sum(d <= 1 for d in distance) / len(rows))
     assert {"accuracy", "accuracy_one", "examples"} <= set(result.metrics)  # the probe's own audit ran first
