@@ -6,6 +6,7 @@ import importlib
 import importlib.metadata
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import pluggy
@@ -227,3 +228,14 @@ def _check_catalogues(plugins: Plugins, blocked: set[str]) -> None:
         if found:
             raise PluginError(f"{where}: its catalogue declares {'; '.join(found)}; declare each metric once (or "
                               "exactly as before)")
+
+
+@lru_cache(maxsize=1)
+def builtin_sections() -> Sections:
+    """The sections of the built-in plugins (what a probe run outside the harness looks up), built once."""
+    return build_plugins(entry_points=False).sections
+
+
+def builtin_section(probe: str, task: Any) -> Any | None:
+    """``ProbeContext.section`` outside a run: the built-in section of ``probe`` for ``task``."""
+    return builtin_sections().find(probe, task)

@@ -178,7 +178,7 @@ class ProbeContext:
 
     def __post_init__(self) -> None:
         if self.section is None:  # outside a run: the built-in sections
-            from bertprobe.sections import builtin_section
+            from bertprobe.plugins import builtin_section
 
             self.section = builtin_section
 
@@ -190,7 +190,8 @@ class ProbeContext:
 def _section_list(probe: str, sections: Iterable[Any] | None) -> tuple[Any, ...]:
     """The sections a catalogue gathers from: a ``Sections`` registry's of ``probe`` in registration order, the
     built-in ones for None, or the section objects given (a run: the one its model's task finds)."""
-    from bertprobe.sections import Sections, builtin_sections
+    from bertprobe.plugins import builtin_sections
+    from bertprobe.sections import Sections
 
     if sections is None:
         sections = builtin_sections()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from bertprobe.errors import PluginError
@@ -101,16 +100,3 @@ class Sections:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-@lru_cache(maxsize=1)
-def builtin_sections() -> Sections:
-    """The sections of the built-in plugins (what a probe run outside the harness looks up), built once."""
-    from bertprobe.plugins import build_plugins
-
-    return build_plugins(entry_points=False).sections
-
-
-def builtin_section(probe: str, task: Any) -> Any | None:
-    """``ProbeContext.section`` outside a run: the built-in section of ``probe`` for ``task``."""
-    return builtin_sections().find(probe, task)

@@ -186,7 +186,7 @@ def test_the_probe_runs_the_section_its_models_task_finds(tiny_clf):
     """Built-in tasks find their sections in the order labelsets, entities, answers; a classifier finds none (the
     probe's own code, classes.py); whatever section the lookup gives fills the probe's result."""
     from bertprobe.probes.behaviour import answers, entities, labelsets
-    from bertprobe.sections import builtin_sections
+    from bertprobe.plugins import builtin_sections
     from bertprobe.tasks import builtin_tasks
 
     names = ("classification", "multi-label", "token-classification", "question-answering")

@@ -18,7 +18,7 @@ from bertprobe.probes.accuracy import AccuracyProbe, classes
 from bertprobe.probes.calibration.probe import CalibrationProbe
 from bertprobe.probes.spurious_cues.probe import SpuriousCuesProbe
 from bertprobe.results import Catalogue, DefaultExpectation, ProbeResult
-from bertprobe.sections import builtin_sections
+from bertprobe.plugins import builtin_sections
 from bertprobe.suite import parse_suite
 from bertprobe.suite.validate import validate_probes
 from bertprobe.tasks import QuestionAnswering, SingleLabelClassification

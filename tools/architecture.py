@@ -8,9 +8,12 @@
 the diagram. Imports under ``if TYPE_CHECKING:`` are left out (they never run), except in the graph built
 with ``type_only=True``, which must have no circles either. ``task_name_comparisons`` finds code outside
 ``bertprobe/tasks/`` that compares a value with a task's name (a probe asks its task, it never names one);
-``meaning_flag_reads`` finds the probes that should leave their per-task sections to the task reading a task's
-meaning flags (``word_tags``, ``label_sets``) instead; ``task_catalogue_imports`` finds the probes that import a
-task module's metric catalogue (``QA_METRICS``...) instead of letting the task add it (``Task.probe_metrics``).
+``meaning_flag_reads`` finds probe modules that read a task's meaning flags (``word_tags``, ``span_answers``...)
+instead of asking the sections lookup (``bertprobe.sections``); ``task_methods_named_after_probes`` finds ``Task``
+methods that are a probe's section; ``task_attribute_ignores`` finds ``# type: ignore[attr-defined]`` reaching into
+a task subclass; ``heavy_inits`` finds probe packages with logic behind their face; ``task_catalogue_imports``
+finds the probes that import a task module's metric catalogue (``QA_METRICS``...) instead of letting the section
+declare it (its ``catalogue``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("data.",)),
     ("tasks", ("tasks.",)),
     ("model", ("model.",)),
-    ("contract", ("probe", "plugins", "catalog", "testing")),
+    ("contract", ("probe", "sections", "plugins", "catalog", "testing")),
     ("probes", ("probes.",)),
     ("reporters", ("reporters.",)),
     ("suite", ("suite.",)),
@@ -239,35 +242,109 @@ def task_name_comparisons(root: Path = ROOT, names: set[str] | None = None) -> l
     return found
 
 
-# What a task declares so that the model wing and the probes that support it can choose without naming it. A
-# probe whose per-task sections live in the tasks (Task.audit_accuracy, audit_calibration, slice_units) reads none.
-MEANING_FLAGS = ("word_tags", "label_sets")
-FLAG_FREE_PROBES = ("bertprobe/probes/accuracy.py", "bertprobe/probes/calibration.py", "bertprobe/probes/slices.py")
+# What a task declares so that the model wing can choose without naming it (``Task``'s meaning flags). A probe reads
+# none of them: where what it measures differs by kind of model it asks the sections lookup (``bertprobe.sections``,
+# the one place that reads them to pick a built-in section), so a new task's section is a module of the probe's
+# own package, never a branch in the probe.
+MEANING_FLAGS = ("word_tags", "label_sets", "span_answers", "rows_per_choice", "headless", "own_predictions",
+                 "listed_probes_only", "unnamed_classes_are_indices")
+PROBES_DIR = f"{PACKAGE}/probes"
+
+
+def _is_task(node: ast.AST) -> bool:
+    """Whether ``node`` reads as a task (``task``, ``target.task``, ``other.task``...): a flag read on anything else
+    (a CheckList case's own ``label_sets``) is that object's own attribute."""
+    text = ast.unparse(node)
+    return text == "task" or text.endswith(".task") or text.endswith("_task")
 
 
 def _flag_reads(tree: ast.AST, flags: tuple[str, ...]) -> list[tuple[int, str]]:
-    """(line, code) of each read of a meaning flag: ``task.word_tags`` on any object, or ``getattr(x, "word_tags")``."""
+    """(line, code) of each read of a meaning flag on a task: ``target.task.word_tags``, ``task.label_sets``, or
+    ``getattr(task, "word_tags")``."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in flags and isinstance(node.ctx, ast.Load):
+        if isinstance(node, ast.Attribute) and node.attr in flags and isinstance(node.ctx, ast.Load) \
+                and _is_task(node.value):
             found.append((node.lineno, ast.unparse(node)))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
-                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in flags:
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in flags \
+                and _is_task(node.args[0]):
             found.append((node.lineno, ast.unparse(node)))
     return sorted(found)
 
 
-def meaning_flag_reads(root: Path = ROOT, paths: tuple[str, ...] = FLAG_FREE_PROBES,
+def _probe_modules(root: Path) -> list[str]:
+    return [p.relative_to(root).as_posix() for p in sorted((root / PROBES_DIR).rglob("*.py"))]
+
+
+def meaning_flag_reads(root: Path = ROOT, paths: tuple[str, ...] | None = None,
                        flags: tuple[str, ...] = MEANING_FLAGS) -> list[tuple[str, int, str]]:
-    """(path, line, code) of every meaning-flag read in ``paths``: the accuracy and calibration probes ask the task
-    for its section (``audit_accuracy``, ``audit_calibration``) instead of choosing one by ``word_tags`` or
-    ``label_sets``, so a new task's section is the task's own module and no branch of theirs."""
+    """(path, line, code) of every meaning-flag read on a task in ``paths`` (None: every module under
+    ``bertprobe/probes/``): a probe asks ``ctx.section(name, task)`` for its section instead of choosing one by a
+    flag."""
     found = []
-    for relative in paths:
+    for relative in _probe_modules(root) if paths is None else paths:
         path = root / relative
         if path.exists():
             found += [(relative, line, code) for line, code in _flag_reads(ast.parse(path.read_text(encoding="utf-8")), flags)]
     return found
+
+
+# A word of a probe's name, or of what a probe does, in the name of a ``Task`` method or attribute: what one probe
+# runs for one task is that probe's section, never a method of the task (``audit_accuracy`` was one).
+PROBE_WORDS = ("audit", "probe", "accuracy", "calibration", "slice", "cue", "sweep", "prune", "pruning", "trigger",
+               "backdoor", "behaviour", "cloze", "distractor", "syntax", "attention")
+
+
+def task_methods_named_after_probes(root: Path = ROOT, words: tuple[str, ...] = PROBE_WORDS) -> list[tuple[str, int, str]]:
+    """(path, line, name) of each method or class attribute of a class under ``bertprobe/tasks/`` whose name holds a
+    probe's word (``PROBE_WORDS``): a task says what outputs mean, never what a probe measures."""
+    found = []
+    for path in sorted((root / PACKAGE / "tasks").rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        for cls in [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)]:
+            for stmt in cls.body:
+                names = [stmt.name] if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+                    [t.id for t in (stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)])
+                     if isinstance(t, ast.Name)] if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else []
+                found += [(relative, stmt.lineno, name) for name in names
+                          if any(word in name.lower().split("_") or name.lower().startswith(word) for word in words)]
+    return found
+
+
+IGNORED_TASK_ATTRIBUTE = re.compile(r"\btask\b.*# type: ignore\[attr-defined\]")
+
+
+def task_attribute_ignores(root: Path = ROOT) -> list[tuple[str, int, str]]:
+    """(path, line, code) of each ``# type: ignore[attr-defined]`` on a line that reads a task: a section serves one
+    kind of task and says so (``typing.cast`` to its class), instead of reaching into a subclass past the checker."""
+    found = []
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if IGNORED_TASK_ATTRIBUTE.search(line):
+                found.append((relative, n, line.strip()))
+    return found
+
+
+INIT_LOGIC_LINES = 40  # a package's face: its docstring and re-exports; more lines of logic belong in a module
+
+
+def logic_lines(path: Path) -> int:
+    """Lines of code in ``path`` outside its module docstring, blank lines and comments aside."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(getattr(tree.body[0], "value", None), ast.Constant):
+        skip = set(range(tree.body[0].lineno, (tree.body[0].end_lineno or tree.body[0].lineno) + 1))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return sum(1 for n, line in enumerate(lines, 1) if n not in skip and line.strip() and not line.strip().startswith("#"))
+
+
+def heavy_inits(root: Path = ROOT, limit: int = INIT_LOGIC_LINES) -> list[tuple[str, int]]:
+    """(path, lines) of each ``__init__.py`` under ``bertprobe/probes/`` with more than ``limit`` lines of logic:
+    a probe family's code lives in its named modules (``probe.py``, its sections), never behind the package face."""
+    return [(p.relative_to(root).as_posix(), n) for p in sorted((root / PROBES_DIR).rglob("__init__.py"))
+            if (n := logic_lines(p)) > limit]
 
 
 # What a probe's catalogue is made of (``Probe.catalogue``): the probe's own class attributes, and what a task adds
@@ -355,11 +432,22 @@ def figures(graph: Graph, root: Path | None = ROOT) -> str:
     lines.append(f"task-name comparisons outside tasks/: {len(compared)}"
                  + "".join(f"\n  {p}:{n}: {c}" for p, n, c in compared))
     flagged = meaning_flag_reads(root) if root is not None else []
-    lines.append(f"meaning-flag reads in {', '.join(p.rsplit('/', 1)[-1] for p in FLAG_FREE_PROBES)}: {len(flagged)}"
+    lines.append(f"meaning-flag reads in probe modules: {len(flagged)}"
                  + "".join(f"\n  {p}:{n}: {c}" for p, n, c in flagged))
     spliced = task_catalogue_imports(root) if root is not None else []
     lines.append(f"task metric catalogues imported by probes: {len(spliced)}"
                  + "".join(f"\n  {p}:{n}: {c}" for p, n, c in spliced))
+    named = task_methods_named_after_probes(root) if root is not None else []
+    lines.append(f"task methods named after a probe: {len(named)}" + "".join(f"\n  {p}:{n}: {c}" for p, n, c in named))
+    ignored = task_attribute_ignores(root) if root is not None else []
+    lines.append(f"type: ignore[attr-defined] on task attributes: {len(ignored)}"
+                 + "".join(f"\n  {p}:{n}: {c}" for p, n, c in ignored))
+    heavy = heavy_inits(root) if root is not None else []
+    lines.append(f"probe __init__.py over {INIT_LOGIC_LINES} lines of logic: {len(heavy)}"
+                 + "".join(f"\n  {p}: {n}" for p, n in heavy))
+    if root is not None:
+        tasks_lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in (root / PACKAGE / "tasks").rglob("*.py"))
+        lines.append(f"lines in tasks/: {tasks_lines}")
     if harness is not None:
         lines.append(f"harness.py lines: {len(harness.read_text(encoding='utf-8').splitlines())}")
     return "\n".join(lines)

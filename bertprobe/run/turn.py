@@ -39,7 +39,7 @@ def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], task: Any = No
     run's ``Sections``, None: the built-in ones; no task: the probe's own alone) adds, so a section is judged by its
     own bounds and never by another's (the union over the sections is what ``validate`` and ``describe`` show,
     before a model loads)."""
-    from bertprobe.sections import builtin_sections
+    from bertprobe.plugins import builtin_sections
 
     found = None if task is None else (sections if sections is not None else builtin_sections()).find(cls.name, task)
     catalogue = cls.catalogue((found,) if found is not None else ())

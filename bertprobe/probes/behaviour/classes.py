@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,8 +31,15 @@ from bertprobe.progress import progress
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
 
-if TYPE_CHECKING:
-    from bertprobe.probes.behaviour.labelsets import LabelSets
+
+
+class LabelDecisions(Protocol):
+    """What the classifier run asks of a label-set section (``labelsets.LabelSets``): the thresholds its
+    probabilities are judged at, and how a case's finding reads."""
+
+    thresholds: np.ndarray
+
+    def finding(self, case: Case, verdict: CaseOutcome, labels: list[str], probs: dict[str, np.ndarray]) -> Finding: ...
 
 
 def text_key(text: Text) -> str:
@@ -118,7 +125,7 @@ def fairness_gaps(cases: list[Case], probs: dict[str, np.ndarray], label_names: 
 
 
 def audit(result: ProbeResult, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext,
-          sets: LabelSets | None = None) -> None:
+          sets: LabelDecisions | None = None) -> None:
     """Fill ``result`` with the probe's run on a classifier (``sets``: a multi-label model's label sets, from
     ``labelsets.audit``)."""
     lexicons = lexicons_with({k: list(v) for k, v in params.lexicons.items()})
@@ -189,7 +196,7 @@ def predict(target: Target, cases: list[Case], params: BehaviourParams, ctx: Pro
 
 
 def report(result: ProbeResult, cases: list[Case], verdicts: list[CaseOutcome], probs: dict[str, np.ndarray],
-           labels: list[str], params: BehaviourParams, ctx: ProbeContext, sets: LabelSets | None = None) -> None:
+           labels: list[str], params: BehaviourParams, ctx: ProbeContext, sets: LabelDecisions | None = None) -> None:
     """Failure rates, fairness gaps and the summary of the judged cases."""
     tests, total_failed = failure_rates(result, cases, [v.passed for v in verdicts],
                                         lambda i: finding(cases[i], verdicts[i], labels, probs, sets),
@@ -227,7 +234,7 @@ def decisive(case: Case, verdict: CaseOutcome,
 
 
 def finding(case: Case, verdict: CaseOutcome, labels: list[str], probs: dict[str, np.ndarray],
-            sets: LabelSets | None = None) -> Finding:
+            sets: LabelDecisions | None = None) -> Finding:
     """The text that decided a failed case, with the predicted class before and after (a multi-label model's
     predicted label sets: ``sets.finding``)."""
     if sets is not None:
