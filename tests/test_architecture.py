@@ -143,26 +143,69 @@ def test_the_task_name_check_finds_comparisons_membership_tests_and_match_cases(
     assert [(path, line) for path, line, _ in found] == [("bertprobe/probes/p.py", n) for n in (3, 4, 5, 6, 7, 10, 12)]
 
 
-def test_the_accuracy_calibration_and_slices_probes_choose_no_section_by_a_meaning_flag():
-    """Entities and label sets are audited by their tasks (``audit_accuracy``, ``audit_calibration``,
-    ``slice_units`` in bertprobe/tasks/entity_*.py and labelset_*.py): the three probes read no ``word_tags`` or
-    ``label_sets``. 5 such reads on 2026-11-27, before the move (2 in accuracy, 2 in calibration, 1 in slices)."""
+def test_no_probe_module_chooses_a_section_by_a_meaning_flag():
+    """Where what a probe measures differs by kind of model, it asks the sections lookup (``ctx.section``), the one
+    place that reads a task's meaning flags to pick a built-in section: no module under ``bertprobe/probes/`` reads
+    one on a task. 12 such reads in probes on 2026-12-01, before the third pass (universal-trigger 4, behaviour 3,
+    backdoor-scan 2, head-pruning 1, attacks/span_trigger 1, accuracy 1), and 5 in accuracy, calibration and
+    slices before the second."""
     assert architecture.meaning_flag_reads() == []
 
 
-def test_the_meaning_flag_check_finds_attribute_reads_and_getattr(tmp_path):
-    (tmp_path / "bertprobe" / "probes").mkdir(parents=True)
-    (tmp_path / "bertprobe" / "probes" / "p.py").write_text(
-        "def run(target, task):\n"
+def test_the_meaning_flag_check_finds_attribute_reads_and_getattr_on_tasks(tmp_path):
+    (tmp_path / "bertprobe" / "probes" / "fam").mkdir(parents=True)
+    (tmp_path / "bertprobe" / "probes" / "fam" / "p.py").write_text(
+        "def run(target, task, case, other):\n"
         "    if target.task.word_tags:\n"
         "        pass\n"
         "    x = task.label_sets and 1\n"
-        "    y = getattr(task, 'word_tags', False)\n"
+        "    y = getattr(task, 'span_answers', False)\n"
         "    task.word_tags = True\n"                       # a write, no read: allowed
-        "    z = task.rows_per_choice or task.tags\n")      # other flags and names: allowed
-    found = architecture.meaning_flag_reads(tmp_path, ("bertprobe/probes/p.py",))
-    assert [line for _, line, _ in found] == [2, 4, 5]
+        "    z = other.task.own_predictions or task.tags\n"  # every flag; another name: allowed
+        "    w = case.label_sets or getattr(case, 'word_tags')\n")  # a case's own attribute: allowed
+    found = architecture.meaning_flag_reads(tmp_path)
+    assert [(path, line) for path, line, _ in found] == [("bertprobe/probes/fam/p.py", n) for n in (2, 4, 5, 7)]
     assert architecture.meaning_flag_reads(tmp_path, ("bertprobe/probes/absent.py",)) == []
+
+
+def test_task_has_no_method_named_after_a_probe():
+    """A task says what a model's outputs mean; what a probe measures on it is the probe's section. 15 methods and
+    attributes named after probes on the task classes on 2026-12-01 (``audit_accuracy``, ``slice_units``,
+    ``sweep_rows``, ``probe_metrics``...), before the third pass."""
+    assert architecture.task_methods_named_after_probes() == []
+
+
+def test_the_probe_name_check_finds_methods_and_attributes(tmp_path):
+    (tmp_path / "bertprobe" / "tasks").mkdir(parents=True)
+    (tmp_path / "bertprobe" / "tasks" / "t.py").write_text(
+        "class T:\n"
+        "    probe_metrics = {}\n"
+        "    name: str = 't'\n"
+        "    def audit_accuracy(self): ...\n"
+        "    def slice_units(self): ...\n"
+        "    def sweeps(self): ...\n"
+        "    def decode(self): ...\n"
+        "    def answers(self): ...\n")
+    found = architecture.task_methods_named_after_probes(tmp_path)
+    assert [(line, name) for _, line, name in found] == [(2, "probe_metrics"), (4, "audit_accuracy"),
+                                                          (5, "slice_units"), (6, "sweeps")]
+
+
+def test_no_type_ignore_reaches_into_a_task_subclass():
+    """A section serves one kind of task and says so (``typing.cast`` to its class): 4 ``# type: ignore[attr-defined]``
+    on task attributes in probes on 2026-12-01 (``thresholds`` x3, ``entity_types``), 6 counting the task wing."""
+    assert architecture.task_attribute_ignores() == []
+
+
+def test_no_probe_package_hides_its_logic_behind_its_face(tmp_path):
+    """A probe family's code lives in named modules (``probe.py`` and its sections); its ``__init__.py`` holds a
+    docstring and re-exports. ``head_pruning/__init__.py`` held the whole probe (710 lines of logic) on 2026-12-01."""
+    assert architecture.heavy_inits() == []
+    (tmp_path / "bertprobe" / "probes" / "fam").mkdir(parents=True)
+    (tmp_path / "bertprobe" / "probes" / "fam" / "__init__.py").write_text(
+        '"""A family.\n\nIts docstring: no logic.\n"""\n# a comment\n\nfrom x import y\n' + "z = 1\n" * 40)
+    assert architecture.heavy_inits(tmp_path) == [("bertprobe/probes/fam/__init__.py", 41)]
+    assert architecture.heavy_inits(tmp_path, limit=41) == []
 
 
 def test_no_probe_imports_a_tasks_metric_catalogue():
@@ -329,11 +372,14 @@ def test_each_built_in_probe_lives_in_a_module_named_after_it():
         assert named == name.replace("-", "_"), f"probe {name} lives in {module}"
 
 
-PUBLIC_MODULES = {"bertprobe", "bertprobe.data", "bertprobe.model", "bertprobe.results", "bertprobe.errors"}
+PUBLIC_MODULES = {"bertprobe", "bertprobe.data", "bertprobe.model", "bertprobe.results", "bertprobe.errors", "bertprobe.tasks",
+                  "bertprobe.stats"}
 
 
 def test_the_plugins_under_plugins_import_only_the_public_api():
-    """Third-party plugins are written against the package's faces, so the wings can move behind them."""
+    """Third-party plugins are written against the package's faces, so the wings can move behind them: the public
+    modules, and a probe family's package (``bertprobe.probes.accuracy``: what a plugin's section of that probe
+    reuses), never the modules behind it."""
     root = Path(__file__).resolve().parent.parent / "plugins"
     used = {}
     for path in root.rglob("*.py"):
@@ -342,4 +388,6 @@ def test_the_plugins_under_plugins_import_only_the_public_api():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bertprobe":
                 used[node.module] = path.relative_to(root).as_posix()
-    assert used and set(used) <= PUBLIC_MODULES, used
+    faces = {m for m in used if m.count(".") == 2 and m.startswith("bertprobe.probes.")}
+    assert used and set(used) <= PUBLIC_MODULES | faces, used
+    assert faces, "the example plugin extends a built-in probe through its face"
