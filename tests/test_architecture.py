@@ -144,8 +144,9 @@ def test_the_task_name_check_finds_comparisons_membership_tests_and_match_cases(
 
 
 def test_the_accuracy_calibration_and_slices_probes_choose_no_section_by_a_meaning_flag():
-    """Entities and label sets are audited by their tasks (``audit_accuracy``, ``audit_calibration``,
-    ``slice_units`` in bertprobe/tasks/entity_*.py and labelset_*.py): the three probes read no ``word_tags`` or
+    """Entities and label sets are audited by their tasks (``audit_accuracy``, ``audit_calibration`` in
+    bertprobe/tasks/entity_*.py and labelset_*.py) or by the probe's sections found by the lookup (slices:
+    bertprobe/probes/slices/entities.py): the three probes read no ``word_tags`` or
     ``label_sets``. 5 such reads on 2026-11-27, before the move (2 in accuracy, 2 in calibration, 1 in slices)."""
     assert architecture.meaning_flag_reads() == []
 

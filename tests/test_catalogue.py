@@ -149,7 +149,7 @@ def test_a_task_whose_probe_metrics_are_no_catalogues_is_refused_at_registration
 def test_calibration_slices_and_cues_declare_no_tasks_metrics_of_their_own():
     """Label sets', entities' and readers' calibration metrics come from their tasks (``probe_metrics``); the probes'
     own entries are their classifier audit's. (The accuracy probe still writes its label-set and entity entries.)"""
-    from bertprobe.probes.slices import SlicesProbe
+    from bertprobe.probes.slices.probe import SlicesProbe
     from bertprobe.tasks import MultiLabelClassification, TokenClassification
 
     prefixes = ("multi-label", "token classification", "extractive QA", "question answering")

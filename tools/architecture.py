@@ -240,9 +240,10 @@ def task_name_comparisons(root: Path = ROOT, names: set[str] | None = None) -> l
 
 
 # What a task declares so that the model wing and the probes that support it can choose without naming it. A
-# probe whose per-task sections live in the tasks (Task.audit_accuracy, audit_calibration, slice_units) reads none.
+# probe whose per-task sections are found by the lookup (bertprobe.sections; slices) or live in the tasks
+# (Task.audit_accuracy, audit_calibration) reads none.
 MEANING_FLAGS = ("word_tags", "label_sets")
-FLAG_FREE_PROBES = ("bertprobe/probes/accuracy.py", "bertprobe/probes/calibration.py", "bertprobe/probes/slices.py")
+FLAG_FREE_PROBES = ("bertprobe/probes/accuracy.py", "bertprobe/probes/calibration.py", "bertprobe/probes/slices/probe.py")
 
 
 def _flag_reads(tree: ast.AST, flags: tuple[str, ...]) -> list[tuple[int, str]]:
