@@ -37,7 +37,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.syntax_heads.probe",
     "bertprobe.probes.behaviour.probe",
     "bertprobe.probes.calibration",
-    "bertprobe.probes.slices",
+    "bertprobe.probes.slices.probe",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

@@ -409,7 +409,7 @@ def test_the_goemotions_example_runs_on_a_tagger_with_its_labels(tmp_path, monke
 
 
 def test_slices_recall_and_precision_of_one_label():
-    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+    from bertprobe.probes.slices.probe import SlicesParams, SlicesProbe
 
     gold = np.array([[1, 0], [1, 1], [0, 1], [0, 0]])
     pred = np.array([[1, 0], [0, 1], [1, 1], [0, 0]])

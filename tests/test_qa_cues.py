@@ -1,6 +1,6 @@
-"""spurious-cues on extractive QA readers (tasks.qa_partial): the answer's sentence moved with its gold spans, the
-question-word reduction, the position histogram by hand, a CLI run on a tiny reader checked against a plain decoding
-of hand-built partial inputs, and the fixture."""
+"""spurious-cues on extractive QA readers (its section, probes/spurious_cues/answers.py): the answer's sentence moved
+with its gold spans, the question-word reduction, the position histogram by hand, a CLI run on a tiny reader checked
+against a plain decoding of hand-built partial inputs, and the fixture."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from bertprobe.cli import main
 from bertprobe.data.dataset import DataSpec
 from bertprobe.probes.spurious_cues.probe import CueParams, SpuriousCuesProbe
 from bertprobe.stats import paired_bootstrap_diff
-from bertprobe.tasks.qa_partial import (
+from bertprobe.probes.spurious_cues.answers import (
     in_first_sentence,
     move_answer_sentence,
     position_bins,

@@ -1,4 +1,4 @@
-"""Slices of extractive QA: question features, F1 and EM per slice, and the probe asking its task."""
+"""Slices of extractive QA: question features, F1 and EM per slice, and the probe asking its section."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import pytest
 from test_qa_calibration import reader, run_qa, tiny_squad  # noqa: F401  (reader: the module's tiny model fixture)
 
 from bertprobe.data.dataset import Dataset, Example
+from bertprobe.hookmarkers import hookimpl
+from bertprobe.plugins import build_plugins
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.slices import SlicesParams, SlicesProbe, welch_p
+from bertprobe.probes.slices import answers as Q
+from bertprobe.probes.slices.probe import SlicesParams, SlicesProbe, welch_p
+from bertprobe.probes.slices.units import SliceScore, SliceScores
 from bertprobe.tasks import answer_text as T
-from bertprobe.tasks import qa_slices as Q
 from bertprobe.tasks.question_answering import QuestionAnswering
-from bertprobe.tasks.slicing import SliceScore, SliceScores
 
 
 def test_the_stop_words_are_scikit_learns_english_list():
@@ -77,19 +79,35 @@ def test_the_question_slices_bin_question_word_answer_length_context_length_and_
     assert np.sum(quartiles, axis=0).tolist() == [1, 1, 1, 1]
 
 
-class FakeTask:
-    """A task that scores its examples with given values (what the probe reads through Task.slice_units)."""
+class ScoredSection:
+    """A plugin's section of the slices probe for its own task: its units are scored with given values (what the
+    probe reads through the section's ``units``)."""
 
     def __init__(self, scores: SliceScores):
         self.scores = scores
 
-    def slice_units(self, target, data, params, ctx):
+    def units(self, target, data, params, ctx):
         return self.scores
 
 
+class FakeTask:
+    name = "scored"
+
+
 class FakeTarget:
-    def __init__(self, task):
-        self.task = task
+    task = FakeTask()
+
+
+def scored_context(scores: SliceScores, seed: int) -> ProbeContext:
+    """A context whose lookup finds the section a plugin registered for the task ``scored`` (as a run's does)."""
+
+    class ScoredPlugin:
+        @hookimpl
+        def bertprobe_register_sections(self, registry):
+            registry.add("slices", ScoredSection(scores), task="scored")
+
+    sections = build_plugins(extra=[ScoredPlugin()], entry_points=False).sections
+    return ProbeContext(seed=seed, section=sections.find)
 
 
 def test_slice_f1_is_the_mean_of_per_question_f1_over_the_slice_and_a_weak_slice_is_flagged():
@@ -104,7 +122,7 @@ def test_slice_f1_is_the_mean_of_per_question_f1_over_the_slice_and_a_weak_slice
         masks={"weak": weak, "even": half}, expected=["gold"] * n, observed=["answer"] * n, unit="questions")
     data = Dataset([Example(text=f"question {i}?", text_pair="context", label=(("context", 0),), id=f"q{i}")
                     for i in range(n)])
-    result = SlicesProbe().run(FakeTarget(FakeTask(scores)), data, SlicesParams(findings=3), ProbeContext(seed=1))
+    result = SlicesProbe().run(FakeTarget(), data, SlicesParams(findings=3), scored_context(scores, seed=1))
     rows = {r["name"]: r for r in result.details["slices"]}
     for name, mask in (("weak", weak), ("even", half)):
         assert rows[name]["f1"] == pytest.approx(float(f1[mask].mean()), abs=1e-6)
@@ -143,7 +161,7 @@ def test_clustered_questions_widen_the_slice_intervals_and_test_the_gap_by_conte
         scores = SliceScores(scores=(SliceScore("f1", "f1", "score", f1, "F1"),), masks={"few contexts": inside},
                              expected=["gold"] * n, observed=["answer"] * n, unit="questions", groups=keys)
         data = Dataset([Example(text=f"q {i}?", text_pair=groups[i], label=(("x", 0),), id=f"q{i}") for i in range(n)])
-        result = SlicesProbe().run(FakeTarget(FakeTask(scores)), data, SlicesParams(min_size=5), ProbeContext(seed=3))
+        result = SlicesProbe().run(FakeTarget(), data, SlicesParams(min_size=5), scored_context(scores, seed=3))
         return {r["name"]: r for r in result.details["slices"]}["few contexts"], result
 
     plain, _ = run(None)
@@ -201,9 +219,11 @@ def test_a_class_metric_on_a_reader_is_refused_in_one_line():
                          observed=[""] * 3, unit="questions")
     data = Dataset([Example(text="q?", text_pair="c", label=(("c", 0),), id=f"q{i}") for i in range(3)])
     with pytest.raises(ProbeError, match="metric 'recall' applies to classes"):
-        SlicesProbe().run(FakeTarget(FakeTask(scores)), data, SlicesParams(metric="recall"), ProbeContext(seed=1))
+        SlicesProbe().run(FakeTarget(), data, SlicesParams(metric="recall"), scored_context(scores, seed=1))
 
 
-def test_the_task_answers_the_probe_the_probe_never_names_it():
+def test_the_readers_section_answers_the_probe_the_probe_never_names_the_task():
     assert "question-answering" in SlicesProbe.tasks
-    assert QuestionAnswering.slice_units is not QuestionAnswering.__mro__[1].slice_units
+    context = ProbeContext(seed=0)  # outside a run: the built-in sections
+    assert context.section("slices", QuestionAnswering) is Q
+    assert context.section("slices", QuestionAnswering()) is Q

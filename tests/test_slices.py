@@ -12,7 +12,7 @@ import torch
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.probe import Predictions, ProbeContext
-from bertprobe.probes.slices import SlicesParams, SlicesProbe, benjamini_hochberg, fisher_exact, flag_slices
+from bertprobe.probes.slices.probe import SlicesParams, SlicesProbe, benjamini_hochberg, fisher_exact, flag_slices
 from bertprobe.tasks import SingleLabelClassification
 
 
@@ -151,22 +151,36 @@ def test_recall_slices_count_only_the_gold_positive_examples():
         _run(examples, pred, metric="recall", positive="upbeat")
 
 
-@pytest.mark.parametrize(("hooks", "message"), [
-    ("slice_scores", "defines slice_scores, which bertprobe no longer calls"),
-    ("old_units", r"slice_units\(data, logits, params\), the old signature"),
-])
-def test_a_task_written_for_the_old_slice_hooks_is_told_how_to_move(hooks: str, message: str) -> None:
-    class OldTask:
-        def slice_units(self, *args):
-            return None
+@pytest.mark.parametrize("hook", ["slice_units", "old_units", "slice_scores"])
+def test_a_task_written_for_the_old_slice_hooks_is_refused_at_registration_and_told_how_to_move(hook: str) -> None:
+    """A task's own slice units are a section of the slices probe now (``probes/slices/``): a plugin task still
+    defining ``slice_units`` (either signature) or ``slice_scores`` is refused when it registers, in one line that
+    names the section hook."""
+    from dataclasses import dataclass
+    from typing import ClassVar
 
-    if hooks == "slice_scores":
-        OldTask.slice_scores = lambda self, data, answers: None  # type: ignore[attr-defined]
-    else:
-        OldTask.slice_units = lambda self, data, logits, params: None  # type: ignore[assignment]
+    from bertprobe.errors import PluginError
+    from bertprobe.hookmarkers import hookimpl
+    from bertprobe.plugins import build_plugins
 
-    class Target:
-        task = OldTask()
+    @dataclass(frozen=True)
+    class OldTask(SingleLabelClassification):
+        name: ClassVar[str] = "old-slices"
 
-    with pytest.raises(ProbeError, match=message):
-        SlicesProbe().run(Target(), Dataset([Example(text="a", label=0)]), SlicesParams(), ProbeContext(seed=0))
+    methods = {"slice_units": lambda self, target, data, params, ctx: None,
+               "old_units": lambda self, data, logits, params: None,
+               "slice_scores": lambda self, data, answers: None}
+    method = "slice_scores" if hook == "slice_scores" else "slice_units"
+    setattr(OldTask, method, methods[hook])
+
+    class OldPlugin:
+        @hookimpl
+        def bertprobe_register_tasks(self, registry):
+            registry.add(OldTask)
+
+    with pytest.raises(PluginError, match=rf"^task 'old-slices' from plugin '.*' defines {method}, which bertprobe no "
+                                          r"longer calls: register a section of probe 'slices' for the task instead "
+                                          r"\(registry.add\(PROBE, SECTION, task='old-slices'\) in a "
+                                          r"bertprobe_register_sections hook") as caught:
+        build_plugins(extra=[OldPlugin()], entry_points=False)
+    assert "\n" not in str(caught.value)

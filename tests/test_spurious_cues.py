@@ -95,7 +95,7 @@ class RuleTarget:
     rule: str
     label_names: list[str]
     tokenizer: object = None
-    task: Task = Task()  # no task audit of its own: the probe's cue statistics
+    task: Task = Task()  # a class task, no section of the probe: its cue statistics
 
     def predict(self, examples, batch_size=None):
         if self.rule == "not":  # pick the choice with 'not' in it, else the first
@@ -208,3 +208,37 @@ def test_cue_flip_matches_whole_words_only():
     result = SpuriousCuesProbe().run(target, Dataset(rows, name="t"), CueParams(min_applicability=1, ngrams=(1,)), ProbeContext())
     # 'nothing' does not contain the cue word 'not', so the wrong warrant is eligible for the insertion
     assert result.details["cue_flip_examples"] == 1 and result.value("cue_flip_rate") == 1.0
+
+
+def test_a_reader_finds_the_probes_section_and_a_task_still_defining_audit_cues_is_refused():
+    """A reader's partial inputs are the probe's section (probes/spurious_cues/answers.py, for span_answers), no
+    Task method: a plugin task still defining ``audit_cues`` is refused when it registers, naming the section hook."""
+    from typing import ClassVar
+
+    from bertprobe.errors import PluginError
+    from bertprobe.hookmarkers import hookimpl
+    from bertprobe.plugins import build_plugins
+    from bertprobe.probes.spurious_cues import answers
+    from bertprobe.tasks import QuestionAnswering, SingleLabelClassification
+
+    context = ProbeContext()
+    assert context.section("spurious-cues", QuestionAnswering()) is answers
+    assert context.section("spurious-cues", Task()) is None
+
+    @dataclass(frozen=True)
+    class OldReader(SingleLabelClassification):
+        name: ClassVar[str] = "old-cues"
+
+        def audit_cues(self, result, target, data, params, ctx):
+            return True
+
+    class OldPlugin:
+        @hookimpl
+        def bertprobe_register_tasks(self, registry):
+            registry.add(OldReader)
+
+    with pytest.raises(PluginError, match=r"^task 'old-cues' from plugin '.*' defines audit_cues, which bertprobe no "
+                                          r"longer calls: register a section of probe 'spurious-cues' for the task "
+                                          r"instead \(registry.add\(PROBE, SECTION, task='old-cues'\) in a "
+                                          r"bertprobe_register_sections hook"):
+        build_plugins(extra=[OldPlugin()], entry_points=False)

@@ -323,7 +323,7 @@ def test_a_role_no_rule_reads_is_refused_by_validate_naming_the_label_map(tmp_pa
 def test_slices_read_a_label_by_role_and_through_the_map_as_the_other_probes_do():
     import numpy as np
 
-    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+    from bertprobe.probes.slices.probe import SlicesParams, SlicesProbe
 
     gold, pred = np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])
     _, base = SlicesProbe._outcome(SlicesParams(metric="recall", positive="positive"), gold, pred, ["NEG", "POS"])

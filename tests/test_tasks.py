@@ -194,9 +194,11 @@ def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_o
 
 def test_the_slices_of_sentences_are_the_token_classification_tasks_units():
     """Slices on a NER model: sentences exact or not, an "all lower case" slice and each slice's entity F1 come from
-    the task (slice_units); a slice's entity F1 equals the strict micro F1 of its sentences (tasks.entities)."""
+    the probe's section for taggers (probes/slices/entities.py, found by the lookup); a slice's entity F1 equals the
+    strict micro F1 of its sentences (tasks.entities)."""
     from bertprobe.data import Example
-    from bertprobe.probes.slices import SlicesParams, SlicesProbe
+    from bertprobe.probes.slices import entities
+    from bertprobe.probes.slices.probe import SlicesParams, SlicesProbe
     from bertprobe.tasks import TokenClassification
     from bertprobe.tasks.entities import entity_scores, sentence_counts
 
@@ -208,7 +210,8 @@ def test_the_slices_of_sentences_are_the_token_classification_tasks_units():
                         words=tuple(f"w{i}{j}" for j in range(4))) for i, g in enumerate(gold)]
     target, data, ctx = _sections_setup(ner, logits, examples)
     target.encode = lambda rows: SimpleNamespace(lengths=[6] * len(rows))
-    assert Task().slice_units(target, data, SlicesParams(), ctx) is None  # a class task: the probe's own slices
+    assert ctx.section("slices", Task()) is None  # a class task: the probe's own slices
+    assert ctx.section("slices", ner) is entities
     result = SlicesProbe().run(target, data, SlicesParams(min_size=2), ctx)  # type: ignore[arg-type]
     rows = {r["name"]: r for r in result.details["slices"]}
     lower = [i for i, ex in enumerate(examples) if ex.text == ex.text.lower()]

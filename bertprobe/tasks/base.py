@@ -159,19 +159,6 @@ class Task:
         """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
         return False
 
-    def audit_cues(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """The spurious-cues probe's audit in this task's terms: partial inputs and priors where the task's inputs
-        are no classified text (a reader: the question removed, the answer moved; False: the probe's cue
-        statistics over classes)."""
-        return False
-
-    def slice_units(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
-        """The slices probe's units where they are not the examples' classes (``tasks.slicing``): a ``SliceUnits``
-        when they are right or wrong (entities: sentences; what is right, the task's own slices and per-slice
-        scores, how a finding reads), a ``SliceScores`` when they are scored (questions: per-example scores and
-        the task's built-in slices); None leaves the probe's class slices."""
-        return None
-
     def example_clusters(self, examples: Sequence[Any]) -> list[str] | None:
         """Each example's cluster, the unit an interval resamples where examples are no independent evidence (a
         reader: the questions of one context, ``tasks.qa_clusters``); None: the examples are the units."""

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.squad import is_answers
 from bertprobe.errors import DataError, RowProblems
-from bertprobe.tasks import qa_adversarial, qa_calibration, qa_partial, squad_metrics
+from bertprobe.tasks import qa_adversarial, qa_calibration, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.qa_clusters import question_clusters
@@ -220,21 +220,9 @@ class QuestionAnswering(Task):
         """The answer's confidence against exact match, and selective QA (``tasks.qa_calibration``)."""
         return qa_calibration.audit(self, result, target, data, params, ctx)
 
-    def audit_cues(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """Partial inputs for a reader: F1 with the question removed or reduced to its question word, with the
-        answer's sentence moved to the end, and the answer-position prior (``tasks.qa_partial``)."""
-        qa_partial.audit(self, result, target, data, params, ctx)
-        return True
-
     def example_clusters(self, examples: Sequence[Any]) -> list[str] | None:
         """The questions of one context resample together (``qa_clusters.question_clusters``)."""
         return question_clusters(examples)
-
-    def slice_units(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
-        """Questions scored by F1 and EM, and the built-in question slices (``tasks.qa_slices``)."""
-        from bertprobe.tasks import qa_slices
-
-        return qa_slices.slice_scores(self, target, data, params, ctx)
 
 
 def model_windows(options: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:

@@ -23,7 +23,6 @@ from bertprobe.tasks.base import Task, config_labels, refuse_questions
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
 from bertprobe.tasks.entity_calibration import entity_calibration
-from bertprobe.tasks.entity_slices import entity_slice_units
 from bertprobe.tasks.scores import OutcomeScore
 
 
@@ -172,10 +171,6 @@ class TokenClassification(Task):
         """Entity-level and token-level calibration on the shared per-word logits (``tasks.entity_calibration``)."""
         entity_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params, ctx.seed)
         return True
-
-    def slice_units(self, target: Any, data: Dataset, params: Any, ctx: Any) -> Any:
-        """Sentences, right when their entities are exact, with entity F1 per slice (``tasks.entity_slices``)."""
-        return entity_slice_units(self, data, ctx.predictions(target, data, params.batch_size).logits, params.metric)
 
     def tags(self, ids: torch.Tensor | Sequence[int], gold: torch.Tensor | Sequence[int] | None = None) -> list[str]:
         """Tag names of one sentence's ids (cut at the gold padding when given)."""

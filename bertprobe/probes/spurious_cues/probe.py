@@ -17,12 +17,12 @@ chance (mean 0.504). The probe has three parts:
 Every accuracy and the cue-flip rate carry a Wilson 95% interval (a suite may judge them with
 ``interval: true``) and per-example outcomes, so that ``compare`` pairs two models on the same items.
 
-On an extractive QA reader the task audits instead (``Task.audit_cues``; ``bertprobe.tasks.qa_partial``): the
-partial-input tests of Kaushik & Lipton 2018 ("How Much Reading Does Reading Comprehension Require?", EMNLP)
-and the position bias of Ko et al. 2020 ("Look at the First Sentence: Position Bias in Question Answering",
-EMNLP): F1 with the question removed or reduced to its question word, F1 with the answer's sentence moved to the
-end of the context, and where the predicted answers lie against the gold's, each with its interval; the cue
-statistics, which count words per class, do not apply to spans.
+On an extractive QA reader the probe's section for readers audits instead (``answers``, what ``ctx.section``
+finds for ``span_answers``): the partial-input tests of Kaushik & Lipton 2018 ("How Much Reading Does Reading
+Comprehension Require?", EMNLP) and the position bias of Ko et al. 2020 ("Look at the First Sentence: Position
+Bias in Question Answering", EMNLP): F1 with the question removed or reduced to its question word, F1 with the
+answer's sentence moved to the end of the context, and where the predicted answers lie against the gold's, each
+with its interval; the cue statistics, which count words per class, do not apply to spans.
 
 Deviations: Niven & Kao *trained* separate models on partial inputs; we score the given fine-tuned
 model with fields removed, which audits that model rather than the dataset. Cues are ranked by
@@ -40,6 +40,8 @@ from bertprobe.errors import ProbeError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probes.spurious_cues import answers
+from bertprobe.probes.spurious_cues.answers import QUESTION_MODES
 from bertprobe.probes.spurious_cues.stats import (
     Cue,
     choice_cues,
@@ -51,7 +53,6 @@ from bertprobe.probes.spurious_cues.stats import (
 )
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.results.outcomes import example_ids
-from bertprobe.tasks.qa_partial import QUESTION_MODES
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class SpuriousCuesProbe(Probe):
         "cue_flip_rate": "share of correctly predicted examples whose prediction flips when another class's cue is inserted",
         "cue_productivity_top_literal": "the top cue's productivity, literal tokens only",
         "cue_coverage_top_literal": "the top cue's coverage, literal tokens only",
-    }  # and what a task's section writes instead (Task.probe_metrics: a reader's partial inputs): catalogue()
+    }  # and what a section writes instead (its catalogue: a reader's partial inputs): catalogue()
     Params = CueParams
     key_metrics = ("accuracy_full", "accuracy_adversarial", "accuracy_cues_masked", "cue_flip_rate")  # descriptive
     paper = ("Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL); readers: "
@@ -140,7 +141,9 @@ class SpuriousCuesProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: CueParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         result = ProbeResult(probe=self.name)
-        if target.task.audit_cues(result, target, data, params, ctx):  # a reader: partial inputs over spans
+        section = ctx.section(self.name, target.task)
+        if section is not None:  # a reader: partial inputs over spans
+            section.audit(result, target, data, params, ctx)
             return result
         stats_data = data
         if params.statistics_path:
@@ -401,3 +404,8 @@ def cue_figures(result: ProbeResult) -> list[dict[str, Any]]:
 @hookimpl
 def bertprobe_register_probes(registry: Any) -> None:
     registry.add(SpuriousCuesProbe)
+
+
+@hookimpl
+def bertprobe_register_sections(registry: Any) -> None:
+    registry.add("spurious-cues", answers, when="span_answers")

@@ -1,4 +1,5 @@
-"""The slices probe's units for extractive QA: each question's F1 and EM, and the built-in question slices.
+"""The slices probe's section for extractive readers (``span_answers``): each question's F1 and EM, and the
+built-in question slices (``units(target, data, params, ctx)``, a ``SliceScores``).
 
 Built-in slices (all computed from the data and the answers, no parser):
 
@@ -10,7 +11,7 @@ Built-in slices (all computed from the data and the answers, no parser):
   al. 2018 ("What Makes Reading Comprehension Questions Easier?", EMNLP), who find that questions whose
   words appear in the answer's sentence are the easy ones: the share of the question's content words
   (lower-cased word types, stop words removed: scikit-learn's English list, shipped as
-  ``stopwords_en.txt`` with its provenance; one-letter words dropped) found among the words of that sentence.
+  ``tasks/stopwords_en.txt`` with its provenance; one-letter words dropped) found among the words of that sentence.
   Binned low (under 1/3), medium (1/3 to under 2/3) and high (2/3 or more); a question without content words
   is in none. Deviations: exact lower-cased word match (Sugawara et al. also count a question word's
   lemma); sentences are split at ., ! or ? followed by white space, and at line breaks (an abbreviation such
@@ -19,18 +20,18 @@ Built-in slices (all computed from the data and the answers, no parser):
 
 from __future__ import annotations
 
-from bertprobe.results import Catalogue
-
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from bertprobe.data.dataset import Dataset, Example
+from bertprobe.probes.slices.units import SliceScore, SliceScores
+from bertprobe.results import Catalogue
 from bertprobe.tasks.answer_text import answer_sentence, overlap
 from bertprobe.tasks.qa_clusters import question_clusters
-from bertprobe.tasks.slicing import SliceScore, SliceScores
+from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.squad_metrics import QUESTION_WORDS, question_word
 
 ANSWER_LENGTHS = ((1, 1, "1 word"), (2, 2, "2 words"), (3, 3, "3 words"), (4, 5, "4-5 words"), (6, math.inf, "6+ words"))
@@ -85,8 +86,9 @@ def question_slices(examples: Sequence[Example], windows: Sequence[int] | None =
     return {k: masks[k] for k in ranked}
 
 
-def slice_scores(task: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> SliceScores:
-    """``QuestionAnswering.slice_units``: the shared answers scored by the task, and the question slices."""
+def units(target: Any, data: Dataset, params: Any, ctx: Any) -> SliceScores:
+    """The questions, scored by the task (F1 and EM of the shared answers), and the question slices."""
+    task = cast(QuestionAnswering, target.task)
     answers = ctx.predictions(target, data, params.batch_size).answers
     outcomes = task.outcomes(answers, data.examples)
     golds = task.golds(data)

@@ -1,21 +1,29 @@
-"""The slices probe's units for entities (``TokenClassification.slice_units``): a sentence is right when its
-entities are exact (span and type), the built-in gold and predicted slices read the entity types a sentence
-holds, "all lower case" is a slice of its own, and every slice also gets the entity F1 of its sentences."""
+"""The slices probe's section for taggers (``word_tags``; ``units(target, data, params, ctx)``, a ``SliceUnits``):
+a sentence is right when its entities are exact (span and type), the built-in gold and predicted slices read the
+entity types a sentence holds, "all lower case" is a slice of its own, and every slice also gets the entity F1 of
+its sentences."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
+from bertprobe.probes.slices.units import SliceUnits
 from bertprobe.tasks.entities import sentence_counts, spans
 from bertprobe.tasks.scores import f1_from_counts
-from bertprobe.tasks.slicing import SliceUnits
+from bertprobe.tasks.token_classification import TokenClassification
 
 
-def entity_slice_units(task: Any, data: Dataset, logits: Any, metric: str) -> SliceUnits:
+def units(target: Any, data: Dataset, params: Any, ctx: Any) -> SliceUnits:
+    """Sentences, right when their entities are exact, with entity F1 per slice, on the shared per-word logits."""
+    task = cast(TokenClassification, target.task)
+    return entity_slice_units(task, data, ctx.predictions(target, data, params.batch_size).logits, params.metric)
+
+
+def entity_slice_units(task: TokenClassification, data: Dataset, logits: Any, metric: str) -> SliceUnits:
     """Each sentence right when its entities are exact; per sentence, which entity types its gold and predicted
     tags hold (the built-in "gold has PER" slices) and its entity counts (entity F1 per slice)."""
     if metric != "accuracy":

@@ -1,14 +1,14 @@
-"""What a task hands the slices probe when its units are its own (``Task.slice_units``): right or wrong units, or
-scored ones.
+"""What a section of the slices probe hands it where the units are not the examples' classes (a section's
+``units(target, data, params, ctx)``; ``bertprobe.sections``): right or wrong units, or scored ones.
 
-``SliceUnits``: units that are right or wrong, but not the examples' classes (entities: a sentence is right when
-its entities are exact, "gold has PER" slices read the entity types each sentence holds, and each slice also gets
-the entity F1 of its sentences). The probe slices and tests them as it does classes; the task says what is right,
-its own slices, its extra per-slice scores and how a finding reads.
+``SliceUnits``: units that are right or wrong, but not the examples' classes (entities, ``entities.py``: a sentence is
+right when its entities are exact, "gold has PER" slices read the entity types each sentence holds, and each slice
+also gets the entity F1 of its sentences). The probe slices and tests them as it does classes; the section says what
+is right, its own slices, its extra per-slice scores and how a finding reads.
 
-``SliceScores``: units that are scored, not classified (extractive QA: each question's SQuAD F1 and exact match).
-The task hands the probe its scores and its own built-in slices; the probe then measures each score per slice with
-intervals and tests each slice against the rest, the same for every such task.
+``SliceScores``: units that are scored, not classified (extractive QA, ``answers.py``: each question's SQuAD F1 and
+exact match). The section hands the probe its scores and its own built-in slices; the probe then measures each score
+per slice with intervals and tests each slice against the rest, the same for every such section.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 @dataclass(frozen=True)
 class SliceUnits:
     """``correct`` (0/1 per example) over the examples in ``base``; ``gold`` and ``pred`` as 0/1 indicators over
-    ``labels`` (the built-in gold and predicted slices); ``masks``: the task's own slices, after the built-in
+    ``labels`` (the built-in gold and predicted slices); ``masks``: the section's own slices, after the built-in
     ones; ``row_scores(mask, seed)``: extra fields of one slice's row; ``shown(i)``: example i's gold and
     prediction as a reader sees them (a finding's expected and observed)."""
 
@@ -51,7 +51,7 @@ class SliceScore:
 
 @dataclass(frozen=True)
 class SliceScores:
-    """The scores of the examples (the first is the one slices are judged on), the task's built-in slices as
+    """The scores of the examples (the first is the one slices are judged on), the section's built-in slices as
     boolean masks over the examples, and per example what was expected and observed (for findings). ``unit``
     names the examples in the report (questions)."""
 

@@ -1,5 +1,5 @@
-"""The spurious-cues probe's section for extractive QA (``QuestionAnswering.audit_cues``): partial inputs and the
-answer-position prior.
+"""The spurious-cues probe's section for extractive readers (``span_answers``; ``audit(result, target, data, params,
+ctx)``): partial inputs and the answer-position prior.
 
 Papers: Kaushik & Lipton 2018, "How Much Reading Does Reading Comprehension Require? A Critical Investigation of
 Popular Benchmarks" (EMNLP): question-only and passage-only baselines often come close to full models, so a
@@ -16,7 +16,7 @@ Three measurements, each on the reader as given (its answers over all windows, `
    the F1 drop from the full input, paired question by question (resampled by context likewise).
 2. Answer's sentence moved: the sentence holding the (first) gold answer moved to the end of the context, gold
    spans moved with it (every gold in that sentence keeps its text at its new offset; a gold crossing its
-   boundary is dropped). Sentences are split as ``tasks.qa_slices`` splits them. Only questions whose answer
+   boundary is dropped). Sentences are split as ``tasks.answer_text.sentences`` splits them. Only questions whose answer
    sentence is not already the last one (and lies in one sentence) are moved; F1 on them against the full-input
    F1 of the same questions, paired.
 3. Answer positions: the relative position (start character / context length) of each predicted answer and of
@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -49,10 +49,9 @@ from bertprobe.results import Catalogue, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import clustered, clustered_wilson, paired_bootstrap_diff, paired_bootstrap_statistic
 from bertprobe.tasks import squad_metrics
-from bertprobe.tasks.answer_text import answer_marks, excerpt
-from bertprobe.tasks.qa_clusters import mean_interval
-from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, question_clusters
-from bertprobe.tasks.answer_text import sentences
+from bertprobe.tasks.answer_text import answer_marks, excerpt, sentences
+from bertprobe.tasks.qa_clusters import cluster_keys, interval_over, intervals_over, mean_interval, question_clusters
+from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.spans import Answer
 
 Gold = tuple[tuple[str, int], ...]
@@ -171,7 +170,8 @@ def _ci(ci: tuple[float, float] | None) -> str:
 class _Audit:
     """One run of the section: the full-input scores and the helpers each measurement shares."""
 
-    def __init__(self, task: Any, result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+    def __init__(self, task: QuestionAnswering, result: ProbeResult, target: Any, data: Dataset, params: Any,
+                 ctx: Any) -> None:
         self.task, self.result, self.target, self.params, self.ctx = task, result, target, params, ctx
         self.examples = data.examples
         self.ids = example_ids(self.examples)
@@ -372,8 +372,9 @@ class _Audit:
         return "; ".join(parts) or f"{len(self.examples)} questions, no partial input asked"
 
 
-def audit(task: Any, result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
-    """Fill ``result`` with the spurious-cues probe's QA section (see the module docstring)."""
+def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+    """Fill ``result`` with the spurious-cues probe's measurements on a reader (see the module docstring)."""
+    task = cast(QuestionAnswering, target.task)
     run = _Audit(task, result, target, data, params, ctx)
     run.mean_metric("f1_full", run.f1, run.ids, True, "F1 on the full inputs")
     result.details["questions"] = len(data.examples)

@@ -13,15 +13,17 @@ so testing a hundred slices does not flag five by chance. A slice is flagged whe
 ``min_drop`` (absolute, in accuracy), its adjusted p is below ``alpha`` and it has ``min_size`` examples.
 Words are found with a plain lowercase word split, not a parser.
 
-A task that scores its examples rather than classifying them (extractive QA: each question's SQuAD F1 and
-exact match) gives its own units and built-in slices (``Task.slice_units``; for QA question word, answer
-length, context length and the question's overlap with the answer's sentence after Sugawara et al. 2018,
-"What Makes Reading Comprehension Questions Easier?"). Each score is then a mean per slice with a percentile
-bootstrap interval over the slice's examples, and the first score's difference from the rest is tested with
-Welch's standard error (a two-sided z test: F1 is no proportion, so Fisher's test does not apply), adjusted
-and flagged as above. Where the task clusters its units (a question's context), the intervals resample
-contexts (Wilson's on fewer than 30), and the test's standard error comes from a cluster bootstrap of the gap,
-referred to Student's t with G - 1 degrees of freedom (G: the contexts of the smaller side).
+Where the units are no classes, the probe's section for the kind of model gives them (``ctx.section``; its
+``units(target, data, params, ctx)`` returns a ``units.SliceUnits`` or ``units.SliceScores``): a tagger's
+sentences, exact or not (``entities``), or, for a model that scores its examples rather than classifying them, the
+scores and built-in slices (``answers``: each question's SQuAD F1 and exact match; question word, answer length,
+context length and the question's overlap with the answer's sentence after Sugawara et al. 2018, "What Makes
+Reading Comprehension Questions Easier?"). Each score is then a mean per slice with a percentile bootstrap interval
+over the slice's examples, and the first score's difference from the rest is tested with Welch's standard error (a
+two-sided z test: F1 is no proportion, so Fisher's test does not apply), adjusted and flagged as above. Where the
+section clusters its units (a question's context), the intervals resample contexts (Wilson's on fewer than 30), and
+the test's standard error comes from a cluster bootstrap of the gap, referred to Student's t with G - 1 degrees of
+freedom (G: the contexts of the smaller side).
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
+from bertprobe.probes.slices import answers, entities
+from bertprobe.probes.slices.units import SliceScores, SliceUnits
 from bertprobe.stats import cluster_gap, clustered, mean_interval, unpaired_bootstrap_diff, wilson_interval
-from bertprobe.tasks.slicing import SliceScores, SliceUnits
 
 NEGATION = re.compile(r"\b(not|no|never|nothing|nobody|none|neither|nor|without|cannot)\b|n't\b", re.IGNORECASE)
 NUMBER = re.compile(r"\d")
@@ -128,26 +131,6 @@ def flag_slices(rows: list[dict[str, Any]], params: SlicesParams) -> list[dict[s
     return [r for r in rows if r["flagged"]]
 
 
-def _check_task_hooks(task: Any) -> None:
-    """A task plugin written for the two slice hooks of before (``slice_units(data, logits, params)`` and
-    ``slice_scores``) gets one line saying how to move to the one hook, not a TypeError or silently the class
-    slices."""
-    import inspect
-
-    name = type(task).__name__
-    if callable(getattr(task, "slice_scores", None)):
-        raise ProbeError(f"task {name} defines slice_scores, which bertprobe no longer calls: return its SliceScores "
-                         "from slice_units(target, data, params, ctx) instead (docs/plugins.md, on tasks)")
-    try:
-        wanted = list(inspect.signature(task.slice_units).parameters)
-    except (TypeError, ValueError):
-        return
-    if wanted[:1] == ["data"] or "logits" in wanted:
-        raise ProbeError(f"task {name} defines slice_units({', '.join(wanted)}), the old signature: it is now "
-                         "slice_units(target, data, params, ctx), with the logits from ctx.predictions(target, data) "
-                         "(docs/plugins.md, on tasks)")
-
-
 def welch_p(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided p of mean(a) == mean(b) for two independent samples of scores: a z test on the difference with
     Welch's standard error sqrt(var_a / n_a + var_b / n_b) (sample variances; 1.0 with fewer than 2 on a side;
@@ -208,7 +191,7 @@ class SlicesProbe(Probe):
         "recall": "recall of the positive class on all the data",
         "precision": "precision of the positive class on all the data",
         "label:*": "multi-label, metric: label:NAME: share of correct decisions on one label, on all the data",
-    }  # and a task's scores where its units are scored (Task.probe_metrics: a reader's f1, worst_slice_f1...)
+    }  # and a section's scores where its units are scored (its catalogue: a reader's f1, worst_slice_f1...)
     metric_directions = {"slices_flagged": False, "worst_slice_accuracy": True, "max_slice_drop": False,
                          "slices_tested": None, "accuracy": True, "recall": True, "precision": True, "label:*": True}
     Params = SlicesParams
@@ -235,11 +218,11 @@ class SlicesProbe(Probe):
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("slices needs a gold label for every example")
         task = target.task
-        _check_task_hooks(task)
-        units = task.slice_units(target, data, params, ctx)
-        if isinstance(units, SliceScores):  # the task scores its examples (extractive QA: F1 and EM per question)
+        section = ctx.section(self.name, task)  # None: the examples' classes
+        units = None if section is None else section.units(target, data, params, ctx)
+        if isinstance(units, SliceScores):  # the section scores the examples (extractive QA: F1 and EM per question)
             return self._scored(units, data, params, ctx)
-        if isinstance(units, SliceUnits):  # the task's own units (entities: sentences, exact or not)
+        if isinstance(units, SliceUnits):  # the section's own units (entities: sentences, exact or not)
             correct, base, gold, pred, labels = units.correct, units.base, units.gold, units.pred, units.labels
         else:
             logits = ctx.predictions(target, data, params.batch_size).logits
@@ -314,11 +297,11 @@ class SlicesProbe(Probe):
         return result
 
     def _scored(self, own: SliceScores, data: Dataset, params: SlicesParams, ctx: ProbeContext) -> ProbeResult:
-        """Slices of a task that scores its examples: each score's mean per slice with a percentile bootstrap
+        """Slices of units a section scores (``SliceScores``): each score's mean per slice with a percentile bootstrap
         interval over the slice's examples, the gap to the overall mean, and the first score's difference from
         the rest of the data tested with Welch's standard error (a two-sided z test), BH-adjusted across slices;
         flagged as the class slices are (``min_drop`` below the rest, adjusted p < ``alpha``, ``min_size``).
-        Where the task groups its units (``groups``: a question's context), the intervals resample clusters and
+        Where the section groups its units (``groups``: a question's context), the intervals resample clusters and
         the test takes its standard error from a cluster bootstrap of the gap, referred to Student's t with one
         degree of freedom fewer than the clusters of the smaller side (``stats.cluster_gap``). A slice's interval
         is ``stats.mean_interval``'s: a 0/1 score's (exact match) Wilson's, on its effective sample size where
@@ -476,3 +459,9 @@ class SlicesProbe(Probe):
 @hookimpl
 def bertprobe_register_probes(registry: Any) -> None:
     registry.add(SlicesProbe)
+
+
+@hookimpl
+def bertprobe_register_sections(registry: Any) -> None:
+    registry.add("slices", entities, when="word_tags")
+    registry.add("slices", answers, when="span_answers")
