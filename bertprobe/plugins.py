@@ -36,7 +36,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.backdoor_scan",
     "bertprobe.probes.syntax_heads.probe",
     "bertprobe.probes.behaviour.probe",
-    "bertprobe.probes.calibration",
+    "bertprobe.probes.calibration.probe",
     "bertprobe.probes.slices.probe",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",

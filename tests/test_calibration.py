@@ -10,14 +10,9 @@ import pytest
 
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import Predictions, ProbeContext
-from bertprobe.probes.calibration import (
-    CalibrationParams,
-    CalibrationProbe,
-    ece_parts,
-    fit_temperature,
-    risk_coverage,
-    softmax,
-)
+from bertprobe.probes.calibration.metrics import ece_parts, risk_coverage
+from bertprobe.probes.calibration.probe import CalibrationParams, CalibrationProbe
+from bertprobe.probes.calibration.scaling import fit_temperature, softmax
 from bertprobe.tasks import SingleLabelClassification
 
 
@@ -178,7 +173,7 @@ def _scaling(temperature: float, nll: tuple[float, float], ece: tuple[float, flo
              **params):
     """A result whose held-out NLL and ECE moved as given, each held-out example's change spread around the mean
     change by +-``spread`` (so its paired interval is as wide as the spread makes it), judged."""
-    from bertprobe.probes.calibration import CalibrationProbe
+    from bertprobe.probes.calibration.scaling import judge_scaling
     from bertprobe.results import ProbeResult
 
     result = ProbeResult("calibration", id="calibration", model="m", status="passed")
@@ -191,7 +186,7 @@ def _scaling(temperature: float, nll: tuple[float, float], ece: tuple[float, flo
     def change(idx):
         return float(per_nll[idx].mean()), float(per_ece[idx].mean())
 
-    CalibrationProbe._judge_scaling(result, held, change, CalibrationParams(**{"bootstrap": 1000, **params}), 7)
+    judge_scaling(result, held, change, CalibrationParams(**{"bootstrap": 1000, **params}), 7)
     return result
 
 
@@ -254,7 +249,7 @@ def test_a_clearly_miscalibrated_model_is_told_to_scale_and_a_calibrated_one_is_
 def test_temperature_helps_is_what_the_held_out_metrics_say(tiny_clf):
     from bertprobe.data import Dataset, Example
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.calibration import CalibrationParams, CalibrationProbe
+    from bertprobe.probes.calibration.probe import CalibrationParams, CalibrationProbe
     from bertprobe.testing import sentiment_examples
 
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40, 3))], name="s")
@@ -264,3 +259,57 @@ def test_temperature_helps_is_what_the_held_out_metrics_say(tiny_clf):
     if r.value("temperature_helps") == 1.0:  # without intervals: a change of at least the minimum, none for the worse
         assert r.value("nll_heldout_scaled") <= r.value("nll_heldout") - 0.005 or \
             r.value("ece_heldout_scaled") <= r.value("ece_heldout") - 0.005
+
+
+def test_a_plugin_tasks_calibration_section_registered_through_the_hook_fills_the_result():
+    """A plugin's task gets its own calibration section by ``registry.add("calibration", SECTION, task=NAME)``: the
+    probe calls its ``audit(result, target, data, params, ctx)`` instead of the classes' audit, and its
+    ``catalogue`` joins the probe's; a model of another task keeps the classes' audit."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+    from typing import ClassVar
+
+    import torch
+
+    from bertprobe.hookmarkers import hookimpl
+    from bertprobe.plugins import build_plugins
+    from bertprobe.results import Catalogue
+
+    @dataclass(frozen=True)
+    class Stance(SingleLabelClassification):
+        name: ClassVar[str] = "stance-calibration"
+
+    calls = []
+
+    class StanceSection:
+        catalogue = Catalogue({"stance_ece": "the stance task's ECE"}, {"stance_ece": False})
+
+        def audit(self, result, target, data, params, ctx):
+            calls.append((target, data, params))
+            result.add_metric("stance_ece", 0.25, False, "a plugin section's own measure")
+
+    section = StanceSection()
+
+    class StancePlugin:
+        @hookimpl
+        def bertprobe_register_tasks(self, registry):
+            registry.add(Stance)
+
+        @hookimpl
+        def bertprobe_register_sections(self, registry):
+            registry.add("calibration", section, task="stance-calibration")
+
+    plugins = build_plugins(extra=[StancePlugin()], entry_points=False)
+    logits, gold = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 3.0]]), np.array([0, 1, 1, 1])
+    data = Dataset([Example(text=f"t{i}", label=int(g), id=str(i)) for i, g in enumerate(gold)], name="d")
+    params = CalibrationParams(bootstrap=0)
+    for task, own in ((Stance(label_names=("against", "favour")), True),
+                      (SingleLabelClassification(label_names=("against", "favour")), False)):
+        target = SimpleNamespace(task=task, label_names=list(task.label_names), logits=torch.tensor(logits))
+        ctx = ProbeContext(seed=5, predictions=lambda t, d, batch_size=None: Predictions(t.logits, 0.0),
+                           section=plugins.sections.find)
+        result = CalibrationProbe().run(target, data, params, ctx)  # type: ignore[arg-type]
+        assert (list(result.metrics) == ["stance_ece"]) == own and ("ece" in result.metrics) != own
+    assert len(calls) == 1 and calls[0][1] is data and calls[0][2] is params
+    assert "stance_ece" in CalibrationProbe.catalogue(plugins.sections).metrics
+    assert "stance_ece" not in CalibrationProbe.catalogue().metrics  # the built-in sections alone

@@ -166,9 +166,10 @@ def test_a_section_whose_catalogue_is_no_catalogue_is_refused_at_registration():
 
 
 def test_a_task_still_holding_a_probes_section_is_refused_with_the_way_to_move_it():
-    """``probe_metrics`` and ``audit_accuracy`` are gone from ``Task``: a plugin task defining one would be silently
-    ignored, so registration refuses it and names the section hook."""
-    for retired, probe in (("probe_metrics", "each probe it names"), ("audit_accuracy", "probe 'accuracy'")):
+    """``probe_metrics``, ``audit_accuracy`` and ``audit_calibration`` are gone from ``Task``: a plugin task defining
+    one would be silently ignored, so registration refuses it and names the section hook."""
+    for retired, probe in (("probe_metrics", "each probe it names"), ("audit_accuracy", "probe 'accuracy'"),
+                           ("audit_calibration", "probe 'calibration'")):
         @dataclass(frozen=True)
         class Old(SingleLabelClassification):
             name: ClassVar[str] = "old"

@@ -251,7 +251,7 @@ def test_int8_against_fp32_pairs_entity_f1_and_behaviour_failure_rates(tmp_path,
 def test_calibration_and_slices_read_entities(tmp_path, tagger_dir):
     import numpy as np
 
-    from bertprobe.probes.calibration import ece_parts
+    from bertprobe.probes.calibration.metrics import ece_parts
     from bertprobe.tasks.entities import spans
 
     rows = sentences(40, seed=5)

@@ -16,9 +16,9 @@ from conftest import only_run, save_tiny_reader
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import Example
-from bertprobe.probes.calibration import CalibrationParams
+from bertprobe.probes.calibration.answers import qa_calibration, selective_scores
+from bertprobe.probes.calibration.probe import CalibrationParams
 from bertprobe.results import ProbeResult
-from bertprobe.tasks.qa_calibration import qa_calibration, selective_scores
 from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.spans import Answer, QuestionWindows, decode
 

@@ -152,13 +152,13 @@ def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_o
     section (words in windows) it does not."""
     from bertprobe.data import Example
     from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
-    from bertprobe.probes.calibration import CalibrationParams, CalibrationProbe
-    from bertprobe.results import ProbeResult
-    from bertprobe.tasks import QuestionAnswering, TokenClassification
     from bertprobe.probes.accuracy import entities as accuracy_entities
     from bertprobe.probes.accuracy import labelsets as accuracy_labelsets
-    from bertprobe.tasks.entity_calibration import entity_calibration
-    from bertprobe.tasks.labelset_calibration import label_set_calibration
+    from bertprobe.probes.calibration.entities import entity_calibration
+    from bertprobe.probes.calibration.labelsets import label_set_calibration
+    from bertprobe.probes.calibration.probe import CalibrationParams, CalibrationProbe
+    from bertprobe.results import ProbeResult
+    from bertprobe.tasks import QuestionAnswering, TokenClassification
 
     monkeypatch.setattr("bertprobe.probes.accuracy.probe.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
     generator = torch.Generator().manual_seed(0)

@@ -151,14 +151,6 @@ class Task:
         nor for a task that predicts on its own."""
         return not (self.word_tags or self.own_predictions)
 
-    # ---- sections a probe leaves to the task ------------------------------------------------------
-    # A probe asks the task first: a task whose audit differs (entities, label sets, answer spans) fills the
-    # probe's ``result`` itself and returns True; False leaves the probe's own (class) audit. ``ctx`` is the
-    # ProbeContext (ctx.predictions shares one pass), ``params`` the probe's params.
-    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """The calibration probe's audit in this task's terms (False: the probe's per-class one)."""
-        return False
-
     def example_clusters(self, examples: Sequence[Any]) -> list[str] | None:
         """Each example's cluster, the unit an interval resamples where examples are no independent evidence (a
         reader: the questions of one context, ``tasks.qa_clusters``); None: the examples are the units."""

@@ -21,7 +21,6 @@ from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.errors import DataError, ProbeError, RowProblems, SuiteError
 from bertprobe.tasks.base import Task, config_labels, refuse_questions, refuse_token_tags
 from bertprobe.tasks.classification import has_head
-from bertprobe.tasks.labelset_calibration import label_set_calibration
 from bertprobe.tasks.scores import OutcomeScore
 
 _ON, _OFF = {"1", "1.0", "true", "yes"}, {"0", "0.0", "false", "no", ""}
@@ -124,13 +123,6 @@ class MultiLabelClassification(Task):
     def confidence(self, probs: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every (example, label) pair is a binary forecast: the label's probability and whether it is gold."""
         return probs.reshape(-1), gold.to(probs.device).reshape(-1) == 1
-
-    # ---- the accuracy and calibration probes' sections, in label sets ----------------------------------
-    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """Each (example, label) probability as a binary forecast (``tasks.labelset_calibration``)."""
-        label_set_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params,
-                              ctx.seed)
-        return True
 
     def describe_labels(self, values: Sequence[int] | int) -> str:
         """One label's name, or a 0/1 indicator row as the set of labels it turns on (``{toxic, insult}``)."""

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from bertprobe.data.dataset import Dataset, DataSpec, Example
 from bertprobe.data.squad import is_answers
 from bertprobe.errors import DataError, RowProblems
-from bertprobe.tasks import qa_adversarial, qa_calibration, squad_metrics
+from bertprobe.tasks import qa_adversarial, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.qa_clusters import question_clusters
@@ -215,10 +215,6 @@ class QuestionAnswering(Task):
     def metrics_of(self, answers: Sequence[Answer], examples: Sequence[Example]) -> dict[str, Any]:
         """SQuAD's EM and F1 (x100), with the has-answer and no-answer splits where they apply."""
         return squad_metrics.summary([a.text for a in answers], self.golds(examples))
-
-    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """The answer's confidence against exact match, and selective QA (``tasks.qa_calibration``)."""
-        return qa_calibration.audit(self, result, target, data, params, ctx)
 
     def example_clusters(self, examples: Sequence[Any]) -> list[str] | None:
         """The questions of one context resample together (``qa_clusters.question_clusters``)."""

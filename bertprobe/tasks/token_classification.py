@@ -22,7 +22,6 @@ from bertprobe.errors import DataError, ProbeError, RowProblems
 from bertprobe.tasks.base import Task, config_labels, refuse_questions
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.entities import SCHEMES, convert, detect_scheme, spans
-from bertprobe.tasks.entity_calibration import entity_calibration
 from bertprobe.tasks.scores import OutcomeScore
 
 
@@ -165,12 +164,6 @@ class TokenClassification(Task):
         keep = gold != -100
         top, pred = probs.max(dim=-1)
         return top[keep], (pred == gold)[keep]
-
-    # ---- the accuracy and calibration probes' sections, in entities ------------------------------------
-    def audit_calibration(self, result: Any, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-        """Entity-level and token-level calibration on the shared per-word logits (``tasks.entity_calibration``)."""
-        entity_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params, ctx.seed)
-        return True
 
     def tags(self, ids: torch.Tensor | Sequence[int], gold: torch.Tensor | Sequence[int] | None = None) -> list[str]:
         """Tag names of one sentence's ids (cut at the gold padding when given)."""

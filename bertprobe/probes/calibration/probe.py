@@ -17,10 +17,13 @@ the held-out part: it is called helpful or harmful only when its change of the h
 ``min_scaling_change`` and past its 95% interval (a paired bootstrap over the held-out examples, or sentences);
 otherwise it has no measurable effect, and the note says so with both intervals.
 
-Extractive QA (the task's own section, ``tasks.qa_calibration``): the chosen span's probability among the
-n-best candidates of all windows against exact match, on the same bins; selective QA's risk-coverage after
-Kamath, Jia & Liang 2020 ("Selective Question Answering under Domain Shift", ACL): F1 and EM of the answered
-questions as the least confident are abstained from, AURC, and the coverage at which F1 reaches ``target_f1``.
+Sections (``bertprobe.sections``), each ``audit(result, target, data, params, ctx)`` filling the result in this
+probe's place: ``labelsets`` (each (example, label) probability a binary forecast), ``entities`` (predicted
+entities and words) and ``answers`` (extractive QA: the chosen span's probability among the n-best candidates of
+all windows against exact match, on the same bins; selective QA's risk-coverage after Kamath, Jia & Liang 2020,
+"Selective Question Answering under Domain Shift", ACL: F1 and EM of the answered questions as the least
+confident are abstained from, AURC, and the coverage at which F1 reaches ``target_f1``). The math they share with
+the classes' audit here: ``metrics`` (binning, ECE, risk-coverage) and ``scaling`` (proper scores, temperature).
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.tasks.calibration_metrics import bin_index, ece_parts, ece_value, risk_coverage
-from bertprobe.tasks.calibration_scaling import fit_temperature, judge_scaling, proper_scores, softmax
+from bertprobe.probes.calibration import answers, entities, labelsets
+from bertprobe.probes.calibration.metrics import ece_parts, ece_value, risk_coverage
+from bertprobe.probes.calibration.scaling import fit_temperature, judge_scaling, proper_scores, softmax
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ class CalibrationProbe(Probe):
         "accuracy_at_coverage_*": "accuracy of the N% most confident predictions",
         "accuracy": "share of examples predicted correctly",
         "examples": "examples evaluated",
-    }  # and what a task's section writes instead (Task.probe_metrics: label sets' ece_*, a reader's aurc_em...)
+    }  # and what a section writes instead (its catalogue: label sets' ece_*, a reader's aurc_em...): catalogue()
     metric_directions = {"ece": False, "ece_equal_mass": False, "mce": False, "brier": False, "nll": False,
                          "temperature": None, "nll_heldout": False, "nll_heldout_scaled": False, "ece_heldout": False,
                          "ece_heldout_scaled": False, "temperature_helps": None, "nll_heldout_change": None,
@@ -118,8 +122,10 @@ class CalibrationProbe(Probe):
         assert data is not None
         if any(ex.label is None for ex in data.examples):
             raise ProbeError("calibration needs a gold label for every example")
-        result = ProbeResult(probe=self.name)
-        if target.task.audit_calibration(result, target, data, params, ctx):  # the task audits in its own terms
+        section = ctx.section(self.name, target.task)  # label sets, entities, answers: audited in their terms
+        if section is not None:
+            result = ProbeResult(probe=self.name)
+            section.audit(result, target, data, params, ctx)
             return result
         logits = ctx.predictions(target, data, params.batch_size).logits.double().numpy()
         gold = np.asarray(data.labels(), dtype=int)
@@ -209,9 +215,7 @@ class CalibrationProbe(Probe):
             return (float(nll_a[idx].mean() - nll_b[idx].mean()),
                     ece_value(conf_a[idx], corr_a[idx], params.bins) - ece_value(conf_b[idx], corr_b[idx], params.bins))
 
-        CalibrationProbe._judge_scaling(result, len(held), change, params, seed)
-
-    _judge_scaling = staticmethod(judge_scaling)  # the judgement the tasks' sections share (tasks.calibration_scaling)
+        judge_scaling(result, len(held), change, params, seed)  # the judgement the sections share
 
     @staticmethod
     def _overconfidence(result: ProbeResult, probs: np.ndarray, correct: np.ndarray, params: CalibrationParams) -> None:
@@ -253,4 +257,8 @@ def bertprobe_register_probes(registry: Any) -> None:
     registry.add(CalibrationProbe)
 
 
-__all__ = ["CalibrationParams", "CalibrationProbe", "bin_index", "ece_parts", "ece_value", "fit_temperature", "proper_scores", "risk_coverage"]
+@hookimpl
+def bertprobe_register_sections(registry: Any) -> None:
+    registry.add("calibration", labelsets, when="label_sets")
+    registry.add("calibration", entities, when="word_tags")
+    registry.add("calibration", answers, when="span_answers")

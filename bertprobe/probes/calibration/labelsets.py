@@ -1,26 +1,33 @@
-"""The calibration probe's section for label sets (``MultiLabelClassification.audit_calibration``): each
-(example, label) sigmoid probability is a binary forecast (Guo et al. 2017's measures, pooled and per label)."""
+"""The calibration probe's section for label sets (tasks with ``label_sets``: multi-label): each (example, label)
+sigmoid probability is a binary forecast (Guo et al. 2017's measures, pooled and per label)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
+from bertprobe.probes.calibration.metrics import ece_parts, ece_value
+from bertprobe.probes.calibration.scaling import binary_nll, fit_binary_temperature, judge_scaling, sigmoid
 from bertprobe.progress import progress
 from bertprobe.results import Catalogue, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.tasks.calibration_metrics import ece_parts, ece_value
-from bertprobe.tasks.calibration_scaling import binary_nll, fit_binary_temperature, judge_scaling, sigmoid
+from bertprobe.tasks.multilabel import MultiLabelClassification
+
+
+def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+    """Each (example, label) probability as a binary forecast, on the shared logits (``label_set_calibration``)."""
+    label_set_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params,
+                          ctx.seed)
 
 
 def label_set_calibration(result: ProbeResult, target: Any, data: Dataset, raw: Any, params: Any, seed: int) -> None:
     """Multi-label calibration: every (example, label) sigmoid probability is a binary forecast. ECE pooled over
     all pairs (the default gate) and per label, their macro mean, Brier and binary NLL, one shared temperature
     fitted by binary NLL on the fitting half (per-label ones on request), overconfident wrong decisions."""
-    task = target.task
+    task = cast(MultiLabelClassification, target.task)
     names = list(task.label_names)
     logits = raw.double().numpy()
     gold = task.gold(data).numpy().astype(float)
@@ -85,7 +92,7 @@ def label_set_calibration(result: ProbeResult, target: Any, data: Dataset, raw: 
         for c, label in enumerate(names):
             result.add_metric(f"temperature_{label}", fit_binary_temperature(logits[fit][:, c:c + 1], gold[fit][:, c:c + 1]),
                               None, f"temperature of label '{label}' alone, fitted on the fitting half")
-    pred = probs >= task.thresholds.numpy()  # type: ignore[attr-defined]
+    pred = probs >= task.thresholds.numpy()
     wrong = pred != gold.astype(bool)
     sure = np.maximum(probs, 1 - probs) >= params.high_confidence
     rate = float((sure & wrong).sum() / wrong.sum()) if wrong.any() else 0.0

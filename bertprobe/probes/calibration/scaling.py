@@ -1,7 +1,7 @@
-"""Proper scores and temperature scaling, shared by the calibration probe and the tasks that audit calibration
-in their own terms (entities, label sets): Brier and NLL, softmax and sigmoid at a temperature, the temperature
-fitted by NLL (a golden-section search on log T), and the judgement of whether the fitted temperature helps on
-held-out data. See ``bertprobe.probes.calibration`` for the papers.
+"""Proper scores and temperature scaling, shared by the calibration probe's classes audit and its sections
+(entities, label sets): Brier and NLL, softmax and sigmoid at a temperature, the temperature fitted by NLL (a
+golden-section search on log T), and the judgement of whether the fitted temperature helps on held-out data.
+See ``bertprobe.probes.calibration.probe`` for the papers.
 """
 
 from __future__ import annotations

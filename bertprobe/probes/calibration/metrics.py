@@ -1,6 +1,6 @@
-"""Calibration measures shared by the calibration probe and the tasks that audit calibration in their own terms
-(extractive QA's answer confidence): equal-width and equal-mass binning, ECE and MCE with their per-bin table,
-and the risk-coverage curve of selective prediction. See ``bertprobe.probes.calibration`` for the papers.
+"""Calibration measures shared by the calibration probe's classes audit and its sections (label sets, entities,
+answers): equal-width and equal-mass binning, ECE and MCE with their per-bin table, and the risk-coverage curve
+of selective prediction. See ``bertprobe.probes.calibration.probe`` for the papers.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each question's unit is its chosen span. Its confidence is ``Answer.confidence`` (``tasks.spans.decode``: the
 span's probability under a softmax over the scores of the question's ``n_best`` candidate spans, all its
 windows together); whether it came true is SQuAD's exact match. ECE, MCE and the equal-mass ECE use the
-classifier's bins and definition (``tasks.calibration_metrics``: Guo et al. 2017); the Brier score is that of
+classifier's bins and definition (``calibration.metrics``: Guo et al. 2017); the Brier score is that of
 the confidence as a binary forecast of exact match, mean of (confidence - EM)^2.
 
 Selective QA after Kamath, Jia & Liang 2020 ("Selective Question Answering under Domain Shift", ACL): the
@@ -24,22 +24,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
+from bertprobe.probes.calibration.metrics import ece_parts, risk_coverage
 from bertprobe.progress import progress
 from bertprobe.results import Catalogue, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
 from bertprobe.stats import cluster_members, clustered, resample_indices
-from bertprobe.tasks.calibration_metrics import ece_parts, risk_coverage
 from bertprobe.tasks.qa_clusters import cluster_keys, question_clusters
+from bertprobe.tasks.question_answering import QuestionAnswering
 from bertprobe.tasks.spans import Answer
 
-# What this section adds to the calibration probe's catalogue (``QuestionAnswering.probe_metrics``), as
-# ``tasks.qa_accuracy``'s add to the accuracy probe's.
+# What this section adds to the calibration probe's catalogue (its ``catalogue`` below, merged by ``Probe.catalogue``).
 QA_METRICS = {
     "exact_match": "extractive QA: share of questions answered exactly (SQuAD EM), the event the confidence forecasts",
     "f1": "extractive QA: mean SQuAD F1 over questions",
@@ -200,12 +200,12 @@ def _confident_wrong(answers: Sequence[Answer], examples: Sequence[Example], gol
                     extra={"kind": "overconfident", "id": examples[i].id}) for i in wrong]
 
 
-def audit(task: Any, result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> bool:
-    """``QuestionAnswering.audit_calibration``: the shared answers (decoded once per run), scored by the task."""
+def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+    """The section's entry point: the shared answers (decoded once per run), scored by the reader's task."""
+    task = cast(QuestionAnswering, target.task)
     answers = ctx.predictions(target, data, params.batch_size).answers
     qa_calibration(result, answers, data.examples, task.outcomes(answers, data.examples), task.golds(data),
                    params, ctx.seed, question_clusters(data.examples))
-    return True
 
 
 # what this section writes in the calibration probe's place (merged by Probe.catalogue)

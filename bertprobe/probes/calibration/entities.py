@@ -1,18 +1,25 @@
-"""The calibration probe's section for entities (``TokenClassification.audit_calibration``): predicted entities
-and words binned against whether they are right (Guo et al. 2017's measures at two levels)."""
+"""The calibration probe's section for entities (tasks with ``word_tags``: NER): predicted entities and words
+binned against whether they are right (Guo et al. 2017's measures at two levels)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
+from bertprobe.probes.calibration.metrics import ece_parts, ece_value
+from bertprobe.probes.calibration.scaling import fit_temperature, judge_scaling, proper_scores, softmax
 from bertprobe.results import Catalogue, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.tasks.calibration_metrics import ece_parts, ece_value
-from bertprobe.tasks.calibration_scaling import fit_temperature, judge_scaling, proper_scores, softmax
+from bertprobe.tasks.entities import spans
+from bertprobe.tasks.token_classification import TokenClassification
+
+
+def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any) -> None:
+    """Entity-level and token-level calibration on the shared per-word logits (``entity_calibration``)."""
+    entity_calibration(result, target, data, ctx.predictions(target, data, params.batch_size).logits, params, ctx.seed)
 
 
 def entity_calibration(result: ProbeResult, target: Any, data: Dataset, raw: Any, params: Any, seed: int) -> None:
@@ -21,9 +28,7 @@ def entity_calibration(result: ProbeResult, target: Any, data: Dataset, raw: Any
     right (span and type). Token level: each word's top-tag probability against whether its tag is right
     (``ece_token``, ``brier_token``, ``nll_token``). One temperature fitted by the words' NLL on the fitting half
     of the sentences, judged on the other half (token NLL and entity ECE)."""
-    from bertprobe.tasks.entities import spans
-
-    task = target.task
+    task = cast(TokenClassification, target.task)
     scheme = str(task.settings.get("scheme", "IOB2"))
     lengths = [len(ex.label or ()) for ex in data.examples]
     logits = [raw[i, :n].double().numpy() for i, n in enumerate(lengths)]
@@ -35,8 +40,8 @@ def entity_calibration(result: ProbeResult, target: Any, data: Dataset, raw: Any
         conf, right = [], []
         for i in sentences:
             probs = softmax(logits[i], temperature)
-            tags = task.tags(probs.argmax(axis=1))  # type: ignore[attr-defined]
-            truth = set(spans(task.tags(gold[i]), scheme))  # type: ignore[attr-defined]
+            tags = task.tags(probs.argmax(axis=1))
+            truth = set(spans(task.tags(gold[i]), scheme))
             for a, b, kind in spans(tags, scheme):
                 conf.append(float(probs[a:b].max(axis=1).mean()))
                 right.append(float((a, b, kind) in truth))
