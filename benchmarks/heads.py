@@ -25,7 +25,8 @@ import torch
 from common import SDPA_CHOICES, SST2_DEV, SST2_MODEL, attention_kernels, require, sst2_dev, sst2_target, sync, timed
 
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning.params import HeadParams
+from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 
 
 def main() -> None:

@@ -35,7 +35,9 @@ from common import REPO, SHARED, SST2_DEV, SST2_MODEL, require, sst2_target
 from bertprobe.data import Dataset, DataSpec, align_labels, load_table
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe, HeadSweep
+from bertprobe.probes.head_pruning.params import HeadParams
+from bertprobe.probes.head_pruning.probe import HeadPruningProbe
+from bertprobe.probes.head_pruning.sweep import HeadSweep
 from bertprobe.probes.head_pruning.sequential import census_first, classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci
 

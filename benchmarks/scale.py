@@ -33,7 +33,8 @@ from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 from bertprobe.harness import run_suite
 from bertprobe.plugins import build_plugins
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning.params import HeadParams
+from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 from bertprobe.run.control import RunControl
 from bertprobe.suite import load_suite
 

@@ -29,7 +29,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.accuracy.probe",
     "bertprobe.probes.universal_trigger",
     "bertprobe.probes.distractor.probe",
-    "bertprobe.probes.head_pruning",
+    "bertprobe.probes.head_pruning.probe",
     "bertprobe.probes.attention_audit",
     "bertprobe.probes.spurious_cues.probe",
     "bertprobe.probes.cloze.probe",

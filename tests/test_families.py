@@ -7,7 +7,8 @@ import pytest
 from bertprobe.data import Dataset, Example
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
-from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning.params import HeadParams
+from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe
 from bertprobe.testing import sentiment_examples, tiny_target
 

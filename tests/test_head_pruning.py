@@ -13,7 +13,11 @@ from bertprobe.model.interventions import head_intervention
 from bertprobe.model.pruning import prune_heads
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.head_pruning import Evaluator, HeadParams, HeadPruningProbe, normalize_by_layer, prunable_fraction
+from bertprobe.model.pruning import normalize_by_layer
+from bertprobe.probes.head_pruning.curve import prunable_fraction
+from bertprobe.probes.head_pruning.evaluator import Evaluator
+from bertprobe.probes.head_pruning.params import HeadParams
+from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 from bertprobe.testing import sentiment_examples, tiny_target
 
 
@@ -153,7 +157,7 @@ def test_declared_metric_directions_match_what_the_probes_report(trained_model):
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.accuracy import AccuracyProbe
-    from bertprobe.probes.head_pruning import HeadPruningProbe
+    from bertprobe.probes.head_pruning.probe import HeadPruningProbe
     from bertprobe.probes.universal_trigger import UniversalTriggerProbe
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
@@ -173,7 +177,7 @@ def test_stacked_head_sweep_equals_one_head_per_pass(trained_model):
     from bertprobe.model import ModelSpec, load_target
     from bertprobe.params import parse_params
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.head_pruning import HeadPruningProbe
+    from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])
@@ -193,7 +197,8 @@ def test_stacked_head_sweep_equals_one_head_per_pass(trained_model):
 def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
     """The curve's steps as work units of the head sweep (stacked when the budget allows) give the same
     points, examples and heads as evaluating one step after another; and they are recorded as units."""
-    from bertprobe.probes.head_pruning import HeadSweep, pruning_curve
+    from bertprobe.probes.head_pruning.curve import pruning_curve
+    from bertprobe.probes.head_pruning.sweep import HeadSweep
 
     examples = data(40)
     params = parse_params(HeadParams, {"step": 0.25, "stack_budget": budget, "stack": 3}, "p")
@@ -224,7 +229,7 @@ def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
 def test_prunable_fraction_survives_one_example_changing_at_the_baseline():
     """The case that broke the plain reading: fp16 against fp32 moved one of 872 baseline predictions, the
     curve runs flat within a few tenths of a point of the tolerance, and the plain metric jumped 0.19 -> 0.50."""
-    from bertprobe.probes.head_pruning import prunable_fraction_interval
+    from bertprobe.probes.head_pruning.curve import prunable_fraction_interval
 
     rng = np.random.default_rng(0)
     n, tol = 872, 0.01

@@ -237,7 +237,7 @@ def test_units_run_from_their_lowest_layer_give_the_same_results(tmp_path, arch,
 def test_shared_layers_get_no_cache_and_a_small_budget_turns_it_off(tmp_path):
     from bertprobe.data import Dataset
     from bertprobe.model.interventions import encoder_layers
-    from bertprobe.probes.head_pruning import Evaluator
+    from bertprobe.probes.head_pruning.evaluator import Evaluator
 
     albert = tiny_target(tmp_path / "albert", arch="albert", layers=2, heads=4)
     assert encoder_layers(albert.model, albert.attention_sites()) is None

@@ -376,7 +376,8 @@ def test_unevenly_pruned_model_skips_the_attention_audit_and_runs_head_pruning(t
     from bertprobe.model.pruning import prune_heads
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.attention_audit import AttentionAuditProbe
-    from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+    from bertprobe.probes.head_pruning.params import HeadParams
+    from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 
     target = load_target(ModelSpec(path=str(trained_dir), device="cpu"))
     model, _ = prune_heads(target.model, [(0, 0), (0, 1), (0, 2)])

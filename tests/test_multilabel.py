@@ -297,7 +297,8 @@ def test_head_pruning_on_a_multi_label_model_uses_binary_cross_entropy_and_its_m
     from bertprobe.model.loading import load_target
     from bertprobe.model.spec import ModelSpec
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+    from bertprobe.probes.head_pruning.params import HeadParams
+    from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 
     target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
     rows = label_rows(24)
@@ -443,7 +444,7 @@ def test_a_sequential_sweeps_margin_on_label_sets_is_the_decision_closest_to_its
     from bertprobe.data import Dataset, DataSpec, Example
     from bertprobe.model.loading import load_target
     from bertprobe.model.spec import ModelSpec
-    from bertprobe.probes.head_pruning import HeadSweep
+    from bertprobe.probes.head_pruning.sweep import HeadSweep
 
     target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
     rows = label_rows(20)

@@ -298,7 +298,8 @@ def test_head_pruning_on_a_ner_model_reads_entities(tmp_path, tagger_dir):
     from bertprobe.model.loading import load_target
     from bertprobe.model.spec import ModelSpec
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe
+    from bertprobe.probes.head_pruning.params import HeadParams
+    from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 
     rows = sentences(20, seed=11)
     target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))

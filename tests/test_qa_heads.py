@@ -24,7 +24,10 @@ from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
 from bertprobe.probes.backdoor_scan import BackdoorScanProbe
-from bertprobe.probes.head_pruning import Evaluator, HeadParams, HeadPruningProbe
+from bertprobe.probes.head_pruning import answers as qa_section
+from bertprobe.probes.head_pruning.evaluator import Evaluator
+from bertprobe.probes.head_pruning.params import HeadParams
+from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 from bertprobe.probes.syntax_heads.probe import SyntaxHeadsProbe, SyntaxParams
 from bertprobe.probes.universal_trigger import UniversalTriggerProbe
 from bertprobe.stats import bootstrap_ci
@@ -153,7 +156,7 @@ def mask_without(cells, shape=(2, 4)) -> torch.Tensor:
 
 def test_the_windows_are_several_per_long_question_and_labelled_as_hf_trains(qa):
     data = questions(qa)
-    ev = Evaluator(qa, data, batch_size=3)
+    ev = Evaluator(qa, data, batch_size=3, section=qa_section)
     counts = np.bincount(ev.rows.owner.numpy())
     assert counts.max() >= 3 and counts.min() == 1 and len(ev.labels) == counts.sum()
     expected = []
@@ -166,14 +169,14 @@ def test_the_windows_are_several_per_long_question_and_labelled_as_hf_trains(qa)
 
 def test_importance_is_the_gradient_of_each_questions_summed_span_loss(qa):
     data = questions(qa)
-    fast = Evaluator(qa, data, batch_size=3).importance()  # a question's windows fall into different batches
+    fast = Evaluator(qa, data, batch_size=3, section=qa_section).importance()  # a question's windows fall into different batches
     torch.testing.assert_close(fast, independent_importance(qa, data), atol=1e-6, rtol=1e-4)
     assert all(p.requires_grad for p in qa.model.parameters())
 
 
 def test_a_pruned_heads_f1_per_question_equals_an_independent_decode(qa):
     data = questions(qa)
-    ev = Evaluator(qa, data, batch_size=4)
+    ev = Evaluator(qa, data, batch_size=4, section=qa_section)
     base = ev.correct()
     np.testing.assert_allclose(base, plain_f1(qa, data), atol=1e-12)
     assert 0 < base.mean() < 1 and len(set(base.tolist())) > 2  # graded: not only 0 and 1
@@ -246,7 +249,7 @@ def test_a_prune_heads_variant_of_a_reader_drops_its_least_important_heads(qa):
     data = questions(qa)
     notes: list[str] = []
     pruned = _pruned(qa, 0.25, data, notes, lambda _: None)
-    drop = least_important(normalize_by_layer(Evaluator(qa, data, batch_size=3).importance()), 0.25)
+    drop = least_important(normalize_by_layer(Evaluator(qa, data, batch_size=3, section=qa_section).importance()), 0.25)
     kept = {layer: pruned.bert.encoder.layer[layer].attention.self.query.out_features // 8 for layer in range(2)}
     assert kept == {layer: 4 - sum(1 for dropped, _ in drop if dropped == layer) for layer in range(2)}
     assert notes[0] == "2 of 8 heads pruned by importance on the suite data"
@@ -259,13 +262,13 @@ def test_a_prune_heads_variant_of_a_reader_drops_its_least_important_heads(qa):
 
 def test_em_is_the_other_metric_and_an_unknown_one_is_refused(qa):
     data = questions(qa)
-    ev = Evaluator(qa, data, batch_size=4, metric="em")
+    ev = Evaluator(qa, data, batch_size=4, section=qa_section, metric="em")
     answers = qa.task.answers(qa, data.examples)
     assert ev.correct().tolist() == [o["em"] for o in qa.task.outcomes(answers, data.examples)]
     from bertprobe.errors import ProbeError
 
     with pytest.raises(ProbeError, match="metric 'accuracy' does not apply to a question-answering model"):
-        Evaluator(qa, data, batch_size=4, metric="accuracy")
+        Evaluator(qa, data, batch_size=4, section=qa_section, metric="accuracy")
 
 
 def test_sequential_sweeps_keep_f1_scores_and_order_the_census_by_confidence(qa_path):
@@ -278,7 +281,7 @@ def test_sequential_sweeps_keep_f1_scores_and_order_the_census_by_confidence(qa_
               "tolerance": 0.3}
     exact = HeadPruningProbe().run(qa, data, parse_params(HeadParams, {**common, "sequential": False}, "p"), ProbeContext(seed=0))
     seq = HeadPruningProbe().run(qa, data, parse_params(HeadParams, common, "p"), ProbeContext(seed=0))
-    ev = Evaluator(qa, data, batch_size=None)
+    ev = Evaluator(qa, data, batch_size=None, section=qa_section)
     ev.correct()
     assert ev.margins.tolist() == pytest.approx([a.confidence for a in qa.task.answers(qa, data.examples)])
     full = [(e, s) for e, s in zip(exact.details["ablation"], seq.details["ablation"]) if s["examples"] == len(data)]
@@ -290,7 +293,7 @@ def test_sequential_sweeps_keep_f1_scores_and_order_the_census_by_confidence(qa_
 
 
 def test_max_examples_samples_the_questions_and_a_worker_draws_the_same_sample(qa):
-    from bertprobe.probes.head_pruning import HeadSweep
+    from bertprobe.probes.head_pruning.sweep import HeadSweep
 
     data = questions(qa, n=12)
     result = HeadPruningProbe().run(qa, data, HeadParams(bootstrap=0, ablation=False, layers=False, pruning=False,
@@ -301,6 +304,40 @@ def test_max_examples_samples_the_questions_and_a_worker_draws_the_same_sample(q
     # a worker (ray) rebuilds the sweep from the suite's whole data: the sample is drawn again
     values = HeadSweep(max_examples=5, sample_seed=4).bind(qa, data)(("mask", [(0, 1)]))
     np.testing.assert_allclose(values, plain_f1(qa, chosen, mask_without([(0, 1)])), atol=1e-12)
+
+
+def test_a_sweep_carries_the_readers_section_by_name_and_a_pickled_one_evaluates_the_same(qa):
+    """A worker rebuilds a sweep from its pickled settings: the section travels as its module's name (modules do
+    not pickle), and a sweep given none finds the built-in one of the worker's task."""
+    import pickle
+
+    from bertprobe.probes.head_pruning.rows import portable, section_of
+    from bertprobe.probes.head_pruning.sweep import HeadSweep
+
+    data = questions(qa)
+    sweep = HeadSweep(batch_size=4, layer_cache=False, section=portable(qa_section))
+    assert sweep.section == "bertprobe.probes.head_pruning.answers"
+    assert section_of(sweep.section, qa.task) is qa_section is section_of(None, qa.task)
+    copy = pickle.loads(pickle.dumps(sweep.bind(qa, data)))
+    assert copy == sweep and "_bound" not in copy.__dict__
+    unit = ("mask", [(0, 1)])
+    np.testing.assert_allclose(copy.bind(qa, data)(unit), plain_f1(qa, data, mask_without([(0, 1)])), atol=1e-12)
+
+
+def test_a_task_still_defining_sweep_rows_is_told_its_new_name():
+    from bertprobe.errors import PluginError
+    from bertprobe.tasks.resolve import check_task
+
+    class OldReader(QuestionAnswering):
+        name = "old-reader"
+
+        def sweep_rows(self, target, data, metric="auto", subset=None):
+            return None
+
+    with pytest.raises(PluginError, match=r"defines sweep_rows, which bertprobe no longer calls: define "
+                                          r"example_rows\(target, data, metric, subset\)"):
+        check_task(OldReader, "old-plugin")
+    check_task(QuestionAnswering, "bertprobe.tasks.builtin")
 
 
 # ---- the encoder-level probes ---------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ from bertprobe.data import Dataset, Example
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.head_pruning import HeadParams, HeadPruningProbe, HeadSweep, why_exact
+from bertprobe.probes.head_pruning.params import HeadParams
+from bertprobe.probes.head_pruning.probe import HeadPruningProbe
+from bertprobe.probes.head_pruning.sweep import HeadSweep, why_exact
 from bertprobe.probes.head_pruning.betting import BettingSequence, delta_grid
 from bertprobe.probes.head_pruning.sequential import census_first, classify, looks, run_sequential
 from bertprobe.stats import bootstrap_ci
@@ -53,7 +55,7 @@ def test_prunable_fraction_from_the_steps_intervals_reads_as_the_joint_bootstrap
     """At full data the steps' own intervals (paired bootstrap at 1 - 2 alpha, the curve's seed) give exactly
     prunable_fraction_interval's value and interval, so a sequential curve whose steps all ran to the end
     reads as the exact one."""
-    from bertprobe.probes.head_pruning import prunable_fraction_interval, prunable_from_intervals
+    from bertprobe.probes.head_pruning.curve import prunable_fraction_interval, prunable_from_intervals
 
     n = 600
     base = np.random.default_rng(99).random(n) < 0.9

@@ -117,7 +117,7 @@ def _pruned(base: Target, share: float, data: Any, notes: list[str], say: Any) -
         raise TargetError(f"prune_heads ranks heads by the task loss; '{base.task.name}' models have none")
     sites = base.attention_sites()
     say(f"ranking heads of {base.spec.path} on {len(data)} examples for prune_heads: {share:g}")
-    rows = base.task.sweep_rows(base, data)  # a reader: its questions' windows, a question's gradients summed
+    rows = base.task.example_rows(base, data)  # a reader: its questions' windows, a question's gradients summed
     if rows is not None:
         encoded, labels, owner = Encoded(list(rows.rows), list(rows.lengths)), rows.labels, rows.owner
     else:

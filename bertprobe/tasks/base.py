@@ -19,6 +19,7 @@ import torch
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.errors import DataError, ProbeError
+from bertprobe.tasks.rows import ExampleRows
 from bertprobe.tasks.scores import OutcomeScore
 
 
@@ -116,11 +117,12 @@ class Task:
         (attention maps) read these."""
         return None
 
-    def sweep_rows(self, target: Any, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> Any:
-        """Where an example is not one model row (a question over windows): the rows head sweeps evaluate for the
-        examples ``subset`` of ``data`` (None: all; what depends on the whole data is decided on all of it),
-        their gold, and how row outputs become per-example outcomes (``tasks.qa_heads.SweepRows``); None: one
-        row per example, scored by ``sweep_score``."""
+    def example_rows(self, target: Any, data: Dataset, metric: str = "auto",
+                     subset: Sequence[int] | None = None) -> ExampleRows | None:
+        """Where one example is several model rows (a question over its windows): those rows for the examples
+        ``subset`` of ``data`` (None: all; what depends on the whole data is decided on all of it), each row's gold
+        for ``loss``, and how the rows' outputs decode into each example's prediction and its outcome under
+        ``metric`` (``tasks.rows.ExampleRows``); None: one ``target.encode`` row per example, its gold ``gold``."""
         return None
 
     def sweep_score(self, metric: str = "auto") -> OutcomeScore:

@@ -25,9 +25,10 @@ from bertprobe.tasks import qa_adversarial, squad_metrics
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.qa_clusters import question_clusters
-from bertprobe.tasks.qa_heads import input_rows as qa_input_rows
-from bertprobe.tasks.qa_heads import masked_span_loss
-from bertprobe.tasks.qa_heads import sweep_rows as qa_sweep_rows
+from bertprobe.tasks.qa_rows import example_rows as qa_example_rows
+from bertprobe.tasks.qa_rows import input_rows as qa_input_rows
+from bertprobe.tasks.qa_rows import masked_span_loss
+from bertprobe.tasks.rows import ExampleRows
 from bertprobe.tasks.spans import Answer, answer
 
 DEFAULTS: dict[str, Any] = {"max_length": 384, "stride": 128, "n_best": 20, "max_answer_tokens": 30,
@@ -186,7 +187,7 @@ class QuestionAnswering(Task):
         """Each question's answer (``ctx.predictions(...).answers``: one decoding shared by the run's probes)."""
         return self.answers(target, data.examples, batch_size, progress)
 
-    # ---- head sweeps (tasks.qa_heads) ---------------------------------------------------------------
+    # ---- a question as its windows' rows (tasks.qa_rows) ---------------------------------------------
     def output_logits(self, output: Any) -> Any:
         """Start and end logits stacked: ``rows x T x 2``."""
         import torch
@@ -195,18 +196,19 @@ class QuestionAnswering(Task):
 
     def loss(self, logits: Any, gold: Any) -> Any:
         """Per window HF's QA loss (mean of the start and end cross-entropies) over its own positions; ``gold``
-        rows are ``[start, end, length]`` (``qa_heads.window_labels``)."""
+        rows are ``[start, end, length]`` (``qa_rows.window_labels``)."""
         return masked_span_loss(logits, gold)
 
     def input_rows(self, target: Any, examples: Sequence[Example]) -> list[dict[str, list[int]]]:
         """Every window of each (question, context) pair, as ``answers`` reads them (``tasks.spans``)."""
         return qa_input_rows(self, target, examples)
 
-    def sweep_rows(self, target: Any, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> Any:
-        """The windows of the questions, their gold positions, and each question's F1 (or EM) decoded over its
-        windows from the rows' logits (``tasks.qa_heads``); the null threshold applies when the whole data hold
-        unanswerable questions, whichever ``subset`` is evaluated."""
-        return qa_sweep_rows(self, target, data, metric, subset)
+    def example_rows(self, target: Any, data: Dataset, metric: str = "auto",
+                     subset: Sequence[int] | None = None) -> ExampleRows:
+        """The windows of the questions, their gold positions, and each question's answer and F1 (or EM) decoded
+        over its windows from the rows' logits (``tasks.qa_rows``); the null threshold applies when the whole data
+        hold unanswerable questions, whichever ``subset`` is evaluated."""
+        return qa_example_rows(self, target, data, metric, subset)
 
     def outcomes(self, answers: Sequence[Answer], examples: Sequence[Example]) -> list[dict[str, float]]:
         """Per question its ``em`` and ``f1`` (0 or 1, and in [0, 1]): the outcomes paired gates compare."""

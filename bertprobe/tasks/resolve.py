@@ -13,6 +13,9 @@ from bertprobe.tasks.base import Task
 # what a Task subclass of before held that now lives in a probe's section (``bertprobe.sections``), with the probe
 RETIRED = {"audit_accuracy": "accuracy", "audit_calibration": "calibration", "audit_cues": "spurious-cues",
            "slice_units": "slices", "slice_scores": "slices", "sweep_rows": "head-pruning", "probe_metrics": "any"}
+# a retired method whose task meaning lives on under another name on Task: what such a task defines instead
+RENAMED = {"sweep_rows": "example_rows(target, data, metric, subset) (the rows of an example that is several model "
+                         "rows, their gold and their decoding: tasks.rows.ExampleRows)"}
 
 
 def check_task(item: Any, plugin: str) -> None:
@@ -25,9 +28,11 @@ def check_task(item: Any, plugin: str) -> None:
             continue
         if any(name in vars(cls) for cls in item.__mro__):
             which = f"probe '{probe}'" if probe != "any" else "each probe it names"
+            how = (f"define {RENAMED[name]} instead; what only {which} does with them is a section of it"
+                   if name in RENAMED else f"register a section of {which} for the task instead")
             raise PluginError(f"task '{item.name}' from plugin '{plugin}' defines {name}, which bertprobe no longer "
-                              f"calls: register a section of {which} for the task instead (registry.add(PROBE, "
-                              f"SECTION, task='{item.name}') in a bertprobe_register_sections hook; docs/plugins.md)")
+                              f"calls: {how} (registry.add(PROBE, SECTION, task='{item.name}') in a "
+                              "bertprobe_register_sections hook; docs/plugins.md)")
 
 
 def builtin_tasks() -> Registry[type[Task]]:

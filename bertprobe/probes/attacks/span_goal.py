@@ -5,7 +5,7 @@ prepend the trigger, whose last words are the fixed target answer). The trigger 
 tokens into rows that already hold ``<target answer>. <context>`` (``SplicedRows`` with the reader's own window
 length, the context truncated: the first window of each question, the one that then holds the trigger); the
 target span is the ``n`` sub-tokens right after the ``length`` trigger slots. The search loss of a row is
-Hugging Face's QA loss (the mean of the start and end cross-entropies, padding masked: ``qa_heads.
+Hugging Face's QA loss (the mean of the start and end cross-entropies, padding masked: ``qa_rows.
 masked_span_loss``) toward the target span's first and last sub-tokens. A row is hit when the span decoded
 from it (``spans.decode``, as the task decodes a window) is the target answer, SQuAD-normalised.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Example
-from bertprobe.tasks.qa_heads import masked_span_loss
+from bertprobe.tasks.qa_rows import masked_span_loss
 from bertprobe.tasks.spans import Answer, QuestionWindows, decode
 from bertprobe.tasks.squad_metrics import normalize_answer
 
