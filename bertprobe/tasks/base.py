@@ -125,9 +125,10 @@ class Task:
         ``metric`` (``tasks.rows.ExampleRows``); None: one ``target.encode`` row per example, its gold ``gold``."""
         return None
 
-    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
-        """How head sweeps score a changed model on this task (``metric``: auto, or a name the task offers)."""
-        raise self._unsupported("sweep metric")
+    def outcome_score(self, metric: str = "auto") -> OutcomeScore:
+        """How a model's row outputs score against their gold, per example and over the data (``metric``: auto, or
+        a name the task offers): what head sweeps and interventions compare a changed model by."""
+        raise self._unsupported("outcome score")
 
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         """Per example, whether the prediction is right (bool ``[N]``): the outcome gates pair."""

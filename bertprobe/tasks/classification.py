@@ -41,7 +41,7 @@ class OneOfMany(Task):
     def total_loss(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float(), gold.to(logits.device), reduction="sum")
 
-    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+    def outcome_score(self, metric: str = "auto") -> OutcomeScore:
         if metric not in ("auto", "accuracy"):
             raise ProbeError(f"metric '{metric}' does not apply to a {self.name} model; it is scored by accuracy")
         return ACCURACY

@@ -92,7 +92,7 @@ class MultiLabelClassification(Task):
     def correct(self, pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
         return (pred == gold.to(pred.device)).all(dim=-1)
 
-    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+    def outcome_score(self, metric: str = "auto") -> OutcomeScore:
         """micro-F1 (default; per example its true positives, false positives and false negatives) or
         subset_accuracy (exact match per example)."""
         thresholds = self.thresholds

@@ -117,7 +117,7 @@ class TokenClassification(Task):
         words = (gold != -100).sum(-1).clamp_min(1).to(per_word.device)
         return per_word.sum(-1) / words
 
-    def sweep_score(self, metric: str = "auto") -> OutcomeScore:
+    def outcome_score(self, metric: str = "auto") -> OutcomeScore:
         """Entity micro-F1 (default; per sentence its entity true positives, false positives and false negatives,
         from the tags at the labelled positions) or sentence exact match (``subset_accuracy``)."""
         from bertprobe.tasks.entities import sentence_counts

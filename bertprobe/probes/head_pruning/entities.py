@@ -18,10 +18,10 @@ from bertprobe.tasks.token_classification import TokenClassification
 
 def sweep_rows(target: Target, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> SweepRows:
     """The sentences ``subset`` of ``data`` (None: all) that fit one row, word-aligned, with their sub-token gold,
-    scored by the task's ``sweep_score(metric)``."""
+    scored by the task's ``outcome_score(metric)``."""
     task = cast(TokenClassification, target.task)
     data = subset_of(data, subset)
-    score = task.sweep_score(metric)  # per-example outcome and the metric over it
+    score = task.outcome_score(metric)  # per-example outcome and the metric over it
     aligned = target.encode_words(data.examples)
     kept = [i for i, a in enumerate(aligned) if a is not None]
     data = Dataset([data.examples[i] for i in kept], name=data.name, label_names=data.label_names)

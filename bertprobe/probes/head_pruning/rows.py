@@ -4,7 +4,7 @@ how the probe's section travels to a worker.
 A section of ``head-pruning`` (``entities``, ``answers``, or a plugin's for its task) gives
 ``sweep_rows(target, data, metric, subset) -> SweepRows``: the examples ``subset`` of ``data`` (None: all) as model
 rows, their gold, and how a changed model's row outputs are scored. ``class_rows`` is the probe's own (classes,
-multiple choice, label sets: one row per example, scored by the task's ``sweep_score``).
+multiple choice, label sets: one row per example, scored by the task's ``outcome_score``).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def subset_of(data: Dataset, subset: Sequence[int] | None) -> Dataset:
 
 def class_rows(target: Target, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> SweepRows:
     """The probe's own rows: one ``target.encode`` row per example, its gold ``task.gold``, scored by the task's
-    ``sweep_score(metric)`` (accuracy; multi-label: micro-F1...)."""
+    ``outcome_score(metric)`` (accuracy; multi-label: micro-F1...)."""
     data = subset_of(data, subset)
-    score = target.task.sweep_score(metric)  # per-example outcome and the metric over it
+    score = target.task.outcome_score(metric)  # per-example outcome and the metric over it
     labels = target.task.gold(data)
     return SweepRows(list(data.examples), target.encode(data.examples), labels, score)
 
