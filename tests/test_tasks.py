@@ -148,7 +148,8 @@ def _sections_setup(task: Task, logits: torch.Tensor, examples: list) -> tuple:
 
 def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_only_the_timing(monkeypatch):
     """The accuracy and calibration probes' sections for entities and label sets are found through the sections
-    lookup (``bertprobe.sections``): the probes' results equal those sections' (no flag of the probe chooses them); after a label-set section the accuracy probe times the encoded batches, after an entity
+    lookup (``bertprobe.sections``): the probes' results equal those sections' (no flag of the probe chooses
+    them); after a label-set section the accuracy probe times the encoded batches, after an entity
     section (words in windows) it does not."""
     from bertprobe.data import Example
     from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
@@ -160,7 +161,7 @@ def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_o
     from bertprobe.results import ProbeResult
     from bertprobe.tasks import QuestionAnswering, TokenClassification
 
-    monkeypatch.setattr("bertprobe.probes.accuracy.probe.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
+    monkeypatch.setattr("bertprobe.probes.accuracy.classes.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
     generator = torch.Generator().manual_seed(0)
     tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
     ner = TokenClassification(label_names=tags, settings={"scheme": "IOB2"})
