@@ -130,7 +130,7 @@ def test_accuracy_and_calibration_share_one_prediction_pass(suite_factory, monke
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Target, "logits", counting)
-    monkeypatch.setattr("bertprobe.probes.accuracy.probe.measure_throughput", lambda *a, **k: None)  # its timed passes aside
+    monkeypatch.setattr("bertprobe.probes.accuracy.classes.measure_throughput", lambda *a, **k: None)  # its timed passes aside
     suite = suite_factory("  - probe: accuracy\n    params: {single_check: 0}\n"  # no batch-of-one passes to count
                           "  - probe: calibration\n    params: {bootstrap: 20, bins: 5}\n")
     session = run_suite(load_suite(suite), build_plugins(entry_points=False))

@@ -160,7 +160,7 @@ def test_entities_and_label_sets_are_audited_by_their_tasks_and_the_probes_add_o
     from bertprobe.results import ProbeResult
     from bertprobe.tasks import QuestionAnswering, TokenClassification
 
-    monkeypatch.setattr("bertprobe.probes.accuracy.probe.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
+    monkeypatch.setattr("bertprobe.probes.accuracy.classes.measure_throughput", lambda *a, **k: None)  # the fallback: N / seconds
     generator = torch.Generator().manual_seed(0)
     tags = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
     ner = TokenClassification(label_names=tags, settings={"scheme": "IOB2"})
