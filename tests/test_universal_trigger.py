@@ -12,7 +12,8 @@ from bertprobe.errors import SuiteError
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.universal_trigger import TriggerParams, TriggerSearch, UniversalTriggerProbe, allowed_for, spliced_rows
+from bertprobe.probes.universal_trigger.probe import TriggerParams, UniversalTriggerProbe
+from bertprobe.probes.universal_trigger.search import TriggerSearch, allowed_for, spliced_rows
 from bertprobe.testing import NEGATIVE_WORDS, sentiment_examples, tiny_target
 
 
