@@ -100,7 +100,6 @@ from bertprobe.probes.backdoor_scan import labelsets
 from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.sections import builtin_section
 from bertprobe.stats import binomial_cdf
 
 POSITIONS = ("start", "middle", "end")
@@ -699,7 +698,7 @@ class PairScans(Sweep):
 
                 reference, _ = derive_variant(reference, spec, data if spec.prune_heads else None)
         # a worker rebuilds it with the built-in sections (ProbeContext.section outside a run)
-        return self.prepare(target, data, builtin_section(BackdoorScanProbe.name, target.task), reference)
+        return self.prepare(target, data, ProbeContext().section(BackdoorScanProbe.name, target.task), reference)
 
     def run(self, state: dict[str, Any], units: list[Any]) -> list[dict[str, Any]]:
         return [self.scan(state, int(src), int(tgt), int(seed)) for src, tgt, seed in units]

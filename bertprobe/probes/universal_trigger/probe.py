@@ -82,17 +82,16 @@ from bertprobe.probes.universal_trigger.search import (
 )
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.sections import builtin_section
 from bertprobe.stats import bootstrap_ci, wilson_interval
 
 
 def prepare_search(target: Target, data: Dataset, params: TriggerParams, seed: int, progress: Any = None,
-                   log: Any = None, lookup: Callable[[str, Any], Any] = builtin_section) -> SearchState:
+                   log: Any = None, lookup: Callable[[str, Any], Any] | None = None) -> SearchState:
     """The seeded split of the attacked examples, the spliced rows and the search over them: the section of
-    ``universal-trigger`` that ``lookup`` (``ProbeContext.section``; by default the built-in ones, as in a worker
-    that rebuilds the restarts' state) finds for the model's task builds it, else the class goal's
+    ``universal-trigger`` that ``lookup`` (a run's ``ProbeContext.section``; None: the built-in sections, as in a
+    worker that rebuilds the restarts' state) finds for the model's task builds it, else the class goal's
     (``search.class_search``)."""
-    section = lookup(UniversalTriggerProbe.name, target.task)
+    section = (lookup or ProbeContext().section)(UniversalTriggerProbe.name, target.task)
     build = class_search if section is None else section.search_state
     return build(target, data, params, seed, progress, log)
 
