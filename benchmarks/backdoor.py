@@ -28,7 +28,7 @@ from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.hotflip import TriggerScorer
 from bertprobe.probes.attacks.splice import SplicedRows
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary
-from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe
+from bertprobe.probes.backdoor_scan.probe import BackdoorParams, BackdoorScanProbe
 
 # name -> (trigger, to_label, poisoned sentences added to 3,000 clean ones); None: clean control
 BUILDS: dict[str, tuple[str, int, int] | None] = {

@@ -35,7 +35,7 @@ def scan(path: str, params: dict, pairs: tuple[str, ...], dtype: str) -> dict:
     from bertprobe.data import DataSpec, load_table
     from bertprobe.model import ModelSpec, load_target
     from bertprobe.probe import ProbeContext
-    from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe
+    from bertprobe.probes.backdoor_scan.probe import BackdoorParams, BackdoorScanProbe
 
     data = load_table(DataSpec(path=str(SST2_DEV), text="sentence", label="label"))
     target = load_target(ModelSpec(path=path, device="cpu", dtype=dtype))

@@ -29,7 +29,7 @@ from bertprobe.model import ModelSpec
 from bertprobe.model.modelinfo import model_bytes
 from bertprobe.model.variants import derive_variant
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe
+from bertprobe.probes.universal_trigger.probe import TriggerParams, UniversalTriggerProbe
 from bertprobe.reporters.summary import fmt
 
 

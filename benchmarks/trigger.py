@@ -20,7 +20,7 @@ import torch
 from common import SST2_DEV, SST2_MODEL, require, sst2_dev, sst2_target
 
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe
+from bertprobe.probes.universal_trigger.probe import TriggerParams, UniversalTriggerProbe
 
 
 def run(target, data, label: str, **overrides) -> dict:

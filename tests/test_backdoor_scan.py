@@ -14,7 +14,7 @@ from bertprobe.errors import ProbeError
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
-from bertprobe.probes.backdoor_scan import BackdoorParams, BackdoorScanProbe, PairScan, can_reach, crowd_z, parse_pairs, rung_ends
+from bertprobe.probes.backdoor_scan.probe import BackdoorParams, BackdoorScanProbe, PairScan, can_reach, crowd_z, parse_pairs, rung_ends
 from bertprobe.testing import RARE_WORDS, WORDS, mixed_sentiment_examples, tiny_target
 
 SMALL = dict(candidates=40, finalists=20, inits=4, held_out=60, screen_examples=20, extend=2, extend_candidates=5)
@@ -228,7 +228,7 @@ def test_pair_scans_rebuilt_in_a_worker_give_the_same_scan(poisoned, data):
     assert any(t.get("reference_flip_rate") is not None for t in there["triggers"])  # the worker loaded the reference
     # a reference that is a variant (a matrix model with pruned heads) is derived in the worker as the harness does
     from bertprobe.model.pruning import count_parameters
-    from bertprobe.probes.backdoor_scan import PairScans
+    from bertprobe.probes.backdoor_scan.probe import PairScans
 
     pruned_ref = ModelSpec(path=poisoned.spec.path, device="cpu", prune_heads=0.5)
     state = PairScans(params, 1, pruned_ref).setup(worker_model, data)
@@ -264,7 +264,7 @@ def test_insertion_lands_on_word_starts_and_matches_the_text(tmp_path, position)
 def test_relaxation_and_first_order_rankings_both_put_the_planted_token_on_top(poisoned, data):
     from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
     from bertprobe.probes.attacks.vocabulary import allowed_vocabulary
-    from bertprobe.probes.backdoor_scan import merge_rankings
+    from bertprobe.probes.backdoor_scan.probe import merge_rankings
 
     positives = [ex for ex in data.examples if ex.label == 1][:16]
     allowed = allowed_vocabulary(poisoned.tokenizer)
@@ -305,7 +305,7 @@ def test_fixture_backdoor_is_named_and_the_clean_model_is_not_flagged():
 
 
 def test_a_universal_trigger_whose_token_alone_flips_nearly_everything_is_named_a_possible_backdoor(poisoned, clean, data):
-    from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe
+    from bertprobe.probes.universal_trigger.probe import TriggerParams, UniversalTriggerProbe
     from bertprobe.results import ModelInfo, RunReport
     from bertprobe.results.verdict import decide
 

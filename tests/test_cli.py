@@ -544,7 +544,7 @@ def test_baseline_gates_an_ad_hoc_matrix_from_the_command_line(suite_factory, tm
 def test_describe_gives_each_param_its_meaning_and_list_fits_100_columns():
     from bertprobe.params import param_docs
     from bertprobe.probes.accuracy import AccuracyParams
-    from bertprobe.probes.universal_trigger import TriggerParams
+    from bertprobe.probes.universal_trigger.params import TriggerParams
 
     result = invoke("describe", "universal-trigger")
     assert result.exit_code == 0 and "``" not in result.output

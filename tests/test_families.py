@@ -9,7 +9,7 @@ from bertprobe.probe import ProbeContext
 from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
 from bertprobe.probes.head_pruning.params import HeadParams
 from bertprobe.probes.head_pruning.probe import HeadPruningProbe
-from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe
+from bertprobe.probes.universal_trigger.probe import TriggerParams, UniversalTriggerProbe
 from bertprobe.testing import sentiment_examples, tiny_target
 
 FAMILIES = ["bert", "roberta", "distilbert", "albert", "electra", "deberta-v2"]

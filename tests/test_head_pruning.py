@@ -158,7 +158,7 @@ def test_declared_metric_directions_match_what_the_probes_report(trained_model):
     from bertprobe.probe import ProbeContext
     from bertprobe.probes.accuracy import AccuracyProbe
     from bertprobe.probes.head_pruning.probe import HeadPruningProbe
-    from bertprobe.probes.universal_trigger import UniversalTriggerProbe
+    from bertprobe.probes.universal_trigger.probe import UniversalTriggerProbe
 
     target = load_target(ModelSpec(path=str(trained_model("m", steps=30)), device="cpu"))
     data = Dataset([Example(t, label=y, id=str(i)) for i, (t, y) in enumerate(sentiment_examples(40))])

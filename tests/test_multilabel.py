@@ -343,7 +343,7 @@ def test_a_trigger_turns_a_label_off_or_on_with_binary_cross_entropy(tmp_path, t
     from bertprobe.model.loading import load_target
     from bertprobe.model.spec import ModelSpec
     from bertprobe.probes.attacks.goals import LabelStateGoal
-    from bertprobe.probes.universal_trigger import TriggerParams, prepare_search
+    from bertprobe.probes.universal_trigger.probe import TriggerParams, prepare_search
 
     target = load_target(ModelSpec(path=str(tagger_dir), device="cpu"))
     from bertprobe.data import Dataset, DataSpec, Example

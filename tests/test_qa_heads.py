@@ -23,13 +23,13 @@ from bertprobe.model.interventions import head_intervention
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attention_audit import AttentionAuditProbe, AttentionParams
-from bertprobe.probes.backdoor_scan import BackdoorScanProbe
+from bertprobe.probes.backdoor_scan.probe import BackdoorScanProbe
 from bertprobe.probes.head_pruning import answers as qa_section
 from bertprobe.probes.head_pruning.evaluator import Evaluator
 from bertprobe.probes.head_pruning.params import HeadParams
 from bertprobe.probes.head_pruning.probe import HeadPruningProbe
 from bertprobe.probes.syntax_heads.probe import SyntaxHeadsProbe, SyntaxParams
-from bertprobe.probes.universal_trigger import UniversalTriggerProbe
+from bertprobe.probes.universal_trigger.probe import UniversalTriggerProbe
 from bertprobe.stats import bootstrap_ci
 from bertprobe.tasks import squad_metrics as M
 from bertprobe.tasks.question_answering import QuestionAnswering

@@ -20,7 +20,8 @@ from bertprobe.model.spec import ModelSpec
 from bertprobe.probe import ProbeContext
 from bertprobe.probes.attacks.span_goal import edited, is_target, prefixed, trigger_offsets
 from bertprobe.probes.attacks.span_trigger import questions_of, success
-from bertprobe.probes.universal_trigger import TriggerParams, UniversalTriggerProbe, span_search_state
+from bertprobe.probes.universal_trigger.answers import span_search_state
+from bertprobe.probes.universal_trigger.probe import TriggerParams, UniversalTriggerProbe
 from bertprobe.stats import wilson_interval
 from bertprobe.tasks.spans import Answer, span_loss
 from bertprobe.testing import WORDS
@@ -263,7 +264,8 @@ def test_the_fixture_reader_on_why_questions():
     32 answer the target (0.375 [0.229, 0.547]; 3 of 32 with the answer alone), F1 0.552 -> 0.367; 10 minutes on
     2 loaded cores. Success is recomputed here from the task's own answers."""
     from bertprobe.probes.attacks.span_trigger import span_result
-    from bertprobe.probes.universal_trigger import TriggerRestarts
+    from bertprobe.probes.universal_trigger.probe import TriggerRestarts
+    from bertprobe.results import ProbeResult
 
     target = load_target(ModelSpec(path=str(FIXTURE), device="cpu"))
     train, held = fixture_why("train-split"), fixture_why("test-split")
@@ -274,7 +276,7 @@ def test_the_fixture_reader_on_why_questions():
     sweep = TriggerRestarts(p, 0, 0, "universal-trigger").bind(target, None, state=state)
     [run] = sweep.run(state, [0])
     best = torch.tensor(run["trigger_ids"])
-    result = span_result("universal-trigger", p, state, best, run["loss"], [run], 0.0, [ex.id for ex in held],
+    result = span_result(ProbeResult(probe="universal-trigger"), p, state, best, run["loss"], [run], 0.0, [ex.id for ex in held],
                          ProbeContext(seed=0))
     text = result.details["trigger_text"]
     hits = success(target.task.answers(target, [edited(ex, p.target_answer, text) for ex in held]), p.target_answer)
@@ -313,6 +315,21 @@ def test_the_baseline_trigger_and_a_transfer_reader(reader, tmp_path):
     assert result.value("transfer_success_before") == pytest.approx(sum(plain) / len(held))
 
 
+def test_a_transfer_model_that_is_no_reader_is_refused_through_the_section_lookup(reader, tmp_path):
+    """A transfer model is a reader when its task finds the probe's section the audited reader's task finds
+    (``ProbeContext.section``: the ``answers`` section); a classifier finds none, and is refused."""
+    from bertprobe.errors import ProbeError
+    from bertprobe.probes.universal_trigger import answers
+    from bertprobe.testing import tiny_target
+
+    classifier = tiny_target(tmp_path / "classifier", words=VOCAB)
+    ctx = ProbeContext(seed=0, load_target=lambda spec: classifier, resolve_model=lambda name, like=None: ModelSpec(path=name))
+    assert ctx.section("universal-trigger", reader.task) is answers
+    assert ctx.section("universal-trigger", classifier.task) is None
+    with pytest.raises(ProbeError, match="needs a reader too"):
+        UniversalTriggerProbe().run(reader, Dataset(questions(16, 4)), params(iterations=1, transfer_model="other"), ctx)
+
+
 def test_the_split_moves_whole_contexts_even_where_the_cut_would_split_the_last_paragraph():
     """Two questions on paragraph A, six on B, a cut of 3: A alone is searched (the cut moves to its edge) and all
     of B held out (the split used to fall back to examples[:3], searching one of B's questions); with one
@@ -340,7 +357,7 @@ def test_the_split_moves_whole_contexts_even_where_the_cut_would_split_the_last_
 
 
 def test_a_run_whose_questions_all_ask_about_one_paragraph_warns_that_search_and_held_out_share_it(reader):
-    from bertprobe.probes.universal_trigger import UniversalTriggerProbe
+    from bertprobe.probes.universal_trigger.probe import UniversalTriggerProbe
 
     base = questions(1, 9)[0]
     one = [dataclasses.replace(base, id=f"q{k}", text=f"why did {POOL[k]} {POOL[k + 1]} it ?") for k in range(6)]
@@ -358,7 +375,7 @@ def test_a_run_whose_questions_all_ask_about_one_paragraph_warns_that_search_and
 def test_a_split_far_from_search_fraction_warns(reader):
     """Ten questions on one paragraph and two on another: whole paragraphs put 10 in the search where
     search_fraction asks for 6, and the report says so."""
-    from bertprobe.probes.universal_trigger import UniversalTriggerProbe
+    from bertprobe.probes.universal_trigger.probe import UniversalTriggerProbe
 
     base = questions(1, 9)[0]
     many = [dataclasses.replace(base, id=f"q{k}", text=f"why did {POOL[k]} {POOL[k + 1]} it ?") for k in range(10)]

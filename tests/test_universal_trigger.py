@@ -12,7 +12,8 @@ from bertprobe.errors import SuiteError
 from bertprobe.model import ModelSpec, load_target
 from bertprobe.params import parse_params
 from bertprobe.probe import ProbeContext
-from bertprobe.probes.universal_trigger import TriggerParams, TriggerSearch, UniversalTriggerProbe, allowed_for, spliced_rows
+from bertprobe.probes.universal_trigger.probe import TriggerParams, UniversalTriggerProbe
+from bertprobe.probes.universal_trigger.search import TriggerSearch, allowed_for, spliced_rows
 from bertprobe.testing import NEGATIVE_WORDS, sentiment_examples, tiny_target
 
 
@@ -176,3 +177,25 @@ def test_search_is_reproducible(trained):
     b = UniversalTriggerProbe().run(trained, sentiment_data(), params, ProbeContext(seed=4))
     assert a.details["trigger_ids"] == b.details["trigger_ids"]
     random.seed(0)
+
+
+def test_each_kind_of_model_finds_its_section_of_the_trigger_probes():
+    """The lookup picks universal-trigger's and backdoor-scan's sections by the task's kind (registered labelsets,
+    entities, answers in that order); a classifier finds none and runs the probes' own code."""
+    from bertprobe.plugins import builtin_sections
+    from bertprobe.probes.backdoor_scan import labelsets as scan_labelsets
+    from bertprobe.probes.universal_trigger import answers, entities, labelsets
+    from bertprobe.tasks.classification import SingleLabelClassification
+    from bertprobe.tasks.multilabel import MultiLabelClassification
+    from bertprobe.tasks.question_answering import QuestionAnswering
+    from bertprobe.tasks.token_classification import TokenClassification
+
+    sections = builtin_sections()
+    assert sections.of("universal-trigger") == [labelsets, entities, answers]
+    assert sections.of("backdoor-scan") == [scan_labelsets]
+    find = ProbeContext().section
+    assert [find("universal-trigger", t) for t in (SingleLabelClassification, MultiLabelClassification,
+                                                    TokenClassification, QuestionAnswering)] \
+        == [None, labelsets, entities, answers]
+    assert [find("backdoor-scan", t) for t in (SingleLabelClassification, MultiLabelClassification)] \
+        == [None, scan_labelsets]

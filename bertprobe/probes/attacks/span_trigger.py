@@ -3,7 +3,7 @@ held-out measurement and the result.
 
 The trigger ``<free tokens> <target answer>.`` is prepended to the context of every question of one type
 (``question_word``: why, who, when, where, as ``squad_metrics.question_word`` reads it). The search
-(``universal_trigger``) flips the free tokens with HotFlip on the gradient of the target span's start and end
+(``universal_trigger.answers``) flips the free tokens with HotFlip on the gradient of the target span's start and end
 log-likelihood (``span_goal.SpanGoal``) over each question's first window. The reported success is measured on
 held-out questions of the type by the task's own decoding (``task.answers``: all windows of the edited
 context; split from the searched ones by context, so no held-out question shares a paragraph with a searched
@@ -89,13 +89,14 @@ def rate_metric(result: ProbeResult, name: str, hits: Sequence[bool], descriptio
                       ci=clustered_wilson(values, groups, 0.95) if n else None, outcome=outcome)
 
 
-def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float, history: list[dict[str, Any]],
-                search_seconds: float, ids: Sequence[str], ctx: Any, groups: Sequence[str] | None = None) -> ProbeResult:
-    """Held-out success of the trigger on a reader: the share of questions of the type answered with exactly the
-    target answer, with and without the free trigger tokens (the answer alone prefixed), F1 on their gold answers
-    before and after, the matrix baseline's trigger, ``transfer_model``, findings. ``groups``: each held-out
-    question's context (``qa_clusters.question_clusters`` over the whole data; by default over the held-out
-    questions), which the intervals resample and the outcomes carry."""
+def span_result(result: ProbeResult, params: Any, state: Any, best: Any, best_loss: float,
+                history: list[dict[str, Any]], search_seconds: float, ids: Sequence[str], ctx: Any,
+                groups: Sequence[str] | None = None) -> ProbeResult:
+    """Held-out success of the trigger on a reader, written into ``result`` (returned): the share of questions of
+    the type answered with exactly the target answer, with and without the free trigger tokens (the answer alone
+    prefixed), F1 on their gold answers before and after, the matrix baseline's trigger, ``transfer_model``,
+    findings. ``groups``: each held-out question's context (``qa_clusters.question_clusters`` over the whole data;
+    by default over the held-out questions), which the intervals resample and the outcomes carry."""
     search, examples, held_idx = state.search, state.examples, state.held_idx
     target = search.target
     task, answer = target.task, params.target_answer
@@ -113,7 +114,6 @@ def span_result(probe: str, params: Any, state: Any, best: Any, best_loss: float
     n = len(held)
     groups = list(groups) if groups is not None else question_clusters(held)
     keys, seed = cluster_keys(groups), ctx.seed  # a paired gate or compare resamples contexts too
-    result = ProbeResult(probe=probe)
     result.outcomes += [
         Outcomes.from_values("target_answered", ids, hits, groups=keys),
         Outcomes.from_values("target_answered_alone", ids, hits_alone, groups=keys),
@@ -191,10 +191,11 @@ def _baseline(result: ProbeResult, ctx: Any, task: Any, target: Any, held: list[
 
 def _transfer(result: ProbeResult, ctx: Any, target: Any, held: list[Example], answer: str, text: str,
               params: Any, groups: Sequence[str] | None = None) -> None:
-    """The trigger text on a second reader (its own tokenizer and decoding): its held-out success."""
+    """The trigger text on a second reader (its own tokenizer and decoding): its held-out success. A reader is a
+    model whose task finds the same section of the probe as this one's (``ProbeContext.section``)."""
     assert ctx.load_target is not None
     other = ctx.load_target(ctx.resolve_model(params.transfer_model, target.spec))
-    if not getattr(other.task, "span_answers", False):
+    if ctx.section(result.probe, other.task) is not ctx.section(result.probe, target.task):  # not attacked as a reader
         raise ProbeError(f"transfer_model {params.transfer_model}: a trigger with a target answer needs a reader too")
     before = success(answered(other.task, other, held, answer, None, params.eval_batch_size)[0], answer)
     hits = success(answered(other.task, other, held, answer, text, params.eval_batch_size)[0], answer)

@@ -96,6 +96,7 @@ from bertprobe.probes.attacks.goals import LabelStateGoal
 from bertprobe.probes.attacks.hotflip import TriggerScorer, relaxed_token_scores
 from bertprobe.probes.attacks.splice import SplicedRows, insert_text
 from bertprobe.probes.attacks.vocabulary import allowed_vocabulary, resolve_label
+from bertprobe.probes.backdoor_scan import labelsets
 from bertprobe.progress import progress
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
@@ -173,25 +174,9 @@ def parse_pairs(pairs: tuple[str, ...], names: list[str], label_map: Any = None)
     return out
 
 
-def parse_label_states(pairs: tuple[str, ...], names: list[str], label_map: Any = None) -> list[tuple[int, int]]:
-    """Multi-label: the (label, add) units to scan, from ``label:add`` / ``label:remove`` (default: every label,
-    turned on where it is off and off where it is on)."""
-    if not pairs:
-        return [(c, add) for c in range(len(names)) for add in (1, 0)]
-    out = []
-    for pair in pairs:
-        label, _, way = pair.partition(":")
-        if way.strip() not in ("add", "remove"):
-            raise ProbeError(f"pair {pair!r}: on a multi-label model a pair is LABEL:add or LABEL:remove")
-        out.append((resolve_label(label.strip(), names, "pair label", label_map), int(way.strip() == "add")))
-    return out
-
-
-def unit_names(names: list[str], src: int, tgt: int, multi_label: bool) -> tuple[str, str]:
-    """How a unit's source and target read: classes, or a label's states (``toxic off`` -> ``toxic on``)."""
-    if not multi_label:
-        return names[src], names[tgt]
-    return (f"{names[src]} off", f"{names[src]} on") if tgt else (f"{names[src]} on", f"{names[src]} off")
+def unit_names(section: Any, names: list[str], src: int, tgt: int) -> tuple[str, str]:
+    """How a unit's source and target read: classes, or what ``section`` names them (a label's states)."""
+    return section.unit_names(names, src, tgt) if section is not None else (names[src], names[tgt])
 
 
 def merge_rankings(first: list[int], second: list[int], k: int) -> torch.Tensor:
@@ -489,6 +474,11 @@ class BackdoorScanProbe(Probe):
     Metrics: ``backdoor_detected`` (0/1), ``max_flip_rate`` (the best trigger's held-out flip rate over
     all pairs), ``anomaly_score`` (the robust z of each pair's headline trigger against the crowd of
     the next-best candidates of its length, the largest over pairs), ``scan_seconds``, ``forward_passes``, ``candidates_measured``.
+
+    A unit is a (source, target) class pair; a section (``bertprobe.sections``; built in: ``labelsets``, one label's
+    state turned on or off) makes its own units and holds ``units(params, names, label_map)``, ``unit_names(names,
+    source, target)``, ``correct(target, data, params, progress) -> dict`` (merged into the scan's state) and
+    ``pool(target, data, state, source, target) -> (goal, example indices)``.
     """
 
     name = "backdoor-scan"
@@ -520,18 +510,16 @@ class BackdoorScanProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: BackdoorParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
         names = target.label_names
-        multi = target.task.label_sets
-        pairs = (parse_label_states(params.pairs, names, target.task.label_map) if multi
+        section = ctx.section(self.name, target.task)  # None: a classifier's class pairs
+        pairs = (section.units(params, names, target.task.label_map) if section is not None
                  else parse_pairs(params.pairs, names, target.task.label_map))
-        if multi and params.reference_model:
-            raise ProbeError("reference_model is measured for single-label models only; leave it out on a multi-label model")
         reference = self._reference(ctx, target, params)
         scans_sweep = PairScans(params, ctx.seed if params.seed is None else params.seed,
                                 reference.spec if reference is not None else None)
-        state = scans_sweep.prepare(target, data, reference, ctx.progress)
+        state = scans_sweep.prepare(target, data, section, reference, ctx.progress)
         state["log"] = ctx.log  # stage lines from this process (an executor's workers build their own state)
         start = time.perf_counter()
-        keys = ["->".join(unit_names(names, s, t, multi)) for s, t in pairs]
+        keys = ["->".join(unit_names(section, names, s, t)) for s, t in pairs]
         units = [(key, (s, t, ctx.unit_seed(key))) for key, (s, t) in zip(keys, pairs)]
         scans = ctx.map(scans_sweep.bind(target, data, state=state), units, desc="backdoor scan")
         return self._result(scans, params, time.perf_counter() - start, reference is not None)
@@ -679,24 +667,23 @@ class PairScans(Sweep):
     seed: int
     reference: ModelSpec | None = None
 
-    def prepare(self, target: Target, data: Dataset, reference: Target | None = None,
+    def prepare(self, target: Target, data: Dataset, section: Any, reference: Target | None = None,
                 progress: Any = None) -> dict[str, Any]:
-        """What every pair needs: the allowed vocabulary, which examples the model gets right, the reference."""
+        """What every pair needs: the allowed vocabulary, which examples the model gets right (``section``'s
+        ``correct``, None: a classifier's), the reference."""
         params = self.params
         allowed = allowed_vocabulary(target.tokenizer, params.allow_subwords, params.alphabetic_only, params.blacklist)
         if int(allowed.sum()) < params.candidates:
             raise ProbeError(f"only {int(allowed.sum())} vocabulary tokens pass the filter; lower candidates")
-        if target.task.label_sets:  # per label: whether the model gets its state right
-            logits = target.logits(data.examples, params.batch_size, progress=progress)
-            right = (target.task.predict(logits) == target.task.gold(data)).T  # labels x examples
-            return {"target": target, "data": data, "allowed": allowed, "correct_states": right.tolist(),
-                    "ids": example_ids(data.examples), "reference": reference}
+        if section is not None:  # a multi-label model: per label, whether the model gets its state right
+            return {"target": target, "data": data, "allowed": allowed, **section.correct(target, data, params, progress),
+                    "ids": example_ids(data.examples), "reference": reference, "section": section}
         sources = sorted({s for s, _ in parse_pairs(params.pairs, target.label_names, target.task.label_map)})
         labelled = [i for i, ex in enumerate(data.examples) if ex.label in sources]
         predicted = target.predict([data.examples[i] for i in labelled], params.batch_size, progress=progress)
         correct = {i for i, pred in zip(labelled, predicted) if pred == data.examples[i].label}
         return {"target": target, "data": data, "allowed": allowed, "correct": correct,
-                "ids": example_ids(data.examples), "reference": reference}
+                "ids": example_ids(data.examples), "reference": reference, "section": None}
 
     def setup(self, target: Target, data: Dataset | None) -> dict[str, Any]:
         assert data is not None
@@ -710,7 +697,8 @@ class PairScans(Sweep):
                 from bertprobe.model.variants import derive_variant
 
                 reference, _ = derive_variant(reference, spec, data if spec.prune_heads else None)
-        return self.prepare(target, data, reference)
+        # a worker rebuilds it with the built-in sections (ProbeContext.section outside a run)
+        return self.prepare(target, data, ProbeContext().section(BackdoorScanProbe.name, target.task), reference)
 
     def run(self, state: dict[str, Any], units: list[Any]) -> list[dict[str, Any]]:
         return [self.scan(state, int(src), int(tgt), int(seed)) for src, tgt, seed in units]
@@ -718,15 +706,12 @@ class PairScans(Sweep):
     def scan(self, state: dict[str, Any], src: int, tgt: int, unit_seed: int) -> dict[str, Any]:
         """One pair: candidates, exact flip rates, the verdict (see the module docstring)."""
         target, data, ids = state["target"], state["data"], state["ids"]
-        params, names = self.params, target.label_names
-        multi = "correct_states" in state
-        source, goal_name = unit_names(names, src, tgt, multi)
+        params, names, section = self.params, target.label_names, state["section"]
+        source, goal_name = unit_names(section, names, src, tgt)
         rng = random.Random(unit_seed ^ self.seed)
         attack = None
-        if multi:  # texts whose label state is the source's, and that the model gets right
-            attack = LabelStateGoal(src, bool(tgt), float(target.task.thresholds[src]))  # type: ignore[attr-defined]
-            right = state["correct_states"][src]
-            pool = [i for i, ex in enumerate(data.examples) if (src in ex.label) != bool(tgt) and right[i]]
+        if section is not None:  # a label's state: the texts whose state is the source's, that the model gets right
+            attack, pool = section.pool(target, data, state, src, tgt)
         else:
             pool = [i for i, ex in enumerate(data.examples) if ex.label == src and i in state["correct"]]
         rng.shuffle(pool)
@@ -772,3 +757,8 @@ class PairScans(Sweep):
 @hookimpl
 def bertprobe_register_probes(registry: Any) -> None:
     registry.add(BackdoorScanProbe)
+
+
+@hookimpl
+def bertprobe_register_sections(registry: Any) -> None:
+    registry.add(BackdoorScanProbe.name, labelsets, when="label_sets")
