@@ -509,7 +509,7 @@ def test_fp32_build_equals_pytorch_on_every_tasks_fixture(name: str) -> None:
     multiple-choice model's logits, a tagger's per-word logits, a reader's answers and their scores."""
     from bertprobe.data.dataset import Dataset
     from bertprobe.model.word_logits import word_logits
-    from bertprobe.probe import predict_directly
+    from bertprobe.model.predictions import predict_directly
 
     path = SST2_MODEL.parent / f"minilm-l6-{name}"
     base = load_target(ModelSpec(path=str(path), device="cpu", dtype="float32"))

@@ -185,7 +185,7 @@ def test_throughput_excludes_the_warm_up_pass_and_reports_its_spread():
     from bertprobe.data.dataset import Dataset, Example
     from bertprobe.model.target import Encoded
     from bertprobe.model.timing import measure_throughput
-    from bertprobe.probe import predict_directly
+    from bertprobe.model.predictions import predict_directly
 
     class FirstPassSlow:  # a compiled model: the first pass pays minutes, later passes are warm
         calls = 0

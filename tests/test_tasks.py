@@ -139,7 +139,8 @@ def test_each_tasks_standard_metrics_match_scikit_learn():
 
 def _sections_setup(task: Task, logits: torch.Tensor, examples: list) -> tuple:
     from bertprobe.data import Dataset
-    from bertprobe.probe import Predictions, ProbeContext
+    from bertprobe.model.predictions import Predictions
+    from bertprobe.probe import ProbeContext
 
     target = SimpleNamespace(task=task, max_length=128, label_names=list(task.label_names), encode=lambda examples: examples)
     ctx = ProbeContext(seed=3, predictions=lambda t, d, batch_size=None: Predictions(logits, 2.0))
