@@ -166,8 +166,9 @@ class Probe(abc.ABC):
     """Base class of a probe.
 
     Subclasses set ``name`` (what a suite writes), ``description`` (one line for ``bertprobe list``),
-    ``requires`` (target capabilities such as ``classifier``, ``mlm``, ``attentions``, ``gradients``, and
-    what the data must hold: ``data:labels``, ``data:words``, ``data:layer:head``; see ``Dataset.features``),
+    ``requires`` (target capabilities such as ``classifier``, ``mlm``, ``attentions``, ``gradients``: abilities,
+    never a task, which ``tasks`` lists; and what the data must hold: ``data:labels``, ``data:words``,
+    ``data:layer:head``; see ``Dataset.features``),
     ``metrics`` (metric names, fnmatch patterns allowed, that ``expect:`` may name), ``Params``
     (a frozen dataclass; the suite's ``params:`` are validated against it) and ``path_params`` (names of
     params that hold file paths, comma-separated or ``prefix:path`` allowed: relative ones written in
@@ -270,12 +271,13 @@ class Probe(abc.ABC):
         probe does not list the task, yet the task offers what the probe requires (so it would run, reading the
         outputs with the wrong meaning), or the task admits only the probes that list it (``listed_probes_only``).
         Otherwise a task lacking a requirement is skipped, as a missing capability is. A section of the probe
-        registered for the task by name (``sections``: the run's) makes the probe support it."""
+        registered for the task by name (``sections``: the run's) makes the probe support it. Capabilities are
+        abilities, never a task's name: a task is supported through ``tasks`` or a section, never ``requires``."""
         if cls.supports_task(task, sections):
             return False
         if getattr(task, "listed_probes_only", False):
             return True
-        offered = set(task.capabilities) | {task.name} | _MODEL_CAPABILITIES
+        offered = set(task.capabilities) | _MODEL_CAPABILITIES
         return not cls.missing_requirements(offered)
 
     @classmethod
