@@ -1,8 +1,9 @@
 """bertprobe: adversarial and robustness probes for fine-tuned BERT-family models."""
 
 from bertprobe.errors import BertprobeError, DataError, ProbeError, SuiteError, TargetError
+from bertprobe.execution import Sweep
 from bertprobe.hookspecs import hookimpl
-from bertprobe.probe import Probe, ProbeContext, Sweep
+from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import Finding, Metric, Outcomes, ProbeResult, RunReport, example_ids
 from bertprobe.version import __version__
 

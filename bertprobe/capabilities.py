@@ -1,7 +1,9 @@
 """Every name a probe may put in ``requires``: what a loaded target can do, and what its data hold.
 
 ``Target.capabilities`` and ``Dataset.features`` answer with these names; a probe that requires a name
-not listed here is refused when it registers (a typo would otherwise skip the probe forever).
+not listed here is refused when it registers (a typo would otherwise skip the probe forever). Capabilities
+name abilities, never a task: a probe lists the tasks whose outputs it reads in ``Probe.tasks``, and one that
+requires a task's name is refused at registration, told so.
 """
 
 from __future__ import annotations
@@ -18,15 +20,8 @@ TARGET: dict[str, str] = {
     "input-gradients": "gradients at the input embeddings, maybe from the float copy of a quantized variant",
     "predictions": "a prediction per example (a class, a choice, tags, an answer span): what ctx.predictions shares",
     "classifier": "a sequence classifier with named classes",
-    "classification": "task classification (single-label)",
-    "multi-label": "task multi-label classification",
-    "token-classification": "task token classification (NER): one tag per word",
-    "multiple-choice": "task multiple choice",
-    "question-answering": "task extractive question answering: a span of the context",
-    "masked-lm": "task masked LM",
     "mlm": "a masked-LM head",
     "mask-token": "the tokenizer has a mask token",
-    "encoder": "task encoder: a bare encoder without a task head",
 }
 DATA: dict[str, str] = {
     "data:labels": "every example has a label",

@@ -6,7 +6,7 @@ import importlib
 import importlib.metadata
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import pluggy
@@ -117,13 +117,22 @@ def _check_disabled(pm: pluggy.PluginManager, disabled: set[str], entry_points: 
                           f"plugins: {', '.join(sorted(known))}")
 
 
-def _check_requires(probe: Any, plugin: str) -> None:
-    """A probe may require only names of ``bertprobe.capabilities``."""
+def _check_requires(probe: Any, plugin: str, tasks: Registry[Any] | None = None) -> None:
+    """A probe may require only names of ``bertprobe.capabilities``: abilities, never a task (``tasks``: the run's
+    registered tasks, whose names a probe lists in its ``tasks`` instead)."""
     from bertprobe.capabilities import unknown
 
-    bad = unknown(getattr(probe, "requires", ()) or ())
+    requires = getattr(probe, "requires", ()) or ()
+    name = getattr(probe, "name", probe)
+    named = sorted(set(requires) & set(tasks.names())) if tasks is not None else []
+    if named:
+        listed = ", ".join(f"'{task}'" for task in named)
+        raise PluginError(f"probe '{name}' from plugin '{plugin}' requires {listed}, a task and no capability (capabilities "
+                          f"name abilities: see bertprobe/capabilities.py); list the task in the probe's tasks instead: "
+                          f"tasks = frozenset({{{listed}}})")
+    bad = unknown(requires)
     if bad:
-        raise PluginError(f"probe '{getattr(probe, 'name', probe)}' from plugin '{plugin}' requires unknown "
+        raise PluginError(f"probe '{name}' from plugin '{plugin}' requires unknown "
                           f"capabilities: {', '.join(bad)}; see bertprobe/capabilities.py")
 
 
@@ -177,8 +186,10 @@ def build_plugins(
     except (ImportError, AttributeError) as exc:
         raise PluginError(f"a bertprobe plugin failed to load: {exc}; disable it with {DISABLE_ENV}") from None
     _check_disabled(pm, _disabled(env), entry_points)
-    plugins = Plugins(pm, Registry("probe", check=_check_requires), Registry("reporter"), Registry("dataset loader"), dists,
-                      extra=list(extra or []), tasks=Registry("task", check=None if listing else _task_check()))
+    tasks: Registry[Any] = Registry("task", check=None if listing else _task_check())
+    probes: Registry[Any] = Registry("probe", check=partial(_check_requires, tasks=tasks))
+    plugins = Plugins(pm, probes, Registry("reporter"), Registry("dataset loader"), dists, extra=list(extra or []),
+                      tasks=tasks)
     for hook, registry in (
         ("bertprobe_register_tasks", plugins.tasks),
         ("bertprobe_register_probes", plugins.probes),

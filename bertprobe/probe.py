@@ -1,23 +1,44 @@
-"""The probe contract every built-in and third-party probe implements."""
+"""The probe contract every built-in and third-party probe implements: ``Probe`` (what a probe declares and
+runs), ``ProbeContext`` (what the harness lends it) and ``unit_seed``.
+
+How its work runs lives beside it: ``Sweep``, ``run_chunks`` and ``map_in_process`` in ``bertprobe.execution``,
+and one prediction pass, ``Predictions`` and ``predict_directly``, in the model wing (``bertprobe.model.predictions``,
+which reads the task's meaning flags so that no probe does). ``Sweep`` and ``Predictions`` are re-exported here,
+where plugins import them.
+"""
 
 from __future__ import annotations
 
 import abc
 import fnmatch
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from bertprobe.execution import Sweep, map_in_process
 from bertprobe.params import NoParams
 from bertprobe.results import Catalogue, DefaultExpectation, ProbeResult
 from bertprobe.results.catalogue import merge
 
 if TYPE_CHECKING:
     from bertprobe.data.dataset import Dataset, DataSpec
+    from bertprobe.model.predictions import Predictions
     from bertprobe.model.spec import ModelSpec
     from bertprobe.model.target import Target
+
+__all__ = ["Predictions", "Probe", "ProbeContext", "Sweep", "unit_seed"]
+
+
+def __getattr__(name: str) -> object:
+    """``Predictions`` (what ``ctx.predictions`` returns), re-exported from the model wing when first asked for."""
+    if name == "Predictions":
+        from bertprobe.model.predictions import Predictions
+
+        return Predictions
+    raise AttributeError(f"module 'bertprobe.probe' has no attribute {name!r}")
+
 
 T = TypeVar("T")
 
@@ -34,100 +55,12 @@ def unit_seed(seed: int, probe_id: str, key: str) -> int:
     return int(hashlib.sha256(f"{seed}:{probe_id}:{key}".encode()).hexdigest()[:8], 16)
 
 
-class Sweep:
-    """Independent work units that a worker process can rebuild on its own copy of the model.
+def _predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:
+    """``ctx.predictions`` outside a run: ``bertprobe.model.predictions.predict_directly`` (imported when first
+    called: importing the contract loads no model machinery)."""
+    from bertprobe.model.predictions import predict_directly
 
-    A probe subclasses it (a dataclass holding only small, picklable settings) and implements
-    ``setup(target, data) -> state`` (pre-tokenised batches, caches: built once per worker) and
-    ``run(state, units) -> values`` (one JSON-able value per unit). ``bind(target, data)`` ties it to the
-    probe's own target and data; bound, it is called like the function ``ctx.map`` expects (a list of
-    units with ``group``, one unit without; so a unit itself is never a list: use a tuple). Pass it to ``ctx.map`` instead of a closure and an executor
-    such as ``ray`` may shard the units over workers, each loading the model once; the values are the
-    same as in one process. Pickling drops the bound target, data and state (the models stay where
-    they are; only the settings and the units travel).
-    """
-
-    def setup(self, target: Target, data: Dataset | None) -> Any:
-        """What every unit needs, built once per process (default: nothing)."""
-        return None
-
-    def run(self, state: Any, units: list[Any]) -> list[Any]:
-        """One value per unit."""
-        raise NotImplementedError
-
-    def bind(self, target: Target, data: Dataset | None, state: Any = None) -> Sweep:
-        """Tie the sweep to a loaded target and data; ``state`` reuses what ``setup`` would build."""
-        self.__dict__["_bound"] = (target, data)
-        self.__dict__["_state"] = state
-        return self
-
-    def state(self) -> Any:
-        if self.__dict__.get("_state") is None:
-            bound = self.__dict__.get("_bound")
-            if bound is None:
-                raise RuntimeError(f"{type(self).__name__}: call bind(target, data) before running it here")
-            self.__dict__["_state"] = self.setup(*bound)
-        return self.__dict__["_state"]
-
-    def __call__(self, units: Any) -> Any:
-        if isinstance(units, list):
-            return self.run(self.state(), units)
-        return self.run(self.state(), [units])[0]
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_bound", "_state")}
-
-
-def run_chunks(fn: Callable[[Any], Any], chunks: Sequence[Sequence[Any]], grouped: bool) -> Iterator[tuple[int, list[Any]]]:
-    """Run chunks of work units in this process, one after another, yielding ``(chunk index, values)``.
-
-    ``grouped``: ``fn`` takes a list of units and returns one value per unit; otherwise every chunk
-    holds one unit and ``fn`` takes it alone. The one in-process runner: ``ProbeContext.map`` outside
-    the harness, the harness's fallback for closures and the ``local`` executor all use it.
-    """
-    for i, chunk in enumerate(chunks):
-        yield i, (list(fn(list(chunk))) if grouped else [fn(chunk[0])])
-
-
-def map_in_process(fn: Callable[[Any], Any], units: Sequence[tuple[str, Any]], desc: str = "", group: int = 0) -> list[Any]:
-    """``ProbeContext.map`` without a harness: every unit in this process, nothing recorded."""
-    items = [unit for _, unit in units]
-    size = max(1, group)
-    chunks = [items[start : start + size] for start in range(0, len(items), size)]
-    return [value for _, values in run_chunks(fn, chunks, bool(group)) for value in values]
-
-
-@dataclass(frozen=True)
-class Predictions:
-    """A model's logits on a dataset (float32, CPU, in the data's order) and the seconds the pass took; for a
-    task whose predictions are no logits per example (extractive QA), its own ``answers`` instead."""
-
-    logits: Any  # N x C; token classification: N x longest sentence x tags, per word (zeros past each end)
-    seconds: float
-    windowed: int = 0  # token classification: sentences longer than max_length, predicted in windows
-    answers: Any = None  # the task's own predictions (Task.predict_data), one per example; logits is None then
-
-
-def predict_directly(target: Target, data: Dataset, batch_size: int | None = None, progress: Any = None) -> Predictions:
-    """One pass of ``target`` over ``data`` (what ``ctx.predictions`` does without a harness)."""
-    import time
-
-    task = getattr(target, "task", None)
-    if task is not None and task.own_predictions:  # the task decodes its own (QA: answers over windows)
-        start = time.perf_counter()
-        own = task.predict_data(target, data, batch_size, progress)
-        return Predictions(None, time.perf_counter() - start, answers=own)
-    if getattr(task, "word_tags", False):  # logits per word, long sentences in windows
-        from bertprobe.model.word_logits import padded, word_logits
-        from bertprobe.tasks.token_classification import words_of
-
-        start = time.perf_counter()
-        per_word = word_logits(target, words_of(data.examples), batch_size, target.spec.stride, progress)
-        return Predictions(padded(per_word.logits), time.perf_counter() - start, per_word.windowed)
-    encoded = target.encode(data.examples)
-    start = time.perf_counter()
-    logits = target.logits(encoded, batch_size, progress)
-    return Predictions(logits, time.perf_counter() - start)
+    return predict_directly(target, data, batch_size, progress)
 
 
 def _resolve_model(name_or_path: str, like: ModelSpec | None = None) -> ModelSpec:
@@ -172,7 +105,7 @@ class ProbeContext:
     model_name: str = ""
     probe_id: str = ""
     map: Callable[..., list[Any]] = map_in_process
-    predictions: Callable[..., Predictions] = predict_directly
+    predictions: Callable[..., Predictions] = _predict_directly
     section: Callable[[str, Any], Any] = field(default=None)  # type: ignore[assignment]
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -233,8 +166,9 @@ class Probe(abc.ABC):
     """Base class of a probe.
 
     Subclasses set ``name`` (what a suite writes), ``description`` (one line for ``bertprobe list``),
-    ``requires`` (target capabilities such as ``classifier``, ``mlm``, ``attentions``, ``gradients``, and
-    what the data must hold: ``data:labels``, ``data:words``, ``data:layer:head``; see ``Dataset.features``),
+    ``requires`` (target capabilities such as ``classifier``, ``mlm``, ``attentions``, ``gradients``: abilities,
+    never a task, which ``tasks`` lists; and what the data must hold: ``data:labels``, ``data:words``,
+    ``data:layer:head``; see ``Dataset.features``),
     ``metrics`` (metric names, fnmatch patterns allowed, that ``expect:`` may name), ``Params``
     (a frozen dataclass; the suite's ``params:`` are validated against it) and ``path_params`` (names of
     params that hold file paths, comma-separated or ``prefix:path`` allowed: relative ones written in
@@ -337,12 +271,13 @@ class Probe(abc.ABC):
         probe does not list the task, yet the task offers what the probe requires (so it would run, reading the
         outputs with the wrong meaning), or the task admits only the probes that list it (``listed_probes_only``).
         Otherwise a task lacking a requirement is skipped, as a missing capability is. A section of the probe
-        registered for the task by name (``sections``: the run's) makes the probe support it."""
+        registered for the task by name (``sections``: the run's) makes the probe support it. Capabilities are
+        abilities, never a task's name: a task is supported through ``tasks`` or a section, never ``requires``."""
         if cls.supports_task(task, sections):
             return False
         if getattr(task, "listed_probes_only", False):
             return True
-        offered = set(task.capabilities) | {task.name} | _MODEL_CAPABILITIES
+        offered = set(task.capabilities) | _MODEL_CAPABILITIES
         return not cls.missing_requirements(offered)
 
     @classmethod

@@ -13,7 +13,8 @@ through the ``bertprobe_register_sections`` hook, the built-in ones included::
 first, then the first registered for a meaning flag the task sets (in registration order), else None (the
 probe's own code, for classes). A section is any object (a module, an instance) holding what its probe calls:
 each probe names its section's protocol in its docstring. Its optional ``catalogue`` (``results.Catalogue``)
-declares the metrics it writes in the probe's place; ``Probe.catalogue`` merges them.
+declares the metrics it writes in the probe's place; ``Probe.catalogue`` merges them. The registry of the built-in
+plugins alone, what a probe run outside the harness looks up, is ``bertprobe.plugins.builtin_sections()``.
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ import numpy as np
 import torch
 
 from bertprobe.data import Dataset, Example
-from bertprobe.probe import Predictions, ProbeContext
-from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
+from bertprobe.model.predictions import Predictions
+from bertprobe.probe import ProbeContext
+from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe, entities, labelsets
 from bertprobe.results import ProbeResult
 from bertprobe.run.turn import judge
 from bertprobe.suite.schema import ProbeSpec
-from bertprobe.probes.accuracy import entities, labelsets
 from bertprobe.tasks.labelset_metrics import f1_scores
 from bertprobe.tasks.multilabel import MultiLabelClassification
 from bertprobe.tasks.token_classification import TokenClassification

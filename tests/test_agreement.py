@@ -95,7 +95,7 @@ def test_a_readers_int8_build_agrees_answer_by_answer(tmp_path: Path) -> None:
 
 def test_a_taggers_int8_build_agrees_sentence_by_sentence(tmp_path: Path) -> None:
     from bertprobe.data.dataset import Dataset
-    from bertprobe.probe import predict_directly
+    from bertprobe.model.predictions import predict_directly
     from bertprobe.tasks.entities import spans
     from bertprobe.probes.accuracy.entities import entity_list
 

@@ -269,6 +269,21 @@ def test_a_moved_name_is_the_same_object_as_in_its_new_home():
     assert head_intervention is moved and bertprobe.Target is Target
 
 
+def test_the_contract_re_exports_what_moved_out_of_it_and_imports_no_model_machinery():
+    """``Sweep`` lives in ``bertprobe.execution`` and ``Predictions`` in ``bertprobe.model.predictions``; both stay
+    importable from ``bertprobe.probe``, whose import loads no model wing (``Predictions`` comes when asked for)."""
+    import subprocess
+
+    from bertprobe import execution, probe
+    from bertprobe.model import predictions
+
+    assert probe.Sweep is execution.Sweep and probe.Predictions is predictions.Predictions
+    code = "import sys, bertprobe.probe; print('bertprobe.model' in sys.modules, 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(bertprobe_package.__file__).resolve().parent.parent)
+    assert done.stdout.split() == ["False", "False"]
+
+
 def test_the_model_wing_is_named_for_what_it_holds_and_the_old_path_warns():
     package = Path(bertprobe_package.__file__).parent
     assert not (package / "target").exists() and not (package / "interventions.py").exists()

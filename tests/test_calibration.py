@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from bertprobe.data import Dataset, Example
-from bertprobe.probe import Predictions, ProbeContext
+from bertprobe.model.predictions import Predictions
+from bertprobe.probe import ProbeContext
 from bertprobe.probes.calibration.metrics import ece_parts, risk_coverage
 from bertprobe.probes.calibration.probe import CalibrationParams, CalibrationProbe
 from bertprobe.probes.calibration.scaling import fit_temperature, softmax

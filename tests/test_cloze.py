@@ -322,7 +322,7 @@ def test_cloze_chunks_are_a_sweep_a_worker_can_rebuild(bert_mlm, tmp_path):
     another copy of the model, it scores a chunk the same; the probe counts the passes its chunks took."""
     import pickle
 
-    from bertprobe.probe import Sweep, map_in_process
+    from bertprobe.execution import Sweep, map_in_process
 
     calls = []
 

@@ -278,7 +278,7 @@ def test_intervals_resample_contexts_where_questions_share_one(target):  # noqa:
     import hashlib
     from types import SimpleNamespace
 
-    from bertprobe.probe import Predictions
+    from bertprobe.model.predictions import Predictions
     from bertprobe.stats import clustered_wilson, mean_interval, wilson_interval
 
     examples = shared_contexts(36)

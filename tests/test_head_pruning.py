@@ -206,7 +206,7 @@ def test_pruning_curve_as_sweep_units_equals_step_by_step(trained, budget):
     ev.budget = budget
     base = float(ev.correct().mean())
     ranking = torch.rand(ev.shape, generator=torch.Generator().manual_seed(3))
-    from bertprobe.probe import map_in_process
+    from bertprobe.execution import map_in_process
 
     seen: list[str] = []
 

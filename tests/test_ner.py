@@ -385,7 +385,7 @@ def test_entity_suppression_goal_reads_words_where_the_tagger_does(tmp_path, tag
     assert sum(outcomes["correct_after"]["values"]) / metrics["entities_held_out"] == pytest.approx(metrics["accuracy_after"])
     # the held-out recall before the trigger, from the word-level prediction path on the same sentences
     from bertprobe.data.dataset import Dataset, Example
-    from bertprobe.probe import predict_directly
+    from bertprobe.model.predictions import predict_directly
     from bertprobe.tasks.entities import spans
 
     held = list(dict.fromkeys(i.split(":")[0] for i in outcomes["correct_before"]["ids"]))

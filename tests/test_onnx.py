@@ -78,7 +78,7 @@ def test_token_classification_build_word_logits_equal_pytorch(tmp_path: Path) ->
 
 def test_capabilities_are_predictions_only(tmp_path: Path, tiny_clf: Any) -> None:
     build, _ = _build(tiny_clf)
-    assert {"predictions", "classifier", "classification"} <= build.capabilities
+    assert {"predictions", "classifier"} <= build.capabilities and "classification" not in build.capabilities
     assert not {"gradients", "attentions", "heads"} & build.capabilities
     assert "input-gradients" in build.capabilities and build.gradient_model is tiny_clf.model  # the PyTorch twin's
     own = _own_onnx(Path(tiny_clf.spec.path), tmp_path / "own")
@@ -509,7 +509,7 @@ def test_fp32_build_equals_pytorch_on_every_tasks_fixture(name: str) -> None:
     multiple-choice model's logits, a tagger's per-word logits, a reader's answers and their scores."""
     from bertprobe.data.dataset import Dataset
     from bertprobe.model.word_logits import word_logits
-    from bertprobe.probe import predict_directly
+    from bertprobe.model.predictions import predict_directly
 
     path = SST2_MODEL.parent / f"minilm-l6-{name}"
     base = load_target(ModelSpec(path=str(path), device="cpu", dtype="float32"))

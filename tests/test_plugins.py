@@ -128,6 +128,40 @@ def test_a_probe_requiring_an_unknown_capability_is_refused_at_registration():
     assert all(not unknown(plugins.probes.get(n).requires) for n in plugins.probes.names())
 
 
+@pytest.mark.parametrize("task", ["question-answering", "stance"])
+def test_a_probe_requiring_a_task_is_told_to_list_it_in_tasks(task):
+    """Capabilities name abilities: a task's name (a built-in task's or a plugin's own) in ``requires`` is refused at
+    registration, in one line that says to list the task in ``tasks`` instead."""
+    from bertprobe import Probe, ProbeResult, hookimpl
+    from bertprobe.tasks import SingleLabelClassification
+
+    class Stance(SingleLabelClassification):
+        name = "stance"
+
+    class ByTask(Probe):
+        name = "by-task"
+        requires = frozenset({task, "predictions"})
+
+        def run(self, target, data, params, ctx):
+            return ProbeResult(probe=self.name)
+
+    class Plugin:
+        @hookimpl
+        def bertprobe_register_tasks(self, registry):
+            registry.add(Stance)
+
+        @hookimpl
+        def bertprobe_register_probes(self, registry):
+            registry.add(ByTask)
+
+    with pytest.raises(PluginError) as raised:
+        build_plugins(extra=[Plugin()], entry_points=False)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"requires '{task}', a task and no capability" in message
+    assert f"list the task in the probe's tasks instead: tasks = frozenset({{'{task}'}})" in message
+
+
 def test_reports_are_written_by_a_builtin_plugin_before_other_plugins_finish(suite_factory, tmp_path):
     """Report writing is the hookimpls of ``bertprobe.run.reports``: they run first, so another plugin's
     ``bertprobe_session_finish`` already finds report.json, and a partial report exists after each probe."""

@@ -419,7 +419,8 @@ def test_the_task_answers_and_scores_examples_with_a_target(tmp_path, qa_model):
 
     model, tokenizer, path = qa_model
     target = load_target(ModelSpec(path=str(path), device="cpu"))
-    assert target.task.name == "question-answering" and "question-answering" in target.capabilities
+    assert target.task.name == "question-answering" and "predictions" in target.capabilities
+    assert "question-answering" not in target.capabilities  # capabilities are abilities: the task is task.name
     examples = load_table(DataSpec(path=str(write_forms(tmp_path)["dev.json"]))).examples
     task = QuestionAnswering(settings=qa_settings({"max_length": 64, "stride": 16}))
     got = task.answers(target, examples, batch_size=2)

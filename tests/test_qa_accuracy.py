@@ -19,7 +19,8 @@ from conftest import only_run
 
 from bertprobe.cli import main
 from bertprobe.data.dataset import Dataset, DataSpec, Example
-from bertprobe.probe import Predictions, ProbeContext
+from bertprobe.model.predictions import Predictions
+from bertprobe.probe import ProbeContext
 from bertprobe.probes.accuracy import AccuracyParams, AccuracyProbe
 from bertprobe.reporters.summary import bracketed_marks, mark_segments
 from bertprobe.stats import paired_bootstrap_diff

@@ -208,7 +208,7 @@ def test_sweep_shards_run_on_two_workers(cluster, models, data):
     from bertprobe.executors.ray import RayExecutor
     from bertprobe.executors.worker import WorkerContext
     from bertprobe.model import ModelSpec
-    from bertprobe.probe import Sweep
+    from bertprobe.execution import Sweep
     from bertprobe.suite import Suite
 
     class Pid(Sweep):

@@ -11,7 +11,8 @@ import torch
 
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
-from bertprobe.probe import Predictions, ProbeContext
+from bertprobe.model.predictions import Predictions
+from bertprobe.probe import ProbeContext
 from bertprobe.probes.slices.probe import SlicesParams, SlicesProbe, benjamini_hochberg, fisher_exact, flag_slices
 from bertprobe.tasks import SingleLabelClassification
 

@@ -40,6 +40,21 @@ def test_task_and_labels_detected(tmp_path, tiny_clf):
     assert mlm.task.name == "masked-lm" and "mlm" in mlm.capabilities and "predictions" not in mlm.capabilities
 
 
+def test_capabilities_name_abilities_and_the_model_record_keeps_the_task_name(tmp_path, tiny_clf):
+    """A target's capabilities are names of ``bertprobe.capabilities`` only, never its task's name; the report's
+    model record lists the task's name beside them, as it always has (report.json unchanged)."""
+    from bertprobe.capabilities import TARGET
+    from bertprobe.model.modelinfo import describe_model
+
+    mlm = tiny_target(tmp_path / "mlm", task="masked-lm")
+    for target in (tiny_clf, mlm):
+        assert target.capabilities <= set(TARGET) and target.task.name not in target.capabilities
+        assert describe_model(target, None).capabilities == sorted({target.task.name, *target.capabilities})
+    assert describe_model(tiny_clf, None).capabilities == [
+        "attentions", "classification", "classifier", "gradients", "heads", "input-gradients", "mask-token",
+        "predictions", "uniform-heads"]  # as tests/data/recorded_report.json holds them
+
+
 def test_the_target_holds_its_task_once_and_a_hand_built_one_binds_the_named_task(tiny_clf):
     """``target.task`` is the bound task (there is no second field with its name); a loader that builds a Target
     with a task's name gets the built-in task of that name, bound to the model; ``outputs`` is a deprecated alias."""
@@ -185,7 +200,7 @@ def test_throughput_excludes_the_warm_up_pass_and_reports_its_spread():
     from bertprobe.data.dataset import Dataset, Example
     from bertprobe.model.target import Encoded
     from bertprobe.model.timing import measure_throughput
-    from bertprobe.probe import predict_directly
+    from bertprobe.model.predictions import predict_directly
 
     class FirstPassSlow:  # a compiled model: the first pass pays minutes, later passes are warm
         calls = 0

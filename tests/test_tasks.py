@@ -105,6 +105,21 @@ def test_a_plugin_adds_a_task_through_the_same_hook_as_the_built_ins():
     assert not issubclass(Stance, MultiLabelClassification) and issubclass(Stance, Task)
 
 
+def test_a_task_offers_abilities_and_a_probe_refuses_a_task_through_its_tasks_only():
+    """Capabilities name abilities (``bertprobe.capabilities.TARGET``), never a task: a task's own name is no
+    capability, and ``refuses_task`` decides by the probe's ``tasks`` and its requirements."""
+    from bertprobe.capabilities import TARGET
+    from bertprobe.probes.accuracy import AccuracyProbe
+
+    tasks = build_plugins(entry_points=False).tasks
+    names = set(tasks.names())
+    assert names.isdisjoint(TARGET)
+    for name in names:
+        assert tasks.get(name).capabilities <= set(TARGET) - names, name
+    assert AccuracyProbe.refuses_task(tasks.get("question-answering")) is False  # listed in its tasks
+    assert AccuracyProbe.refuses_task(tasks.get("encoder")) is False  # not listed, and lacks predictions: skipped
+
+
 def test_a_task_that_is_not_a_task_class_is_refused_at_registration():
     class Bad:
         @hookimpl
@@ -139,7 +154,8 @@ def test_each_tasks_standard_metrics_match_scikit_learn():
 
 def _sections_setup(task: Task, logits: torch.Tensor, examples: list) -> tuple:
     from bertprobe.data import Dataset
-    from bertprobe.probe import Predictions, ProbeContext
+    from bertprobe.model.predictions import Predictions
+    from bertprobe.probe import ProbeContext
 
     target = SimpleNamespace(task=task, max_length=128, label_names=list(task.label_names), encode=lambda examples: examples)
     ctx = ProbeContext(seed=3, predictions=lambda t, d, batch_size=None: Predictions(logits, 2.0))

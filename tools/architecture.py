@@ -38,7 +38,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("data.",)),
     ("tasks", ("tasks.",)),
     ("model", ("model.",)),
-    ("contract", ("probe", "sections", "plugins", "catalog", "testing")),
+    ("contract", ("probe", "execution", "sections", "plugins", "catalog", "testing")),
     ("probes", ("probes.",)),
     ("reporters", ("reporters.",)),
     ("suite", ("suite.",)),

@@ -8,8 +8,8 @@ if TYPE_CHECKING:
     import threading
 
     from bertprobe.data.dataset import DataSpec
+    from bertprobe.execution import Sweep
     from bertprobe.model.spec import ModelSpec
-    from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
 
 

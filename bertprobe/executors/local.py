@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from bertprobe.probe import run_chunks
+from bertprobe.execution import run_chunks
 from bertprobe.run.turn import run_model
 from bertprobe.suite.schema import ExecutorSpec
 
 if TYPE_CHECKING:
     from bertprobe.data import DataSpec
+    from bertprobe.execution import Sweep
     from bertprobe.model import ModelSpec
-    from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
 
 

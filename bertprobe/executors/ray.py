@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from bertprobe.environment import usable_cores
 from bertprobe.errors import BertprobeError, SuiteError, first_line
-from bertprobe.probe import run_chunks
+from bertprobe.execution import run_chunks
 from bertprobe.progress import RemoteProgress, progress_shown
 from bertprobe.suite.schema import ExecutorSpec
 
 if TYPE_CHECKING:
     from bertprobe.data.dataset import DataSpec
+    from bertprobe.execution import Sweep
     from bertprobe.executors.worker import ModelJob, WorkerContext
     from bertprobe.model.spec import ModelSpec
-    from bertprobe.probe import Sweep
     from bertprobe.run.session import Session
 
 POLL_SECONDS = 0.05

@@ -81,6 +81,7 @@ def describe_model(target: Any, sha256: str | None, notes: list[str] | None = No
         task=target.task.name,
         task_settings=dict(target.task.settings),
         variant=spec.variant,
-        capabilities=sorted(target.capabilities),
+        # the report's list has always held the task's name beside the abilities: kept so report.json stays as it was
+        capabilities=sorted({target.task.name, *target.capabilities}),
         notes=list(notes or []),
     )

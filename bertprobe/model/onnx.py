@@ -151,7 +151,7 @@ class OnnxTarget(Target):
 
     @property
     def capabilities(self) -> frozenset[str]:
-        caps = {self.task.name, *self.task.capabilities} - set(ONNX_LACKS)
+        caps = set(self.task.capabilities) - set(ONNX_LACKS)
         if self.gradient_model is not None:  # a build of a PyTorch model: its float twin gives input gradients
             caps.add("input-gradients")
         if getattr(self.tokenizer, "mask_token_id", None) is not None:

@@ -101,7 +101,9 @@ class Target:
 
     @property
     def capabilities(self) -> frozenset[str]:
-        caps = {"attentions", self.task.name, *self.task.capabilities}
+        """What this model can do (names of ``bertprobe.capabilities``): its task's abilities and its own; never the
+        task's name, which ``task.name`` gives."""
+        caps = {"attentions", *self.task.capabilities}
         if not self.quantized:
             caps.add("gradients")
         if not self.quantized or self.gradient_model is not None:

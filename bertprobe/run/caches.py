@@ -17,10 +17,10 @@ import torch
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.data.prepare import fingerprint, read_data
 from bertprobe.errors import TargetError
+from bertprobe.model.predictions import Predictions, predict_directly
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Target
 from bertprobe.plugins import Plugins
-from bertprobe.probe import Predictions, predict_directly
 from bertprobe.suite.schema import Suite
 
 

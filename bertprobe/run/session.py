@@ -10,10 +10,10 @@ from typing import Any, Callable, Iterator, Protocol, TextIO
 
 from bertprobe.data.dataset import Dataset, DataSpec
 from bertprobe.errors import BertprobeError, ProbeError, SuiteError
+from bertprobe.execution import Sweep, run_chunks
 from bertprobe.model.spec import ModelSpec, resolve_model_param
 from bertprobe.model.target import Target
 from bertprobe.plugins import Plugins
-from bertprobe.probe import Sweep, run_chunks
 from bertprobe.progress import Reporter, progress_enabled, progress_shown
 from bertprobe.results import ProbeResult, RunReport, jsonable
 from bertprobe.results.outcomes import append_outcomes

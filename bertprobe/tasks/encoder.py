@@ -25,7 +25,7 @@ class Encoder(Task):
     name: ClassVar[str] = "encoder"
     description: ClassVar[str] = "bare encoder without a task head (attention and representation probes only)"
     model_class: ClassVar[str] = "AutoModel"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"encoder"})
+    capabilities: ClassVar[frozenset[str]] = frozenset()
     priority: ClassVar[int] = -10  # only when no head is named
     headless: ClassVar[bool] = True
 

@@ -16,7 +16,7 @@ class MaskedLM(Task):
     name: ClassVar[str] = "masked-lm"
     description: ClassVar[str] = "masked language model: fills in [MASK] tokens (no classes)"
     model_class: ClassVar[str] = "AutoModelForMaskedLM"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"masked-lm", "mlm", "mask-token"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"mlm", "mask-token"})
 
     @classmethod
     def detect(cls, config: Any) -> bool:

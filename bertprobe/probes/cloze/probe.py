@@ -30,9 +30,10 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
+from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
-from bertprobe.probe import Probe, ProbeContext, Sweep
+from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.cloze.items import ClozeItem, category_key
 from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores
 from bertprobe.probes.cloze.sets import resolve_sets

@@ -72,7 +72,7 @@ def portable(section: Any) -> Any:
 def section_of(carried: Any, task: Any) -> Any:
     """The section a sweep's settings name (``portable``), or for None the built-in section of ``task``."""
     if carried is None:
-        from bertprobe.sections import builtin_section
+        from bertprobe.plugins import builtin_section
 
         return builtin_section(PROBE, task)
     return importlib.import_module(carried) if isinstance(carried, str) else carried

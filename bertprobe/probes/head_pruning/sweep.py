@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 from bertprobe.data.dataset import Dataset
+from bertprobe.execution import Sweep
 from bertprobe.model.target import Target
-from bertprobe.probe import ProbeContext, Sweep
+from bertprobe.probe import ProbeContext
 from bertprobe.probes.head_pruning.evaluator import Evaluator
 from bertprobe.probes.head_pruning.params import HeadParams
 from bertprobe.probes.head_pruning.rows import section_of
