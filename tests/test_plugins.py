@@ -201,7 +201,7 @@ def test_the_example_plugin_extends_the_accuracy_probe_for_its_own_task_through_
     """``bertprobe_example.ordinal``: a task and a section of the built-in accuracy probe, registered through the
     hooks alone; a run on an ``ordinal`` model writes the probe's own per-class metrics and the section's, the
     section's equal to the distances computed here from the run's own outcomes, and its default bound gates them."""
-    pytest.importorskip("bertprobe_example.ordinal")
+    ordinal = pytest.importorskip("bertprobe_example.ordinal")
     from bertprobe_example.ordinal import Ordinal, OrdinalAccuracy
 
     from bertprobe import ModelSpec
@@ -221,7 +221,7 @@ def test_the_example_plugin_extends_the_accuracy_probe_for_its_own_task_through_
                      f"data: {{path: '{tmp_path / 'd.tsv'}', text: sentence, label: label}}\n"
                      f"report: {{dir: '{tmp_path / 'reports'}'}}\nprobes:\n  - probe: accuracy\n"
                      "    params: {single_check: 0}\n")
-    plugins = build_plugins()
+    plugins = build_plugins(extra=[ordinal])  # a plugin object, as an entry point would register it
     assert plugins.tasks.get("ordinal") is Ordinal
     assert isinstance(plugins.sections.find("accuracy", Ordinal), OrdinalAccuracy)
     assert plugins.sections.find("accuracy", plugins.tasks.get("classification")) is None  # others keep theirs
