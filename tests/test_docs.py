@@ -90,6 +90,15 @@ def test_differences_ignore_durations_and_last_digits_but_not_figures():
     assert docs_snippets.differences(recorded, rerun.replace("PASSED", "FAILED"))
     assert docs_snippets.differences(recorded, rerun + "\nextra line")
     assert not docs_snippets.PROGRESS.sub("", "predict: 18/28 (64%), 21 s\n[fp32/behaviour] cases: 3/9 (33%), 2 s\n")
+    # bf16's figures follow the CPU's bfloat16 path; its warning shows on a CPU without native instructions only
+    native = "fp32  accuracy  PASSED  4/4  1.4s  ORG F1 0.548\nbf16  accuracy  PASSED  4/4  5.3s  ORG F1 0.548"
+    avx2 = ("warning: this CPU has no native bfloat16 instructions (torch runs at AVX2): ...\n"
+            "fp32  accuracy  PASSED  4/4  1.4s  ORG F1 0.548\nbf16  accuracy  PASSED  4/4  9.3s  ORG F1 0.535")
+    assert docs_snippets.differences(native, avx2, "bf16") == []
+    assert len(docs_snippets.differences(native, avx2, "quickstart")) == 3  # elsewhere a line is a line
+    assert docs_snippets.differences(native, avx2.replace("ORG F1 0.535", "ORG F1 0.501"), "bf16")
+    assert docs_snippets.differences(native, avx2.replace("fp32  accuracy  PASSED  4/4  1.4s  ORG F1 0.548",
+                                                          "fp32  accuracy  PASSED  4/4  1.4s  ORG F1 0.535"), "bf16")
     kept = "slices  PASSED  1/1  0.0s  worst: 3/20 (15%) wrong in 'long'\n"  # a result line is never dropped
     assert docs_snippets.PROGRESS.sub("", kept) == kept
 
@@ -104,7 +113,7 @@ def test_the_docs_show_what_a_fresh_run_prints():
         for name in docs_snippets.CHECKED:
             recorded = (DOCS / "snippets" / f"{name}.txt").read_text()
             fresh, _ = docs_snippets.run_snippet(name, scratch)
-            found = docs_snippets.differences(recorded, fresh)
+            found = docs_snippets.differences(recorded, fresh, name)
             assert not found, f"docs/snippets/{name}.txt is stale:\n" + "\n".join(found[:10])
             if name == "bf16":  # may bf16 replace fp32? yes, naming the miss they share; exit code 4
                 assert re.search(r"^decision: bf16: may replace fp32 \(no significant regression\); like fp32, misses: "
