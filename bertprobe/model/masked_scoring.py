@@ -1,0 +1,258 @@
+"""Masked-LM scoring that several probes share: log-probabilities of a sentence's own tokens, each read at a
+masked position, in packed batches.
+
+* ``pll``: the pseudo-log-likelihood (Salazar et al. 2020, "Masked Language Model Scoring"): every token but the
+  special ones is masked in turn and its log-probability read; a sentence's PLL is their sum.
+  ``metric="within_word_l2r"`` is Kauf & Ivanova 2023's PLL-word-l2r: a token is read with the later tokens of
+  its own word masked too, so a word split in pieces is not scored from its own remainder.
+* ``token_logprobs``: the same reading for any (sequence, masked positions, scored position) queries, e.g.
+  CrowS-Pairs' shared tokens (Nangia et al. 2020).
+* ``top_tokens``: the most probable vocabulary tokens at one masked position (fill-in proposals).
+
+How it is fast: a query is one row (its sequence with its positions masked); identical rows run once; rows are
+sorted by length and packed into batches of at most ``batch_tokens`` padded tokens, so every masked copy of a
+sentence shares a batch with its siblings and with sentences of its length; the vocabulary projection (the
+costliest layer of a small MLM: 384 x 30,522 per position) runs at the scored position of each row only. A
+bidirectional encoder has no unmasked prefix to reuse past its embeddings: a mask changes every position's
+attention from the first layer on, so nothing else is recomputed needlessly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bertprobe.errors import ProbeError
+
+PLL_METRICS = ("original", "within_word_l2r")
+
+Query = tuple[tuple[int, ...], int]  # (positions masked, position scored); the scored one is among the masked
+
+
+@dataclass(frozen=True)
+class EncodedText:
+    """A text as the masked LM reads it: token ids with the special tokens, the word each token belongs to
+    (None for a special token) and which tokens are special."""
+
+    text: str
+    ids: tuple[int, ...]
+    word_ids: tuple[int | None, ...]
+    special: tuple[bool, ...]
+
+    def scored_positions(self) -> list[int]:
+        """Every position a PLL reads: all but the special tokens."""
+        return [i for i, s in enumerate(self.special) if not s]
+
+
+def encode_texts(tokenizer: Any, texts: Sequence[str]) -> list[EncodedText]:
+    """Each text with the model's special tokens ([CLS] ... [SEP], <s> ... </s>), word ids where the tokenizer
+    gives them (a fast tokenizer; a slow one gives None for every token)."""
+    distinct = list(dict.fromkeys(texts))
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    out: dict[str, EncodedText] = {}
+    if backend is not None and backend.truncation is None:
+        # a tokenizer called with padding= keeps that setting in its backend: the padding is cut off here
+        for text, e in zip(distinct, backend.encode_batch(distinct, add_special_tokens=True)):
+            n = sum(e.attention_mask)
+            out[text] = EncodedText(text, tuple(e.ids[:n]), tuple(e.word_ids[:n]),
+                                    tuple(bool(s) for s in e.special_tokens_mask[:n]))
+    elif getattr(tokenizer, "is_fast", False):
+        batch = tokenizer(distinct, add_special_tokens=True, padding=False, truncation=False,
+                          return_special_tokens_mask=True)
+        for i, text in enumerate(distinct):
+            out[text] = EncodedText(text, tuple(batch["input_ids"][i]), tuple(batch.word_ids(i)),
+                                    tuple(bool(s) for s in batch["special_tokens_mask"][i]))
+    else:
+        special_ids = set(tokenizer.all_special_ids)
+        for text in distinct:
+            ids = tuple(tokenizer(text, add_special_tokens=True)["input_ids"])
+            out[text] = EncodedText(text, ids, (None,) * len(ids), tuple(i in special_ids for i in ids))
+    return [out[t] for t in texts]
+
+
+def pll_queries(encoded: EncodedText, metric: str = "original") -> list[Query]:
+    """The masked readings of a PLL: one per non-special token; ``within_word_l2r`` also masks the later tokens
+    of the same word (Kauf & Ivanova 2023)."""
+    if metric not in PLL_METRICS:
+        raise ProbeError(f"unknown PLL metric '{metric}'; known: {', '.join(PLL_METRICS)}")
+    positions = encoded.scored_positions()
+    if metric == "original":
+        return [((p,), p) for p in positions]
+    if positions and all(w is None for w in encoded.word_ids):
+        raise ProbeError("PLL metric 'within_word_l2r' needs a fast tokenizer (word ids); this one gives none")
+    out = []
+    for p in positions:
+        word = encoded.word_ids[p]
+        later = [j for j in range(p + 1, len(encoded.ids)) if word is not None and encoded.word_ids[j] == word
+                 and not encoded.special[j]]
+        out.append(((p, *later), p))
+    return out
+
+
+@dataclass(frozen=True)
+class SentenceScore:
+    """A sentence's PLL and the log-probability of each scored token (in order)."""
+
+    text: str
+    total: float
+    tokens: tuple[str, ...]
+    logprobs: tuple[float, ...]
+
+
+class MaskedScorer:
+    """Reads token log-probabilities at masked positions of a masked-LM ``target`` in packed batches."""
+
+    def __init__(self, target: Any, batch_tokens: int = 8192, max_rows: int = 512,
+                 progress: Callable[..., Iterable[Any]] | None = None) -> None:
+        self.target = target
+        self.tok = target.tokenizer
+        if self.tok.mask_token_id is None:
+            raise ProbeError("the tokenizer has no mask token: this probe needs a masked language model")
+        self.batch_tokens = batch_tokens
+        self.max_rows = max_rows
+        self.progress = progress
+        self.passes = 0
+        self.rows = 0
+        self.forward_seconds = 0.0
+
+    @property
+    def max_length(self) -> int:
+        """The longest sequence the model's position embeddings hold."""
+        limit = getattr(self.target.model.config, "max_position_embeddings", None) or 512
+        if getattr(self.target.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+            limit -= 2  # RoBERTa's positions start after its padding index
+        return int(limit)
+
+    def encode(self, texts: Sequence[str]) -> list[EncodedText]:
+        return encode_texts(self.tok, texts)
+
+    def token_logprobs(self, sequences: Sequence[Sequence[int]], queries: Sequence[Sequence[Query]],
+                       desc: str = "masked readings") -> list[list[float]]:
+        """For each sequence, each query's log P(token at the scored position | the sequence with the query's
+        positions masked). Identical (sequence, query) rows are computed once."""
+        index: dict[tuple[int, Query], int] = {}
+        seq_of: dict[tuple[int, ...], int] = {}
+        seqs: list[tuple[int, ...]] = []
+        where: list[list[int]] = []
+        for ids, qs in zip(sequences, queries):
+            key = tuple(ids)
+            s = seq_of.get(key)
+            if s is None:
+                s = seq_of[key] = len(seqs)
+                seqs.append(key)
+            if len(key) > self.max_length:
+                raise ProbeError(f"a sequence of {len(key)} tokens is longer than the model's {self.max_length} "
+                                 "positions")
+            where.append([index.setdefault((s, (tuple(sorted(q[0])), q[1])), len(index)) for q in qs])
+        rows = list(index)
+        values = self._run(seqs, rows, desc)
+        return [[float(values[r]) for r in rs] for rs in where]
+
+    def _batches(self, seqs: list[tuple[int, ...]], rows: list[tuple[int, Query]]) -> list[list[int]]:
+        order = sorted(range(len(rows)), key=lambda r: (len(seqs[rows[r][0]]), rows[r][0]))
+        batches: list[list[int]] = []
+        current: list[int] = []
+        width = 0
+        for r in order:
+            n = len(seqs[rows[r][0]])
+            if current and (max(width, n) * (len(current) + 1) > self.batch_tokens or len(current) >= self.max_rows):
+                batches.append(current)
+                current, width = [], 0
+            current.append(r)
+            width = max(width, n)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _run(self, seqs: list[tuple[int, ...]], rows: list[tuple[int, Query]], desc: str) -> torch.Tensor:
+        out = torch.empty(len(rows))
+        if not rows:
+            return out
+        pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
+        mask_id = self.tok.mask_token_id
+        device = self.target.device
+        lengths = torch.tensor([len(s) for s in seqs])
+        width_all = int(lengths.max())
+        table = torch.full((len(seqs), width_all), pad, dtype=torch.long)
+        for i, s in enumerate(seqs):
+            table[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        batches = self._batches(seqs, rows)
+        steps: Iterable[list[int]] = batches
+        if self.progress is not None:
+            steps = self.progress(batches, total=len(batches), desc=f"{desc} ({len(rows)} masked rows)")
+        with torch.inference_mode():
+            for batch in steps:
+                seq_idx = torch.tensor([rows[r][0] for r in batch])
+                width = int(lengths[seq_idx].max())
+                ids = table[seq_idx, :width].clone()
+                attention = (torch.arange(width)[None, :] < lengths[seq_idx][:, None]).long()
+                scored = torch.tensor([rows[r][1][1] for r in batch])
+                gold = ids[torch.arange(len(batch)), scored].clone()
+                mask_rows = [j for j, r in enumerate(batch) for _ in rows[r][1][0]]
+                mask_cols = [p for r in batch for p in rows[r][1][0]]
+                ids[mask_rows, mask_cols] = mask_id
+                started = time.perf_counter()
+                logits = masked_logits(self.target.model, ids.to(device), attention.to(device), scored.to(device))
+                logprobs = logits.float().log_softmax(-1)
+                out[batch] = logprobs[torch.arange(len(batch), device=logprobs.device), gold.to(logprobs.device)].cpu()
+                self.forward_seconds += time.perf_counter() - started
+                self.passes += 1
+                self.rows += len(batch)
+        return out
+
+    def pll(self, texts: Sequence[str], metric: str = "original", desc: str = "pseudo-log-likelihood") -> list[SentenceScore]:
+        """Each text's PLL (Salazar et al. 2020), or PLL-word-l2r with ``metric="within_word_l2r"``."""
+        encoded = self.encode(texts)
+        queries = [pll_queries(e, metric) for e in encoded]
+        values = self.token_logprobs([e.ids for e in encoded], queries, desc=desc)
+        out = []
+        for e, qs, vs in zip(encoded, queries, values):
+            tokens = tuple(self.tok.convert_ids_to_tokens([e.ids[q[1]] for q in qs]))
+            out.append(SentenceScore(e.text, float(sum(vs)), tokens, tuple(vs)))
+        return out
+
+    def top_tokens(self, sequences: Sequence[Sequence[int]], positions: Sequence[int], k: int) -> list[list[tuple[int, float]]]:
+        """The ``k`` most probable tokens (id, probability) at ``positions[i]`` of ``sequences[i]``, masked there."""
+        pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else 0
+        out: list[list[tuple[int, float]]] = []
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+        found: dict[int, list[tuple[int, float]]] = {}
+        step = max(1, self.batch_tokens // max(1, max((len(s) for s in sequences), default=1)))
+        with torch.inference_mode():
+            for start in range(0, len(order), step):
+                chunk = order[start : start + step]
+                width = max(len(sequences[i]) for i in chunk)
+                ids = torch.tensor([[*sequences[i], *[pad] * (width - len(sequences[i]))] for i in chunk])
+                attention = torch.tensor([[1] * len(sequences[i]) + [0] * (width - len(sequences[i])) for i in chunk])
+                pos = torch.tensor([positions[i] for i in chunk])
+                ids[torch.arange(len(chunk)), pos] = self.tok.mask_token_id
+                device = self.target.device
+                probs = masked_logits(self.target.model, ids.to(device), attention.to(device), pos.to(device)).float().softmax(-1)
+                best = probs.topk(min(k, probs.shape[-1]))
+                self.passes += 1
+                for j, i in enumerate(chunk):
+                    found[i] = [(int(t), float(p)) for t, p in zip(best.indices[j], best.values[j])]
+        out = [found[i] for i in range(len(sequences))]
+        return out
+
+
+def masked_logits(model: Any, ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Vocabulary logits at one position per row (``rows x V``): a pre-hook on the output embeddings hands the
+    vocabulary projection only each row's scored position (the same logits as projecting them all)."""
+    head = model.get_output_embeddings()
+    rows = torch.arange(ids.shape[0], device=ids.device)
+
+    def only_scored(_module: Any, args: tuple) -> tuple:
+        return (args[0][rows, positions].unsqueeze(1), *args[1:])
+
+    handle = head.register_forward_pre_hook(only_scored) if head is not None else None
+    try:
+        logits = model(input_ids=ids, attention_mask=attention).logits
+    finally:
+        if handle is not None:
+            handle.remove()
+    return logits[:, 0] if logits.shape[1] == 1 else logits[rows, positions]
