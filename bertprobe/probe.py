@@ -159,7 +159,7 @@ def _merged_catalogue(probe: type[Probe], sections: _Sections) -> Catalogue:
 
 LEGACY_TASKS = frozenset({"classification", "multiple-choice", "masked-lm", "encoder"})
 # what a model may or may not offer whatever its task: not known before it loads
-_MODEL_CAPABILITIES = frozenset({"attentions", "heads", "uniform-heads", "gradients", "input-gradients", "mask-token"})
+MODEL_CAPABILITIES = frozenset({"attentions", "heads", "uniform-heads", "gradients", "input-gradients", "mask-token"})
 
 
 class Probe(abc.ABC):
@@ -277,7 +277,7 @@ class Probe(abc.ABC):
             return False
         if getattr(task, "listed_probes_only", False):
             return True
-        offered = set(task.capabilities) | _MODEL_CAPABILITIES
+        offered = set(task.capabilities) | MODEL_CAPABILITIES
         return not cls.missing_requirements(offered)
 
     @classmethod

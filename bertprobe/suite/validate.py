@@ -303,6 +303,7 @@ def task_refusal(probe_id: str, cls: Any, task: Any, model: str, plugins: Any) -
 def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: list[str]) -> None:
     """Each probe against the task of each local model it runs on, before any weights load."""
     tasks: dict[ModelSpec, Any] = {}
+    skipping: dict[ModelSpec, list[tuple[str, list[str]]]] = {}  # model -> (probe id, what it lacks) of each probe
     for spec in suite.probes:
         cls = cls_of.get(spec.id)
         if cls is None:
@@ -321,6 +322,29 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
                 from bertprobe.model.onnx import refusal
 
                 problems.append(refusal(spec.id, cls.name, missing, model.label))
+            elif task is not None:
+                skipping.setdefault(model, []).append((spec.id, cls.missing_requirements(offered_capabilities(task))))
+    for model, rows in skipping.items():
+        if rows and all(lacking for _, lacking in rows):
+            problems.append(nothing_would_run(suite, model, tasks[model], rows))
+
+
+def offered_capabilities(task: Any) -> frozenset[str]:
+    """What a model of ``task`` may offer before it loads: the task's abilities and the model-wide ones."""
+    from bertprobe.probe import MODEL_CAPABILITIES
+
+    return frozenset(task.capabilities) | MODEL_CAPABILITIES
+
+
+def nothing_would_run(suite: Suite, model: ModelSpec, task: Any, rows: list[tuple[str, list[str]]]) -> str:
+    """Every probe of ``suite`` would be skipped on ``model``: the suite is for another kind of model."""
+    from bertprobe.capabilities import TARGET
+
+    lacking = sorted({r for _, need in rows for r in need})
+    return (f"{model.label} is a {task.name} model, which none of this suite's probes can read: "
+            f"{', '.join(probe for probe, _ in rows)} need {', '.join(f'{r} ({TARGET.get(r, r)})' for r in lacking)}; "
+            f"give a model that has it with --model (e.g. a masked LM for an MLM suite), or run a suite for "
+            f"{task.name} models")
 
 
 def _onnx_lacks(cls: Any, model: ModelSpec) -> list[str]:
