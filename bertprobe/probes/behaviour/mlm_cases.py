@@ -24,6 +24,7 @@ import numpy as np
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
 from bertprobe.model.fill_in import Proposal, Slot, default_stop_words, propose_substitutions
+from bertprobe.model.spec import same_model
 from bertprobe.model.target import Target
 from bertprobe.probe import ProbeContext, model_param_problem
 from bertprobe.probes.behaviour.cases import Case, Text
@@ -61,16 +62,6 @@ def load_mlm(target: Target, params: BehaviourParams, ctx: ProbeContext) -> Targ
         why = (f"a {mlm.task.name} model" if NEEDS not in mlm.capabilities else "its tokenizer has no mask token")
         raise ProbeError(model_param_problem("params.mlm", params.mlm, WHAT, why))
     return mlm
-
-
-def same_model(a: str, b: str) -> bool:
-    """Whether two model paths (or hub ids) name the same model."""
-    from pathlib import Path
-
-    pa, pb = Path(a).expanduser(), Path(b).expanduser()
-    if pa.exists() and pb.exists():
-        return pa.resolve() == pb.resolve()
-    return a.rstrip("/") == b.rstrip("/")
 
 
 def protected_words(lexicons: dict[str, list[str]], names: tuple[str, ...]) -> set[str]:
