@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 
 class LocalExecutor:
-    """Models in plan order, each freed once its probes are done (a model a later turn's probe param names, such as
-    behaviour's ``mlm``, is kept: it loads once per run); sweeps in this process."""
+    """Models in plan order, each freed once its probes are done; sweeps in this process.
+
+    A model that a later turn's probe param names (``Probe.model_params``: behaviour's ``mlm``) is kept loaded, so
+    it loads once per run."""
 
     name = "local"
 
