@@ -172,3 +172,30 @@ def test_the_sst2_classifier_under_the_shared_mlm():
     for edit in block["edits"]:
         assert edit["substitute"].isalpha() and edit["substitute"].lower() != edit["word"].lower()
         assert edit["p_mlm"] >= 0.05
+
+
+def test_a_run_over_two_models_loads_the_mlm_once_and_reports_the_test(mlm_dir, tiny_clf_dir, sst_tsv, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+    from conftest import only_run
+
+    from bertprobe.cli import main
+
+    second = save_tiny_model(tmp_path / "second", seed=5)
+    suite = tmp_path / "mx.yaml"
+    suite.write_text(
+        f"suite: mx\nmodels:\n  - {{name: one, path: '{tiny_clf_dir}', device: cpu}}\n"
+        f"  - {{name: two, path: '{second}', device: cpu}}\n"
+        f"data: {{path: '{sst_tsv}', text: sentence, label: label}}\nseed: 3\n"
+        f"report: {{dir: '{tmp_path / 'reports'}', formats: [json]}}\nprobes:\n"
+        f"  - probe: behaviour\n    params: {{mlm: '{mlm_dir}', perturbations: [], mlm_min_prob: 0.01}}\n"
+        "    expect: {cases: {min: 1}, failure_rate.capability.*: off}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["run", str(suite)])
+    assert result.exit_code == 0, result.output
+    run_dir, report = only_run(tmp_path / "reports", "mx")
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    loaded = [e["info"]["path"] for e in events if e["event"] == "model_loaded"]
+    assert loaded.count(str(mlm_dir)) == 1, loaded
+    tests = [t["test"] for r in report["probes"] for t in r["details"]["tests"]]
+    assert tests.count(TEST) == 2
