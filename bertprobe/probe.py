@@ -70,6 +70,13 @@ def _resolve_model(name_or_path: str, like: ModelSpec | None = None) -> ModelSpe
     return resolve_model_param(name_or_path, like)
 
 
+def model_param_problem(where: str, value: str, what: str, why: str) -> str:
+    """The one-line refusal of a model param (``Probe.model_params``) naming the wrong model: the same words from
+    ``validate`` (before any weights load) and from a probe that checks the loaded model."""
+    name = where.rsplit(".", 1)[-1]
+    return f"{where}: '{value}' is not {what}: {why}; name one, or drop {name}"
+
+
 @dataclass
 class ProbeContext:
     """What the harness lends a running probe besides the target and the data.
@@ -188,6 +195,11 @@ class Probe(abc.ABC):
     uses_baseline: ClassVar[bool] = False  # reads ctx.baseline_result(): parallel executors run the baseline first
     path_params: ClassVar[tuple[str, ...]] = ()  # params holding file paths: resolved against the suite's folder
     label_params: ClassVar[tuple[str, ...]] = ()  # params naming a class: checked against the model's config
+    # params naming another model the probe loads (a matrix name, a path or a hub id): param -> (the capability that
+    # model must offer, "" for none; what such a model is, in the refusal's words). ``validate`` checks each against
+    # the model's config.json before any weights load (not the model under test; offering the capability), and the
+    # local executor keeps it loaded across the matrix's models
+    model_params: ClassVar[Mapping[str, tuple[str, str]]] = {}
     # metric (fnmatch pattern) -> higher_is_better, for `bertprobe describe`; reports take the direction
     # from each Metric the probe returns
     metric_directions: ClassVar[dict[str, bool | None]] = {}

@@ -118,3 +118,9 @@ def resolve_model_param(name_or_path: str, like: ModelSpec | None = None,
             return spec
     base = like.base if like is not None else ModelSpec(path=name_or_path)
     return replace(base, path=name_or_path, name=None, task="auto")
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model paths (or hub ids) name the same model: the same folder once resolved, or the same id."""
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    return pa.resolve() == pb.resolve() if pa.exists() and pb.exists() else a.rstrip("/") == b.rstrip("/")

@@ -124,6 +124,22 @@ def model_probes(suite: Suite, position: int, model_spec: ModelSpec) -> list[tup
     return [(spec, spec.model or model_spec) for spec in suite.probes if spec.model is None or position == 0]
 
 
+def models_params_name(session: Session, plan: list[ModelSpec], params_by_probe: dict[str, Any],
+                       start: int = 0) -> set[ModelSpec]:
+    """The models that the probes' model params (``Probe.model_params``: behaviour's ``mlm``) name in the turns of
+    ``plan`` (the run's turns from position ``start``), resolved as the probes resolve them: what the local executor
+    keeps loaded between turns, so that such a model loads once per run."""
+    out: set[ModelSpec] = set()
+    for position, model_spec in enumerate(plan, start=start):
+        for spec, target_spec in model_probes(session.suite, position, model_spec):
+            cls = session.plugins.probes.get(spec.probe) if spec.probe in session.plugins.probes else None
+            for name in getattr(cls, "model_params", None) or {}:
+                value = getattr(params_by_probe.get(spec.id), name, None)
+                if isinstance(value, str) and value:
+                    out.add(session.resolve_model(value, target_spec))
+    return out
+
+
 def run_model(session: Session, position: int, model_spec: ModelSpec, params_by_probe: dict[str, Any]) -> None:
     """One model's turn: every probe of the suite on it, each result recorded as it finishes.
 

@@ -18,7 +18,7 @@ from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local, is_s
 from bertprobe.data.prepare import read_data
 from bertprobe.errors import BertprobeError, DataError, Problems, SuiteError
 from bertprobe.model.loading import looks_local
-from bertprobe.model.spec import ModelSpec
+from bertprobe.model.spec import ModelSpec, resolve_model_param, same_model
 from bertprobe.params import parse_params
 from bertprobe.registry import Registry, did_you_mean
 from bertprobe.suite.paths import resolve_path_value
@@ -156,6 +156,7 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
             cls_of[spec.id] = plugins.probes.get(spec.probe)
     _check_labels(suite, cls_of, params, problems)
     _check_tasks(suite, plugins, cls_of, problems)
+    _check_model_params(suite, plugins, cls_of, params, problems)
     executor = suite.executor.name if suite.executor is not None else None
     if executor is not None and executor not in plugins.executors:
         names = sorted(plugins.executors.names())
@@ -179,6 +180,40 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
     if found is None:
         collected.raise_if_any(suite.source or "suite")
     return params
+
+
+def _check_model_params(suite: Suite, plugins: Any, cls_of: dict[str, Any], params: dict[str, Any],
+                        problems: list[str]) -> None:
+    """Each param naming another model (``Probe.model_params``: behaviour's ``mlm``) against each model the probe
+    runs on, from config.json, before any weights load: not the model under test itself, a local folder that
+    exists, a task that offers the capability the param needs."""
+    from bertprobe.probe import model_param_problem
+
+    for spec in suite.probes:
+        cls, parsed = cls_of.get(spec.id), params.get(spec.id)
+        for name, (needs, what) in (getattr(cls, "model_params", None) or {}).items():
+            value = getattr(parsed, name, None)
+            if not isinstance(value, str) or not value:
+                continue
+            where = f"{spec.path}.params.{name}"
+            for model in (spec.model,) if spec.model is not None else suite.models:
+                other = resolve_model_param(value, model, suite.models)
+                problem = None
+                if same_model(other.path, model.path):
+                    problem = model_param_problem(where, value, what, f"it names the model under test ({model.label})")
+                elif looks_local(other.path) and not Path(other.path).expanduser().exists():
+                    problem = f"{where}: model folder '{other.path}' does not exist; give a path to {what}, or drop {name}"
+                elif needs:
+                    try:
+                        task = model_task(other, plugins)
+                    except BertprobeError:
+                        task = None  # loading will say what is wrong with it
+                    if task is not None and needs not in task.capabilities:
+                        archs = ", ".join(map(str, (_config(other) or {}).get("architectures") or [])) or "no architecture"
+                        problem = model_param_problem(where, value, what, f"its config.json names {archs}, a {task.name} "
+                                                      "model")
+                if problem and problem not in problems:
+                    problems.append(problem)
 
 
 def _bare_encoder(spec: ModelSpec) -> bool:

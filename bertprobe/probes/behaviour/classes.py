@@ -20,6 +20,7 @@ from bertprobe.data.dataset import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.model.target import Target
 from bertprobe.probe import ProbeContext
+from bertprobe.probes.behaviour import mlm_cases
 from bertprobe.probes.behaviour.cases import Case, DirExpectation, Text, read_case_files
 from bertprobe.probes.behaviour.lexicon import lexicons_with
 from bertprobe.probes.behaviour.params import BehaviourParams
@@ -40,6 +41,8 @@ class LabelDecisions(Protocol):
     thresholds: np.ndarray
 
     def finding(self, case: Case, verdict: CaseOutcome, labels: list[str], probs: dict[str, np.ndarray]) -> Finding: ...
+
+    def shown(self, p: np.ndarray) -> str: ...
 
 
 def text_key(text: Text) -> str:
@@ -144,6 +147,13 @@ def audit(result: ProbeResult, target: Target, data: Dataset | None, params: Beh
     else:
         rows = []
     cases, unresolved = resolvable(cases, labels, skipped, sets is not None, target.task.label_map)
+    substitutions: list[mlm_cases.Substitution] = []
+    if params.mlm:
+        made, substitutions, row = mlm_cases.mlm_cases(target, data, cases, lexicons, params, ctx)
+        offset = len(cases)
+        cases += made
+        substitutions = [mlm_cases.Substitution(s.case + offset, s.proposal) for s in substitutions]
+        rows = [*rows, row]
     if not cases:
         raise ProbeError("no behavioural case to run: give cases:, templates:, or data for the perturbations")
     probs = predict(target, cases, params, ctx)
@@ -151,6 +161,12 @@ def audit(result: ProbeResult, target: Target, data: Dataset | None, params: Beh
     verdicts = [judge_case(c, lambda t: probs[text_key(t)], labels, thresholds) for c in cases]
     report(result, cases, verdicts, probs, labels, params, ctx, sets)
     result.details["perturbations"] = rows
+    if params.mlm:
+        said = sets.shown if sets is not None else (lambda p: labels[int(np.argmax(p))])
+        edits = mlm_cases.describe_edits(result.findings, cases, substitutions, probs, text_key, said)
+        result.details["mlm_substitution"] = {"mlm": params.mlm, "test": mlm_cases.TEST, "edits": edits[:200],
+                                              "shown": min(len(edits), 200), "total": len(edits),
+                                              "flipped": sum(e["flipped"] for e in edits)}
     if unresolved:
         result.details["unresolved"] = unresolved
 

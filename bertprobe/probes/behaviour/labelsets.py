@@ -23,6 +23,8 @@ from bertprobe.probes.behaviour.scoring import CaseOutcome
 from bertprobe.results import Finding, ProbeResult
 from bertprobe.tasks.multilabel import MultiLabelClassification
 
+MLM_SUBSTITUTION = True  # params.mlm's test runs here (the classifier's code, classes.audit)
+
 
 @dataclass(frozen=True)
 class LabelSets:

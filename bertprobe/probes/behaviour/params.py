@@ -17,7 +17,8 @@ class BehaviourParams:
     rates' need none: Wilson's, on the effective sample size where a reader's cases share a context). On an extractive reader
     (``answers.py``): ``answer_metric`` (f1 or em) and ``answer_bar``, what an mft answer must score against its
     expected answers; ``builtin_templates``: the MFT templates after CheckList's SQuAD suite; ``origins``: their
-    person templates again over surnames of each origin group.
+    person templates again over surnames of each origin group. ``mlm`` and the ``mlm_*`` params: the masked-LM
+    substitution test (``mlm_cases.py``), on classifiers.
     """
 
     cases: str | tuple[str, ...] = ()
@@ -33,11 +34,29 @@ class BehaviourParams:
     answer_bar: float = 0.8  # extractive QA: the score an mft answer must reach to pass
     builtin_templates: bool = True  # extractive QA: run the built-in MFT templates (after CheckList's SQuAD suite)
     origins: bool = True  # extractive QA: the person templates again over surnames of each origin group (fairness)
+    # a masked LM (a model name of the matrix, a path or a hub id; never the classifier itself) whose fill-ins make
+    # the INV test "INV: MLM substitution (BAE-style)" (CheckList's fill-ins, BAE-R's replacements); None: no such test
+    mlm: str | None = None
+    mlm_top_k: int = 20  # candidates read at each masked word, most probable first
+    mlm_min_prob: float = 0.02  # a candidate's least probability at the masked word, in (0, 1)
+    mlm_words: int = 4  # words masked per sentence: a seeded sample of its content words, each masked once
+    mlm_edits: int = 3  # substitutions kept per sentence (the edited texts of its case), best of each word first
+    mlm_cases: int = 200  # sentences the test edits (its cases at most): a seeded sample of the data's texts
+    # lexicons whose words are never masked nor proposed (label-bearing); the negation words always are
+    mlm_protect: tuple[str, ...] = ("pos_adj", "neg_adj", "pos_verb", "neg_verb")
+    mlm_stop: tuple[str, ...] = ()  # more words never proposed (the shipped English stop words always are)
 
     def __post_init__(self) -> None:
         if self.max_cases < 1 or self.max_examples < 1:
             raise ValueError("max_cases and max_examples must be at least 1")
         if self.answer_metric not in ("f1", "em"):
             raise ValueError(f"answer_metric must be f1 or em, not {self.answer_metric!r}")
+        if self.mlm is not None and (not isinstance(self.mlm, str) or not self.mlm.strip()):
+            raise ValueError("mlm must name a masked LM (a path, a hub id or a model of the matrix)")
+        if not 0.0 < self.mlm_min_prob < 1.0:
+            raise ValueError(f"mlm_min_prob must lie in (0, 1), not {self.mlm_min_prob}")
+        for name in ("mlm_top_k", "mlm_words", "mlm_edits", "mlm_cases"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if not 0.0 <= self.answer_bar <= 1.0:
             raise ValueError(f"answer_bar must lie in [0, 1], not {self.answer_bar}")

@@ -26,6 +26,10 @@ the original's answer is carried through the edit, so a name swapped in the answ
 On a multi-label model (a task with ``label_sets``) a prediction is the set of labels at or above their
 thresholds: the classifier's cases are judged, and shown, as label sets (``labelsets.py``, ``scoring.py``).
 
+With ``mlm`` (a masked LM) a classifier also gets ``INV: MLM substitution (BAE-style)`` (``mlm_cases.py``): words of
+its sentences replaced by the masked LM's context-fitting fill-ins (CheckList's fill-ins; Garg & Ramakrishnan
+2020, BAE), each edit listed in the findings with its probability and the predictions before and after.
+
 Where the code lives: the classifier's run is the probe's own (``classes.py``); each other kind of model has a
 section of this package, found by ``ctx.section`` (``bertprobe.sections``): ``labelsets.py``, ``entities.py``,
 ``answers.py``. A section's ``audit(result, target, data, params, ctx)`` fills the probe's result; a plugin's
@@ -37,10 +41,11 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.data.dataset import Dataset
+from bertprobe.errors import ProbeError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.probes.behaviour import answers, classes, entities, labelsets
+from bertprobe.probes.behaviour import answers, classes, entities, labelsets, mlm_cases
 from bertprobe.probes.behaviour.params import BehaviourParams
 from bertprobe.results import DefaultExpectation, ProbeResult
 
@@ -54,6 +59,7 @@ class BehaviourProbe(Probe):
     data_optional = True
     path_params = ("cases",)
     label_params = ()
+    model_params = {"mlm": (mlm_cases.NEEDS, mlm_cases.WHAT)}
     metrics = {
         "failure_rate": "share of failed cases over all tests",
         "tests": "tests run",
@@ -105,6 +111,9 @@ class BehaviourProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
         result = ProbeResult(probe=self.name)
         section = ctx.section(self.name, target.task)  # None: a classifier, the probe's own code (classes.py)
+        if params.mlm and section is not None and not getattr(section, "MLM_SUBSTITUTION", False):
+            raise ProbeError(f"params.mlm: the masked-LM substitution test runs on classifiers, not on "
+                             f"{target.task.name} models such as {target.spec.label}; drop mlm for this model")
         (classes if section is None else section).audit(result, target, data, params, ctx)
         return result
 
