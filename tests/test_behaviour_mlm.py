@@ -199,3 +199,6 @@ def test_a_run_over_two_models_loads_the_mlm_once_and_reports_the_test(mlm_dir, 
     assert loaded.count(str(mlm_dir)) == 1, loaded
     tests = [t["test"] for r in report["probes"] for t in r["details"]["tests"]]
     assert tests.count(TEST) == 2
+    # the MLM is the probe's tool, not an audited model: recorded with its weights, never judged
+    assert [m["name"] for m in report["models"]].count("one") == 1 and len(report["models"]) == 3
+    assert "decision: mlm0" not in result.output and "no decision" not in result.output, result.output

@@ -414,11 +414,14 @@ class RunReport:
 
     @property
     def model_names(self) -> list[str]:
+        """The audited models: those with results of their own. A model a probe loaded as its tool (behaviour's
+        ``mlm``, syntax-heads' ``compare_model``) is recorded in ``models`` but neither judged nor listed here."""
         names = [m.name for m in self.models]
         for r in self.probes:  # results of models that were never recorded (old reports)
             if r.model and r.model not in names:
                 names.append(r.model)
-        return names
+        audited = {r.model for r in self.probes}
+        return [n for n in names if n in audited] or names
 
     def results_for(self, model: str) -> list[ProbeResult]:
         return [r for r in self.probes if r.model == model]
