@@ -192,11 +192,15 @@ def target_token(tok: Any, vocab: dict[str, int], marker: str, word: str) -> tup
 
 
 def masked_input(tok: Any, context: str) -> tuple[list[int], int]:
-    """Token ids of ``context <mask> .`` with the model's special tokens, and the mask's position."""
-    ids = list(tok(f"{context} {tok.mask_token} .", add_special_tokens=True)["input_ids"])
-    if ids.count(tok.mask_token_id) != 1:
-        raise ProbeError(f"Ettinger context {context!r} does not give one mask token")
-    return ids, ids.index(tok.mask_token_id)
+    """Token ids of ``context <mask> .`` between the model's special tokens ([CLS] ... [SEP], <s> ... </s>), and
+    the mask's position. Built from ids, so a BPE tokenizer whose mask token keeps its left space gets no
+    stray 'Ġ' before the mask, and the '.' is the word-start form ('Ġ.')."""
+    around = list(tok(tok.mask_token, add_special_tokens=True)["input_ids"])
+    at = around.index(tok.mask_token_id)
+    words = list(tok(context, add_special_tokens=False)["input_ids"])
+    dot = list(tok(" .", add_special_tokens=False)["input_ids"])
+    ids = around[:at] + words + [tok.mask_token_id] + dot + around[at + 1 :]
+    return ids, at + len(words)
 
 
 def read_set(target: Any, eset: EttingerSet, batch_size: int = 32, k: int = max(KS),
