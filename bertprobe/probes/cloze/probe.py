@@ -1,24 +1,35 @@
 """Probe ``cloze``: does a masked LM fill blanks by reasoning or by association?
 
-Background: Ettinger 2020, "What BERT Is Not: Lessons from a New Suite of Psycholinguistic
-Diagnostics for Language Models" (TACL): BERT prefers "a robin is a bird" and also "a robin is not a
-bird" (0% negation sensitivity on NEG-136-SIMP); Petroni et al. 2019 (LAMA, "Language Models as
-Knowledge Bases?"); Talmor et al. 2020 (oLMpics, "On What Language Model Pre-training Captures").
+Papers: Ettinger 2020, "What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for
+Language Models" (TACL 8:34-48; code aetting/lm-diagnostics): BERT prefers "a robin is a bird" and also
+"a robin is not a bird"; Petroni et al. 2019 (LAMA, "Language Models as Knowledge Bases?"); Talmor et al.
+2020 (oLMpics, "On What Language Model Pre-training Captures": the always/never quantifier items).
 
 Items come from ``sets``: ``builtin`` (ten categories written for bertprobe, seeded templates),
 ``builtin:CATEGORY``, ``ettinger:DIR`` (CPRAG-102, ROLE-88, NEG-136-SIMP/NAT in their native tsv) or a
 YAML/JSONL file of items (``text`` with ``{mask}``, ``answers``, optional ``distractors``, ``category``,
 ``id``, ``pair``, ``negated``).
 
-Scoring (``bertprobe.probes.cloze.scoring``): single-token words by one masked pass; multi-token words by the
-left-to-right pseudo log-likelihood of their masked span. Ranking is over the candidates (answers +
-distractors) when an item has distractors, else over the whole vocabulary (a multi-token answer's span
-score is compared with every single-token score); ties count against the item. Items with a word the
-tokenizer maps to its unknown token are skipped and listed in the details. Deviations: Ettinger reported, among others, the
-share of items whose expected word is in the top-k over the vocabulary and the preference of the
-affirmative target; we give top-1/top-5/MRR under the ranking above, ``pair_accuracy`` (the best answer
-beats every distractor) and ``negation_sensitivity`` (the top candidate changes between the affirmative
-and the negated item of a pair).
+Ettinger's own figures (``ettinger_*``, ``bertprobe.probes.cloze.ettinger``) are computed as her scripts
+compute them: her rows and framing (``<context> [MASK] .``, NEG-SIMP's article chosen by each row's target),
+one softmax over the whole vocabulary per distinct context, prediction accuracy at k=1 and k=5 (CPRAG and
+NEG once per context, NEG on affirmative-true rows only; ROLE every row), and her sensitivity tests (strict
+``>``, and with both probability gaps above 0.01; CPRAG by constraint, NEG by polarity, NEG-NAT by
+licensing). A target that is not one vocabulary token has no probability (her NaN): it is a miss, and it
+is listed with the reason. Adaptations, not deviations: the mask is the model's own; a BPE or
+SentencePiece vocabulary's word is its word-start token ('Ġchess'), and predictions lose that marker
+before they are compared. Deviation: her ROLE average probability difference is NaN when one pair lacks
+a probability; ours averages the pairs that have both. Not reproduced: her ROLE accuracy by cloze quartile.
+
+Our own scoring (``bertprobe.probes.cloze.scoring``), for every set: single-token words by one masked pass;
+multi-token words by the left-to-right pseudo log-likelihood of their masked span. Ranking is over the
+candidates (answers + distractors) when an item has distractors, else over the vocabulary; ties count
+against the item. Items with a word the tokenizer maps to its unknown token are skipped and listed. We give
+top-1/top-5/MRR under that ranking, ``pair_accuracy`` (the best answer beats every distractor) and
+``negation_sensitivity`` (the top candidate changes between the affirmative and the negated item of a pair):
+these are not Ettinger's figures. Every wrong prediction of the ``all_failures`` categories (counting and
+quantifiers by default: the arithmetic) is a finding showing the sentence, the candidates and the top
+vocabulary predictions with their probabilities.
 """
 
 from __future__ import annotations
