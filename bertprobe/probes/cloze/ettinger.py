@@ -133,7 +133,8 @@ def load_set(path: Path) -> EttingerSet:
         elif kind == "role":
             number, _, cond = f["item"].partition("-")
             if cond not in ("a", "b"):
-                raise DataError(f"{path}:{line}: item '{f['item']}' is not NUMBER-a or NUMBER-b; name the pair's rows 12-a and 12-b")
+                raise DataError(f"{path}:{line}: item '{f['item']}' is not NUMBER-a or NUMBER-b; "
+                                "name the pair's rows 12-a and 12-b")
             expected = tuple(e.split()[0] for e in f["expected"].split("|") if e.split())
             rows.append(Row(number, cond, _words(f["context"]), f["target"].split()[0], expected, "", line))
         else:
