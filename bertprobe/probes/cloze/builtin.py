@@ -87,6 +87,12 @@ ALWAYS = ["Fish live in water.", "Birds have feathers.", "Ice is cold.", "Fire i
           "Dogs are animals.", "The sun rises in the east."]
 NEVER = ["Fish live in trees.", "Dogs can fly.", "Cats lay eggs.", "Stones can speak.", "Snakes have legs.",
          "Ice is hot.", "The sun rises in the west."]
+# oLMpics "Always-Never" style (Talmor et al. 2020): "A chicken [MASK] has horns." -> never
+HAS_ALWAYS = [("chicken", "feathers"), ("fish", "gills"), ("spider", "eight legs"), ("bird", "wings"), ("cow", "four legs"),
+              ("snake", "scales"), ("horse", "a tail"), ("bee", "wings"), ("duck", "a beak"), ("cat", "whiskers")]
+HAS_NEVER = [("chicken", "horns"), ("fish", "fur"), ("snake", "legs"), ("dog", "feathers"), ("cat", "gills"),
+             ("horse", "wings"), ("cow", "feathers"), ("spider", "wings"), ("whale", "legs"), ("rabbit", "horns")]
+FREQUENCY = ("always", "never", "sometimes", "often")  # single wordpieces in BERT's and RoBERTa's vocabularies
 
 
 def _counting(rng: random.Random, n: int) -> list[ClozeItem]:
@@ -155,9 +161,14 @@ def _quantifiers(rng: random.Random, n: int) -> list[ClozeItem]:
             if words[cut] in ("is", "are", "can"):
                 cut += 1  # ... or after a copula or modal: "Ice is always cold", "Dogs can never fly"
             facts.append((" ".join([*words[:cut], MASK, *words[cut:]]), answer, wrong))
+    for pairs, answer in ((HAS_ALWAYS, "always"), (HAS_NEVER, "never")):
+        for animal, part in pairs:
+            facts.append((f"A {animal} {MASK} has {part}.", answer, ""))
     rng.shuffle(facts)
-    for i, (text, answer, wrong) in enumerate(facts[:n]):
-        items.append(ClozeItem(f"quantifiers-{i:02d}", "quantifiers", text, (answer,), (wrong, "sometimes")))
+    for i, (text, answer, _) in enumerate(facts[:n]):
+        # every other frequency word is a distractor: never vs always, sometimes, often
+        items.append(ClozeItem(f"quantifiers-{i:02d}", "quantifiers", text, (answer,),
+                               tuple(w for w in FREQUENCY if w != answer)))
     return items
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import Any
 import yaml
 
 from bertprobe.errors import DataError
+from bertprobe.probes.cloze.ettinger import read_table
 
 MASK = "{mask}"
 
@@ -108,8 +108,8 @@ def load_item_file(path: Path) -> list[ClozeItem]:
 
 # ---- Ettinger 2020 diagnostics, native tsv ----------------------------------------------------
 def _rows(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    """The rows of one of Ettinger's tsv files, each column its set needs checked (``DataError`` naming the line)."""
+    return [fields for _, fields in read_table(path)[1]]
 
 
 def _article(context: str, word: str) -> str:

@@ -1,30 +1,41 @@
 """Probe ``cloze``: does a masked LM fill blanks by reasoning or by association?
 
-Background: Ettinger 2020, "What BERT Is Not: Lessons from a New Suite of Psycholinguistic
-Diagnostics for Language Models" (TACL): BERT prefers "a robin is a bird" and also "a robin is not a
-bird" (0% negation sensitivity on NEG-136-SIMP); Petroni et al. 2019 (LAMA, "Language Models as
-Knowledge Bases?"); Talmor et al. 2020 (oLMpics, "On What Language Model Pre-training Captures").
+Papers: Ettinger 2020, "What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for
+Language Models" (TACL 8:34-48; code aetting/lm-diagnostics): BERT prefers "a robin is a bird" and also
+"a robin is not a bird"; Petroni et al. 2019 (LAMA, "Language Models as Knowledge Bases?"); Talmor et al.
+2020 (oLMpics, "On What Language Model Pre-training Captures": the always/never quantifier items).
 
 Items come from ``sets``: ``builtin`` (ten categories written for bertprobe, seeded templates),
 ``builtin:CATEGORY``, ``ettinger:DIR`` (CPRAG-102, ROLE-88, NEG-136-SIMP/NAT in their native tsv) or a
 YAML/JSONL file of items (``text`` with ``{mask}``, ``answers``, optional ``distractors``, ``category``,
 ``id``, ``pair``, ``negated``).
 
-Scoring (``bertprobe.probes.cloze.scoring``): single-token words by one masked pass; multi-token words by the
-left-to-right pseudo log-likelihood of their masked span. Ranking is over the candidates (answers +
-distractors) when an item has distractors, else over the whole vocabulary (a multi-token answer's span
-score is compared with every single-token score); ties count against the item. Items with a word the
-tokenizer maps to its unknown token are skipped and listed in the details. Deviations: Ettinger reported, among others, the
-share of items whose expected word is in the top-k over the vocabulary and the preference of the
-affirmative target; we give top-1/top-5/MRR under the ranking above, ``pair_accuracy`` (the best answer
-beats every distractor) and ``negation_sensitivity`` (the top candidate changes between the affirmative
-and the negated item of a pair).
+Ettinger's own figures (``ettinger_*``, ``bertprobe.probes.cloze.ettinger``) are computed as her scripts
+compute them: her rows and framing (``<context> [MASK] .``, NEG-SIMP's article chosen by each row's target),
+one softmax over the whole vocabulary per distinct context, prediction accuracy at k=1 and k=5 (CPRAG and
+NEG once per context, NEG on affirmative-true rows only; ROLE every row), and her sensitivity tests (strict
+``>``, and with both probability gaps above 0.01; CPRAG by constraint, NEG by polarity, NEG-NAT by
+licensing). A target that is not one vocabulary token has no probability (her NaN): it is a miss, and it
+is listed with the reason. Adaptations, not deviations: the mask is the model's own; a BPE or
+SentencePiece vocabulary's word is its word-start token ('Ġchess'), and predictions lose that marker
+before they are compared. Deviation: her ROLE average probability difference is NaN when one pair lacks
+a probability; ours averages the pairs that have both. Not reproduced: her ROLE accuracy by cloze quartile.
+
+Our own scoring (``bertprobe.probes.cloze.scoring``), for every set: single-token words by one masked pass;
+multi-token words by the left-to-right pseudo log-likelihood of their masked span. Ranking is over the
+candidates (answers + distractors) when an item has distractors, else over the vocabulary; ties count
+against the item. Items with a word the tokenizer maps to its unknown token are skipped and listed. We give
+top-1/top-5/MRR under that ranking, ``pair_accuracy`` (the best answer beats every distractor) and
+``negation_sensitivity`` (the top candidate changes between the affirmative and the negated item of a pair):
+these are not Ettinger's figures. Every wrong prediction of the ``all_failures`` categories (counting and
+quantifiers by default: the arithmetic) is a finding showing the sentence, the candidates and the top
+vocabulary predictions with their probabilities.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -34,6 +45,8 @@ from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probes.cloze.ettinger import EttingerSet, ettinger_sets
+from bertprobe.probes.cloze.ettinger_report import CATALOGUE, DIRECTIONS, EttingerReadings, add_ettinger, summary_lines
 from bertprobe.probes.cloze.items import ClozeItem, category_key
 from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores
 from bertprobe.probes.cloze.sets import resolve_sets
@@ -50,6 +63,7 @@ class ClozeParams:
     batch_size: int = 32  # items per forward pass
     top_k: int = 5  # predictions counted as a top-k hit
     findings: int = 20  # wrong predictions shown in the report
+    all_failures: tuple[str, ...] = ("counting", "quantifiers")  # categories whose every wrong prediction is a finding
 
     def __post_init__(self) -> None:
         if not self.sets:
@@ -68,12 +82,18 @@ class ItemOutcome:
     predicted: str
     pair_correct: bool | None
     top: list[tuple[str, float]]
+    vocab_top: list[tuple[str, float]] = field(default_factory=list)  # the top tokens over the vocabulary
 
 
 def evaluate(scores: ItemScores, tokenizer: Any, top_k: int, special: set[int]) -> ItemOutcome:
-    """Rank of the best answer and the model's top prediction for one item."""
+    """Rank of the best answer, the model's top prediction for one item, and its top vocabulary tokens."""
     item = scores.item
     best_answer = max(scores.answers.values())
+    vocab = scores.vocab_logprobs.clone()
+    if special:
+        vocab[list(special)] = -float("inf")
+    best = vocab.topk(min(top_k, vocab.shape[-1]))
+    vocab_top = [(tokenizer.convert_ids_to_tokens(int(i)), float(v.exp())) for v, i in zip(best.values, best.indices)]
     if item.distractors:
         pool = {**scores.distractors, **scores.answers}
         ranked = sorted(pool.items(), key=lambda kv: -kv[1])
@@ -83,15 +103,11 @@ def evaluate(scores: ItemScores, tokenizer: Any, top_k: int, special: set[int]) 
         top = [(w, float(torch.tensor(s).exp())) for w, s in ranked[:top_k]]
         predicted = ranked[0][0]
     else:
-        vocab = scores.vocab_logprobs.clone()
-        if special:
-            vocab[list(special)] = -float("inf")
         rank = 1 + int((vocab > best_answer).sum())
         pair = None
-        best = vocab.topk(top_k)
-        top = [(tokenizer.convert_ids_to_tokens(int(i)), float(v.exp())) for v, i in zip(best.values, best.indices)]
+        top = vocab_top
         predicted = top[0][0]
-    return ItemOutcome(item, rank, predicted, pair, top)
+    return ItemOutcome(item, rank, predicted, pair, top, vocab_top)
 
 
 def shares(outcomes: list[ItemOutcome]) -> dict[str, tuple[list[str], list[bool]]]:
@@ -156,7 +172,7 @@ class ClozeChunks(Sweep):
         for chunk in units:
             before = scorer.passes
             rows = [{"id": o.item.id, "rank": o.rank, "predicted": o.predicted, "pair": o.pair_correct,
-                     "top": [list(t) for t in o.top]}
+                     "top": [list(t) for t in o.top], "vocab": [list(t) for t in o.vocab_top]}
                     for o in (evaluate(sc, scorer.tok, self.top_k, special) for sc in scorer.score(list(chunk)))]
             out.append({"rows": rows, "passes": scorer.passes - before})
         return out
@@ -182,18 +198,21 @@ class ClozeProbe(Probe):
         "pair_accuracy*": "share of items with distractors where the best answer beats every distractor",
         "negation_sensitivity*": "share of affirmative/negated pairs whose top candidate changes with the negation",
         "items": "items scored",
+        **CATALOGUE,
     }
     Params = ClozeParams
     key_metrics = ("top1_accuracy", "pair_accuracy", "negation_sensitivity")  # descriptive: no default bound
     paper = "Ettinger 2020. What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for Language Models (TACL)"
-    metric_directions = {"items": None, "*": True}
+    metric_directions = {"items": None, **DIRECTIONS, "*": True}
     path_params = ("sets",)
 
     def run(self, target: Target, data: Dataset | None, params: ClozeParams, ctx: ProbeContext) -> ProbeResult:
         items = resolve_sets(params.sets, ctx.seed, params.per_category)
+        esets = ettinger_sets(params.sets)
         if params.categories:
             wanted = {category_key(c) for c in params.categories}
             items = [it for it in items if category_key(it.category) in wanted]
+            esets = [e for e in esets if category_key(e.name) in wanted]
         result = ProbeResult(probe=self.name)
         if not items:
             result.status = "skipped"
@@ -207,10 +226,33 @@ class ClozeProbe(Probe):
         unknown = [it for it in items if it.id in skip]
         items = [it for it in items if it.id not in skip]
         result.details["items_skipped_unknown_words"] = [it.id for it in unknown]
+        ettinger_line = self._ettinger(result, target, esets, params, ctx)
         if not items:
-            result.status = "skipped"
             result.message = f"all {len(unknown)} cloze items use words outside the model's vocabulary"
+            if not esets:
+                result.status = "skipped"
+            else:
+                result.details["key_finding"] = ettinger_line
             return result
+        passes = self._items(result, target, items, sweep, state, params, ctx)
+        result.details["forward_passes"] = passes + sum(t["forward_passes"] for t in result.details.get("ettinger", {}).values())
+        if ettinger_line:
+            result.details["key_finding"] = f"{ettinger_line} | {result.details['key_finding']}"
+            result.details["summary"].update(summary_lines(result.details["ettinger"]))
+        return result
+
+    def _ettinger(self, result: ProbeResult, target: Target, esets: list[EttingerSet], params: ClozeParams,
+                  ctx: ProbeContext) -> str:
+        """Ettinger's own figures of her sets (one masked pass per distinct context); their headline."""
+        if not esets:
+            return ""
+        readings = ctx.map(EttingerReadings(params.batch_size).bind(target, None, state=target),
+                           [(f"ettinger-{e.name}", e) for e in esets], desc="Ettinger sets")
+        return add_ettinger(result, esets, list(readings))
+
+    def _items(self, result: ProbeResult, target: Target, items: list[ClozeItem], sweep: ClozeChunks, state: Any,
+               params: ClozeParams, ctx: ProbeContext) -> int:
+        """Score the items (top-1/top-5/MRR, pairs, negation), their tables and findings; the passes taken."""
         by_id = {it.id: it for it in items}
         # chunks of items are work units: a resumed run scores only the chunks it had not finished, and an
         # executor may score them in parallel workers
@@ -219,7 +261,8 @@ class ClozeProbe(Probe):
                   for i in range(0, len(items), size)]
         values = ctx.map(sweep.bind(target, None, state=state), chunks, desc="cloze chunks")
         outcomes = [ItemOutcome(by_id[r["id"]], int(r["rank"]), str(r["predicted"]), r["pair"],
-                                [(str(w), float(p)) for w, p in r["top"]])
+                                [(str(w), float(p)) for w, p in r["top"]],
+                                [(str(w), float(p)) for w, p in r.get("vocab", [])])
                     for value in values for r in chunk_rows(value)]
         passes = sum(value.get("passes", 0) for value in values if isinstance(value, dict))
         add_scores(result, outcomes, with_outcomes=True)
@@ -248,21 +291,29 @@ class ClozeProbe(Probe):
             "strongest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}"
                                               for c, v in ranked[3:][::-1][:3]) or "-",
         }
-        result.details["forward_passes"] = passes
         result.details["items"] = [
             {"id": o.item.id, "category": o.item.category, "rank": o.rank, "predicted": o.predicted,
              "answers": list(o.item.answers)} for o in outcomes
         ]
-        failed = [o for o in outcomes if o.rank != 1]
-        for o in failed[: params.findings]:
-            result.findings.append(Finding(
-                title=f"{o.item.category}: {o.item.id}",
-                input=o.item.text.replace("{mask}", target.tokenizer.mask_token),
-                expected=" | ".join(o.item.answers),
-                observed=", ".join(f"{w} {p:.3g}" for w, p in o.top),  # small probabilities stay readable
-                score=float(o.rank),
-            ))
-        return result
+        result.findings += failure_findings(outcomes, target.tokenizer.mask_token, params)
+        return passes
+
+
+def failure_findings(outcomes: list[ItemOutcome], mask: str, params: ClozeParams) -> list[Finding]:
+    """A finding per wrong prediction: every one of the ``all_failures`` categories, then the others' first
+    ``findings``. Each shows the sentence and, with the candidates' ranking, the top vocabulary predictions."""
+    every = {category_key(c) for c in params.all_failures}
+    failed = [o for o in outcomes if o.rank != 1]
+    chosen = [o for o in failed if category_key(o.item.category) in every]
+    chosen += [o for o in failed if category_key(o.item.category) not in every][: params.findings]
+    out = []
+    for o in chosen:
+        observed = ", ".join(f"{w} {p:.3g}" for w, p in o.top)  # small probabilities stay readable
+        if o.item.distractors and o.vocab_top:
+            observed = f"candidates: {observed}; top predictions: " + ", ".join(f"{w} {p:.3g}" for w, p in o.vocab_top)
+        out.append(Finding(title=f"{o.item.category}: {o.item.id}", input=o.item.text.replace("{mask}", mask),
+                           expected=" | ".join(o.item.answers), observed=observed, score=float(o.rank)))
+    return out
 
 
 @hookimpl

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bertprobe.errors import DataError
 from bertprobe.probes.cloze.builtin import CATEGORIES, builtin_items
+from bertprobe.probes.cloze.ettinger import ettinger_files
 from bertprobe.probes.cloze.items import ClozeItem, load_ettinger, load_item_file
 from bertprobe.registry import did_you_mean
 
@@ -23,11 +24,7 @@ def resolve_sets(specs: tuple[str, ...], seed: int, per_category: int) -> list[C
                                 f"known: {', '.join(CATEGORIES)}")
             items += builtin_items(seed, per_category, (name,))
         elif spec.startswith("ettinger:"):
-            target = Path(spec.split(":", 1)[1]).expanduser()
-            files = sorted(p for p in target.glob("*.tsv") if "explanations" not in p.name) if target.is_dir() else [target]
-            if not files or not files[0].exists():
-                raise DataError(f"no Ettinger tsv files at '{target}'")
-            for file in files:
+            for file in ettinger_files(spec):
                 items += load_ettinger(file)
         else:
             items += load_item_file(Path(spec).expanduser())
