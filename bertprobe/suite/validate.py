@@ -339,6 +339,7 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
     """Each probe against the task of each local model it runs on, before any weights load."""
     tasks: dict[ModelSpec, Any] = {}
     skipping: dict[ModelSpec, list[tuple[str, list[str]]]] = {}  # model -> (probe id, what it lacks) of each probe
+    may_run = False
     for spec in suite.probes:
         cls = cls_of.get(spec.id)
         if cls is None:
@@ -359,8 +360,10 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
                 problems.append(refusal(spec.id, cls.name, missing, model.label))
             elif task is not None:
                 skipping.setdefault(model, []).append((spec.id, cls.missing_requirements(offered_capabilities(task))))
-    for model, rows in skipping.items():
-        if rows and all(lacking for _, lacking in rows):
+            if task is None:
+                may_run = True  # a hub model: its task is known once it loads
+    if skipping and not may_run and all(lacking for rows in skipping.values() for _, lacking in rows):
+        for model, rows in skipping.items():  # every probe would be skipped on every model: nothing would run
             problems.append(nothing_would_run(suite, model, tasks[model], rows))
 
 
