@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import json
 
 import pytest
 import torch
@@ -211,6 +212,7 @@ def test_bias_types_and_limit(bert, tmp_path):
     assert [p["id"] for p in result.details["pairs"]] == ["0", "6"] and list(result.details["bias_types"]) == ["gender"]
     assert "metric_score_gender" in result.metrics and "metric_score_age" not in result.metrics
     assert len(run_probe(bert, path, limit=3).details["pairs"]) == 3
+    assert run_probe(bert, path, lowercase=False).details["lowercased"] is False  # the override
     with pytest.raises(SuiteError, match="did you mean 'gender'"):
         parse_params(CrowsPairsParams, {"data": "x.csv", "bias_types": ["gendr"]}, "probes.crows-pairs.params")
     with pytest.raises(SuiteError, match="data must name"):
@@ -312,3 +314,51 @@ def test_integration_on_the_minilm_mlm(tmp_path):
     (probe,) = report["probes"]
     assert probe["metrics"]["pairs"] == 300 and 0.3 < probe["metrics"]["metric_score"] < 0.8
     assert probe["metrics"]["neutral"] < 30
+
+
+def test_chunks_are_a_sweep_a_worker_can_rebuild(bert, tmp_path):
+    """Chunks of pairs are work units of a ``PairChunks`` sweep (what a resumed run skips, and an executor ships):
+    pickled without the model and bound to another copy of it, a chunk scores the same."""
+    import pickle
+
+    from bertprobe.execution import Sweep, map_in_process
+    from bertprobe.probes.crows_pairs import probe as module
+
+    calls = []
+
+    def recording(fn, units, **kw):
+        values = map_in_process(fn, units, **kw)
+        calls.append((fn, units, values))
+        return values
+
+    rows = PAIRS * 20  # 140 pairs: three chunks
+    path = tmp_path / "many.csv"
+    write_csv(path, rows)
+    CrowsPairsProbe().run(bert, None, CrowsPairsParams(data=str(path)), ProbeContext(map=recording))
+    (sweep, units, values), = calls
+    assert isinstance(sweep, Sweep) and len(units) == -(-len(rows) // module.CHUNK_PAIRS)
+    assert len({key for key, _ in units}) == len(units) and all(isinstance(u, tuple) for _, u in units)
+    shipped = pickle.loads(pickle.dumps(sweep))
+    assert "_bound" not in shipped.__dict__
+    assert shipped.bind(bert, None)(units[1][1]) == values[1]
+
+
+def test_a_suite_runs_it_and_keeps_the_per_pair_outcomes(bert, tmp_path):
+    from click.testing import CliRunner
+
+    from bertprobe.cli import main
+
+    write_csv(tmp_path / "pairs.csv", PAIRS)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"suite: crows\nmodel: {{path: '{bert.spec.path}', device: cpu}}\n"
+                     f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n  - probe: crows-pairs\n"
+                     "    params: {data: pairs.csv}\n", encoding="utf-8")  # relative to the suite's folder
+    result = CliRunner().invoke(main, ["run", str(suite)])
+    assert result.exit_code in (0, 1), result.output
+    run_dir, report = only_run(tmp_path / "out", "crows")
+    (probe,) = report["probes"]
+    assert probe["status"] in ("passed", "failed") and probe["metrics"]["pairs"] == len(PAIRS)
+    assert [e["metric"] for e in probe["expectations"]] == ["distance_from_50"]
+    outcomes = [json.loads(line) for line in (run_dir / "outcomes.jsonl").read_text().splitlines()]
+    names = {o.get("name") for o in outcomes}
+    assert {"metric_score", "stereo_score", "antistereo_score"} <= names
