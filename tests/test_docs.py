@@ -67,6 +67,8 @@ def test_every_nav_page_snippet_and_link_exists():
         assert docs_snippets.filled_text(text) == text, f"{page.name}: stale snippet regions"
     readme = (ROOT / "README.md").read_text()
     assert set(docs_snippets.SNIPPETS) <= used | {"list", "validate"} , "a snippet nobody shows"
+    # a fixture's snippet, once the fixture is in ../shared: recorded (tools/docs_snippets.py NAME) and shown
+    assert set(docs_snippets.fixture_snippets()) <= used, "a fixture has landed: record and show its snippet"
     for target in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / target).is_file(), f"README links to a missing {target}"
     assert len(readme.splitlines()) < 150, "the README is a front page: details belong in docs/"
@@ -110,7 +112,7 @@ def test_the_docs_show_what_a_fresh_run_prints():
     recorded output (words, figures, exit code) is what the command prints now. Refresh with
     python tools/docs_snippets.py."""
     with docs_snippets.scratch_folder() as scratch:
-        for name in docs_snippets.CHECKED:
+        for name in (*docs_snippets.CHECKED, *docs_snippets.fixture_snippets()):
             recorded = (DOCS / "snippets" / f"{name}.txt").read_text()
             fresh, _ = docs_snippets.run_snippet(name, scratch)
             found = docs_snippets.differences(recorded, fresh, name)
