@@ -33,6 +33,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.attention_audit",
     "bertprobe.probes.spurious_cues.probe",
     "bertprobe.probes.cloze.probe",
+    "bertprobe.probes.minimal_pairs.probe",
     "bertprobe.probes.backdoor_scan.probe",
     "bertprobe.probes.syntax_heads.probe",
     "bertprobe.probes.behaviour.probe",
