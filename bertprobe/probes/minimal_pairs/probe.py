@@ -38,7 +38,7 @@ from bertprobe.results import Finding, ProbeResult
 
 @dataclass(frozen=True)
 class BlimpParams:
-    data: str = ""  # a BLiMP folder of <UID>.jsonl files, or one .jsonl file (the suite's ${BERTPROBE_BLIMP:-...})
+    data: str = ""  # a BLiMP folder of UID.jsonl files, or one .jsonl file (suites/blimp.yaml: ${BERTPROBE_BLIMP:-...})
     paradigms: tuple[str, ...] = ()  # only these paradigms (UIDs; default: all)
     per_paradigm: int = 0  # pairs sampled per paradigm, seeded by the suite seed and the paradigm (0: all)
     metric: Literal["original", "within_word_l2r"] = "original"  # PLL (Salazar et al. 2020) or PLL-word-l2r (Kauf & Ivanova 2023)
