@@ -120,6 +120,12 @@ def main() -> None:
             gap = max(abs(a - b) for a, b in zip(out, base))
             print(f"{label:<44}{wall:>8.2f}{cpu:>8.2f}{len(texts) / wall:>8.1f}{runs[0][1] / wall:>8.2f}"
                   f"{runs[0][2] / cpu:>8.2f}{gap:>12.1e}")
+        config = target.model.config
+        tokens = sum(len(e.ids) * len(pll_queries(e)) for e in defaults.encode(texts))
+        flops = 2 * tokens * config.num_hidden_layers * (4 * config.hidden_size ** 2
+                                                         + 2 * config.hidden_size * config.intermediate_size)
+        print(f"{tokens} token positions in the masked rows; the encoder's matrix products alone (all layers at every "
+              f"position) are {flops / 1e12:.2f} TFLOP: {flops / runs[1][1] / 1e9:.0f} GFLOP/s at the engine's rate")
         ratio = runs[0][1] / runs[1][1]
         print(f"engine (defaults) / minicons throughput: {ratio:.2f}x wall, {runs[0][2] / runs[1][2]:.2f}x CPU "
               f"(target >= 2x): {'met' if ratio >= 2 else 'NOT met'}")

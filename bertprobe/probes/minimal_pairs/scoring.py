@@ -38,7 +38,7 @@ class PairChunks(Sweep):
     so the engine packs their masked copies by length across pairs."""
 
     metric: str = "original"
-    batch_tokens: int = 8192
+    batch_tokens: int = 2048
     max_rows: int = 512
 
     def setup(self, target: Target, data: Dataset | None) -> MaskedScorer:
