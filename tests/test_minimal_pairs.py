@@ -208,7 +208,8 @@ def test_an_empty_folder_and_an_unknown_paradigm_are_one_line_errors(tmp_path):
     folder = tmp_path / "b"
     folder.mkdir()
     write_jsonl(folder / "adjunct_island.jsonl", [pair_row("a b .", "b a .", "adjunct_island", 0, "syntax", "island_effects")])
-    with pytest.raises(DataError, match="unknown BLiMP paradigm 'adjunct_islnd' \\(did you mean 'adjunct_island'\\?\\)") as excinfo:
+    wanted = "unknown BLiMP paradigm 'adjunct_islnd' \\(did you mean 'adjunct_island'\\?\\)"
+    with pytest.raises(DataError, match=wanted) as excinfo:
         select_pairs(load_pairs(folder), ("adjunct_islnd",))
     one_line_error(excinfo)
 
@@ -244,3 +245,22 @@ def test_a_real_mlm_prefers_the_good_sentences():
     assert result.value("pairs") == 67 * 4 and result.value("accuracy") > 0.6  # BERT-base scores about 0.84 by PLL
     assert set(result.details["fields"]) == {"morphology", "semantics", "syntax", "syntax_semantics"}
     assert len(result.details["terms"]) == 12
+
+
+def test_bad_blimp_lines_exit_2_through_the_cli_one_line_each(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from bertprobe.cli import main
+    from bertprobe.testing import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "m", task="masked-lm")
+    folder = tmp_path / "b"
+    folder.mkdir()
+    (folder / "p.jsonl").write_text('{"sentence_good": "a"}\n{oops\n')
+    monkeypatch.setenv("BERTPROBE_BLIMP", str(folder))
+    suite = Path(__file__).resolve().parent.parent / "suites" / "blimp.yaml"
+    result = CliRunner().invoke(main, ["run", str(suite), "--model", str(model), "--device", "cpu", "--only", "blimp-pll",
+                                       "--out", str(tmp_path / "out"), "--set=report.formats=[json]"])
+    assert result.exit_code == 2, result.output
+    assert "1. line 1 of p.jsonl has no sentence_bad" in result.output
+    assert "2. line 2 of p.jsonl is not JSON" in result.output

@@ -303,7 +303,8 @@ def last_layer_at(layer: Any, rows: torch.Tensor, positions: torch.Tensor) -> It
 
     attention = layer.attention.self
 
-    def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args: Any,
+                **kwargs: Any) -> torch.Tensor:
         batch, length = hidden_states.shape[:2]
         at = hidden_states[rows, positions].unsqueeze(1)
         heads, size = attention.num_attention_heads, attention.attention_head_size
