@@ -3,6 +3,7 @@ against a plain computation on a hand-made BLiMP folder, sampling, bad input, ot
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -242,9 +243,13 @@ def test_a_real_mlm_prefers_the_good_sentences():
     target = load_target(ModelSpec(path=str(MLM), device="cpu"))
     params = BlimpParams(data=str(BLIMP), per_paradigm=4)
     result = BlimpProbe().run(target, None, params, ProbeContext(seed=0))
-    assert result.value("pairs") == 67 * 4 and result.value("accuracy") > 0.6  # BERT-base scores about 0.84 by PLL
+    assert result.value("pairs") + result.value("identical_pairs") == 67 * 4 and result.value("accuracy") > 0.6  # BERT-base scores about 0.84 by PLL
     assert set(result.details["fields"]) == {"morphology", "semantics", "syntax", "syntax_semantics"}
     assert len(result.details["terms"]) == 12
+    if importlib.util.find_spec("minicons") is not None:  # the real model's PLLs are minicons' too
+        texts = sample_sentences()[:10]
+        ours = [s.total for s in MaskedScorer(target).pll(texts, "within_word_l2r")]
+        assert ours == pytest.approx(minicons_plls(target, texts, "within_word_l2r"), abs=1e-4)
 
 
 def test_bad_blimp_lines_exit_2_through_the_cli_one_line_each(tmp_path, monkeypatch):
