@@ -34,6 +34,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.spurious_cues.probe",
     "bertprobe.probes.cloze.probe",
     "bertprobe.probes.crows_pairs.probe",
+    "bertprobe.probes.minimal_pairs.probe",
     "bertprobe.probes.backdoor_scan.probe",
     "bertprobe.probes.syntax_heads.probe",
     "bertprobe.probes.behaviour.probe",

@@ -242,6 +242,7 @@ SHIPPED = {
     "bf16": (_tagger, (), {}),
     "deploy-onnx": (lambda t: _classifier(t, ("NEG", "POS")), ("probes.behaviour.params.max_examples=6",), {}),
     "cloze": (_mlm, (), {}),
+    "blimp": (_mlm, (), {"BERTPROBE_BLIMP_PAIRS": "2"}),
     "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
     "arct": (_arct, (), {}),
     "squad": (_reader, ("probes.attention-audit.params.similarity_examples=4",), {}),
@@ -279,6 +280,15 @@ def test_a_shipped_suite_runs_on_a_tiny_model_of_its_task_with_its_own_label_nam
             "item\tcontext_aff\tcontext_neg\ttarget_aff\ttarget_neg\n0\tA robin is (a|an)\tA robin is not (a|an)\tbird\tdog\n"
             "1\tA cat is (a|an)\tA cat is not (a|an)\tdog\tbird\n", encoding="utf-8")
         monkeypatch.setenv("BERTPROBE_ETTINGER", str(ettinger))
+    if name == "blimp":
+        import json
+
+        blimp = tmp_path / "blimp"
+        blimp.mkdir()
+        rows = [{"sentence_good": "the dog is good .", "sentence_bad": "the dog are good .", "field": "morphology",
+                 "linguistics_term": "subject_verb_agreement", "UID": "sva", "pairID": str(i)} for i in range(3)]
+        (blimp / "sva.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        monkeypatch.setenv("BERTPROBE_BLIMP", str(blimp))
     suite = str(SUITES / f"{name}.yaml")
     flags = ["--model", str(model), "--device", "cpu", *(("--data", str(data)) if data else ())]
     flags += [f"--set={s}" for s in sets] + ["--set=report.formats=[json]"]

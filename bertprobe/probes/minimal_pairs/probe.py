@@ -1,0 +1,187 @@
+"""Probe ``blimp``: does a masked LM prefer the acceptable sentence of a minimal pair?
+
+Background: Warstadt, Parrish, Liu, Mohananey, Peng, Wang & Bowman 2020, "BLiMP: The Benchmark of Linguistic
+Minimal Pairs for English" (TACL 8: 377-392): 67 paradigms of 1,000 pairs, 12 phenomena, 4 fields; a pair is right
+when the LM gives the good sentence the higher probability, accuracy per paradigm and its mean over paradigms.
+A masked LM has no sentence probability: its pseudo-log-likelihood stands in (Salazar, Liang, Nguyen & Kirchhoff
+2020, "Masked Language Model Scoring", ACL), or PLL-word-l2r (``metric: within_word_l2r``: Kauf & Ivanova 2023, "A
+Better Way to Do Masked Language Model Scoring", ACL), which masks a token's later pieces of its own word too.
+Scoring is the shared engine's (``bertprobe.model.masked_scoring``).
+
+Counting: a pair is right when PLL(good) > PLL(bad), strictly: a tie counts as wrong (``tied_pairs`` counts them).
+The 7 BLiMP pairs whose two sentences are the same text are no test (no model can prefer one): they are counted
+in ``identical_pairs``, listed in the details and left out of every accuracy. Deviations: the fields'
+spellings ``syntax_semantics`` and ``syntax/semantics`` are one field; the term ``s-selection`` is filed under
+``argument_structure`` as the BLiMP repository's own results summary does (12 terms); a term's and a field's
+accuracy is pooled over their pairs (with 1,000 pairs in every paradigm, the mean over paradigms but for the
+identical pairs); every accuracy has a 95% interval (Wilson's; the mean over paradigms: Wilson's on the stratified
+mean's effective sample size).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bertprobe.data.dataset import Dataset
+from bertprobe.errors import ProbeError
+from bertprobe.hookmarkers import hookimpl
+from bertprobe.model.masked_scoring import MaskedScorer
+from bertprobe.model.target import Target
+from bertprobe.probe import Probe, ProbeContext
+from bertprobe.probes.minimal_pairs.accuracy import GroupAccuracy, group_accuracy, margin_text, mean_over_groups
+from bertprobe.probes.minimal_pairs.pairs import TERM_MERGES, MinimalPair, load_pairs, select_pairs
+from bertprobe.probes.minimal_pairs.scoring import PairChunks, PairScore, check_lengths
+from bertprobe.results import Finding, ProbeResult
+
+
+@dataclass(frozen=True)
+class BlimpParams:
+    data: str = ""  # a BLiMP folder of UID.jsonl files, or one .jsonl file (suites/blimp.yaml: ${BERTPROBE_BLIMP:-...})
+    paradigms: tuple[str, ...] = ()  # only these paradigms (UIDs; default: all)
+    per_paradigm: int = 0  # pairs sampled per paradigm, seeded by the suite seed and the paradigm (0: all)
+    metric: Literal["original", "within_word_l2r"] = "original"  # PLL (Salazar et al. 2020) or PLL-word-l2r (Kauf & Ivanova 2023)
+    batch_tokens: int = 2048  # padded tokens per forward pass (masked copies packed by length; 2048 measured best on 2 cores)
+    max_rows: int = 512  # masked copies per forward pass
+    chunk_pairs: int = 500  # pairs per work unit (what a resumed run skips when done)
+    worst: int = 5  # the worst paradigms shown as findings
+    examples: int = 2  # wrong pairs shown per worst paradigm
+
+    def __post_init__(self) -> None:
+        if not self.data:
+            raise ValueError("data must name a BLiMP folder of <UID>.jsonl files or one .jsonl file")
+        if self.per_paradigm < 0:
+            raise ValueError("per_paradigm must be >= 0 (0: every pair)")
+        if min(self.batch_tokens, self.max_rows, self.chunk_pairs) < 1 or min(self.worst, self.examples) < 0:
+            raise ValueError("batch_tokens, max_rows and chunk_pairs must be >= 1; worst and examples >= 0")
+
+
+def metric_key(name: str) -> str:
+    """A metric-name-safe form of a paradigm, term or field: letters, digits and underscores."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")
+
+
+class BlimpProbe(Probe):
+    """BLiMP minimal pairs by pseudo-log-likelihood (Warstadt et al. 2020; Salazar et al. 2020)."""
+
+    name = "blimp"
+    description = "BLiMP minimal pairs: does a masked LM's pseudo-log-likelihood prefer the acceptable sentence?"
+    requires = frozenset({"mlm"})
+    tasks = frozenset({"masked-lm"})
+    needs_data = False
+    metrics = {
+        "accuracy": "mean over paradigms of the share of pairs whose good sentence has the higher PLL (the BLiMP paper's score)",
+        "pair_accuracy": "share of all pairs whose good sentence has the higher PLL (per-pair outcomes, for paired comparisons)",
+        "accuracy_*": "one paradigm's accuracy (suffix: its UID)",
+        "term_accuracy_*": "one phenomenon's (linguistics_term) accuracy, pooled over its pairs",
+        "field_accuracy_*": "one field's accuracy (syntax, morphology, syntax_semantics, semantics), pooled over its pairs",
+        "pairs": "pairs scored (identical pairs excluded)",
+        "paradigms": "paradigms scored",
+        "identical_pairs": "pairs whose two sentences are the same text: no test, left out of every accuracy",
+        "tied_pairs": "pairs with equal PLLs (counted wrong)",
+        "forward_passes": "forward passes of the masked LM",
+    }
+    metric_directions = {"pairs": None, "paradigms": None, "identical_pairs": None, "tied_pairs": False,
+                         "forward_passes": None, "*": True}
+    Params = BlimpParams
+    key_metrics = ("accuracy", "field_accuracy_*")  # descriptive: no default bound
+    paper = ("Warstadt et al. 2020. BLiMP: The Benchmark of Linguistic Minimal Pairs for English (TACL); "
+             "Salazar et al. 2020. Masked Language Model Scoring (ACL)")
+    path_params = ("data",)
+
+    def run(self, target: Target, data: Dataset | None, params: BlimpParams, ctx: ProbeContext) -> ProbeResult:
+        pairs = select_pairs(load_pairs(params.data), params.paradigms, params.per_paradigm, ctx.seed)
+        sweep = PairChunks(params.metric, params.batch_tokens, params.max_rows)
+        scorer: MaskedScorer = sweep.setup(target, None)
+        scorer.progress = ctx.progress
+        check_lengths(scorer, pairs)
+        identical = [p for p in pairs if p.identical]
+        scored = [p for p in pairs if not p.identical]
+        size = params.chunk_pairs
+        # chunks of pairs are work units: a resumed run scores only the chunks it had not finished
+        chunks = [(f"pairs{i}-{i + len(scored[i:i + size])}", tuple((p.good, p.bad) for p in scored[i:i + size]))
+                  for i in range(0, len(scored), size)]
+        values = ctx.map(sweep.bind(target, None, state=scorer), chunks, desc="BLiMP chunks")
+        scores = [PairScore(p, float(g), float(b)) for p, g, b in
+                  zip(scored, (g for v in values for g in v["good"]), (b for v in values for b in v["bad"]))]
+        if len(scores) != len(scored):
+            raise ProbeError(f"blimp: {len(scores)} scored pairs came back for {len(scored)}")
+        result = ProbeResult(probe=self.name)
+        self._accuracies(result, scores)
+        result.add_metric("identical_pairs", float(len(identical)), None,
+                          "pairs whose two sentences are the same text, left out", kind="count")
+        result.add_metric("tied_pairs", float(sum(s.tied for s in scores)), False, "pairs with equal PLLs (wrong)",
+                          kind="count")
+        result.add_metric("forward_passes", float(sum(v.get("passes", 0) for v in values)), None, kind="cost")
+        result.details["metric"] = params.metric
+        result.details["identical_pairs"] = [p.id for p in identical]
+        result.details["merged_labels"] = {"fields": {"syntax/semantics": "syntax_semantics"}, "terms": dict(TERM_MERGES)}
+        result.details["masked_rows"] = sum(v.get("rows", 0) for v in values)
+        self._findings(result, scores, params)
+        return result
+
+    @staticmethod
+    def _accuracies(result: ProbeResult, scores: list[PairScore]) -> None:
+        if not scores:
+            raise ProbeError("blimp: every selected pair has two identical sentences; nothing to score")
+        result.add_share("pair_accuracy", [s.correct for s in scores], [s.pair.id for s in scores],
+                         description="share of pairs whose good sentence has the higher PLL")
+        tables: dict[str, dict[str, GroupAccuracy]] = {
+            "paradigms": group_accuracy(scores, lambda s: s.pair.uid),
+            "terms": group_accuracy(scores, lambda s: s.pair.term),
+            "fields": group_accuracy(scores, lambda s: s.pair.field),
+        }
+        mean, interval = mean_over_groups(tables["paradigms"])
+        result.add_metric("accuracy", mean, True, "mean accuracy over paradigms", ci=interval)
+        for table, prefix in (("paradigms", "accuracy_"), ("terms", "term_accuracy_"), ("fields", "field_accuracy_")):
+            for name, g in tables[table].items():
+                result.add_metric(prefix + metric_key(name), g.accuracy, True, f"{table[:-1]} {name}: {g.correct}/{g.pairs}",
+                                  ci=g.interval)
+        result.add_metric("pairs", float(len(scores)), None, "pairs scored", kind="count")
+        result.add_metric("paradigms", float(len(tables["paradigms"])), None, "paradigms scored", kind="count")
+        first: dict[str, MinimalPair] = {}
+        for s in scores:
+            first.setdefault(s.pair.uid, s.pair)
+        result.details["paradigms"] = {
+            uid: {"field": first[uid].field, "term": first[uid].term, "pairs": g.pairs, "accuracy": g.accuracy,
+                  "ci": list(g.interval)} for uid, g in tables["paradigms"].items()}
+        for table in ("terms", "fields"):
+            result.details[table] = {name: {"pairs": g.pairs, "accuracy": g.accuracy, "ci": list(g.interval)}
+                                     for name, g in tables[table].items()}
+        result.details["figures"] = [
+            {"kind": "bars", "title": f"BLiMP accuracy per {table[:-1]}", "metrics": [f"{prefix}*"],
+             "data": {"labels": list(tables[table]),
+                      "series": [{"name": "accuracy", "values": [g.accuracy for g in tables[table].values()]},
+                                 {"name": "chance", "values": [0.5] * len(tables[table])}]},
+             "axes": {"y": "share of pairs with PLL(good) > PLL(bad)"}}
+            for table, prefix in (("fields", "field_accuracy_"), ("terms", "term_accuracy_"))]
+        ranked = sorted(tables["paradigms"].items(), key=lambda kv: kv[1].accuracy)
+        result.details["key_finding"] = (
+            f"BLiMP accuracy {mean:.3f} (mean over {len(ranked)} paradigms; {result.value('pair_accuracy'):.3f} over "
+            f"{len(scores)} pairs); weakest paradigm: {ranked[0][0]} {ranked[0][1].accuracy:.2f}")
+        result.details["summary"] = {
+            "fields": ", ".join(f"{n} {g.accuracy:.2f}" for n, g in tables["fields"].items()),
+            "weakest paradigms": ", ".join(f"{n} {g.accuracy:.2f}" for n, g in ranked[:3]),
+            "strongest paradigms": ", ".join(f"{n} {g.accuracy:.2f}" for n, g in ranked[3:][::-1][:3]) or "-",
+        }
+
+    @staticmethod
+    def _findings(result: ProbeResult, scores: list[PairScore], params: BlimpParams) -> None:
+        """The worst paradigms, each with its most confidently wrong pairs and their PLLs."""
+        table = result.details["paradigms"]
+        worst = sorted(table, key=lambda uid: table[uid]["accuracy"])[: params.worst]
+        for uid in worst:
+            wrong = sorted((s for s in scores if s.pair.uid == uid and not s.correct), key=lambda s: s.good - s.bad)
+            row = table[uid]
+            for s in wrong[: params.examples]:
+                result.findings.append(Finding(
+                    title=f"{uid} ({row['term']}, accuracy {row['accuracy']:.2f}): pair {s.pair.id}",
+                    input=s.pair.good, perturbed=s.pair.bad, expected="PLL(good) > PLL(bad)",
+                    observed=f"PLL good {margin_text(s.good)}, bad {margin_text(s.bad)}",
+                    score=s.good - s.bad, extra={"paradigm": uid, "accuracy": row["accuracy"]}))
+
+
+@hookimpl
+def bertprobe_register_probes(registry: Any) -> None:
+    registry.add(BlimpProbe)

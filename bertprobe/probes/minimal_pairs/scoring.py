@@ -1,0 +1,68 @@
+"""Scoring minimal pairs: both sentences' pseudo-log-likelihoods from the shared masked-LM engine, in work units
+of pairs (``PairChunks``), and the length check against the model's positions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bertprobe.data.dataset import Dataset
+from bertprobe.errors import RowProblems
+from bertprobe.execution import Sweep
+from bertprobe.model.masked_scoring import MaskedScorer
+from bertprobe.model.target import Target
+from bertprobe.probes.minimal_pairs.pairs import MinimalPair
+
+
+@dataclass(frozen=True)
+class PairScore:
+    """A pair and both sentences' PLLs; it is right when the good sentence's is strictly higher."""
+
+    pair: MinimalPair
+    good: float
+    bad: float
+
+    @property
+    def correct(self) -> bool:
+        return self.good > self.bad
+
+    @property
+    def tied(self) -> bool:
+        return self.good == self.bad
+
+
+@dataclass(frozen=True)
+class PairChunks(Sweep):
+    """PLLs of chunks of pairs (a unit is a tuple of (good, bad) sentence pairs); a chunk's value holds both
+    lists of PLLs and the forward passes and masked rows it took. All sentences of a chunk are scored together,
+    so the engine packs their masked copies by length across pairs."""
+
+    metric: str = "original"
+    batch_tokens: int = 2048
+    max_rows: int = 512
+
+    def setup(self, target: Target, data: Dataset | None) -> MaskedScorer:
+        return MaskedScorer(target, self.batch_tokens, self.max_rows)
+
+    def run(self, state: MaskedScorer, units: list[Any]) -> list[dict[str, Any]]:
+        out = []
+        for chunk in units:
+            passes, rows = state.passes, state.rows
+            texts = [t for good, bad in chunk for t in (good, bad)]
+            scores = state.pll(texts, self.metric, desc="BLiMP sentences")
+            out.append({"good": [s.total for s in scores[0::2]], "bad": [s.total for s in scores[1::2]],
+                        "passes": state.passes - passes, "rows": state.rows - rows})
+        return out
+
+
+def check_lengths(scorer: MaskedScorer, pairs: list[MinimalPair]) -> None:
+    """A DataError naming every sentence longer than the model's positions (with its special tokens)."""
+    texts = list(dict.fromkeys(t for p in pairs for t in (p.good, p.bad)))
+    lengths = {e.text: len(e.ids) for e in scorer.encode(texts)}
+    limit = scorer.max_length
+    rows = RowProblems()
+    for p in pairs:
+        for name, text in (("sentence_good", p.good), ("sentence_bad", p.bad)):
+            if lengths[text] > limit:
+                rows.add(f"{p.where}: {name} is {lengths[text]} tokens, longer than the model's {limit} positions")
+    rows.raise_if_any()
