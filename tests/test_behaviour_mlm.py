@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import SHARED
+
 from bertprobe.data import Dataset, Example
 from bertprobe.errors import ProbeError
 from bertprobe.model import ModelSpec, load_target
@@ -18,7 +20,7 @@ from bertprobe.probes.behaviour.probe import BehaviourParams, BehaviourProbe
 from bertprobe.testing import WORDS, save_tiny_model, tiny_target
 
 VOCAB = (*WORDS, "##ish", "scene", "cast", "stupendous")
-SHARED = Path("/work/shared/models")
+MODELS = SHARED / "models"
 
 
 def rig(target, prefs: dict[str, float]):
@@ -160,12 +162,12 @@ def test_bad_mlm_params_are_refused(bad):
         BehaviourParams(**bad)
 
 
-@pytest.mark.skipif(not (SHARED / "minilm-l6-mlm").is_dir(), reason="no English masked-LM fixture (minilm-l6-mlm) yet")
+@pytest.mark.skipif(not (MODELS / "minilm-l6-mlm").is_dir(), reason="no English masked-LM fixture (minilm-l6-mlm) yet")
 def test_the_sst2_classifier_under_the_shared_mlm():
-    clf = load_target(ModelSpec(path=str(SHARED / "minilm-l6-sst2"), device="cpu"))
+    clf = load_target(ModelSpec(path=str(MODELS / "minilm-l6-sst2"), device="cpu"))
     texts = ["the acting was superb and the story kept me hooked", "a tedious film with a script that goes nowhere",
              "the cast is charming but the plot is thin", "an hour of dull dialogue"]
-    params = BehaviourParams(mlm=str(SHARED / "minilm-l6-mlm"), perturbations=(), bootstrap=0, mlm_min_prob=0.05)
+    params = BehaviourParams(mlm=str(MODELS / "minilm-l6-mlm"), perturbations=(), bootstrap=0, mlm_min_prob=0.05)
     result = BehaviourProbe().run(clf, _data(texts), params, _ctx())
     block = result.details["mlm_substitution"]
     assert block["total"] > 0

@@ -163,6 +163,30 @@ def _mlm(tmp: Path) -> tuple[Path, None]:
     return save_tiny_model(tmp / "model", task="masked-lm", labels=()), None
 
 
+def tiny_mlm_data(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Ettinger NEG-SIMP items, a three-pair BLiMP paradigm and two CrowS-Pairs rows in the tiny vocabulary,
+    named by the variables the masked-LM suites read."""
+    import json
+
+    ettinger = tmp / "ettinger"
+    ettinger.mkdir()
+    (ettinger / "NEG-136-SIMP.tsv").write_text(
+        "item\tcontext_aff\tcontext_neg\ttarget_aff\ttarget_neg\n0\tA robin is (a|an)\tA robin is not (a|an)\tbird\tdog\n"
+        "1\tA cat is (a|an)\tA cat is not (a|an)\tdog\tbird\n", encoding="utf-8")
+    monkeypatch.setenv("BERTPROBE_ETTINGER", str(ettinger))
+    blimp = tmp / "blimp"
+    blimp.mkdir()
+    rows = [{"sentence_good": "the dog is good .", "sentence_bad": "the dog are good .", "field": "morphology",
+             "linguistics_term": "subject_verb_agreement", "UID": "sva", "pairID": str(i)} for i in range(3)]
+    (blimp / "sva.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    monkeypatch.setenv("BERTPROBE_BLIMP", str(blimp))
+    crows = tmp / "crows.csv"
+    crows.write_text(",sent_more,sent_less,stereo_antistereo,bias_type,annotations,anon_writer,anon_annotators\n"
+                     "0,she was a bad actor .,he was a bad actor .,stereo,gender,[],a,[]\n"
+                     "1,the cat was fun .,the dog was fun .,antistereo,age,[],b,[]\n", encoding="utf-8")
+    monkeypatch.setenv("BERTPROBE_CROWS", str(crows))
+
+
 def _encoder(tmp: Path) -> tuple[Path, Path]:
     from bertprobe.testing import save_tiny_model
 
@@ -243,6 +267,7 @@ SHIPPED = {
     "deploy-onnx": (lambda t: _classifier(t, ("NEG", "POS")), ("probes.behaviour.params.max_examples=6",), {}),
     "cloze": (_mlm, (), {}),
     "blimp": (_mlm, (), {"BERTPROBE_BLIMP_PAIRS": "2"}),
+    "mlm": (_mlm, ("probes.crows-pairs.params.limit=2",), {}),
     "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
     "arct": (_arct, (), {}),
     "squad": (_reader, ("probes.attention-audit.params.similarity_examples=4",), {}),
@@ -273,22 +298,8 @@ def test_a_shipped_suite_runs_on_a_tiny_model_of_its_task_with_its_own_label_nam
     if name == "arct":  # the cue statistics and the adversarial set: the same tiny file
         monkeypatch.setenv("BERTPROBE_ARCT_STATS", str(data))
         monkeypatch.setenv("BERTPROBE_ARCT_ADV", str(data))
-    if name == "cloze":
-        ettinger = tmp_path / "ettinger"
-        ettinger.mkdir()
-        (ettinger / "NEG-136-SIMP.tsv").write_text(
-            "item\tcontext_aff\tcontext_neg\ttarget_aff\ttarget_neg\n0\tA robin is (a|an)\tA robin is not (a|an)\tbird\tdog\n"
-            "1\tA cat is (a|an)\tA cat is not (a|an)\tdog\tbird\n", encoding="utf-8")
-        monkeypatch.setenv("BERTPROBE_ETTINGER", str(ettinger))
-    if name == "blimp":
-        import json
-
-        blimp = tmp_path / "blimp"
-        blimp.mkdir()
-        rows = [{"sentence_good": "the dog is good .", "sentence_bad": "the dog are good .", "field": "morphology",
-                 "linguistics_term": "subject_verb_agreement", "UID": "sva", "pairID": str(i)} for i in range(3)]
-        (blimp / "sva.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        monkeypatch.setenv("BERTPROBE_BLIMP", str(blimp))
+    if name in ("cloze", "blimp", "mlm"):
+        tiny_mlm_data(tmp_path, monkeypatch)
     suite = str(SUITES / f"{name}.yaml")
     flags = ["--model", str(model), "--device", "cpu", *(("--data", str(data)) if data else ())]
     flags += [f"--set={s}" for s in sets] + ["--set=report.formats=[json]"]
