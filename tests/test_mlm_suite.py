@@ -37,7 +37,7 @@ def test_the_mlm_suite_refuses_a_classifier_before_it_loads(tmp_path, tiny_clf_d
     tiny_mlm_data(tmp_path, monkeypatch)
     result = CliRunner().invoke(main, ["validate", SUITE, "--model", str(tiny_clf_dir)])
     assert result.exit_code == 2
-    assert "is a classification model, which none of this suite's probes can read" in result.output
+    assert "is a model of task classification, which none of this suite's probes can read" in result.output
     assert "mlm (a masked-LM head)" in result.output and "Traceback" not in result.output
 
 

@@ -144,7 +144,7 @@ def test_a_suite_none_of_whose_probes_can_read_the_model_is_refused_before_it_lo
     validate and run refuse it in one line naming what is missing (exit 2), not a run that checks nothing (5)."""
     suite = suite_file(tmp_path, tiny_clf_dir, sst_tsv, "  - probe: cloze\n    id: one\n  - probe: cloze\n    id: two\n")
     line = same_refusal(suite)
-    assert ("is a classification model, which none of this suite's probes can read: one, two need mlm "
+    assert ("is a model of task classification, which none of this suite's probes can read: one, two need mlm "
             "(a masked-LM head)") in line
     mixed = suite_file(tmp_path, tiny_clf_dir, sst_tsv, "  - probe: cloze\n  - probe: accuracy\n")
     assert invoke("validate", str(mixed)).exit_code == 0  # one probe runs: the other skips, as before

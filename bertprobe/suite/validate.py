@@ -379,7 +379,7 @@ def nothing_would_run(suite: Suite, model: ModelSpec, task: Any, rows: list[tupl
     from bertprobe.capabilities import TARGET
 
     lacking = sorted({r for _, need in rows for r in need})
-    return (f"{model.label} is a {task.name} model, which none of this suite's probes can read: "
+    return (f"{model.label} is a model of task {task.name}, which none of this suite's probes can read: "
             f"{', '.join(probe for probe, _ in rows)} need {', '.join(f'{r} ({TARGET.get(r, r)})' for r in lacking)}; "
             f"give a model that has it with --model (e.g. a masked LM for an MLM suite), or run a suite for "
             f"{task.name} models")
