@@ -390,8 +390,8 @@ def test_each_built_in_probe_lives_in_a_module_named_after_it():
         assert named == name.replace("-", "_"), f"probe {name} lives in {module}"
 
 
-# probe family packages: several probes of one method under one package (minimal pairs scored by a masked LM:
-# BLiMP now, CrowS-Pairs next), so a probe's name is not its package's
+# probe family packages whose name is the method, not the probe: minimal pairs scored by a masked LM (BLiMP; a
+# later minimal-pair benchmark joins it), so a probe's name is not its package's
 PROBE_FAMILIES = {"minimal_pairs": {"blimp"}}
 
 

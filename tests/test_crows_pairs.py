@@ -16,7 +16,7 @@ from bertprobe.probe import ProbeContext
 from bertprobe.probes.crows_pairs.data import load_pairs
 from bertprobe.probes.crows_pairs.metrics import distance_interval
 from bertprobe.probes.crows_pairs.probe import CrowsPairsParams, CrowsPairsProbe
-from bertprobe.probes.crows_pairs.scoring import PairScore, tokenizer_lowercases
+from bertprobe.probes.crows_pairs.scoring import CrowsPairScore, tokenizer_lowercases
 from bertprobe.stats import wilson_interval
 from bertprobe.testing import tiny_target
 
@@ -176,15 +176,15 @@ def test_orientation_the_pair_counts_when_sent_more_scores_higher(bert, tmp_path
 
 
 def test_ties_at_three_decimals_are_neutral_and_stay_in_the_denominator():
-    assert PairScore("x", -10.0004, -10.0001, 3).outcome == "neutral"  # both -10.0
-    assert PairScore("x", -10.0006, -10.0001, 3).outcome == "less"  # -10.001 < -10.0
-    assert PairScore("x", -2.0, -3.0, 3).outcome == "more"
+    assert CrowsPairScore("x", -10.0004, -10.0001, 3).outcome == "neutral"  # both -10.0
+    assert CrowsPairScore("x", -10.0006, -10.0001, 3).outcome == "less"  # -10.001 < -10.0
+    assert CrowsPairScore("x", -2.0, -3.0, 3).outcome == "more"
     from bertprobe.probes.crows_pairs.data import CrowsPair
     from bertprobe.probes.crows_pairs.metrics import add_scores
     from bertprobe.results import ProbeResult
 
     pairs = [CrowsPair(str(i), i + 1, "a", "b", d, "gender") for i, d in enumerate(["stereo", "stereo", "antistereo"])]
-    scores = [PairScore("0", -1.0, -2.0, 2), PairScore("1", -1.00001, -1.00002, 2), PairScore("2", -3.0, -1.0, 2)]
+    scores = [CrowsPairScore("0", -1.0, -2.0, 2), CrowsPairScore("1", -1.00001, -1.00002, 2), CrowsPairScore("2", -3.0, -1.0, 2)]
     result = ProbeResult(probe="crows-pairs")
     add_scores(result, pairs, scores)
     assert result.value("metric_score") == pytest.approx(1 / 3)  # the neutral pair counts against, in the denominator
@@ -241,6 +241,17 @@ def test_missing_column(tmp_path):
         load_pairs(path)
     message = str(err.value)
     assert "\n" not in message and "c.csv" in message and "'stereo_antistereo'" in message and "fix:" in message
+
+
+def test_a_file_that_is_not_utf8_or_not_csv_is_a_one_line_error(tmp_path):
+    path = tmp_path / "c.csv"
+    path.write_bytes((HEADER + "0,Caf\u00e9 people are loud.,Bar people are loud.,stereo,nationality,[],w,[]\n").encode("latin-1"))
+    with pytest.raises(DataError, match=r"c.csv' line 2: not UTF-8 text") as err:
+        load_pairs(path)
+    assert "\n" not in str(err.value)
+    path.write_text(HEADER + '0,"an open quote,b,stereo,gender,[],w,[]\n' + "x" * 200_000 + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"c.csv: not a readable CSV \(field larger than field limit"):
+        load_pairs(path)
 
 
 @pytest.mark.parametrize("row, needle", [
@@ -317,7 +328,7 @@ def test_integration_on_the_minilm_mlm(tmp_path):
 
 
 def test_chunks_are_a_sweep_a_worker_can_rebuild(bert, tmp_path):
-    """Chunks of pairs are work units of a ``PairChunks`` sweep (what a resumed run skips, and an executor ships):
+    """Chunks of pairs are work units of a ``CrowsPairChunks`` sweep (what a resumed run skips, and an executor ships):
     pickled without the model and bound to another copy of it, a chunk scores the same."""
     import pickle
 

@@ -282,7 +282,7 @@ def test_roberta_reads_the_word_start_tokens(tmp_path, small_sets):
     top = reading["top"][eset.rows[row].context]
     assert [w for w, _ in top] == [t[1:] if t.startswith("Ġ") else t
                                    for t in tok.convert_ids_to_tokens(soft.topk(5).indices.tolist())]
-    assert 0 <= result.value("ettinger_neg_simp_aff") <= 1 and result.value("ettinger_rows") == 9 + 4 + 8 + 12
+    assert result.value("ettinger_rows") == 9 + 4 + 8 + 12
 
 
 # ---- (c) NaN targets are misses, listed with the reason ----------------------------------------
@@ -320,6 +320,21 @@ def test_missing_column_and_unknown_set_name_the_file_and_line(tmp_path, small_s
     role.write_text("\n".join(SMALL["ROLE-88.tsv"][:2]) + "\n")
     with pytest.raises(DataError, match=r"ROLE-88.tsv:2: item '1-a' has no '1-b' row"):
         ettinger_sets([f"ettinger:{role}"])
+
+
+def test_two_sets_of_one_kind_and_a_file_that_is_not_utf8_are_one_line_errors(tmp_path, small_sets):
+    """Her figures are named by the set's kind: a second CPRAG file is refused, not written over the first's; a
+    Latin-1 export is named with its line, never a traceback."""
+    second = tmp_path / "more"
+    second.mkdir()
+    (second / "CPRAG-mine.tsv").write_text((small_sets / "CPRAG-102.tsv").read_text())
+    with pytest.raises(DataError, match=r"CPRAG-mine.tsv' and '.*CPRAG-102.tsv' are both Ettinger cprag sets") as err:
+        ettinger_sets([f"ettinger:{small_sets}", f"ettinger:{second}"])
+    assert "\n" not in str(err.value)
+    latin = small_sets / "CPRAG-102.tsv"
+    latin.write_bytes(latin.read_bytes() + "9\tCaf\u00e9 ol\u00e9.\tShe ordered\tcoffee\ttea\tbeer\tH\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"CPRAG-102.tsv' line \d+: not UTF-8 text"):
+        ettinger_sets([f"ettinger:{small_sets}"])
 
 
 def test_a_bad_ettinger_file_stops_the_run_with_exit_2(tmp_path, small_sets):
@@ -374,7 +389,6 @@ def test_minilm_mlm_on_ettinger_sets():
     target = load_target(ModelSpec(path=str(MLM), device="cpu"))
     result = run_probe(target, ETTINGER)
     assert result.value("ettinger_rows") == 326
-    for name in ("cprag_top5", "cprag_sensitivity", "role_sensitivity", "neg_simp_aff", "neg_simp_neg"):
-        assert 0 <= result.value(f"ettinger_{name}") <= 1
+    assert_her_figures(result, target, ETTINGER)  # every figure as her scripts compute it, on the real MLM
     listed = sum(x["rows"] for t in result.details["ettinger"].values() for x in t["not_one_token"])
     assert listed == result.value("ettinger_rows_not_one_token")

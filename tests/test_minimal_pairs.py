@@ -89,11 +89,11 @@ def plain_pll(target, text: str) -> float:
     """Salazar et al.'s PLL written out: one unbatched pass per token, the token masked, its log-probability."""
     tok = target.tokenizer
     ids = tok(text, return_tensors="pt")["input_ids"][0]
-    special = set(tok.all_special_ids)
+    added = [i in (0, len(ids) - 1) for i in range(len(ids))]  # [CLS] and [SEP]; an [UNK] is the text's own
     total = 0.0
     with torch.inference_mode():
         for i, t in enumerate(ids.tolist()):
-            if t in special:
+            if added[i]:
                 continue
             masked = ids.clone()
             masked[i] = tok.mask_token_id
@@ -226,6 +226,42 @@ def test_a_sentence_longer_than_the_models_positions_is_a_data_error(tmp_path):
                                         "positions") as excinfo:
         BlimpProbe().run(target, None, BlimpParams(data=str(folder)), ProbeContext())
     one_line_error(excinfo)
+
+
+@pytest.mark.parametrize("arch", ["deberta-v2", "albert", "distilbert"])
+def test_the_whole_pass_path_gives_a_plain_plls_figures(tmp_path, arch):
+    """Families whose last layer runs whole (the pre-hook on the vocabulary head only): PLLs equal one unbatched
+    pass per token, in packed batches of unequal lengths."""
+    target = tiny_target(tmp_path / arch, task="masked-lm", arch=arch, initializer_range=0.5)
+    assert scored_position_layer(target.model) is None
+    texts = ["the dog is good .", "a cat", "they gave the apples away to the bird ."]
+    ours = [s.total for s in MaskedScorer(target, batch_tokens=64).pll(texts)]
+    assert ours == pytest.approx([plain_pll(target, t) for t in texts], abs=1e-4)
+
+
+def test_an_unknown_word_is_scored_and_left_padding_is_cut_on_every_tokenizer_path(tmp_path):
+    """[UNK] is a token of the text: scored like any other, by the fast backend and by a slow tokenizer alike;
+    a backend left padding (a call with padding= sets it) is cut off, whichever side it pads."""
+    from bertprobe.model.masked_scoring import encode_texts
+
+    target = tiny_target(tmp_path / "bert", task="masked-lm", initializer_range=0.5)
+    tok = target.tokenizer
+    text = "the zebra is good ."  # 'zebra' is not in the tiny vocabulary
+    fast = encode_texts(tok, [text])[0]
+    assert tok.unk_token_id in fast.ids and fast.special == tuple(i in (0, len(fast.ids) - 1) for i in range(len(fast.ids)))
+
+    class Slow:  # the same vocabulary through transformers' Python-side calls only
+        is_fast = False
+        unk_token_id = tok.unk_token_id
+
+        def __call__(self, text, add_special_tokens=True):
+            return tok(text, add_special_tokens=add_special_tokens)
+
+    slow = encode_texts(Slow(), [text])[0]
+    assert (slow.ids, slow.special) == (fast.ids, fast.special)
+    tok.padding_side = "left"
+    tok(["a", "the dog is good"], padding=True)  # leaves left padding on in the backend
+    assert encode_texts(tok, [text])[0].ids == fast.ids
 
 
 @pytest.mark.parametrize("arch", ["electra", "deberta-v2"])

@@ -61,21 +61,29 @@ def encode_texts(tokenizer: Any, texts: Sequence[str]) -> list[EncodedText]:
     if backend is not None and backend.truncation is None:
         # a tokenizer called with padding= keeps that setting in its backend: the padding is cut off here
         for text, e in zip(distinct, backend.encode_batch(distinct, add_special_tokens=True)):
-            n = sum(e.attention_mask)
-            out[text] = EncodedText(text, tuple(e.ids[:n]), tuple(e.word_ids[:n]),
-                                    tuple(bool(s) for s in e.special_tokens_mask[:n]))
+            kept = [i for i, a in enumerate(e.attention_mask) if a]  # either side's padding
+            out[text] = EncodedText(text, tuple(e.ids[i] for i in kept), tuple(e.word_ids[i] for i in kept),
+                                    tuple(bool(e.special_tokens_mask[i]) for i in kept))
     elif getattr(tokenizer, "is_fast", False):
         batch = tokenizer(distinct, add_special_tokens=True, padding=False, truncation=False,
                           return_special_tokens_mask=True)
         for i, text in enumerate(distinct):
             out[text] = EncodedText(text, tuple(batch["input_ids"][i]), tuple(batch.word_ids(i)),
                                     tuple(bool(s) for s in batch["special_tokens_mask"][i]))
-    else:
-        special_ids = set(tokenizer.all_special_ids)
+    else:  # the positions the tokenizer adds around the text are special, never an [UNK] of the text itself
         for text in distinct:
             ids = tuple(tokenizer(text, add_special_tokens=True)["input_ids"])
-            out[text] = EncodedText(text, ids, (None,) * len(ids), tuple(i in special_ids for i in ids))
+            start, end = _content_span(ids, list(tokenizer(text, add_special_tokens=False)["input_ids"]))
+            out[text] = EncodedText(text, ids, (None,) * len(ids), tuple(not start <= i < end for i in range(len(ids))))
     return [out[t] for t in texts]
+
+
+def _content_span(ids: Sequence[int], plain: Sequence[int]) -> tuple[int, int]:
+    """Where the text's own tokens ``plain`` sit in ``ids`` (the text with its special tokens)."""
+    for start in range(len(ids) - len(plain) + 1):
+        if list(ids[start : start + len(plain)]) == list(plain):
+            return start, start + len(plain)
+    raise ProbeError("the tokenizer's special tokens do not wrap the text's own tokens; use a fast tokenizer")
 
 
 def pll_queries(encoded: EncodedText, metric: str = "original") -> list[Query]:
@@ -126,10 +134,7 @@ class MaskedScorer:
     @property
     def max_length(self) -> int:
         """The longest sequence the model's position embeddings hold."""
-        limit = getattr(self.target.model.config, "max_position_embeddings", None) or 512
-        if getattr(self.target.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
-            limit -= 2  # RoBERTa's positions start after its padding index
-        return int(limit)
+        return max_positions(self.target.model)
 
     def encode(self, texts: Sequence[str]) -> list[EncodedText]:
         return encode_texts(self.tok, texts)
@@ -242,6 +247,19 @@ class MaskedScorer:
                     found[i] = [(int(t), float(p)) for t, p in zip(best.indices[j], best.values[j])]
         out = [found[i] for i in range(len(sequences))]
         return out
+
+
+def max_positions(model: Any) -> int:
+    """The longest sequence ``model``'s position embeddings hold: ``max_position_embeddings``, less the offset of a
+    family whose positions start after its padding index (RoBERTa, XLM-R, CamemBERT, MPNet, data2vec-text: their
+    position embeddings carry a ``padding_idx``)."""
+    limit = int(getattr(model.config, "max_position_embeddings", None) or 512)
+    for name, module in model.named_modules():
+        if name.endswith("position_embeddings") and isinstance(module, torch.nn.Embedding):
+            if module.padding_idx is not None:
+                return min(limit, module.num_embeddings) - module.padding_idx - 1
+            return min(limit, module.num_embeddings)
+    return limit
 
 
 def masked_logits(model: Any, ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ lacks a probability); ours averages the pairs that have both.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from typing import Any
 
 import torch
 
+from bertprobe.data.dataset import check_text_file
 from bertprobe.errors import DataError, ProbeError
 
 GAP = 0.01  # her probability-difference threshold
@@ -80,33 +82,39 @@ def read_table(path: Path) -> tuple[str, list[tuple[int, dict[str, str]]]]:
     kind = set_kind(path)
     if not path.is_file():
         raise DataError(f"{path}: no such Ettinger tsv file; point ettinger: at a folder or file holding {KNOWN}")
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = [h.strip() for h in reader.fieldnames or []]
+    try:
+        return kind, _read_rows(path, kind, io.StringIO(check_text_file(path), newline=""))
+    except csv.Error as exc:
+        raise DataError(f"{path}: not a readable tsv ({exc}); save it as tab-separated UTF-8 text") from None
+
+
+def _read_rows(path: Path, kind: str, fh: io.StringIO) -> list[tuple[int, dict[str, str]]]:
+    reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = [h.strip() for h in reader.fieldnames or []]
+    for column in COLUMNS[kind]:
+        if column not in header:
+            raise DataError(f"{path}:1: missing column '{column}'; the header line of {path.stem} needs "
+                            f"the tab-separated columns {', '.join(COLUMNS[kind])}")
+    reader.fieldnames = header
+    rows = []
+    for raw in reader:
+        line = reader.line_num
+        if None in raw or any(raw.get(c) is None for c in COLUMNS[kind]):
+            raise DataError(f"{path}:{line}: {len([v for v in raw.values() if v is not None])} fields where the "
+                            f"header has {len(header)}; give the row one tab-separated value per column")
+        fields = {k: v.strip() for k, v in raw.items()}
+        if not any(fields.values()):
+            continue
         for column in COLUMNS[kind]:
-            if column not in header:
-                raise DataError(f"{path}:1: missing column '{column}'; the header line of {path.stem} needs "
-                                f"the tab-separated columns {', '.join(COLUMNS[kind])}")
-        reader.fieldnames = header
-        rows = []
-        for raw in reader:
-            line = reader.line_num
-            if None in raw or any(raw.get(c) is None for c in COLUMNS[kind]):
-                raise DataError(f"{path}:{line}: {len([v for v in raw.values() if v is not None])} fields where the "
-                                f"header has {len(header)}; give the row one tab-separated value per column")
-            fields = {k: v.strip() for k, v in raw.items()}
-            if not any(fields.values()):
-                continue
-            for column in COLUMNS[kind]:
-                if column != "context_s1" and not fields[column]:
-                    raise DataError(f"{path}:{line}: empty '{column}'; fill it in or delete the row")
-            if kind in GROUPS:
-                column, allowed = GROUPS[kind]
-                if fields[column] not in allowed:
-                    raise DataError(f"{path}:{line}: {column} '{fields[column]}' is not {' or '.join(allowed)}; "
-                                    f"write {' or '.join(allowed)}")
-            rows.append((line, fields))
-    return kind, rows
+            if column != "context_s1" and not fields[column]:
+                raise DataError(f"{path}:{line}: empty '{column}'; fill it in or delete the row")
+        if kind in GROUPS:
+            column, allowed = GROUPS[kind]
+            if fields[column] not in allowed:
+                raise DataError(f"{path}:{line}: {column} '{fields[column]}' is not {' or '.join(allowed)}; "
+                                f"write {' or '.join(allowed)}")
+        rows.append((line, fields))
+    return rows
 
 
 def _words(text: str) -> str:
@@ -167,8 +175,17 @@ def ettinger_files(spec: str) -> list[Path]:
 
 
 def ettinger_sets(specs: Iterable[str]) -> list[EttingerSet]:
-    """Every Ettinger set named by ``ettinger:`` specs, in her rows."""
-    return [load_set(p) for spec in specs if spec.startswith("ettinger:") for p in ettinger_files(spec)]
+    """Every Ettinger set named by ``ettinger:`` specs, in her rows; at most one set of each kind (her figures are
+    named by the kind: a second CPRAG file would overwrite the first's)."""
+    files = [p for spec in specs if spec.startswith("ettinger:") for p in ettinger_files(spec)]
+    seen: dict[str, Path] = {}
+    for path in files:
+        kind = set_kind(path)
+        if kind in seen:
+            raise DataError(f"'{path}' and '{seen[kind]}' are both Ettinger {kind} sets: her figures are named by the "
+                            "set (ettinger_" + kind + "_*), so name one of each in sets")
+        seen[kind] = path
+    return [load_set(p) for p in files]
 
 
 # ---- the model's side: one masked pass per distinct context --------------------------------------
@@ -208,7 +225,7 @@ def read_set(target: Any, eset: EttingerSet, batch_size: int = 32, k: int = max(
              logits_at: Callable[..., torch.Tensor] | None = None) -> dict[str, Any]:
     """Score one set: per distinct context its top-k tokens (marker stripped) with probabilities, per row
     the target's probability (None: not one vocabulary token) and the reasons, and the passes taken."""
-    from bertprobe.model.masked_scoring import masked_logits
+    from bertprobe.model.masked_scoring import masked_logits, max_positions
 
     logits_at = logits_at or masked_logits
     tok = target.tokenizer
@@ -218,7 +235,7 @@ def read_set(target: Any, eset: EttingerSet, batch_size: int = 32, k: int = max(
     tokens = {w: target_token(tok, vocab, marker, w) for w in dict.fromkeys(r.target for r in eset.rows)}
     contexts = list(dict.fromkeys(r.context for r in eset.rows))
     inputs = [masked_input(tok, c) for c in contexts]
-    limit = int(getattr(target.model.config, "max_position_embeddings", 512) or 512)
+    limit = max_positions(target.model)
     for c, (ids, _) in zip(contexts, inputs):
         if len(ids) > limit:
             raise ProbeError(f"Ettinger context {c!r} is {len(ids)} tokens, more than the model's {limit} positions")

@@ -47,7 +47,8 @@ def encode_many(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
     if backend is not None and backend.truncation is None:
         # a tokenizer once called with padding= keeps it in its backend: cut the padding off
-        ids = [e.ids[:sum(e.attention_mask)] for e in backend.encode_batch(distinct, add_special_tokens=False)]
+        ids = [[t for t, a in zip(e.ids, e.attention_mask) if a]
+               for e in backend.encode_batch(distinct, add_special_tokens=False)]
     else:
         ids = [list(x) for x in tokenizer(distinct, add_special_tokens=False)["input_ids"]] if distinct else []
     by_text = dict(zip(distinct, ids))

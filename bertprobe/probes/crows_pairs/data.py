@@ -9,11 +9,13 @@ the first row under the header), never by a line. ``csv.DictReader`` reads it, a
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from bertprobe.errors import ROW_LIMIT, DataError, problems_error
 from bertprobe.registry import did_you_mean
+from bertprobe.data.dataset import check_text_file
 
 BIAS_TYPES = ("race-color", "gender", "socioeconomic", "nationality", "religion", "age", "sexual-orientation",
               "physical-appearance", "disability")
@@ -84,30 +86,37 @@ def load_pairs(path: str | Path) -> list[CrowsPair]:
     if not path.is_file():
         raise DataError(f"{path}: no such file; fix: point params.data at crows_pairs_anonymized.csv "
                         "(nyu-mll/crows-pairs, data/)")
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        missing = [c for c in COLUMNS if c not in header]
-        if missing:
-            raise DataError(f"{path.name}: no column {', '.join(repr(c) for c in missing)} in the header "
-                            f"({', '.join(repr(h) for h in header) or 'empty'}); {FIX_HEADER}")
-        index_column = header[0] if header and header[0] not in COLUMNS and header[0].strip() == "" else None
-        pairs, problems, more = [], [], 0
-        seen: dict[str, int] = {}
-        for row, record in enumerate(reader, 1):
-            index = (record.get(index_column) or "").strip() if index_column is not None else ""
-            found = row_problems(path.name, index, row, record)
-            if index and index in seen:
-                found.append(f"{_where(path.name, index, row)}: the index repeats data row {seen[index]}'s; "
-                             "fix: give every row its own index in the first column")
-            seen.setdefault(index, row)
-            if found:
-                kept = found[: max(0, ROW_LIMIT - len(problems))]
-                problems += kept
-                more += len(found) - len(kept)
-                continue
-            pairs.append(CrowsPair(index or str(row), row, str(record["sent_more"]), str(record["sent_less"]),
-                                   str(record["stereo_antistereo"]), str(record["bias_type"])))
+    try:
+        return _read_pairs(path, io.StringIO(check_text_file(path), newline=""))
+    except csv.Error as exc:
+        raise DataError(f"{path.name}: not a readable CSV ({exc}); fix: save it as comma-separated UTF-8 text, "
+                        "as pandas' to_csv writes it") from None
+
+
+def _read_pairs(path: Path, f: io.StringIO) -> list[CrowsPair]:
+    reader = csv.DictReader(f)
+    header = reader.fieldnames or []
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise DataError(f"{path.name}: no column {', '.join(repr(c) for c in missing)} in the header "
+                        f"({', '.join(repr(h) for h in header) or 'empty'}); {FIX_HEADER}")
+    index_column = header[0] if header and header[0] not in COLUMNS and header[0].strip() == "" else None
+    pairs, problems, more = [], [], 0
+    seen: dict[str, int] = {}
+    for row, record in enumerate(reader, 1):
+        index = (record.get(index_column) or "").strip() if index_column is not None else ""
+        found = row_problems(path.name, index, row, record)
+        if index and index in seen:
+            found.append(f"{_where(path.name, index, row)}: the index repeats data row {seen[index]}'s; "
+                         "fix: give every row its own index in the first column")
+        seen.setdefault(index, row)
+        if found:
+            kept = found[: max(0, ROW_LIMIT - len(problems))]
+            problems += kept
+            more += len(found) - len(kept)
+            continue
+        pairs.append(CrowsPair(index or str(row), row, str(record["sent_more"]), str(record["sent_less"]),
+                               str(record["stereo_antistereo"]), str(record["bias_type"])))
     if problems:
         if more:
             problems.append(f"and {more} more problem{'' if more == 1 else 's'} (the first {ROW_LIMIT} are listed)")

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from bertprobe.probes.crows_pairs.data import BIAS_TYPES, CrowsPair
-from bertprobe.probes.crows_pairs.scoring import PairScore
+from bertprobe.probes.crows_pairs.scoring import CrowsPairScore
 from bertprobe.results import ProbeResult
 
 
@@ -24,7 +24,7 @@ def distance_interval(ci: tuple[float, float] | None) -> tuple[float, float] | N
     return (0.0, far) if lo <= 0.5 <= hi else (min(abs(lo - 0.5), abs(hi - 0.5)), far)
 
 
-def add_scores(result: ProbeResult, pairs: Sequence[CrowsPair], scores: Sequence[PairScore], suffix: str = "",
+def add_scores(result: ProbeResult, pairs: Sequence[CrowsPair], scores: Sequence[CrowsPairScore], suffix: str = "",
                with_outcomes: bool = False) -> dict[str, float | int | None]:
     """``metric_score`` (share of all pairs, neutrals included, where sent_more scores higher), its
     ``distance_from_50``, ``neutral`` and ``pairs``; without ``suffix``, also ``stereo_score`` and
@@ -49,7 +49,7 @@ def add_scores(result: ProbeResult, pairs: Sequence[CrowsPair], scores: Sequence
     return row
 
 
-def add_per_type(result: ProbeResult, pairs: Sequence[CrowsPair], scores: Sequence[PairScore]) -> dict[str, dict]:
+def add_per_type(result: ProbeResult, pairs: Sequence[CrowsPair], scores: Sequence[CrowsPairScore]) -> dict[str, dict]:
     """The same numbers per bias type (suffix ``_TYPE``), in the README's order of the nine types."""
     table = {}
     for bias in BIAS_TYPES:

@@ -15,7 +15,7 @@ non-neutral pairs of each direction; 0.5 means no systematic preference.
 
 Deviations: shares are proportions (0-1), not metric.py's percentages; every share has a Wilson 95% interval; the
 masked copies run in padded, length-packed batches (``batch_tokens: 1`` runs each alone and unpadded, as metric.py
-does: padding moves a log-probability by about 1e-6, which can flip a pair whose scores tie near the third
+does, but for the engine's last layer at the scored position, equal to about 1e-6: padding moves a log-probability by about 1e-6, which can flip a pair whose scores tie near the third
 decimal); ``antistereo_score`` is reported also when no antistereo pair counts (metric.py prints nothing then);
 whether to lower-case is read from the tokenizer, where metric.py named its three models; transformers 5 and
 today's torch, where the authors pinned transformers 2.8.0 and warned that 3.x can score differently.
@@ -38,7 +38,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.crows_pairs.data import CrowsPair, check_bias_types, load_pairs
 from bertprobe.probes.crows_pairs.metrics import add_per_type, add_scores
-from bertprobe.probes.crows_pairs.scoring import PairScore, score_pairs, tokenizer_lowercases
+from bertprobe.probes.crows_pairs.scoring import CrowsPairScore, score_pairs, tokenizer_lowercases
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 
 
@@ -63,7 +63,7 @@ CHUNK_PAIRS = 64  # pairs per work unit: a few packed batches, checkpointed as t
 
 
 @dataclass(frozen=True)
-class PairChunks(Sweep):
+class CrowsPairChunks(Sweep):
     """Scores chunks of pairs (a unit is a tuple of ``CrowsPair``); a chunk's value holds each pair's two
     unrounded sentence scores and the number of shared tokens each read."""
 
@@ -129,13 +129,13 @@ class CrowsPairsProbe(Probe):
             result.status = "skipped"
             result.message = f"no CrowS-Pairs pairs of bias types {', '.join(params.bias_types)}"
             return result
-        sweep = PairChunks(params.lowercase, params.batch_tokens)
+        sweep = CrowsPairChunks(params.lowercase, params.batch_tokens)
         state = sweep.setup(target, None)
         state[0].progress = ctx.progress
         chunks = [(f"pairs{pairs[i].id}-{pairs[min(i + CHUNK_PAIRS, len(pairs)) - 1].id}",
                    tuple(pairs[i:i + CHUNK_PAIRS])) for i in range(0, len(pairs), CHUNK_PAIRS)]
         values = ctx.map(sweep.bind(target, None, state=state), chunks, desc="CrowS-Pairs chunks")
-        scores = [PairScore(str(r["id"]), float(r["more"]), float(r["less"]), int(r["tokens"]))
+        scores = [CrowsPairScore(str(r["id"]), float(r["more"]), float(r["less"]), int(r["tokens"]))
                   for value in values for r in value]
         overall = add_scores(result, pairs, scores, with_outcomes=True)
         table = add_per_type(result, pairs, scores)

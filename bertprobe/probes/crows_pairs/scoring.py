@@ -64,7 +64,7 @@ def pair_queries(ids1: Sequence[int], ids2: Sequence[int]) -> tuple[list[Query],
 
 
 @dataclass(frozen=True)
-class PairScore:
+class CrowsPairScore:
     """A pair's two sentence scores (sums of log-probabilities, unrounded) and how many shared tokens each read."""
 
     id: str
@@ -83,7 +83,7 @@ class PairScore:
         return round(self.more, DECIMALS) - round(self.less, DECIMALS)
 
 
-def score_pairs(scorer: MaskedScorer, pairs: Sequence[CrowsPair], lowercase: bool) -> list[PairScore]:
+def score_pairs(scorer: MaskedScorer, pairs: Sequence[CrowsPair], lowercase: bool) -> list[CrowsPairScore]:
     """Each pair's scores, all masked copies of the given pairs in one packed run of the engine."""
     firsts = [p.sent1.lower() if lowercase else p.sent1 for p in pairs]
     seconds = [p.sent2.lower() if lowercase else p.sent2 for p in pairs]
@@ -103,5 +103,5 @@ def score_pairs(scorer: MaskedScorer, pairs: Sequence[CrowsPair], lowercase: boo
             score1 += v1
             score2 += v2
         more, less = (score1, score2) if pair.direction == "stereo" else (score2, score1)
-        out.append(PairScore(pair.id, more, less, len(values[2 * k])))
+        out.append(CrowsPairScore(pair.id, more, less, len(values[2 * k])))
     return out
