@@ -344,3 +344,24 @@ def test_cloze_chunks_are_a_sweep_a_worker_can_rebuild(bert_mlm, tmp_path):
     from bertprobe.probes.cloze.probe import chunk_rows
 
     assert chunk_rows(values[0]["rows"]) == chunk_rows(values[0])  # a run recorded before: bare lists of rows
+
+
+def test_your_own_items_with_words_the_vocabulary_lacks_are_refused_all_at_once(bert_mlm, tmp_path):
+    """A word of a user's item file that is the unknown token (a typo, or the wrong model) is refused with every
+    such item named; skip_unknown skips and lists them, as the built-in items are skipped where a vocabulary
+    lacks a word."""
+    from bertprobe.errors import DataError
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "ok", "text": "A robin is a {mask}.", "answers": ["bird"]},
+        {"id": "typo", "text": "It is a {mask}.", "answers": ["brid"], "distractors": ["dog"]},
+        {"id": "zoo", "text": "It is a {mask}.", "answers": ["zebra"], "distractors": ["okapi"]}]) + "\n")
+    with pytest.raises(DataError) as err:
+        ClozeProbe().run(bert_mlm, None, ClozeParams(sets=(str(path),)), ProbeContext())
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("cloze items: 2 problems")
+    assert "item 'typo': 'brid' is the unknown token '[UNK]'" in message
+    assert "item 'zoo': 'zebra', 'okapi' are the unknown token" in message and "skip_unknown: true" in message
+    result = ClozeProbe().run(bert_mlm, None, ClozeParams(sets=(str(path),), skip_unknown=True), ProbeContext())
+    assert result.details["items_skipped_unknown_words"] == ["typo", "zoo"] and result.value("items") == 1

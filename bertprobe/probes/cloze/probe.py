@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
+from bertprobe.errors import ROW_LIMIT, DataError, problems_error
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
@@ -64,6 +65,7 @@ class ClozeParams:
     top_k: int = 5  # predictions counted as a top-k hit
     findings: int = 20  # wrong predictions shown in the report
     all_failures: tuple[str, ...] = ("counting", "quantifiers")  # categories whose every wrong prediction is a finding
+    skip_unknown: bool = False  # skip your own file's items with a word the vocabulary lacks (default: refuse them)
 
     def __post_init__(self) -> None:
         if not self.sets:
@@ -178,6 +180,14 @@ class ClozeChunks(Sweep):
         return out
 
 
+def unknown_word_error(items: list[ClozeItem], words: dict[str, list[str]], unk: str) -> DataError:
+    """One line per item of a user's file whose answers or distractors the vocabulary lacks (all at once)."""
+    lines = [f"{it.source}: item {it.id!r}: {', '.join(repr(w) for w in words[it.id])} "
+             f"{'is' if len(words[it.id]) == 1 else 'are'} the unknown token {unk!r} in this model's vocabulary; fix "
+             "the word, or set skip_unknown: true" for it in items[:ROW_LIMIT]]
+    return DataError(lines[0]) if len(lines) == 1 else problems_error(lines, DataError, "cloze items")  # type: ignore[return-value]
+
+
 def chunk_rows(value: Any) -> list[dict[str, Any]]:
     """A chunk's item rows (a run recorded before chunks carried their passes holds the bare list)."""
     return value["rows"] if isinstance(value, dict) else value
@@ -222,7 +232,10 @@ class ClozeProbe(Probe):
         state = sweep.setup(target, None)
         scorer = state[0]
         scorer.progress = ctx.progress
-        skip = scorer.unknown_items(items)
+        skip = scorer.unknown_words(items)
+        own = [it for it in items if it.id in skip and it.source not in ("builtin",) and not it.source.startswith("ettinger")]
+        if own and not params.skip_unknown:  # a word of the user's own items the vocabulary lacks: a typo, or the wrong model
+            raise unknown_word_error(own, skip, target.tokenizer.unk_token)
         unknown = [it for it in items if it.id in skip]
         items = [it for it in items if it.id not in skip]
         result.details["items_skipped_unknown_words"] = [it.id for it in unknown]

@@ -98,11 +98,19 @@ class ClozeScorer:
 
     def unknown_items(self, items: list[ClozeItem]) -> set[str]:
         """Ids of items with an answer or distractor that tokenizes to the unknown token (unfair to score)."""
+        return set(self.unknown_words(items))
+
+    def unknown_words(self, items: list[ClozeItem]) -> dict[str, list[str]]:
+        """Item id -> its answers and distractors that tokenize to the unknown token, for the items that have any."""
         unk = self.tok.unk_token_id
         if unk is None:
-            return set()
+            return {}
         pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
-        return {it.id for (it, _), ids in zip(pairs, candidate_ids_many(self.tok, pairs)) if unk in ids}
+        out: dict[str, list[str]] = {}
+        for (it, word), ids in zip(pairs, candidate_ids_many(self.tok, pairs)):
+            if unk in ids:
+                out.setdefault(it.id, []).append(word)
+        return out
 
     def _specials(self) -> tuple[list[int], list[int]]:
         """The special tokens a single sequence gets before and after its content ([CLS] / [SEP], <s> / </s>)."""
