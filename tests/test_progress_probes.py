@@ -61,7 +61,15 @@ def files(tmp_path_factory):
            for i, (q, a) in enumerate([("When did Tesla move to New York?", "1884"), ("Where was Tesla born in 1856?",
                                        "Smiljan"), ("In what year was Tesla born?", "1856")] * 4)]
     squad.write_text(json.dumps({"data": [{"title": "T", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    blimp = tmp / "blimp.jsonl"
+    blimp.write_text("".join(json.dumps({"sentence_good": "the dog is good .", "sentence_bad": "the dog are good .",
+                                         "field": "morphology", "linguistics_term": "subject_verb_agreement",
+                                         "UID": "sva", "pairID": str(i)}) + "\n" for i in range(24)))
+    crows = tmp / "crows.csv"
+    crows.write_text(",sent_more,sent_less,stereo_antistereo,bias_type,annotations,anon_writer,anon_annotators\n" + "".join(
+        f"{i},she was a bad actor {i} .,he was a bad actor {i} .,stereo,gender,[],a,[]\n" for i in range(24)))
     return {"clf": save_tiny_model(tmp / "clf", layers=2, heads=4), "data": data, "squad": squad,
+            "blimp": blimp, "crows": crows,
             "qa": save_tiny_model(tmp / "qa", task="question-answering"),
             "mc": save_tiny_model(tmp / "mc", task="multiple-choice", labels=("0", "1")),
             "arct": write_arct(tmp / "arct.txt", rows), "mlm": save_tiny_model(tmp / "mlm", task="masked-lm"),
@@ -82,6 +90,9 @@ PROBES = {  # probe -> its entry in the suite (model and data of its own where i
     "spurious-cues": "{probe: spurious-cues, model: {path: '%(mc)s', device: cpu}, data: {loader: arct, path: '%(arct)s'}, "
                      "params: {min_applicability: 1, ngrams: [1]}}",
     "cloze": "{probe: cloze, model: {path: '%(mlm)s', device: cpu}, params: {sets: ['builtin:counting', 'builtin:negation']}}",
+    "blimp": "{probe: blimp, model: {path: '%(mlm)s', device: cpu}, params: {data: '%(blimp)s', batch_tokens: 32}}",
+    "crows-pairs": "{probe: crows-pairs, model: {path: '%(mlm)s', device: cpu}, params: {data: '%(crows)s', "
+                   "batch_tokens: 32}}",
     "syntax-heads": "{probe: syntax-heads, model: {path: '%(enc)s', device: cpu}, data: {path: '%(treebank)s'}, "
                     "params: {min_count: 1}}",
     "distractor": "{probe: distractor, model: {path: '%(qa)s', device: cpu}, data: {path: '%(squad)s'}, "

@@ -34,16 +34,14 @@ class BehaviourParams:
     answer_bar: float = 0.8  # extractive QA: the score an mft answer must reach to pass
     builtin_templates: bool = True  # extractive QA: run the built-in MFT templates (after CheckList's SQuAD suite)
     origins: bool = True  # extractive QA: the person templates again over surnames of each origin group (fairness)
-    # a masked LM (a model name of the matrix, a path or a hub id; never the classifier itself) whose fill-ins make
-    # the INV test "INV: MLM substitution (BAE-style)" (CheckList's fill-ins, BAE-R's replacements); None: no such test
-    mlm: str | None = None
+    # CheckList's fill-ins, BAE-R's replacements; the model named may be a model of the matrix, never the classifier
+    mlm: str | None = None  # a masked LM whose fill-ins make the INV test "INV: MLM substitution (BAE-style)"; None: none
     mlm_top_k: int = 20  # candidates read at each masked word, most probable first
     mlm_min_prob: float = 0.02  # a candidate's least probability at the masked word, in (0, 1)
     mlm_words: int = 4  # words masked per sentence: a seeded sample of its content words, each masked once
     mlm_edits: int = 3  # substitutions kept per sentence (the edited texts of its case), best of each word first
     mlm_cases: int = 200  # sentences the test edits (its cases at most): a seeded sample of the data's texts
-    # lexicons whose words are never masked nor proposed (label-bearing); the negation words always are
-    mlm_protect: tuple[str, ...] = ("pos_adj", "neg_adj", "pos_verb", "neg_verb")
+    mlm_protect: tuple[str, ...] = ("pos_adj", "neg_adj", "pos_verb", "neg_verb")  # lexicons never masked nor proposed
     mlm_stop: tuple[str, ...] = ()  # more words never proposed (the shipped English stop words always are)
 
     def __post_init__(self) -> None:
