@@ -13,6 +13,12 @@ import time
 from bertprobe.testing import save_tiny_model, sentiment_examples
 
 
+def _default_sigint() -> None:
+    """The child's Ctrl-C as a shell gives it, whatever disposition an earlier test left this process with (an
+    ignored SIGINT is inherited across exec, and Python then installs no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_under_quiet_prints_only_the_one_line_message(tmp_path):
     model = save_tiny_model(tmp_path / "m", layers=2, heads=4)
     data = tmp_path / "d.tsv"
@@ -26,7 +32,7 @@ def test_ctrl_c_under_quiet_prints_only_the_one_line_message(tmp_path):
     env.pop("BERTPROBE_NO_PROGRESS", None)  # progress as a user sees it: only --quiet may hold it back
     proc = subprocess.Popen([sys.executable, "-c", "from bertprobe.cli import entry_point; entry_point()", "run",
                              str(suite), "-q", "--threads", "1"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 60
         events: list[dict] = []
@@ -42,7 +48,7 @@ def test_ctrl_c_under_quiet_prints_only_the_one_line_message(tmp_path):
         if proc.poll() is None:
             proc.kill()
     (run_dir,) = (tmp_path / "r").glob("quiet-*")
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, (stderr, stdout, signal.getsignal(signal.SIGINT))
     assert stderr.splitlines() == [f"interrupted: partial report in {run_dir}"], stderr
     assert stdout == ""
     report = json.loads((run_dir / "report.json").read_text())
