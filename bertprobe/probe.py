@@ -264,6 +264,13 @@ class Probe(abc.ABC):
         return not cls.metrics or any(fnmatch.fnmatchcase(name, pat) for pat in cls.catalogue(sections).metrics)
 
     @classmethod
+    def model_param_refusal(cls, name: str, task: Any, section_for: Callable[[str, Any], Any]) -> str | None:
+        """Why param ``name`` (one of ``model_params``) cannot be used on a model of ``task`` (None: it can), with
+        ``section_for(probe, task)`` the run's lookup: ``validate`` asks before any weights load, ``run`` before the
+        probe starts. The default refuses nothing."""
+        return None
+
+    @classmethod
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:
         """Target capabilities the probe requires and ``capabilities`` lacks (``data:`` needs aside)."""
         return sorted(r for r in set(cls.requires) - set(capabilities) if not r.startswith("data:"))

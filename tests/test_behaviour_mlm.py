@@ -155,6 +155,26 @@ def test_validate_refuses_a_classifier_as_mlm_before_any_weights_load(suite_fact
     assert f"'{other}' is not a masked LM" in line and "BertForSequenceClassification" in line and "drop mlm" in line
 
 
+def test_validate_refuses_mlm_on_a_tagger_before_any_weights_load(mlm_dir, tmp_path):
+    """The substitution test edits a classifier's sentences: on a NER tagger, validate refuses it in one line (exit
+    2), with the words the probe says when it starts."""
+    from click.testing import CliRunner
+
+    from bertprobe.cli import main
+
+    tagger = save_tiny_model(tmp_path / "tagger", task="token-classification", labels=("O", "B-PER", "I-PER"))
+    data = tmp_path / "ner.iob2"
+    data.write_text("Anna\tB-PER\nsang\tO\n\n", encoding="utf-8")
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"suite: s\nmodel: {{path: '{tagger}', device: cpu}}\ndata: {{path: '{data}'}}\n"
+                     f"probes:\n  - probe: behaviour\n    params: {{mlm: '{mlm_dir}'}}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["validate", str(suite)])
+    assert result.exit_code == 2, result.output
+    (line,) = [x for x in result.stderr.splitlines() if "params.mlm" in x]
+    assert ("the masked-LM substitution test runs on classifiers, not on token-classification models such as "
+            "tagger; drop mlm for this model") in line
+
+
 @pytest.mark.parametrize("bad", [{"mlm_min_prob": 0.0}, {"mlm_min_prob": 1.0}, {"mlm_top_k": 0}, {"mlm_edits": 0},
                                  {"mlm_words": 0}, {"mlm_cases": 0}, {"mlm": " "}])
 def test_bad_mlm_params_are_refused(bad):

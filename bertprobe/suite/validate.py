@@ -199,7 +199,14 @@ def _check_model_params(suite: Suite, plugins: Any, cls_of: dict[str, Any], para
             for model in (spec.model,) if spec.model is not None else suite.models:
                 other = resolve_model_param(value, model, suite.models)
                 problem = None
-                if same_model(other.path, model.path):
+                try:
+                    own_task = model_task(model, plugins)
+                except BertprobeError:
+                    own_task = None  # the task check reports it
+                refusal = cls.model_param_refusal(name, own_task, plugins.sections.find) if own_task is not None else None
+                if refusal:
+                    problem = f"{where}: {refusal} such as {model.label}; drop {name} for this model"
+                elif same_model(other.path, model.path):
                     problem = model_param_problem(where, value, what, f"it names the model under test ({model.label})")
                 elif looks_local(other.path) and not Path(other.path).expanduser().exists():
                     problem = f"{where}: model folder '{other.path}' does not exist; give a path to {what}, or drop {name}"

@@ -38,6 +38,7 @@ task gets its own the same way (``registry.add("behaviour", SECTION, task=NAME)`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bertprobe.data.dataset import Dataset
@@ -108,12 +109,20 @@ class BehaviourProbe(Probe):
                     if isinstance(value, str) and not value.strip().isdigit()]
         return out
 
+    @classmethod
+    def model_param_refusal(cls, name: str, task: Any, section_for: Callable[[str, Any], Any]) -> str | None:
+        """``mlm`` edits a classifier's sentences: a task whose section has no such test (a tagger's, a reader's)."""
+        section = section_for(cls.name, task)
+        if name == "mlm" and section is not None and not getattr(section, "MLM_SUBSTITUTION", False):
+            return f"the masked-LM substitution test runs on classifiers, not on {task.name} models"
+        return None
+
     def run(self, target: Target, data: Dataset | None, params: BehaviourParams, ctx: ProbeContext) -> ProbeResult:
         result = ProbeResult(probe=self.name)
         section = ctx.section(self.name, target.task)  # None: a classifier, the probe's own code (classes.py)
-        if params.mlm and section is not None and not getattr(section, "MLM_SUBSTITUTION", False):
-            raise ProbeError(f"params.mlm: the masked-LM substitution test runs on classifiers, not on "
-                             f"{target.task.name} models such as {target.spec.label}; drop mlm for this model")
+        refusal = self.model_param_refusal("mlm", target.task, ctx.section) if params.mlm else None
+        if refusal:
+            raise ProbeError(f"params.mlm: {refusal} such as {target.spec.label}; drop mlm for this model")
         (classes if section is None else section).audit(result, target, data, params, ctx)
         return result
 
