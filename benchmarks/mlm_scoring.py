@@ -29,8 +29,7 @@ from typing import Any
 import torch
 from common import SHARED, require
 
-from bertprobe.model import ModelSpec, load_target
-from bertprobe.model import masked_scoring
+from bertprobe.model import ModelSpec, load_target, masked_scoring
 from bertprobe.model.masked_scoring import MaskedScorer, pll_queries
 from bertprobe.probes.minimal_pairs.pairs import load_pairs, select_pairs
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import SHARED
 
 from bertprobe.data import Dataset, Example

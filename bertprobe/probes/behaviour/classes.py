@@ -33,7 +33,6 @@ from bertprobe.results import Finding, ProbeResult
 from bertprobe.stats import bootstrap_ci
 
 
-
 class LabelDecisions(Protocol):
     """What the classifier run asks of a label-set section (``labelsets.LabelSets``): the thresholds its
     probabilities are judged at, and how a case's finding reads."""

@@ -13,9 +13,9 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertprobe.data.dataset import check_text_file
 from bertprobe.errors import ROW_LIMIT, DataError, problems_error
 from bertprobe.registry import did_you_mean
-from bertprobe.data.dataset import check_text_file
 
 BIAS_TYPES = ("race-color", "gender", "socioeconomic", "nationality", "religion", "age", "sexual-orientation",
               "physical-appearance", "disability")
