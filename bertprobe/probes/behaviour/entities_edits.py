@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bertprobe.data.classes import ROLES
+from bertprobe.model.fill_in import match_case
 
 Span = tuple[int, int, str]
 WordMap = tuple[tuple[int, int], ...]
@@ -82,15 +83,6 @@ def rewrite(sent: Tagged, pieces: Sequence[Sequence[str]], before: Sequence[str]
 
 def entity_words(sent: Tagged) -> set[int]:
     return {i for a, b, _ in sent.gold for i in range(a, b)}
-
-
-def match_case(template: str, word: str) -> str:
-    """``word`` capitalised as ``template`` is."""
-    if template.isupper() and len(template) > 1:
-        return word.upper()
-    if template[:1].isupper():
-        return word[:1].upper() + word[1:]
-    return word
 
 
 @dataclass
