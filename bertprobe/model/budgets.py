@@ -68,3 +68,21 @@ def stack_budget(device: torch.device, element_size: int, free: int | None = Non
         return 0
     free = free_memory(device) if free is None else free
     return int(min(MAX_STACK_BUDGET, free // ACTIVATION_SHARE // max(1, element_size)))
+
+
+def pack_by_length(order: list[int], length_of: Any, fits: Any) -> list[list[int]]:
+    """Rows in ``order`` (sorted by length) cut into batches: a row joins the current batch while
+    ``fits(rows, longest)`` holds for the batch with it (rows, the longest length), else starts the next one."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        length = length_of(i)
+        if current and not fits(len(current) + 1, max(longest, length)):
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches

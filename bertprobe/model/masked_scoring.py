@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import ProbeError
+from bertprobe.model.budgets import pack_by_length
 
 PLL_METRICS = ("original", "within_word_l2r")
 
@@ -163,19 +164,8 @@ class MaskedScorer:
 
     def _batches(self, seqs: list[tuple[int, ...]], rows: list[tuple[int, Query]]) -> list[list[int]]:
         order = sorted(range(len(rows)), key=lambda r: (len(seqs[rows[r][0]]), rows[r][0]))
-        batches: list[list[int]] = []
-        current: list[int] = []
-        width = 0
-        for r in order:
-            n = len(seqs[rows[r][0]])
-            if current and (max(width, n) * (len(current) + 1) > self.batch_tokens or len(current) >= self.max_rows):
-                batches.append(current)
-                current, width = [], 0
-            current.append(r)
-            width = max(width, n)
-        if current:
-            batches.append(current)
-        return batches
+        return pack_by_length(order, lambda r: len(seqs[rows[r][0]]),
+                              lambda n, width: width * n <= self.batch_tokens and n <= self.max_rows)
 
     def _run(self, seqs: list[tuple[int, ...]], rows: list[tuple[int, Query]], desc: str) -> torch.Tensor:
         out = torch.empty(len(rows))

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import TargetError
+from bertprobe.model.budgets import pack_by_length
 from bertprobe.model.spec import ModelSpec
 from bertprobe.progress import active as active_progress
 from bertprobe.tasks.base import Task
@@ -281,19 +282,8 @@ class Target:
             size = batch_size or self.spec.batch_size
             return [order[start : start + size] for start in range(0, len(order), size)]
         per_row = max(1, len(encoded.rows[order[0]]) if order and self.task.rows_per_choice else 1)
-        plans: list[list[int]] = []
-        current: list[int] = []
-        longest = 0
-        for i in order:
-            length = encoded.lengths[i]
-            if current and (len(current) + 1) * per_row * max(longest, length) > budget:
-                plans.append(current)
-                current, longest = [], 0
-            current.append(i)
-            longest = max(longest, length)
-        if current:
-            plans.append(current)
-        return plans
+        return pack_by_length(order, encoded.lengths.__getitem__,
+                              lambda rows, longest: rows * per_row * longest <= budget)
 
     # ---- prediction --------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], **kwargs: Any) -> Any:
