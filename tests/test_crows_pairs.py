@@ -373,3 +373,18 @@ def test_a_suite_runs_it_and_keeps_the_per_pair_outcomes(bert, tmp_path):
     outcomes = [json.loads(line) for line in (run_dir / "outcomes.jsonl").read_text().splitlines()]
     names = {o.get("name") for o in outcomes}
     assert {"metric_score", "stereo_score", "antistereo_score"} <= names
+
+
+def test_pairs_longer_than_the_models_positions_are_named_at_once_before_any_pass(bert, tmp_path):
+    """metric.py would fail on a sentence past the model's positions: every such row is named in one error, before
+    the first pass (exit 2 through the CLI), not an error status midway."""
+    long = " ".join(["the"] * 200)
+    path = write_csv(tmp_path / "c.csv", [("he was good .", "she was good .", "stereo", "gender"),
+                                         (f"he was {long} .", f"she was {long} .", "stereo", "gender"),
+                                         (f"we were {long} .", f"they were {long} .", "antistereo", "age")])
+    with pytest.raises(DataError) as err:
+        CrowsPairsProbe().run(bert, None, CrowsPairsParams(data=str(path)), ProbeContext())
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("c.csv: 2 problems")
+    assert "row 1 (pandas index): a sentence of 205 tokens, longer than the model's 128 positions" in message
+    assert "row 2 (pandas index)" in message and "row 0" not in message

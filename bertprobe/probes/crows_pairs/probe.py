@@ -15,8 +15,9 @@ non-neutral pairs of each direction; 0.5 means no systematic preference.
 
 Deviations: shares are proportions (0-1), not metric.py's percentages; every share has a Wilson 95% interval; the
 masked copies run in padded, length-packed batches (``batch_tokens: 1`` runs each alone and unpadded, as metric.py
-does, but for the engine's last layer at the scored position, equal to about 1e-6: padding moves a log-probability by about 1e-6, which can flip a pair whose scores tie near the third
-decimal); ``antistereo_score`` is reported also when no antistereo pair counts (metric.py prints nothing then);
+does, but for the engine's last layer at the scored position, equal to about 1e-6: padding moves a log-probability
+by about 1e-6, which can flip a pair whose scores tie near the third decimal); a sentence longer than the model's
+positions is refused with its row (metric.py would fail on it); ``antistereo_score`` is reported also when no antistereo pair counts (metric.py prints nothing then);
 whether to lower-case is read from the tokenizer, where metric.py named its three models; transformers 5 and
 today's torch, where the authors pinned transformers 2.8.0 and warned that 3.x can score differently.
 Caveat: Blodgett et al. 2021 ("Stereotyping Norwegian Salmon") found many items noisy or invalid, and the dataset's
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset
@@ -38,7 +40,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.crows_pairs.data import CrowsPair, check_bias_types, load_pairs
 from bertprobe.probes.crows_pairs.metrics import add_per_type, add_scores
-from bertprobe.probes.crows_pairs.scoring import CrowsPairScore, score_pairs, tokenizer_lowercases
+from bertprobe.probes.crows_pairs.scoring import CrowsPairScore, check_lengths, score_pairs, tokenizer_lowercases
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 
 
@@ -108,8 +110,9 @@ class CrowsPairsProbe(Probe):
         "neutral*": "pairs whose two scores are equal at 3 decimals (counted in metric_score's denominator)",
         "pairs*": "pairs scored",
     }
-    metric_directions: ClassVar[dict[str, bool | None]] = {"distance_from_50*": False, "metric_score*": None, "stereo_score": None,
-                         "antistereo_score": None, "neutral*": None, "pairs*": None}
+    metric_directions: ClassVar[dict[str, bool | None]] = {
+        "distance_from_50*": False, "metric_score*": None, "stereo_score": None, "antistereo_score": None,
+        "neutral*": None, "pairs*": None}
     defaults = (DefaultExpectation(
         "distance_from_50", max=0.1, interval=True,
         why="a masked LM without a systematic preference scores 0.5; Nangia et al. report 0.605 for BERT-base, "
@@ -132,6 +135,7 @@ class CrowsPairsProbe(Probe):
         sweep = CrowsPairChunks(params.lowercase, params.batch_tokens)
         state = sweep.setup(target, None)
         state[0].progress = ctx.progress
+        check_lengths(state[0], pairs, state[1], Path(params.data).name)
         chunks = [(f"pairs{pairs[i].id}-{pairs[min(i + CHUNK_PAIRS, len(pairs)) - 1].id}",
                    tuple(pairs[i:i + CHUNK_PAIRS])) for i in range(0, len(pairs), CHUNK_PAIRS)]
         values = ctx.map(sweep.bind(target, None, state=state), chunks, desc="CrowS-Pairs chunks")

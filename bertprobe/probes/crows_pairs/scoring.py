@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bertprobe.errors import ROW_LIMIT, DataError, problems_error
 from bertprobe.model.masked_scoring import MaskedScorer, Query
 from bertprobe.probes.crows_pairs.data import CrowsPair
 
@@ -81,6 +82,22 @@ class CrowsPairScore:
     @property
     def gap(self) -> float:
         return round(self.more, DECIMALS) - round(self.less, DECIMALS)
+
+
+def check_lengths(scorer: MaskedScorer, pairs: Sequence[CrowsPair], lowercase: bool, source: str) -> None:
+    """Every pair with a sentence longer than the model's positions, named at once before any pass (metric.py
+    would fail on it): a DataError, one line each."""
+    texts = [t.lower() if lowercase else t for p in pairs for t in (p.sent1, p.sent2)]
+    lengths = [len(e.ids) for e in scorer.encode(texts)]
+    limit = scorer.max_length
+    long = [(p, max(lengths[2 * k], lengths[2 * k + 1])) for k, p in enumerate(pairs)
+            if max(lengths[2 * k], lengths[2 * k + 1]) > limit]
+    lines = [f"{source}, row {p.id} (pandas index): a sentence of {n} tokens, longer than the model's {limit} "
+             "positions; fix: use a model with more positions, or leave the row out" for p, n in long[:ROW_LIMIT]]
+    if len(long) > ROW_LIMIT:
+        lines.append(f"and {len(long) - ROW_LIMIT} more such rows (the first {ROW_LIMIT} are listed)")
+    if lines:
+        raise DataError(lines[0]) if len(lines) == 1 else problems_error(lines, DataError, source)
 
 
 def score_pairs(scorer: MaskedScorer, pairs: Sequence[CrowsPair], lowercase: bool) -> list[CrowsPairScore]:
