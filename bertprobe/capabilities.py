@@ -22,12 +22,15 @@ TARGET: dict[str, str] = {
     "classifier": "a sequence classifier with named classes",
     "mlm": "a masked-LM head",
     "mask-token": "the tokenizer has a mask token",
+    "embeddings": "a sentence embedding per text (a bi-encoder's pooled, maybe normalised, output)",
+    "pair-scores": "a relevance score per (query, passage) pair (a cross-encoder)",
 }
 DATA: dict[str, str] = {
     "data:labels": "every example has a label",
     "data:text-pair": "every example has a second text",
     "data:choices": "every example has choices",
     "data:words": "every example has words and their character spans",
+    "data:corpus": "retrieval data: queries judged against a corpus of documents (a BEIR folder)",
 }
 LAYER_PREFIX = "data:layer:"  # data:layer:<name>, e.g. data:layer:head, data:layer:deprel
 

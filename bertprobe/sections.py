@@ -26,7 +26,7 @@ from typing import Any
 from bertprobe.errors import PluginError
 
 # the meaning flags of ``bertprobe.tasks.Task`` a section may be chosen by (``when=``)
-MEANINGS = ("span_answers", "word_tags", "label_sets", "rows_per_choice", "headless")
+MEANINGS = ("span_answers", "word_tags", "label_sets", "rows_per_choice", "headless", "ranks_texts")
 
 
 @dataclass(frozen=True)

@@ -339,3 +339,83 @@ class FaultProbes:
     def bertprobe_register_probes(self, registry: Any) -> None:
         for probe in self.probes():
             registry.add(probe)
+
+
+def save_tiny_embedder(directory: str | Path, arch: Arch = "bert", pooling: str = "mean", normalize: bool = True,
+                       seed: int = 0, words: tuple[str, ...] | list[str] = WORDS, max_seq_length: int = 64,
+                       prompts: dict[str, str] | None = None) -> Path:
+    """A random bare encoder in sentence-transformers' layout (``modules.json``, ``1_Pooling/``, ``Normalize``):
+    what ``task: auto`` detects as a sentence-embedding model."""
+    import json
+
+    directory = save_tiny_model(directory, task="encoder", arch=arch, seed=seed, words=words)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+    (directory / "modules.json").write_text(json.dumps(modules, indent=2))
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    hidden = json.loads((directory / "config.json").read_text()).get("hidden_size", 32)
+    (directory / "1_Pooling" / "config.json").write_text(json.dumps({
+        "word_embedding_dimension": hidden, "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean", "pooling_mode_max_tokens": pooling == "max",
+        "pooling_mode_mean_sqrt_len_tokens": False}))
+    (directory / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length,
+                                                                     "do_lower_case": False}))
+    if prompts:
+        (directory / "config_sentence_transformers.json").write_text(json.dumps({"prompts": prompts}))
+    return directory
+
+
+def save_tiny_reranker(directory: str | Path, arch: Arch = "bert", seed: int = 0,
+                       words: tuple[str, ...] | list[str] = WORDS) -> Path:
+    """A random cross-encoder in sentence-transformers' ``CrossEncoder`` layout: a sequence classifier with one
+    output whose ``config.json`` carries a ``sentence_transformers`` entry (what ``task: auto`` detects)."""
+    import json
+
+    directory = save_tiny_model(directory, task="classification", arch=arch, labels=("relevance",), seed=seed,
+                                words=words)
+    config = json.loads((directory / "config.json").read_text())
+    config["sentence_transformers"] = {"activation_fn": "torch.nn.modules.activation.Sigmoid"}
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    return directory
+
+
+def retrieval_texts(queries: int = 12, seed: int = 0) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """A small retrieval set in ``WORDS``: documents ``(id, text)`` and queries ``(id, text, relevant id)``; each
+    query shares words with its document, and distractors share fewer."""
+    import random
+
+    rng = random.Random(seed)
+    nouns = ["movie", "film", "story", "plot", "actor", "scene", "music", "ending", "script", "director", "dog", "cat",
+             "bird", "robin", "apple"]
+    adjectives = ["good", "great", "fun", "lovely", "brilliant", "bad", "awful", "boring", "dull", "weak"]
+    documents, asked = [], []
+    for i in range(queries):
+        noun, adjective = nouns[i % len(nouns)], adjectives[(i * 3) % len(adjectives)]
+        filler = " ".join(rng.choice(nouns + adjectives) for _ in range(6))
+        documents.append((f"doc-{i}", f"the {noun} was very {adjective} and {filler} ."))
+        asked.append((f"q-{i}", f"was the {noun} {adjective} ?", f"doc-{i}"))
+    for j in range(queries):
+        documents.append((f"other-{j}", " ".join(rng.choice(nouns + adjectives) for _ in range(8)) + " ."))
+    return documents, asked
+
+
+def write_beir(folder: str | Path, documents: list[tuple[str, str]], queries: list[tuple[str, str, str]],
+               split: str = "test") -> Path:
+    """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) of these documents and queries."""
+    import json
+
+    folder = Path(folder)
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for doc, text in documents:
+            f.write(json.dumps({"_id": doc, "title": "", "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
+        for query, text, _ in queries:
+            f.write(json.dumps({"_id": query, "text": text}) + "\n")
+    with open(folder / "qrels" / f"{split}.tsv", "w", encoding="utf-8") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for query, _, doc in queries:
+            f.write(f"{query}\t{doc}\t1\n")
+    return folder

@@ -6,6 +6,7 @@ from typing import Any
 
 from bertprobe.data.arct import ArctLoader
 from bertprobe.data.conll import ConllLoader
+from bertprobe.data.beir import BeirLoader
 from bertprobe.data.squad_loader import SquadLoader
 from bertprobe.data.treebank import ConlluLoader
 from bertprobe.hookmarkers import hookimpl
@@ -17,3 +18,4 @@ def bertprobe_register_datasets(registry: Any) -> None:
     registry.add(ConlluLoader())
     registry.add(ConllLoader())
     registry.add(SquadLoader())
+    registry.add(BeirLoader())

@@ -88,6 +88,9 @@ class Dataset:
     examples: list[Example]
     name: str = ""
     label_names: list[str] | None = None
+    # retrieval data: the documents the examples (queries) are searched against (``bertprobe.data.beir.Corpus``);
+    # a query's label holds its judgements as (document id, grade) pairs
+    corpus: Any = None
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -109,7 +112,8 @@ class Dataset:
         have = {"data:labels": all(ex.label is not None for ex in self.examples),
                 "data:text-pair": all(ex.text_pair is not None for ex in self.examples),
                 "data:choices": all(ex.choices for ex in self.examples),
-                "data:words": all(ex.words and ex.spans for ex in self.examples)}
+                "data:words": all(ex.words and ex.spans for ex in self.examples),
+                "data:corpus": self.corpus is not None}
         layers = set.intersection(*(set(ex.layers) for ex in self.examples))
         return frozenset([k for k, ok in have.items() if ok] + [f"data:layer:{name}" for name in sorted(layers)])
 

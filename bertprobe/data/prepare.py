@@ -149,6 +149,8 @@ def fingerprint(data: Dataset) -> str:
     digest = hashlib.sha256()
     for ex in data.examples:
         digest.update(json.dumps([ex.id, ex.text, ex.text_pair, ex.label, ex.choices], default=str).encode("utf-8"))
+    if data.corpus is not None:  # retrieval: the same queries over another corpus are other data
+        digest.update(data.corpus.fingerprint.encode("ascii"))
     return digest.hexdigest()
 
 

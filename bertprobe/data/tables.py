@@ -283,6 +283,10 @@ def load_table(spec: DataSpec) -> Dataset:
 
     path, source = Path(spec.path).expanduser(), spec.path
     lines: list[int] | None = None
+    from bertprobe.data.beir import is_beir_folder, read_beir
+
+    if local and is_beir_folder(path):  # retrieval: corpus, queries and qrels
+        return read_beir(path, spec)
     if local and is_saved_dataset(path):
         table = read_saved(path, spec)
     elif local and LOCAL_FORMATS.get(path.suffix.lower()) == "json":

@@ -169,7 +169,8 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
     notes += check_padding(tokenizer, model, path)
     model.to(device)
     model.eval()
-    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes)
+    return Target(spec=spec, model=model, tokenizer=tokenizer, task=task, device=device, dtype=dtype, notes=notes,
+                  load_companion=lambda **fields: load_target(ModelSpec(**fields), tasks))
 
 
 def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:

@@ -63,6 +63,9 @@ class Target:
     gradient_model: Any = field(default=None, repr=False)  # float copy for input gradients of a quantized variant
     compiled: Any = field(default=None, repr=False)  # torch.compile'd model used by batched prediction
     encode_cache: dict[Any, Encoded] | None = field(default=None, repr=False)  # shared by a run's targets
+    # loads another model (``ModelSpec`` fields as keywords) that this one's task reads beside it (a reranker's first-stage bi-encoder):
+    # the run's cache under the harness, else ``loading.load_target``
+    load_companion: Any = field(default=None, repr=False)
     _sites: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

@@ -48,6 +48,7 @@ class RunCaches:
             if target is None:
                 raise TargetError(f"no plugin could load model '{spec.path}'")
             target.encode_cache = self._encodings
+            target.load_companion = lambda **fields: self.target(ModelSpec(**fields))[0]  # once per run, as any model
             self._read_classes(target)
             from bertprobe.model.variants import slow_half_note
 

@@ -324,7 +324,9 @@ def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = N
     if config is None:
         return None
     fields = {k: config.get(k) for k in ("architectures", "problem_type", "id2label", "num_labels",
-                                         "max_position_embeddings") if k in config}
+                                         "max_position_embeddings", "sentence_transformers") if k in config}
+    if looks_local(model.path):  # a layout beside config.json (sentence-transformers' modules.json) tells the task
+        fields["name_or_path"] = str(Path(model.path).expanduser())
     return resolve_task(SimpleNamespace(**fields), model.task, plugins.tasks, task_options(model))
 
 
@@ -337,8 +339,9 @@ def _supports(cls: Any, task: Any, sections: Any) -> bool:
 def task_refusal(probe_id: str, cls: Any, task: Any, model: str, plugins: Any) -> str:
     """Why a probe cannot run on a model of ``task``, naming the probes that can."""
     able = [n for n in plugins.probes.names() if _supports(plugins.probes.get(n), task, plugins.sections)]
+    why = "".join(f"; {task.name} models lack {what}: {reason}" for what, reason in getattr(task, "lacks", {}).items())
     return (f"probe {probe_id} ({cls.name}) does not support {task.name} models such as {model} (it supports: "
-            f"{', '.join(sorted(cls.tasks))}); probes that support {task.name}: {', '.join(able) or 'none'}; "
+            f"{', '.join(sorted(cls.tasks))}){why}; probes that support {task.name}: {', '.join(able) or 'none'}; "
             f"leave it out with --only, or set model.task if the task was misdetected")
 
 

@@ -53,6 +53,9 @@ class Task:
     # an answer is a span of its context (extractive QA): Predictions.answers; behaviour's cases and an attack's
     # goal are spans, not classes
     span_answers: ClassVar[bool] = False
+    # outputs score how well texts match (a bi-encoder's similarity, a cross-encoder's relevance): predictions are
+    # each query's ranked documents (tasks.sentence_embedding.Ranked) or a score per pair (PairScores)
+    ranks_texts: ClassVar[bool] = False
     # only the probes that list this task may run on its models: every other probe is refused before the model
     # loads (not skipped after), as for a task whose outputs a probe would misread
     listed_probes_only: ClassVar[bool] = False
@@ -62,6 +65,9 @@ class Task:
     # predictions are the task's own (Task.predict_data: extractive QA's answers decoded over windows), not
     # logits per example: ctx.predictions holds them in Predictions.answers
     own_predictions: ClassVar[bool] = False
+    # what its outputs are not, each with why (``{"probabilities": "its scores are similarities..."}``): a probe the
+    # task refuses names these reasons
+    lacks: ClassVar[Mapping[str, str]] = MappingProxyType({})
     option_keys: ClassVar[frozenset[str]] = frozenset()  # the settings ``model.options`` may give this task
     config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({})  # what a config of this task sets beyond
     # its architecture, for detection (problem_type...): what a test model built for the task carries

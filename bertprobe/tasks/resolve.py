@@ -56,11 +56,12 @@ def task_class(config: Any, requested: str = "auto", tasks: Registry[type[Task]]
             raise TargetError("the model's config.json says problem_type: multi_label_classification, so it is "
                               "never audited with a softmax; drop 'task: classification' (or set task: multi-label)")
         return cls
-    if problem == "regression" or (problem is None and getattr(config, "num_labels", 2) == 1
+    cross_encoder = getattr(config, "sentence_transformers", None) is not None  # a CrossEncoder's one output
+    if problem == "regression" or (problem is None and not cross_encoder and getattr(config, "num_labels", 2) == 1
                                    and any(a.endswith("ForSequenceClassification") for a in getattr(config, "architectures", None) or [])):
         raise TargetError("the model has one output (a regression head: problem_type regression or num_labels 1), "
-                          "which bertprobe does not audit; if it is a binary classifier with one sigmoid output, set "
-                          "task: multi-label under model:")
+                          "which bertprobe audits only as a reranker (a cross-encoder's relevance score: set task: reranker under "
+                          "model:); if it is a binary classifier with one sigmoid output, set task: multi-label")
     ordered = sorted((tasks.get(n) for n in tasks.names()), key=lambda c: -c.priority)
     for cls in ordered:
         if cls.detect(config):
