@@ -114,7 +114,9 @@ def parse_json(path: Path, text: str) -> tuple[Any, list[int] | None]:
                 value = decoder.decode(line)
             except json.JSONDecodeError as exc:
                 problems.add(f"line {number} of '{path}': not valid JSON ({exc.msg} at column {exc.colno}); "
-                             "a .jsonl file holds one JSON object per line")
+                             + ("a .json file holds one JSON document (an array of rows, an object of columns, or "
+                                "SQuAD JSON)" if path.suffix.lower() == ".json" else
+                                "a .jsonl file holds one JSON object per line"))
                 continue
         if not isinstance(value, dict):
             problems.add(f"line {number} of '{path}': expected a JSON object such as "
@@ -139,6 +141,12 @@ def json_rows(path: Path, value: Any, lines: list[int] | None, text: str = "") -
             return [dict(zip(value, cells)) for cells in zip(*columns)], None
         if columns and all(isinstance(c, dict) for c in columns) and len({tuple(c) for c in columns}) == 1:
             return [{name: value[name][key] for name in value} for key in columns[0]], None
+        if path.suffix.lower() == ".json":  # one object that is neither columns nor SQuAD: not data of any task
+            keys = ", ".join(map(str, list(value)[:6])) + (", ..." if len(value) > 6 else "")
+            squad = " (its data holds no articles with paragraphs)" if "data" in value else ""
+            raise DataError(f"'{path}' holds one JSON object (keys: {keys}), which is neither rows nor SQuAD JSON"
+                            f"{squad}; give an array of row objects, an object of equal-length columns, SQuAD JSON "
+                            "({\"data\": [{\"title\", \"paragraphs\": [...]}]}), or one object per line in a .jsonl file")
         return [value], [text[: len(text) - len(text.lstrip())].count("\n") + 1]
     if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
         return [{"text": item} for item in value], None

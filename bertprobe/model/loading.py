@@ -175,7 +175,8 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
 
 def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load the ONNX graph ``spec.path`` names with its folder's config and tokenizer."""
-    from bertprobe.model.onnx import OnnxModel, OnnxTarget, folder_graphs, is_quantized, onnx_file, onnx_runtime
+    from bertprobe.model.onnx import (OnnxModel, OnnxTarget, folder_graphs, graph_problem, is_quantized, onnx_file,
+                                      onnx_runtime)
 
     onnx_runtime()
     import transformers
@@ -200,6 +201,9 @@ def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     except Exception as exc:
         raise TargetError(f"cannot load the tokenizer in '{folder}': {first_line(exc, type(exc).__name__)}") from None
+    problem = graph_problem(file)
+    if problem:
+        raise TargetError(problem)
     model = OnnxModel(file, config, resolve_device(spec.device))
     vocab = getattr(config, "vocab_size", None)
     if isinstance(vocab, int) and len(tokenizer) > vocab:

@@ -431,3 +431,24 @@ def _quiet_root() -> Iterator[None]:
         yield
     finally:
         root.setLevel(level)
+
+
+def graph_problem(file: Path) -> str | None:
+    """Why ``file`` is no readable ONNX graph (empty, truncated, not protobuf), in one line; None when it parses.
+    Read without its external data, so a graph of any size is checked in a fraction of a second."""
+    try:
+        size = file.stat().st_size
+    except OSError as exc:
+        return f"'{file}' cannot be read ({type(exc).__name__})"
+    if size == 0:
+        return f"'{file}' is empty (0 bytes): the export did not finish; export the model again"
+    try:
+        import onnx
+    except ImportError:
+        return None  # the runtime check names the missing extra
+    try:
+        onnx.load(str(file), load_external_data=False)
+    except Exception as exc:  # google.protobuf's DecodeError and friends
+        return (f"'{file}' is not a readable ONNX graph ({type(exc).__name__}: {first_line(str(exc)) or 'no detail'}; "
+                f"{size:,} bytes): it is truncated or not an ONNX file; export the model again")
+    return None

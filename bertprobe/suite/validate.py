@@ -83,7 +83,7 @@ def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
     elif not path.is_dir() and path.suffix != ".onnx":
         problems.append(f"{where}.path: '{spec.path}' is not a folder; a model is a folder with config.json and weights "
                         "(or an .onnx file with them beside it)")
-    from bertprobe.model.onnx import folder_graphs, onnx_file, onnx_runtime, runs_onnx
+    from bertprobe.model.onnx import folder_graphs, graph_problem, onnx_file, onnx_runtime, runs_onnx
 
     graphs = folder_graphs(path)
     if len(graphs) > 1 and onnx_file(spec.path) is None:
@@ -94,6 +94,9 @@ def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
             onnx_runtime()
         except BertprobeError as exc:
             problems.append(f"{where}: {exc}")
+    graph = onnx_file(spec.path) if path.exists() else None
+    if graph is not None and (problem := graph_problem(graph)):
+        problems.append(f"{where}.path: {problem}")
 
 
 def _check_labels(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
