@@ -38,6 +38,9 @@ class Catalogue:
     directions: Mapping[str, bool | None] = field(default_factory=dict)
     defaults: tuple[DefaultExpectation, ...] = ()
     key_metrics: tuple[str, ...] = ()
+    # a section's: the probe's own metrics (patterns) it never writes in their place (a reader's accuracy writes f1,
+    # never accuracy): ``validate`` refuses an expectation naming one for a model of the section's kind
+    absent: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         metrics, directions = self.metrics, self.directions

@@ -9,6 +9,7 @@ classes. No weights are read.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,7 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
             cls_of[spec.id] = plugins.probes.get(spec.probe)
     _check_labels(suite, cls_of, params, problems)
     _check_tasks(suite, plugins, cls_of, problems)
+    _check_task_fit(suite, plugins, cls_of, params, problems)
     _check_model_params(suite, plugins, cls_of, params, problems)
     executor = suite.executor.name if suite.executor is not None else None
     if executor is not None and executor not in plugins.executors:
@@ -381,6 +383,46 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
     if skipping and not may_run and all(lacking for rows in skipping.values() for _, lacking in rows):
         for model, rows in skipping.items():  # every probe would be skipped on every model: nothing would run
             problems.append(nothing_would_run(suite, model, tasks[model], rows))
+
+
+def _check_task_fit(suite: Suite, plugins: Any, cls_of: dict[str, Any], params: dict[str, Any],
+                    problems: list[str]) -> None:
+    """A suite written for another kind of model, refused in one line per model before anything loads: expectations
+    naming a metric the probe never writes for the model's task (its section's ``catalogue.absent``: a reader's
+    accuracy writes f1, never accuracy), and params naming a class for a model of a task without classes (no
+    ``classifier``: a reader, a bi-encoder)."""
+    tasks: dict[ModelSpec, Any] = {}
+    for model in suite.models:
+        try:
+            tasks[model] = model_task(model, plugins)
+        except BertprobeError:
+            tasks[model] = None  # _check_tasks names it
+    for model, task in tasks.items():
+        if task is None:
+            continue
+        reasons = []
+        for spec in suite.probes:
+            cls = cls_of.get(spec.id)
+            if cls is None or (spec.model is not None and spec.model != model) or cls.refuses_task(task, plugins.sections):
+                continue
+            section = plugins.sections.find(cls.name, task)
+            absent = getattr(getattr(section, "catalogue", None), "absent", ())
+            writes = getattr(getattr(section, "catalogue", None), "metrics", {})
+            for expectation in spec.expect:
+                metric = expectation.metric
+                if any(fnmatch.fnmatchcase(metric, p) for p in absent) and \
+                        not any(fnmatch.fnmatchcase(metric, p) for p in writes):
+                    shown = ", ".join(list(writes)[:4]) + (", ..." if len(writes) > 4 else "")
+                    reasons.append(f"expect.{metric} of {spec.id}, which {cls.name} never writes for them (it writes "
+                                   f"{shown})")
+            if "classifier" not in task.capabilities:
+                for where, value in cls.named_labels(params.get(spec.id), []):
+                    if where.startswith("params."):
+                        reasons.append(f"{where} of {spec.id} names class {value!r}, and they have no classes")
+        if reasons:
+            problems.append(f"{model.label} is a {task.name} model, but this suite is written for another kind of model: "
+                            f"{'; '.join(reasons)}; run a suite written for {task.name} models, or give this one a model of "
+                            "the kind it was written for")
 
 
 def offered_capabilities(task: Any) -> frozenset[str]:

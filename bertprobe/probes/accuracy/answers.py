@@ -232,4 +232,4 @@ def _questions(n: int) -> str:
 
 
 catalogue = Catalogue({**QA_METRICS, **adversarial.METRICS}, {**QA_DIRECTIONS, **adversarial.DIRECTIONS}, QA_DEFAULTS,
-                      ("exact_match", "f1", "question_*_f1", "has_answer_f1", "no_answer_exact_match"))
+                      ("exact_match", "f1", "question_*_f1", "has_answer_f1", "no_answer_exact_match"), absent=("accuracy", "accuracy_*"))

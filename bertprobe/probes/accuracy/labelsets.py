@@ -156,4 +156,4 @@ catalogue = Catalogue(
     {"micro_f1": True, "macro_f1": True, "weighted_f1": True, "subset_accuracy": True, "hamming_loss": False,
      "f1_*": True, "precision_*": True, "recall_*": True, "support_*": None, "roc_auc_*": True,
      "average_precision_*": True, "label_cardinality_*": None},
-    (RECALL_BOUND,), ("micro_f1", "macro_f1", "subset_accuracy", "recall_*"))
+    (RECALL_BOUND,), ("micro_f1", "macro_f1", "subset_accuracy", "recall_*"), absent=("accuracy", "accuracy_*"))
