@@ -124,7 +124,8 @@ def _open(session: Session, resolved: ResolvedRun, options: dict[str, Any], plan
                  models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
                  seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
                  gate=suite.gate.to_dict() if suite.gate else {}, threads=session.threads,
-                 suite_parts=resolved.parts, options=options, variables=suite.variables)
+                 suite_parts=resolved.parts, options=options, variables=suite.variables,
+                 left_out=list(suite.left_out))
 
 
 def _record_data(session: Session, checked: bool) -> None:

@@ -376,6 +376,7 @@ class RunReport:
     paired: list[MetricDelta] = field(default_factory=list)  # every gated delta with a paired interval
     agreement: list[Agreement] = field(default_factory=list)  # each candidate's predictions against the baseline's
     probes: list[ProbeResult] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # the suite's entries --only left out: no decision covers them
     schema_version: int = SCHEMA_VERSION
 
     def counts(self) -> dict[str, int]:
@@ -443,6 +444,7 @@ class RunReport:
             self.data_fingerprint = event.get("data_fingerprint", "")
             self.gate = dict(event.get("gate") or {})
             self.threads = event.get("threads")
+            self.left_out = list(event.get("left_out") or [])
         elif kind == "data_loaded":
             self.data_fingerprint = event.get("fingerprint", "")
         elif kind == "model_loaded":

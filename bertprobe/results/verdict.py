@@ -46,6 +46,7 @@ class Verdict:
     unconfirmed: list[str] = field(default_factory=list)  # changes past the tolerance that are not significant
     shared: list[str] = field(default_factory=list)  # misses the baseline shares: 'calibration ece 0.13 (fp32: 0.12)'
     gate_test: str = ""  # a candidate's: 'no significant regression' (or 'no regression past the tolerance')
+    left_out: list[str] = field(default_factory=list)  # the suite's entries --only left out: not covered
 
     @property
     def blocking(self) -> bool:
@@ -69,8 +70,9 @@ class Verdict:
             if self.reasons:  # what it misses itself: a candidate that misses the same is no worse there
                 text += "; it misses itself: " + "; ".join(self.reasons)
         elif self.decision == "ship":
+            held = "every expectation of the probes run held" if self.left_out else "every expectation held"
             text = ("fit to ship by this suite; not gated: " + _listed(self.not_gated, 3) if self.not_gated
-                    else "fit to ship: every expectation held")
+                    else f"fit to ship: {held}")
             if self.closest:
                 text += f" (closest: {self.closest})"
         else:
@@ -81,6 +83,8 @@ class Verdict:
                 text += f"; also past the tolerance, not significant: {_listed(self.unconfirmed, 3)}"
         if self.shared and self.decision in ("may replace", "do not ship"):
             text += f"; like {self.baseline}, misses: {_listed(self.shared, MOST_SHORTFALLS)}"
+        if self.left_out and self.decision in ("ship", "may replace"):
+            text += f"; --only left out {_listed(self.left_out, 4)}, which this decision does not cover"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,7 +188,7 @@ def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
     results = [r for r in report.probes if r.model == model or len(report.model_names) <= 1]
     base = {r.id or r.probe: r for r in report.probes if baseline and r.model == baseline and model != baseline}
     warnings = small_sample_warnings(results) + [f"{r.id or r.probe}: {w}" for r in results for w in r.details.get("warnings") or []]
-    verdict = Verdict(model, "ship", warnings=warnings, baseline=baseline or "")
+    verdict = Verdict(model, "ship", warnings=warnings, baseline=baseline or "", left_out=list(report.left_out))
     reasons = []
     for r in results:
         if r.status not in ("failed", "error"):
@@ -258,5 +262,5 @@ def decide(report: RunReport) -> list[Verdict]:
             verdicts.append(Verdict(name, "no decision", own.reasons, own.warnings, baseline))
         else:
             verdicts.append(Verdict(name, "may replace", [], own.warnings, baseline, own.closest, own.not_gated,
-                                    unconfirmed, own.shared, test))
+                                    unconfirmed, own.shared, test, own.left_out))
     return verdicts

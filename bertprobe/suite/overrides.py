@@ -132,12 +132,15 @@ def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
             spec = replace(spec, data=replace(spec.data, limit=options.limit))
         probes.append(spec)
     only = tuple(name.strip() for value in options.only for name in value.split(",") if name.strip())
+    left_out: tuple[str, ...] = ()
     if only:
         known = {p.id for p in probes} | {p.probe for p in probes}
         for name in only:
             if name not in known:
                 raise SuiteError(f"--only {name}: no such probe in the suite{did_you_mean(name, known)}; has: {', '.join(sorted(known))}")
-        probes = [p for p in probes if selected(p.id, p.probe, only, {q.id for q in probes})]
+        kept = [p for p in probes if selected(p.id, p.probe, only, {q.id for q in probes})]
+        left_out = tuple(p.id for p in probes if p not in kept)
+        probes = kept
     gate = suite.gate
     labels = [m.label for m in models]
     if options.baseline:
@@ -157,4 +160,4 @@ def apply_overrides(suite: Suite, options: SuiteOverrides) -> Suite:
             ("name", options.executor or ("ray" if options.ray_address else None)), ("address", options.ray_address),
             ("workers", options.workers)) if v})
     return replace(suite, model=models[0] if models else None, models=models, data=data, probes=tuple(probes),
-                   seed=seed, executor=executor, gate=gate)
+                   seed=seed, executor=executor, gate=gate, left_out=suite.left_out + left_out)

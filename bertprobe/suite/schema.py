@@ -91,6 +91,7 @@ class Suite:
     executor: ExecutorSpec | None = None  # where models and sweeps run (None: local, in this process)
     variables: dict[str, str | None] = field(default_factory=dict)  # ${VAR}s read, with their values (None: unset)
     problems: tuple[str, ...] = ()  # what loading found and left for validate_suite to report with the rest
+    left_out: tuple[str, ...] = ()  # the entries --only left out (their ids): a decision does not cover them
 
 
 def unique_names(specs: list[ModelSpec]) -> list[ModelSpec]:

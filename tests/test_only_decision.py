@@ -1,0 +1,30 @@
+"""A decision under --only says what it leaves out (#65 item 3): 'fit to ship: every expectation held' once read as
+the whole suite's verdict when --only had run one probe of four."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from bertprobe.cli import main
+from bertprobe.results.verdict import Verdict
+
+
+def test_the_headline_names_what_only_left_out() -> None:
+    whole = Verdict("m", "ship")
+    part = Verdict("m", "ship", left_out=["calibration", "slices"])
+    assert whole.headline() == "fit to ship: every expectation held"
+    assert part.headline() == ("fit to ship: every expectation of the probes run held; --only left out calibration, "
+                               "slices, which this decision does not cover")
+    assert "left out" not in Verdict("m", "do not ship", ["accuracy: accuracy 0.4"], left_out=["slices"]).headline()
+
+
+def test_a_run_under_only_records_and_states_the_probes_it_left_out(suite_factory, tmp_path) -> None:
+    suite = suite_factory("  - probe: accuracy\n    expect: {accuracy: {min: 0.0}}\n  - probe: calibration\n")
+    result = CliRunner().invoke(main, ["run", str(suite), "--only", "accuracy", "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(next((tmp_path / "reports").glob("*/report.json")).read_text())
+    assert report["left_out"] == ["calibration"]
+    headlines = [v["headline"] for v in report["decisions"]]
+    assert any("--only left out calibration" in str(h) for h in headlines), report.keys()
