@@ -143,7 +143,26 @@ def _record_data(session: Session, checked: bool) -> None:
         raise SuiteError(f"cannot resume {session.run_dir}: the data changed since the run (fingerprint "
                          f"{before[:12]} -> {digest[:12]}); start a new run")
     if not before:
-        session.emit("data_loaded", data=suite.data.describe(), examples=len(data), fingerprint=digest)
+        session.emit("data_loaded", data=suite.data.describe(), examples=len(data), fingerprint=digest,
+                     file_sha256=file_sha256(suite.data.path))
+
+
+def file_sha256(path: str | None) -> str:
+    """The SHA-256 of the data file as stored (a folder's files in name order, BEIR's; empty for a hub id): what
+    ``sha256sum`` prints, beside the fingerprint of the examples as parsed."""
+    import hashlib
+    from pathlib import Path
+
+    local = Path(path).expanduser() if path else None
+    if local is None or not local.exists():
+        return ""
+    files = [local] if local.is_file() else sorted(p for p in local.rglob("*") if p.is_file())
+    digest = hashlib.sha256()
+    for file in files:
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def _gate(session: Session) -> None:

@@ -28,3 +28,22 @@ def test_a_run_under_only_records_and_states_the_probes_it_left_out(suite_factor
     assert report["left_out"] == ["calibration"]
     headlines = [v["headline"] for v in report["decisions"]]
     assert any("--only left out calibration" in str(h) for h in headlines), report.keys()
+
+
+def test_a_binary_fairness_gap_keeps_its_class_and_groups_under_float_noise() -> None:
+    """Both classes of a binary classifier have the same gap; an fp32 ONNX build's noise once swapped the class and
+    the groups, so the same gap read with opposite signs for the two builds (#65 item 6)."""
+    import numpy as np
+
+    from bertprobe.probes.behaviour.cases import Case
+    from bertprobe.probes.behaviour.classes import fairness_gaps, text_key
+
+    cases = [Case("names", "INV", (f"{i} a", f"{i} b"), groups=("a", "b")) for i in range(4)]
+    base = {text_key(f"{i} a"): np.array([0.3, 0.7]) for i in range(4)} | \
+        {text_key(f"{i} b"): np.array([0.4, 0.6]) for i in range(4)}
+    reads = []
+    for noise in (0.0, 1e-8, -1e-8):
+        probs = {k: v + np.array([0.0, -noise]) * (1 if k == "0 a" else 0) for k, v in base.items()}
+        gap = fairness_gaps(cases, probs, ["negative", "positive"], 0, 0)
+        reads.append((gap["class"], gap["higher"], gap["lower"]))
+    assert reads == [("negative", "b", "a")] * 3

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.data.arct import ArctLoader
-from bertprobe.data.conll import ConllLoader
 from bertprobe.data.beir import BeirLoader
+from bertprobe.data.conll import ConllLoader
 from bertprobe.data.squad_loader import SquadLoader
 from bertprobe.data.treebank import ConlluLoader
 from bertprobe.hookmarkers import hookimpl

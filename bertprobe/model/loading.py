@@ -175,8 +175,7 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
 
 def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load the ONNX graph ``spec.path`` names with its folder's config and tokenizer."""
-    from bertprobe.model.onnx import (OnnxModel, OnnxTarget, folder_graphs, graph_problem, is_quantized, onnx_file,
-                                      onnx_runtime)
+    from bertprobe.model.onnx import OnnxModel, OnnxTarget, folder_graphs, graph_problem, is_quantized, onnx_file, onnx_runtime
 
     onnx_runtime()
     import transformers

@@ -46,6 +46,7 @@ from bertprobe.reporters.summary import (
 )
 from bertprobe.results import RunReport
 from bertprobe.results.figures import TABLE, figure_specs, with_thresholds
+from bertprobe.results.report import score_header
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
@@ -127,7 +128,7 @@ def _findings_table(result: Any) -> str:
     from the data and the model is escaped, and a finding's ``extra["highlight"]`` is marked in its cells."""
     columns = [(h, a) for h, a in FINDING_COLUMNS if any(getattr(f, a) not in (None, "") for f in result.findings)]
     extra = list(dict.fromkeys(k for f in result.findings for k in (f.extra.get("columns") or {})))
-    head = "".join(f"<th>{h}</th>" for h, _ in columns) + "".join(f"<th>{html.escape(str(k))}</th>" for k in extra)
+    head = "".join(f"<th>{html.escape(score_header(result.findings)) if a == 'score' else h}</th>" for h, a in columns) + "".join(f"<th>{html.escape(str(k))}</th>" for k in extra)
     rows = []
     labels = mark_labels(result.findings)
     for f in result.findings:

@@ -39,6 +39,7 @@ from bertprobe.reporters.summary import (
 )
 from bertprobe.results import RunReport
 from bertprobe.results.figures import figure_table
+from bertprobe.results.report import score_header
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:
@@ -138,7 +139,8 @@ def render_markdown(report: RunReport) -> str:
                 + [_cell(f, k, fmt((f.extra.get("columns") or {}).get(k)), 60, labels) for k in extra]
                 for f in shown
             ]
-            lines.append(_table(rows, ["finding", "input", "perturbed", "expected", "observed", "score", *extra]))
+            lines.append(_table(rows, ["finding", "input", "perturbed", "expected", "observed", score_header(shown),
+                                       *extra]))
             if labels:
                 lines += ["", f"*{md_cell(marks_legend(labels))}*"]
     return "\n".join(lines) + "\n"

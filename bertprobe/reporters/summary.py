@@ -100,6 +100,13 @@ def last_column_widths(rows: list[list[str]], headers: list[str], width: int | N
 
 OVERVIEW_HEADERS = ["probe", "status", "expectations", "time", "note"]
 METRIC_HEADERS = ["metric", "value", "95% CI", "expected", "ok"]
+def data_prints(report: RunReport) -> str:
+    """' (examples fingerprint 3fa2..., file sha256 9b1c...)': what the examples were as parsed, and the file."""
+    prints = ([f"examples fingerprint {report.data_fingerprint[:12]}"] if report.data_fingerprint else []) + \
+        ([f"file sha256 {report.data_sha256[:12]}"] if getattr(report, "data_sha256", "") else [])
+    return f" ({', '.join(prints)})" if prints else ""
+
+
 MODEL_HEADERS = ["model", "path", "variant", "dtype", "device", "parameters", "size", "examples/s", "sha256"]
 
 
@@ -152,7 +159,7 @@ def header_rows(report: RunReport) -> list[list[str]]:
         rows.append(["models", ", ".join(report.model_names) or report.model])
     rows += _task_row(report)
     rows += [
-        ["data", report.data + (f" (sha256 {report.data_fingerprint[:12]})" if report.data_fingerprint else "")],
+        ["data", report.data + data_prints(report)],
         ["device / dtype", f"{report.device} / {report.dtype}"],
         ["seed", fmt(report.seed)],
         ["threads", fmt(report.threads)],

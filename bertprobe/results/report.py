@@ -223,7 +223,13 @@ class Finding:
     expected: str | None = None
     observed: str | None = None
     score: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # "score_label": what score holds ("adjusted p", "rank")
+
+
+def score_header(findings: list[Finding]) -> str:
+    """The findings' score column as they name it (``extra["score_label"]``, the same for all), else "score"."""
+    labels = {f.extra.get("score_label") for f in findings if f.score is not None}
+    return str(labels.pop()) if len(labels) == 1 and None not in labels else "score"
 
 
 @dataclass
@@ -368,7 +374,8 @@ class RunReport:
     message: str = ""
     run_dir: str = ""
     threads: int | None = None
-    data_fingerprint: str = ""
+    data_fingerprint: str = ""  # sha256 over the examples as parsed (ids, texts, labels): equal data, equal print
+    data_sha256: str = ""  # the data file's own SHA-256, as sha256sum prints it (a folder: its files in name order)
     models: list[ModelInfo] = field(default_factory=list)
     gate: dict[str, Any] = field(default_factory=dict)
     regressions: list[MetricDelta] = field(default_factory=list)
@@ -447,6 +454,7 @@ class RunReport:
             self.left_out = list(event.get("left_out") or [])
         elif kind == "data_loaded":
             self.data_fingerprint = event.get("fingerprint", "")
+            self.data_sha256 = event.get("file_sha256", "")
         elif kind == "model_loaded":
             info = ModelInfo.from_dict(event.get("info") or {})
             self.models = [m for m in self.models if m.name != info.name] + [info]

@@ -278,7 +278,8 @@ class SlicesProbe(Probe):
                 expected, observed = units.shown(i) if units is not None else (self._show(task, gold[i]), self._show(task, pred[i]))
                 result.findings.append(Finding(title=f"slice '{row['name']}': {row['accuracy']:.1%} vs {row['rest_accuracy']:.1%}",
                                                input=texts[i], expected=expected, observed=observed,
-                                               score=round(row["p_adjusted"], 6), extra={"kind": "slice", "slice": row["name"], "id": ex.id}))
+                                               score=round(row["p_adjusted"], 6), extra={"kind": "slice", "slice": row["name"], "id": ex.id,
+                                                                                          "score_label": "adjusted p"}))
         result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
                                     | {"interval": [round(x, 4) for x in r["interval"]]} for r in rows]
         shown = rows[:25]
@@ -371,7 +372,8 @@ class SlicesProbe(Probe):
                 result.findings.append(Finding(
                     title=f"slice '{row['name']}': {name} {row[name]:.3f} vs {row[f'rest_{name}']:.3f}", input=ex.text,
                     expected=own.expected[i], observed=own.observed[i], score=round(row["p_adjusted"], 6),
-                    extra={"kind": "slice", "slice": row["name"], "id": ex.id, name: round(float(values[i]), 6)}))
+                    extra={"kind": "slice", "slice": row["name"], "id": ex.id, name: round(float(values[i]), 6),
+                           "score_label": "adjusted p"}))
         result.details["slices"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items() if k != "mask"}
                                     for r in rows]
         result.details["unit"] = own.unit
