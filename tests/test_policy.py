@@ -184,3 +184,33 @@ def test_a_candidate_with_only_unconfirmed_changes_may_replace_and_they_are_name
     assert cand.decision == "may replace"
     assert cand.headline() == ("may replace base (no significant regression; past the tolerance, not significant: "
                                "calibration.ece +0.02 (p=0.4))")
+
+
+def test_a_bound_missed_on_one_case_is_named_on_the_decision_line_and_decides_nothing_alone():
+    """#65 item 2: an int8 build's 'do not ship' once rested on fairness_gap.race 0.26 from race (1/1 failed), with
+    no interval and no word of it."""
+    one = ProbeResult("behaviour", id="behaviour", model="int8")
+    one.add_metric("fairness_gap.race", 0.2595, False, cases=1)  # one case: no interval either
+    one.add_metric("fairness_gap.gender", 0.02, False, ci=(0.0, 0.05), cases=40)
+    judge(one, (), (), DEFAULTS, ("fairness_gap.*",))
+    race = next(e for e in one.expectations if e.metric == "fairness_gap.race")
+    assert race.passed is False and race.inconclusive and race.cases == 1
+    assert one.status == "passed"
+    report = RunReport(suite="s", status="completed", models=[ModelInfo(name="int8", path="int8")], probes=[one])
+    (verdict,) = decide(report)
+    assert verdict.decision == "ship"
+    assert "too few cases to decide: behaviour fairness_gap.race 0.2595 (expected <= 0.1" in verdict.headline()
+    assert "on 1 case)" in verdict.headline()
+    # beside a miss of its own, it still decides nothing: the reasons name the other miss only, the line both
+    other = ProbeResult("accuracy", id="accuracy", model="int8")
+    other.add_metric("accuracy", 0.6, True, ci=(0.55, 0.65), cases=500)
+    judge(other, (Expectation("accuracy", min=0.8),))
+    (verdict,) = decide(RunReport(suite="s", status="completed", models=[ModelInfo(name="int8", path="int8")],
+                                  probes=[one, other]))
+    assert verdict.decision == "do not ship" and all("fairness_gap" not in r for r in verdict.reasons)
+    assert "too few cases to decide: behaviour fairness_gap.race" in verdict.headline()
+    # on ten cases the same miss decides
+    ten = ProbeResult("behaviour", id="behaviour", model="int8")
+    ten.add_metric("fairness_gap.race", 0.2595, False, cases=10)
+    judge(ten, (), (), DEFAULTS, ("fairness_gap.*",))
+    assert ten.status == "failed" and not ten.expectations[0].inconclusive

@@ -47,6 +47,7 @@ class Metric:
     ci: tuple[float, float] | None = None
     kind: MetricKind = "quality"  # gates and compare judge quality metrics only; extreme: a max/min over groups
     outcome: str | None = None  # the per-example Outcomes vector this metric summarises
+    cases: int | None = None  # the independent cases the value rests on, where a probe knows (a group, a slice, a test)
 
     @property
     def gated(self) -> bool:
@@ -151,6 +152,9 @@ class Expectation:
     source: str = "suite"
     why: str = ""
     no_interval: bool = False  # interval asked for, but the metric came without one: judged on its value
+    cases: int | None = None  # the cases the metric rests on (its Metric.cases), where known
+    # missed, but on fewer than MIN_CASES cases: too few to decide; named on the decision line, never deciding alone
+    inconclusive: bool = False
 
     def check(self, value: float | None, ci: tuple[float, float] | None = None) -> bool:
         """Record ``value`` and return whether it lies within [min, max] (with ``interval``: whether ``ci``
@@ -169,7 +173,8 @@ class Expectation:
     def shortfall(self) -> str:
         """'accuracy_after 0.1306 (expected >= 0.5)': the measured value beside the bound it missed."""
         value = "missing" if self.value is None else f"{self.value:.4g}"
-        return f"{self.metric} {value} (expected {self.describe()})"
+        on = f"; on {self.cases} case{'' if self.cases == 1 else 's'}" if self.inconclusive else ""
+        return f"{self.metric} {value} (expected {self.describe()}{on})"
 
     def margin(self) -> float | None:
         """How far the value lies inside its bound (negative: past it); None without a value or a bound."""
@@ -259,6 +264,7 @@ class ProbeResult:
         ci: tuple[float, float] | None = None,
         kind: MetricKind = "quality",
         outcome: str | None = None,
+        cases: int | None = None,
     ) -> Metric:
         """Add (or replace) a metric and return it.
 
@@ -266,7 +272,8 @@ class ProbeResult:
         noisy, so listed but not gated by default), cost (timings, passes) or count. ``outcome`` names the
         per-example vector in ``outcomes`` that this metric is the mean of, for paired tests.
         """
-        metric = Metric(name, None if value is None else float(value), higher_is_better, description, ci, kind, outcome)
+        metric = Metric(name, None if value is None else float(value), higher_is_better, description, ci, kind, outcome,
+                        cases)
         self.metrics[name] = metric
         return metric
 
@@ -278,7 +285,8 @@ class ProbeResult:
         if ids is not None:
             self.outcomes.append(Outcomes.from_values(name, ids, [float(bool(h)) for h in hits]))
         return self.add_metric(name, k / max(n, 1), higher_is_better, description,
-                               ci=wilson_interval(k, n) if n else None, outcome=name if ids is not None else None)
+                               ci=wilson_interval(k, n) if n else None, outcome=name if ids is not None else None,
+                               cases=n)
 
     def value(self, name: str) -> float | None:
         metric = self.metrics.get(name)

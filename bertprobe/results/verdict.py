@@ -47,6 +47,8 @@ class Verdict:
     shared: list[str] = field(default_factory=list)  # misses the baseline shares: 'calibration ece 0.13 (fp32: 0.12)'
     gate_test: str = ""  # a candidate's: 'no significant regression' (or 'no regression past the tolerance')
     left_out: list[str] = field(default_factory=list)  # the suite's entries --only left out: not covered
+    # bounds missed on too few cases to decide (policy.MIN_CASES): named on the line, deciding nothing alone
+    inconclusive: list[str] = field(default_factory=list)
 
     @property
     def blocking(self) -> bool:
@@ -83,6 +85,8 @@ class Verdict:
                 text += f"; also past the tolerance, not significant: {_listed(self.unconfirmed, 3)}"
         if self.shared and self.decision in ("may replace", "do not ship"):
             text += f"; like {self.baseline}, misses: {_listed(self.shared, MOST_SHORTFALLS)}"
+        if self.inconclusive:
+            text += f"; too few cases to decide: {_listed(self.inconclusive, 3)}"
         if self.left_out and self.decision in ("ship", "may replace"):
             text += f"; --only left out {_listed(self.left_out, 4)}, which this decision does not cover"
         return text
@@ -109,7 +113,7 @@ def shortfalls(result: ProbeResult, most: int = MOST_SHORTFALLS, skip: frozenset
     """The missed expectations of ``result`` (but those on the metrics in ``skip``), furthest past their bound
     first, at most ``most`` of them and a count of the rest: what a one-line reason or a terminal note shows
     (the report lists them all)."""
-    failed = sorted((e for e in result.expectations if not e.passed and e.metric not in skip),
+    failed = sorted((e for e in result.expectations if not e.passed and not e.inconclusive and e.metric not in skip),
                     key=lambda e: e.margin() if e.margin() is not None else -1e9)
     named = [e.shortfall() for e in failed[:most]]
     if len(failed) > most:
@@ -189,6 +193,8 @@ def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
     base = {r.id or r.probe: r for r in report.probes if baseline and r.model == baseline and model != baseline}
     warnings = small_sample_warnings(results) + [f"{r.id or r.probe}: {w}" for r in results for w in r.details.get("warnings") or []]
     verdict = Verdict(model, "ship", warnings=warnings, baseline=baseline or "", left_out=list(report.left_out))
+    verdict.inconclusive = [f"{r.id or r.probe} {e.shortfall()}" for r in results for e in r.expectations
+                            if e.inconclusive and r.status in ("passed", "failed")]
     reasons = []
     for r in results:
         if r.status not in ("failed", "error"):
@@ -257,10 +263,10 @@ def decide(report: RunReport) -> list[Verdict]:
         test = "no significant regression" if report.gate.get("significance") else "no regression past the tolerance"
         if reasons:
             verdicts.append(Verdict(name, "do not ship", reasons, own.warnings, baseline, unconfirmed=unconfirmed,
-                                    shared=own.shared))
+                                    shared=own.shared, inconclusive=own.inconclusive))
         elif own.decision == "no decision":
             verdicts.append(Verdict(name, "no decision", own.reasons, own.warnings, baseline))
         else:
             verdicts.append(Verdict(name, "may replace", [], own.warnings, baseline, own.closest, own.not_gated,
-                                    unconfirmed, own.shared, test, own.left_out))
+                                    unconfirmed, own.shared, test, own.left_out, own.inconclusive))
     return verdicts

@@ -30,10 +30,11 @@ def add_pair(result: ProbeResult, prefix: str, suffix: str, picked: list[int], e
                         Outcomes.from_values(f"f1{tag}", chosen, f, "score", groups=keys)]
     result.add_metric(f"{prefix}exact_match{suffix}", _mean(e), True,
                       f"exact match on {what} (SQuAD v1.1 normalisation; {interval_over(e, within, params.bootstrap)})",
-                      mean_interval(e, params, seed, within), outcome=f"em{tag}")
+                      mean_interval(e, params, seed, within), outcome=f"em{tag}", cases=len(e))
     result.add_metric(f"{prefix}f1{suffix}", _mean(f), True,
                       f"token F1 on {what}, the mean over questions of each one's best F1 against its gold answers "
-                      f"({interval_over(f, within, params.bootstrap)})", mean_interval(f, params, seed, within), outcome=f"f1{tag}")
+                      f"({interval_over(f, within, params.bootstrap)})", mean_interval(f, params, seed, within), outcome=f"f1{tag}",
+                      cases=len(f))
 
 
 def percent(value: float | None) -> str:

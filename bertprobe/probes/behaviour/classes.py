@@ -232,7 +232,7 @@ def report(result: ProbeResult, cases: list[Case], verdicts: list[CaseOutcome], 
             fairness[test] = gaps
             result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False,
                               f"largest gap between groups of '{test}' in the mean probability of one class",
-                              ci=tuple(gaps["interval"]) if gaps["interval"] else None)
+                              ci=tuple(gaps["interval"]) if gaps["interval"] else None, cases=gaps["cases"])
     line = None
     if fairness:
         worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])

@@ -60,7 +60,8 @@ def failure_rates(result: ProbeResult, cases: Sequence[Any], passed: Sequence[bo
         result.outcomes.append(Outcomes.from_values(f"failed.{key}", case_ids([cases[i] for i in idx]),
                                                     [0 if passed[i] else 1 for i in idx], groups=keys))
         result.add_metric(f"failure_rate.test.{key}", len(failed) / len(idx), False,
-                          f"share of failed cases of test '{test}'{over}", ci=interval, outcome=f"failed.{key}")
+                          f"share of failed cases of test '{test}'{over}", ci=interval, outcome=f"failed.{key}",
+                          cases=len(idx))
         capability = first.capability or "other"
         by_capability[capability] += idx
         tests.append({"test": test, "type": first.type, "capability": capability, "cases": len(idx),
@@ -72,7 +73,7 @@ def failure_rates(result: ProbeResult, cases: Sequence[Any], passed: Sequence[bo
     for capability, idx in sorted(by_capability.items()):
         interval, over = rate(idx)
         result.add_metric(f"failure_rate.capability.{slug(capability)}", sum(not passed[i] for i in idx) / len(idx),
-                          False, f"share of failed cases of the '{capability}' tests{over}", ci=interval)
+                          False, f"share of failed cases of the '{capability}' tests{over}", ci=interval, cases=len(idx))
     interval, over = rate(list(range(len(cases))))
     result.add_metric("failure_rate", total_failed / len(cases), False, f"share of failed cases over all tests{over}",
                       ci=interval)
@@ -121,7 +122,7 @@ def add_origin_gaps(result: ProbeResult, fairness: dict[str, dict[str, Any]], sc
             result.add_metric(f"{metric}.{slug(test)}.{slug(group)}", value, True, what(gaps, test, group),
                               ci=tuple(interval) if interval else None)
         result.add_metric(f"fairness_gap.{slug(test)}", gaps["gap"], False, what(gaps, test, None),
-                          ci=tuple(gaps["interval"]) if gaps["interval"] else None)
+                          ci=tuple(gaps["interval"]) if gaps["interval"] else None, cases=gaps.get("cases"))
     if not fairness:
         return None
     name, worst = max(fairness.items(), key=lambda kv: kv[1]["gap"])
