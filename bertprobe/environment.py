@@ -28,6 +28,24 @@ def default_threads() -> int:
     return max(1, min(torch.get_num_threads(), usable_cores()))
 
 
+def busy_note(threads: int, load: float | None = None, cores: int | None = None) -> str:
+    """A warning when this run's ``threads`` plus what already runs (the 1-minute load average) exceed the usable
+    cores: a loaded 2-core host ran 2.4x slower at 2 threads than at 1, and its examples/s compared builds unfairly.
+    Empty when the machine has room (or tells no load)."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):
+            return ""
+    cores = cores or usable_cores()
+    if load + threads <= cores + 0.5:
+        return ""
+    fewer = max(1, int(cores - load + 0.5))
+    advice = f"pass --threads {fewer}, or run on a quiet machine" if fewer < threads else "run on a quiet machine"
+    return (f"the machine was busy when the run started (load {load:.1f} on {cores} cores, with {threads} threads of "
+            f"this run): timings and examples/s are slowed and not comparable with a quiet run's; {advice}")
+
+
 def package_version(name: str) -> str:
     """An installed package's version from its metadata, without importing it (``datasets`` takes a second);
     the module's ``__version__`` when there is no metadata (a source checkout on the path)."""

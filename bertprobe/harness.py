@@ -19,7 +19,7 @@ import torch
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.data.prepare import fingerprint
-from bertprobe.environment import default_threads, versions
+from bertprobe.environment import busy_note, default_threads, versions
 from bertprobe.errors import BertprobeError, InternalError, Problems, SuiteError
 from bertprobe.model.loading import resolve_device
 from bertprobe.model.spec import ModelSpec
@@ -119,13 +119,16 @@ def _open(session: Session, resolved: ResolvedRun, options: dict[str, Any], plan
                      units=sum(len(v) for v in previous.state.units.values()), threads=session.threads)
         return
     paths = {m.path for m in suite.models}
+    busy = busy_note(session.threads)
+    if busy:
+        session.say(f"warning: {busy}")
     session.emit("run_start", suite=suite.name, source=absolute_source(suite.source),
                  model=paths.pop() if len(paths) == 1 else f"{len(suite.models)} models",
                  models=[m.label for m in plan], data=suite.data.describe() if suite.data else "",
                  seed=suite.seed, versions=versions(), probes=[p.id for p in suite.probes],
                  gate=suite.gate.to_dict() if suite.gate else {}, threads=session.threads,
                  suite_parts=resolved.parts, options=options, variables=suite.variables,
-                 left_out=list(suite.left_out))
+                 left_out=list(suite.left_out), busy=busy)
 
 
 def _record_data(session: Session, checked: bool) -> None:

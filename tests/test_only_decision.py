@@ -47,3 +47,15 @@ def test_a_binary_fairness_gap_keeps_its_class_and_groups_under_float_noise() ->
         gap = fairness_gaps(cases, probs, ["negative", "positive"], 0, 0)
         reads.append((gap["class"], gap["higher"], gap["lower"]))
     assert reads == [("negative", "b", "a")] * 3
+
+
+def test_a_busy_machine_is_noticed_and_the_advice_fits_it() -> None:
+    """#65 item 8: 2 threads on a loaded 2-core host ran 2.4x slower than 1, and examples/s compared builds unfairly."""
+    from bertprobe.environment import busy_note
+
+    assert busy_note(2, load=0.1, cores=2) == ""
+    note = busy_note(2, load=1.9, cores=2)
+    assert "load 1.9 on 2 cores, with 2 threads" in note and "pass --threads 1" in note  # 1 ran 2.4x faster there
+    note = busy_note(4, load=2.0, cores=4)
+    assert "pass --threads 2" in note
+    assert busy_note(1, load=1.2, cores=2) == ""

@@ -162,7 +162,7 @@ def header_rows(report: RunReport) -> list[list[str]]:
         ["data", report.data + data_prints(report)],
         ["device / dtype", f"{report.device} / {report.dtype}"],
         ["seed", fmt(report.seed)],
-        ["threads", fmt(report.threads)],
+        ["threads", fmt(report.threads) + (f" (warning: {report.busy})" if getattr(report, "busy", "") else "")],
         ["started (UTC)", report.started_at],
         ["status", report.status + (f" ({report.message})" if report.message else "")],
         ["versions", versions],

@@ -392,6 +392,7 @@ class RunReport:
     agreement: list[Agreement] = field(default_factory=list)  # each candidate's predictions against the baseline's
     probes: list[ProbeResult] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # the suite's entries --only left out: no decision covers them
+    busy: str = ""  # the machine was oversubscribed when the run started: timings are not a quiet run's
     schema_version: int = SCHEMA_VERSION
 
     def counts(self) -> dict[str, int]:
@@ -460,6 +461,7 @@ class RunReport:
             self.gate = dict(event.get("gate") or {})
             self.threads = event.get("threads")
             self.left_out = list(event.get("left_out") or [])
+            self.busy = event.get("busy", "")
         elif kind == "data_loaded":
             self.data_fingerprint = event.get("fingerprint", "")
             self.data_sha256 = event.get("file_sha256", "")
