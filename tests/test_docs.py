@@ -145,3 +145,17 @@ def test_the_verdicts_page_lists_every_default_bound_of_the_builtin_probes():
             bound = d.min if d.min is not None else d.max
             row = next((line for line in page.splitlines() if line.startswith(f"| {name} |")), "")
             assert f"`{d.metric}`" in row and f"{bound:g}" in row, (name, d.metric, bound)
+
+
+def test_a_busy_machine_warning_is_no_difference_of_a_snippet():
+    """The warning depends on what else ran at the time (environment.busy_note), on either side of the comparison."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import docs_snippets
+
+    busy = ("warning: the machine was busy when the run started (load 2.0 on 2 cores, with 2 threads of this run): "
+            "timings and examples/s are slowed; pass --threads 1, or run on a quiet machine")
+    recorded = "run\n| threads | 2 |\nok"
+    assert docs_snippets.differences(recorded, f"run\n{busy}\n| threads | 2 ({busy}) |\nok") == []
+    assert docs_snippets.differences(recorded, "run\n| threads | 1 |\nok")

@@ -185,7 +185,12 @@ VOLATILE = [
 NUMBER = re.compile(r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
+# the busy-machine warning (environment.busy_note) depends on what else ran at the time, on either side
+BUSY = re.compile(r"^warning: the machine was busy.*\n?|\s?\(warning: the machine was busy.*?quiet machine\)", re.M)
+
+
 def _masked(text: str) -> str:
+    text = BUSY.sub("", text)
     for pattern, mask in VOLATILE:
         text = pattern.sub(mask, text)
     return re.sub(r"[ \t]+", " ", text)  # a table's column widths follow its widest cell
