@@ -260,8 +260,11 @@ def agreement_rows(agreements: list[Agreement], shown: int = 20) -> list[list[st
     for a in agreements:
         changed = "; ".join(f"{i}: {_prediction(b, c)} -> {_prediction(c, b)}" for i, b, c in a.changed[:shown])
         more = f" and {len(a.changed) - shown} more" if len(a.changed) > shown else ""
-        rows.append([a.model, a.probe_id, f"{a.rate:.2%}" if a.paired else "-", f"{a.agreed} of {a.paired}",
-                     (changed + more) or "none"])
+        rate = f"{a.rate:.2%}" if a.paired else "-"
+        if a.overlap is not None:  # rankings: equal is an identical top k; the overlap counts shared documents
+            ci = f" [{a.overlap_ci[0]:.3f}, {a.overlap_ci[1]:.3f}]" if a.overlap_ci else ""
+            rate += f"; top-{a.overlap_depth} overlap {a.overlap:.3f}{ci}"
+        rows.append([a.model, a.probe_id, rate, f"{a.agreed} of {a.paired}", (changed + more) or "none"])
     return rows
 
 
