@@ -22,6 +22,7 @@ TARGET: dict[str, str] = {
     "classifier": "a sequence classifier with named classes",
     "mlm": "a masked-LM head",
     "mask-token": "the tokenizer has a mask token",
+    "probabilities": "probabilities of its predictions that come true or not (a class, a label, a span)",
     "embeddings": "a sentence embedding per text (a bi-encoder's pooled, maybe normalised, output)",
     "pair-scores": "a relevance score per (query, passage) pair (a cross-encoder)",
 }

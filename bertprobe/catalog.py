@@ -1,4 +1,4 @@
-"""What ``bertprobe list`` shows of the built-in plugins, recorded so that listing them imports none of them.
+"""What ``bertprobe list`` and ``bertprobe describe`` show of the built-in plugins, recorded so that listing them imports none of them.
 
 Importing the built-in probes imports torch and their other dependencies (seconds on a small machine); the
 listing needs only names, descriptions, tasks and requirements. ``catalog.json`` beside this module holds
@@ -29,6 +29,7 @@ class Listed:
     tasks: frozenset[str] = frozenset()
     requires: frozenset[str] = frozenset()
     filename: str = ""
+    text: str = ""  # a probe's ``bertprobe describe`` page, as ``describe_text`` writes it
 
 
 def _describe(item: Any) -> dict[str, Any]:
@@ -44,6 +45,37 @@ def _describe(item: Any) -> dict[str, Any]:
     return row
 
 
+def describe_text(cls: Any, plugins: Any) -> str:
+    """What ``bertprobe describe PROBE`` prints: its description, plugin, requirements and tasks, the module's
+    docstring (paper and deviations), its params and its metrics (its own and its registered sections')."""
+    import inspect
+    import sys
+
+    from tabulate import tabulate
+
+    from bertprobe.params import param_rows, plain_text
+
+    module = sys.modules.get(cls.__module__)
+    lines = [f"{cls.name}: {cls.description}",
+             f"plugin: {plugins.probes.origin(cls.name)}; requires: {', '.join(sorted(cls.requires)) or 'nothing'}"]
+    served = {e.task for e in plugins.sections if e.probe == cls.name and e.task}  # plugins' sections for their tasks
+    lines.append(f"tasks: {', '.join(sorted(set(cls.tasks) | served))} (a model of another task is refused before it "
+                 "loads)")
+    doc = inspect.getdoc(module) if module is not None else None
+    if doc:
+        lines.append("\n" + plain_text(doc))
+    rows = param_rows(cls.Params)
+    lines.append("\nParams")
+    lines.append(tabulate(rows, headers=["param", "type", "default", "meaning"], tablefmt="simple",
+                          maxcolwidths=[22, 18, 16, 42]) if rows else "(none)")
+    metric_rows = cls.metric_rows(plugins.sections)
+    lines.append("\nMetrics (expect: may name these; * stands for any suffix)" if cls.metrics or not metric_rows else
+                 "\nMetrics (the probe declares none of its own, so expect: may name any; its sections add these)")
+    lines.append(tabulate(metric_rows, headers=["metric", "direction", "meaning"], tablefmt="simple",
+                          maxcolwidths=[28, 17, 52]) if metric_rows else "(any)")
+    return "\n".join(lines) + "\n"
+
+
 def collect(plugins: Any, modules: tuple[str, ...]) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """The catalog of ``modules`` (plugin names) from a plugin manager built for real: what each registered."""
     found: dict[str, dict[str, list[dict[str, Any]]]] = {module: {} for module in modules}
@@ -54,6 +86,8 @@ def collect(plugins: Any, modules: tuple[str, ...]) -> dict[str, dict[str, list[
             if origin in found:
                 row = _describe(registry.get(name))
                 row["name"] = name
+                if kind == "probes":  # its describe page, so that `describe` imports nothing heavy either
+                    row["text"] = describe_text(registry.get(name), plugins)
                 found[origin].setdefault(kind, []).append(row)
     return found
 
@@ -77,7 +111,7 @@ class ListedPlugin:
         for row in self.rows.get(kind, []):
             registry.add(Listed(name=row["name"], description=row.get("description", ""),
                                 tasks=frozenset(row.get("tasks", ())), requires=frozenset(row.get("requires", ())),
-                                filename=row.get("filename", "")))
+                                filename=row.get("filename", ""), text=row.get("text", "")))
 
     @hookimpl
     def bertprobe_register_tasks(self, registry: Any) -> None:

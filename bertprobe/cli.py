@@ -528,32 +528,17 @@ def clean(runs: tuple[str, ...], aborted: bool, reports_dir: str) -> None:
 @_guard
 def describe(probe: str) -> None:
     """A probe's paper and deviations, its params (type, default) and its metrics."""
-    import inspect
-    import sys as _sys
-
-    from bertprobe.params import param_rows, plain_text
     from bertprobe.plugins import build_plugins
 
+    listed = build_plugins(listing=True)  # the built-ins from their catalog: no torch for a metadata command
+    stored = getattr(listed.probes.get(probe), "text", "")
+    if stored and not any(entry.probe == probe for entry in listed.sections):  # no plugin adds a section to it
+        click.echo(stored, nl=False)
+        return
+    from bertprobe.catalog import describe_text
+
     plugins = build_plugins()
-    cls = plugins.probes.get(probe)
-    module = _sys.modules.get(cls.__module__)
-    click.echo(f"{cls.name}: {cls.description}")
-    click.echo(f"plugin: {plugins.probes.origin(probe)}; requires: {', '.join(sorted(cls.requires)) or 'nothing'}")
-    served = {e.task for e in plugins.sections if e.probe == probe and e.task}  # plugins' sections for their tasks
-    click.echo(f"tasks: {', '.join(sorted(set(cls.tasks) | served))} (a model of another task is refused before it "
-               "loads)")
-    doc = inspect.getdoc(module) if module is not None else None
-    if doc:
-        click.echo("\n" + plain_text(doc))
-    rows = param_rows(cls.Params)
-    click.echo("\nParams")
-    click.echo(tabulate(rows, headers=["param", "type", "default", "meaning"], tablefmt="simple",
-                        maxcolwidths=[22, 18, 16, 42]) if rows else "(none)")
-    metric_rows = cls.metric_rows(plugins.sections)  # its own and what its registered sections add
-    click.echo("\nMetrics (expect: may name these; * stands for any suffix)" if cls.metrics or not metric_rows else
-               "\nMetrics (the probe declares none of its own, so expect: may name any; its sections add these)")
-    click.echo(tabulate(metric_rows, headers=["metric", "direction", "meaning"], tablefmt="simple",
-                        maxcolwidths=[28, 17, 52]) if metric_rows else "(any)")
+    click.echo(describe_text(plugins.probes.get(probe), plugins), nl=False)
 
 
 def entry_point(argv: list[str] | None = None) -> None:

@@ -38,10 +38,22 @@ def tqdm(*args: Any, **kwargs: Any) -> Any:
 
 
 def progress_enabled() -> bool:
-    """Whether progress may draw bars on stderr: a terminal, and BERTPROBE_NO_PROGRESS unset."""
-    if os.environ.get("BERTPROBE_NO_PROGRESS"):
+    """Whether progress may draw bars on stderr: a terminal that reports its width (``script`` and ``docker -t``
+    report 0 columns, where a bar draws nothing: plain lines then), not ``TERM=dumb``, and BERTPROBE_NO_PROGRESS
+    unset."""
+    if os.environ.get("BERTPROBE_NO_PROGRESS") or os.environ.get("TERM") == "dumb":
         return False
-    return sys.stderr.isatty()
+    if not sys.stderr.isatty():
+        return False
+    return terminal_columns() > 0
+
+
+def terminal_columns() -> int:
+    """The width stderr's terminal reports (0 when it reports none)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 0
 
 
 def progress_shown() -> bool:

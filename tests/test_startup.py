@@ -43,7 +43,7 @@ def loaded_after(*command: str) -> tuple[str, set[str]]:
     return result["output"], set(result["loaded"])
 
 
-@pytest.mark.parametrize("command", [["--help"], ["list"], ["run", "--help"]])
+@pytest.mark.parametrize("command", [["--help"], ["list"], ["run", "--help"], ["describe", "head-pruning"]])
 def test_help_and_list_import_nothing_heavy(command):
     output, loaded = loaded_after(*command)
     assert output.strip()
@@ -155,3 +155,15 @@ def test_list_fits_80_columns_without_cutting_a_word(monkeypatch):
     wide = CliRunner().invoke(main, ["list"], env={"COLUMNS": "200"}).output
     assert max(len(line) for line in wide.splitlines()) <= 200 and "left out" not in wide
     assert [line.split()[-1] for line in wide.splitlines() if line.startswith("accuracy ")] == ["bertprobe.probes.accuracy.probe"]
+
+
+def test_describe_from_the_catalog_is_the_page_importing_the_probe_prints(monkeypatch):
+    """`describe` reads a built-in probe's page from the catalog: the same text as built from the imported probe,
+    nothing heavy imported."""
+    from bertprobe.catalog import describe_text
+    from bertprobe.plugins import build_plugins
+
+    stored, loaded = loaded_after("describe", "behaviour")
+    plugins = build_plugins(env={}, entry_points=False)
+    assert stored == describe_text(plugins.probes.get("behaviour"), plugins)
+    assert "Params" in stored and "Metrics" in stored and "torch" not in loaded

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bertprobe.data.beir import is_beir_folder
 from bertprobe.data.classes import find_class
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local, is_saved_dataset
 from bertprobe.data.prepare import read_data
@@ -39,9 +40,10 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
     path = Path(spec.path).expanduser()
     if not path.exists():
         problems.append(f"{where}.path: data file '{spec.path}' does not exist; pass --data PATH to a csv/tsv/jsonl file")
-    elif path.is_dir() and not is_saved_dataset(path):
+    elif path.is_dir() and not is_saved_dataset(path) and not is_beir_folder(path):
         problems.append(f"{where}.path: '{spec.path}' is a folder, not a data file; name a csv/tsv/jsonl file in it "
-                        "(a folder is read only where datasets' save_to_disk wrote it)")
+                        "(a folder is read only where datasets' save_to_disk wrote it, or in BEIR's layout: "
+                        "corpus.jsonl, queries.jsonl, qrels/)")
 
 
 def _config(spec: ModelSpec) -> dict[str, Any] | None:
@@ -342,7 +344,8 @@ def _supports(cls: Any, task: Any, sections: Any) -> bool:
 def task_refusal(probe_id: str, cls: Any, task: Any, model: str, plugins: Any) -> str:
     """Why a probe cannot run on a model of ``task``, naming the probes that can."""
     able = [n for n in plugins.probes.names() if _supports(plugins.probes.get(n), task, plugins.sections)]
-    why = "".join(f"; {task.name} models lack {what}: {reason}" for what, reason in getattr(task, "lacks", {}).items())
+    why = "".join(f"; {task.name} models lack {what}: {reason}" for what, reason in getattr(task, "lacks", {}).items()
+                  if what in cls.requires)
     return (f"probe {probe_id} ({cls.name}) does not support {task.name} models such as {model} (it supports: "
             f"{', '.join(sorted(cls.tasks))}){why}; probes that support {task.name}: {', '.join(able) or 'none'}; "
             f"leave it out with --only, or set model.task if the task was misdetected")

@@ -72,7 +72,7 @@ class SingleLabelClassification(OneOfMany):
     name: ClassVar[str] = "classification"
     description: ClassVar[str] = "single-label sequence classification: one class per text (softmax)"
     model_class: ClassVar[str] = "AutoModelForSequenceClassification"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "probabilities"})
     unnamed_classes_are_indices: ClassVar[bool] = True
 
     @classmethod

@@ -34,7 +34,7 @@ class MultiLabelClassification(Task):
     name: ClassVar[str] = "multi-label"
     description: ClassVar[str] = "multi-label classification: any number of labels per text (sigmoid per label)"
     model_class: ClassVar[str] = "AutoModelForSequenceClassification"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "probabilities"})
     priority: ClassVar[int] = 10  # before single-label: the same architecture, told apart by problem_type
     label_sets: ClassVar[bool] = True
     config_fields: ClassVar[Mapping[str, Any]] = MappingProxyType({"problem_type": "multi_label_classification"})

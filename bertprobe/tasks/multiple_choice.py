@@ -20,7 +20,7 @@ class MultipleChoice(OneOfMany):
     name: ClassVar[str] = "multiple-choice"
     description: ClassVar[str] = "multiple choice: pick one of several candidate texts (softmax over choices)"
     model_class: ClassVar[str] = "AutoModelForMultipleChoice"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "probabilities"})
     rows_per_choice: ClassVar[bool] = True
 
     @classmethod

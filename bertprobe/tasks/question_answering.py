@@ -85,7 +85,7 @@ class QuestionAnswering(Task):
     name: ClassVar[str] = "question-answering"
     description: ClassVar[str] = "extractive question answering: a span of the context (SQuAD EM/F1)"
     model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "probabilities"})
     listed_probes_only: ClassVar[bool] = True  # a reader's spans are no classes: a probe must be written for them
     own_predictions: ClassVar[bool] = True  # answers decoded over windows, shared through ctx.predictions
     span_answers: ClassVar[bool] = True  # an answer is a span of its context (behaviour's cases, a trigger's target)

@@ -32,7 +32,7 @@ class TokenClassification(Task):
     name: ClassVar[str] = "token-classification"
     description: ClassVar[str] = "token classification (NER): one tag per word, entities from IOB2/BIOES tags"
     model_class: ClassVar[str] = "AutoModelForTokenClassification"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"predictions", "classifier", "probabilities"})
     word_tags: ClassVar[bool] = True
 
     @classmethod

@@ -83,7 +83,7 @@ class CalibrationProbe(Probe):
     name = "calibration"
     description = "Is a 0.95 a 95%? ECE, MCE, Brier, NLL, temperature scaling, overconfidence, risk-coverage"
     paper = "Guo et al. 2017, On Calibration of Modern Neural Networks (ICML); Desai & Durrett 2020 (EMNLP)"
-    requires = frozenset({"predictions", "data:labels"})
+    requires = frozenset({"predictions", "probabilities", "data:labels"})
     tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering"})
     metrics = {
         "ece": "expected calibration error: mean |confidence - accuracy| over equal-width bins, weighted by size",
