@@ -89,26 +89,31 @@ def _top10(target: Any, queries: list[str], documents: list[str]) -> list[list[s
     return [[f"d{j}" for j in row] for row in indices.tolist()]
 
 
-def test_the_int8_builds_top10_overlap_with_fp32_is_the_share_of_shared_documents(embedder: Path) -> None:
+def test_the_int8_builds_top10_overlap_with_fp32_is_the_share_of_shared_documents(embedder: Path,
+                                                                                     tmp_path: Path) -> None:
     base = _load(embedder)
     fp32, _ = _build(base, embedder)
     int8, notes = _build(base, embedder, quantize="int8-dynamic")
     assert int8.quantized and any("int8-dynamic" in n for n in notes)
+    assert not torch.allclose(_embed(int8), _embed(fp32))  # the build's embeddings are its own
     documents, asked = retrieval_texts(40, seed=3)
     queries, docs = [t for _, t, _ in asked], [t for _, t in documents]
-    lists = {"fp32": _top10(fp32, queries, docs), "int8": _top10(int8, queries, docs)}
-    assert not torch.allclose(_embed(int8), _embed(fp32))  # the build's embeddings are its own
+    other = _load(save_tiny_embedder(tmp_path / "other", seed=5))  # another model: lists that surely differ
+    lists = {"fp32": _top10(fp32, queries, docs), "int8": _top10(int8, queries, docs),
+             "other": _top10(other, queries, docs)}
     ids = [f"q{i}" for i in range(len(queries))]
     vectors = {name: Outcomes.from_values("prediction", ids, [ranking_label(r) for r in rows], "label")
                for name, rows in lists.items()}
-    agreement = Agreement.between("int8", "fp32", "ranking", vectors["fp32"], vectors["int8"])
-    direct = [len(set(a) & set(b)) / 10 for a, b in zip(lists["fp32"], lists["int8"])]
-    assert agreement.overlap is not None and 0.0 <= agreement.overlap <= 1.0
-    assert agreement.overlap == pytest.approx(float(np.mean(direct)), abs=1e-12)
-    assert agreement.overlap_depth == 10 and agreement.paired == len(queries)
-    assert agreement.agreed == sum(a == b for a, b in zip(lists["fp32"], lists["int8"]))  # identical, in order
-    low, high = agreement.overlap_ci  # type: ignore[misc]
-    assert low <= agreement.overlap <= high and 0.0 <= low and high <= 1.0
+    for name in ("int8", "other"):
+        agreement = Agreement.between(name, "fp32", "ranking", vectors["fp32"], vectors[name])
+        direct = [len(set(a) & set(b)) / 10 for a, b in zip(lists["fp32"], lists[name])]
+        assert agreement.overlap is not None and 0.0 <= agreement.overlap <= 1.0
+        assert agreement.overlap == pytest.approx(float(np.mean(direct)), abs=1e-12)
+        assert agreement.overlap_depth == 10 and agreement.paired == len(queries)
+        assert agreement.agreed == sum(a == b for a, b in zip(lists["fp32"], lists[name]))  # identical, in order
+        low, high = agreement.overlap_ci  # type: ignore[misc]
+        assert low <= agreement.overlap <= high and 0.0 <= low and high <= 1.0
+    assert agreement.overlap < 0.9 and agreement.agreed < len(queries)  # the other model's: far from the same
     other = Agreement.between("fp32", "fp32", "ranking", vectors["fp32"], vectors["fp32"])
     assert (other.overlap, other.rate) == (1.0, 1.0)
 
@@ -123,8 +128,11 @@ def test_ranking_labels_round_trip_and_only_rankings_get_an_overlap() -> None:
     assert classes.overlap is None
     from bertprobe.reporters.summary import agreement_rows
 
-    ranked = Agreement("int8", "fp32", "ranking", 4, 1, [], 0.925, (0.85, 1.0), 10)
-    assert agreement_rows([ranked])[0][2] == "25.00%; top-10 overlap 0.925 [0.850, 1.000]"
+    changed = [("q1", ranking_label(["a", "b", "c"]), ranking_label(["a", "c", "b"]))]
+    ranked = Agreement("int8", "fp32", "ranking", 4, 1, changed, 0.925, (0.85, 1.0), 10)
+    row = agreement_rows([ranked])[0]
+    assert row[2] == "25.00%; top-10 overlap 0.925 [0.850, 1.000]"
+    assert row[-1] == "q1: '[a, b, c]' -> '[a, c, b]'"  # ids in brackets, not JSON
     assert Agreement.from_dict(json.loads(json.dumps(ranked.__dict__))) == ranked
 
 

@@ -352,12 +352,13 @@ def _headless(target: Target) -> bool:
 def output_names(target: Target, out: Any) -> list[str]:
     """The outputs an export of ``target``'s model returns, of a forward pass's ``out``: a reader's start and end
     logits, a head's logits, or a headless model's last hidden states."""
-    if _headless(target) or getattr(out, "logits", None) is None:
+    heads = [n for n in LOGITS if getattr(out, n, None) is not None]
+    if _headless(target) or not heads:
         if getattr(out, HIDDEN, None) is None:
             raise TargetError(f"{target.spec.label}: its forward pass returns neither logits nor {HIDDEN}; "
                               "bertprobe exports one or the other")
         return [HIDDEN]
-    return [n for n in ("start_logits", "end_logits") if getattr(out, n, None) is not None] or ["logits"]
+    return [n for n in heads if n != "logits"] or ["logits"]  # a reader's start and end, else the logits
 
 
 def _outputs(target: Target, model: Any, examples: Sequence[Any]) -> list[torch.Tensor]:

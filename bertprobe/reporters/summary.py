@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.results import ModelInfo, ProbeResult, RunReport
-from bertprobe.results.outcomes import Agreement
+from bertprobe.results.outcomes import Agreement, ranking_ids
 from bertprobe.results.verdict import Verdict, decide, shortfalls
 
 
@@ -243,14 +243,19 @@ def _prediction(value: Any, other: Any, width: int = 60) -> str:
     lists that part late still show how)."""
     if isinstance(value, (int, float)):
         return f"{value:g}"
-    text = " ".join(str(value).split())
-    theirs = " ".join(str(other).split())
+    text, theirs = _readable(value), _readable(other)
     if len(text) <= width:
         return repr(text)
     first = next((i for i, (a, b) in enumerate(zip(text, theirs)) if a != b), min(len(text), len(theirs)))
     start = max(0, min(first - width // 3, len(text) - width + 1))
     piece = text[start:start + width - 1 - (start > 0)]
     return repr(("…" if start else "") + piece + ("…" if start + len(piece) < len(text) else ""))
+
+
+def _readable(value: Any) -> str:
+    """A prediction as one line: a query's top 10 (``ranking_label``) as its ids in brackets, best first."""
+    ids = ranking_ids(value)
+    return "[" + ", ".join(" ".join(d.split()) for d in ids) + "]" if ids is not None else " ".join(str(value).split())
 
 
 def agreement_rows(agreements: list[Agreement], shown: int = 20) -> list[list[str]]:
