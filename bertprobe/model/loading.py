@@ -175,7 +175,16 @@ def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
 
 def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     """Load the ONNX graph ``spec.path`` names with its folder's config and tokenizer."""
-    from bertprobe.model.onnx import OnnxModel, OnnxTarget, folder_graphs, graph_problem, is_quantized, onnx_file, onnx_runtime
+    from bertprobe.model.onnx import (
+        OnnxModel,
+        OnnxTarget,
+        folder_graphs,
+        graph_problem,
+        is_quantized,
+        layout_folder,
+        onnx_file,
+        onnx_runtime,
+    )
 
     onnx_runtime()
     import transformers
@@ -185,10 +194,11 @@ def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
     file = onnx_file(spec.path)
     if file is None:
         raise TargetError(f"'{spec.path}' is neither an .onnx file nor a folder holding model.onnx")
-    folder = file.parent
+    folder = layout_folder(file)  # the graph's own, or above onnx/ (sentence-transformers' layout)
     if not (folder / "config.json").is_file():
         raise TargetError(f"'{file}' needs its model's config.json beside it (Optimum's layout: model.onnx, config.json "
-                          "and the tokenizer files in one folder); save it with config.save_pretrained(FOLDER)")
+                          "and the tokenizer files in one folder; or the folder above it, sentence-transformers' "
+                          "onnx/model.onnx); save it with config.save_pretrained(FOLDER)")
     transformers.utils.logging.set_verbosity_error()
     try:
         config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
@@ -210,8 +220,9 @@ def load_onnx_target(spec: ModelSpec, tasks: Any = None) -> Target:
                           f"{vocab}; the tokenizer is not the model's own")
     notes = check_padding(tokenizer, model, spec.path)
     notes.append(f"runs in ONNX Runtime {onnx_runtime().__version__} ({', '.join(model.session.get_providers())}): "
-                 f"{file.name} as stored")
-    others = [g.name for g in folder_graphs(Path(spec.path).expanduser()) if g != file]
+                 f"{file.name} as stored" + (f", with the config, tokenizer and layout of {folder}"
+                                             if folder != file.parent else ""))
+    others = [g.name for g in folder_graphs(file.parent) if g != file] if file != Path(spec.path).expanduser() else []
     if others:  # a folder given: model.onnx chosen among several
         notes.append(f"the folder also holds {', '.join(others)}: name one in model.path ({folder / others[0]}) "
                      "to audit that graph")

@@ -3,12 +3,14 @@
 Two ways in. A ``model.path`` naming an ``.onnx`` file, or a folder holding ``model.onnx`` with its tokenizer and
 ``config.json`` (Hugging Face Optimum's layout), is loaded with ONNX Runtime (``loading.load_onnx_target``). And a PyTorch
 model entry with ``runtime: onnx`` is exported to ONNX (the legacy TorchScript exporter, opset ``OPSET``),
-checked against the PyTorch logits on a sample, cached by the hash of its weights, and, with
+checked against PyTorch on a sample (the logits; a bare encoder's, a sentence embedder's, last hidden states),
+cached by the hash of its weights, and, with
 ``quantize: int8-dynamic``, quantized with ONNX Runtime's dynamic quantization (``onnx_variant``).
 
 Either way the model sits behind the ``Target`` interface the probes use for forward passes (``OnnxTarget``): the
 same tokenisation, sorted batches, padding and task layer; ``model(**batch)`` returns the session's outputs by
-name (``logits``; ``start_logits``/``end_logits`` for a reader). An ONNX model has predictions only: no
+name (``logits``; ``start_logits``/``end_logits`` for a reader; ``last_hidden_state`` for an encoder, which
+``tasks.embeddings.last_hidden`` pools into sentence embeddings). An ONNX model has predictions only: no
 gradients, attention maps or heads to mask (``OnnxTarget.capabilities``), so the probes that need them are
 refused before anything loads (``bertprobe.suite.validate``). A ``runtime: onnx`` build keeps the PyTorch model it
 was exported from as its twin for input gradients (``Target.gradient_model``, as torchao's int8 keeps its float
@@ -37,7 +39,10 @@ from bertprobe.model.target import Target
 
 OPSET = 17  # the opset exports are pinned to (ONNX Runtime 1.14+ runs it; LayerNormalization is a single op)
 INSTALL = "pip install 'bertprobe[onnx]' (or: pip install onnxruntime onnx)"
-FP32_TOLERANCE = 1e-3  # largest |logit difference| between an fp32 export and PyTorch before the export is refused
+FP32_TOLERANCE = 1e-3  # largest |difference| of logits (an encoder's hidden states) between an fp32 export and PyTorch
+# before the export is refused
+LOGITS = ("start_logits", "end_logits", "logits")  # the outputs a head's graph returns (a reader's two first)
+HIDDEN = "last_hidden_state"  # what a bare encoder's (a sentence embedder's) graph returns
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 ONNX_LACKS = {
     "gradients": "ONNX Runtime runs forward passes only: no backward pass",
@@ -60,20 +65,36 @@ def onnx_runtime() -> Any:
 
 def onnx_file(path: str) -> Path | None:
     """The ONNX graph ``path`` names: an ``.onnx`` file, or, in a folder without PyTorch weights, its
-    ``model.onnx`` or its only graph (Optimum's quantizer writes ``model_quantized.onnx``)."""
+    ``model.onnx`` or its only graph (Optimum's quantizer writes ``model_quantized.onnx``), or, where the folder
+    has no graph of its own, its ``onnx/model.onnx`` (sentence-transformers' and transformers.js' layout)."""
     local = Path(path).expanduser()
     if local.is_file() and local.suffix == ".onnx":
         return local
     graphs = folder_graphs(local)
     if (local / "model.onnx") in graphs:
         return local / "model.onnx"
+    if not graphs and local.is_dir() and not _torch_weights(local) and (local / "onnx" / "model.onnx").is_file():
+        return local / "onnx" / "model.onnx"
     return graphs[0] if len(graphs) == 1 else None
+
+
+def layout_folder(file: Path) -> Path:
+    """The folder holding an ONNX graph's ``config.json`` and tokenizer: the graph's own, or, where that has no
+    ``config.json``, the one above it (sentence-transformers' backend keeps ``onnx/model.onnx`` beside
+    ``modules.json``, its pooling and the tokenizer; transformers.js does the same)."""
+    if not (file.parent / "config.json").is_file() and (file.parent.parent / "config.json").is_file():
+        return file.parent.parent
+    return file.parent
+
+
+def _torch_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
 
 
 def folder_graphs(folder: Path) -> list[Path]:
     """The ``.onnx`` files of a folder that holds no PyTorch weights (none for anything else: such a folder loads
     as the PyTorch model; naming its ``.onnx`` file audits the graph)."""
-    if not folder.is_dir() or any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin")):
+    if not folder.is_dir() or _torch_weights(folder):
         return []
     return sorted(folder.glob("*.onnx"))
 
@@ -91,7 +112,8 @@ def cache_dir() -> Path:
 
 
 class OnnxModel:
-    """An ONNX Runtime session called as a PyTorch model is: ``model(**batch).logits`` (CPU float32 tensors)."""
+    """An ONNX Runtime session called as a PyTorch model is: ``model(**batch).logits`` (CPU float32 tensors), or
+    ``.last_hidden_state`` for an encoder's graph."""
 
     def __init__(self, file: Path, config: Any, device: torch.device) -> None:
         ort = onnx_runtime()
@@ -124,6 +146,8 @@ class OnnxModel:
         outputs = self.session.run(self.output_names, feeds)
         named = {n: torch.from_numpy(o) for n, o in zip(self.output_names, outputs)}
         named.setdefault("logits", torch.from_numpy(outputs[0]))
+        if HIDDEN not in named and outputs[0].ndim == 3 and not set(LOGITS) & set(self.output_names):
+            named[HIDDEN] = named[self.output_names[0]]  # an encoder's graph whose output is named otherwise
         if len(outputs) >= 2 and not {"start_logits", "end_logits"} & set(named):  # a reader's graph, outputs
             named.setdefault("start_logits", torch.from_numpy(outputs[0]))  # named otherwise: start, end in order
             named.setdefault("end_logits", torch.from_numpy(outputs[1]))
@@ -212,8 +236,7 @@ def onnx_variant(base: Target, model: Any, spec: ModelSpec, data: Any = None, sa
     else:
         file, diff, n, attention = export_verified(base, model, data, say)
         notes.append(f"exported to ONNX (torch.onnx legacy exporter, opset {OPSET}, {attention} attention traced); "
-                     f"largest |logit difference| "
-                     f"against PyTorch on {n} examples: {diff:.2g}")
+                     f"largest |{compared(base)} difference| against PyTorch on {n} examples: {diff:.2g}")
     quantized = False
     if spec.quantize == "int8-dynamic":
         say(f"quantizing {spec.label} (int8-dynamic, ONNX Runtime)")
@@ -276,8 +299,9 @@ def _sample(base: Target, data: Any, n: int = 32) -> list[Any]:
 
 
 def export_verified(base: Target, model: Any, data: Any, say: Any) -> tuple[Path, float, int, str]:
-    """Export ``model`` to ONNX once per weights and attention (cached), and check its logits against PyTorch's on
-    a sample; also returns the attention implementation traced."""
+    """Export ``model`` to ONNX once per weights and attention (cached), and check its logits (an encoder's last
+    hidden states, at the tokens the attention mask keeps) against PyTorch's on a sample; also returns the attention
+    implementation traced."""
     cpu = model if next(model.parameters()).device.type == "cpu" and next(model.parameters()).dtype == torch.float32 \
         else _float_cpu_copy(model)
     reference = replace(base, model=cpu, device=torch.device("cpu"), dtype=torch.float32, compiled=None,
@@ -302,7 +326,7 @@ def export_verified(base: Target, model: Any, data: Any, say: Any) -> tuple[Path
     want = _outputs(reference, cpu, examples)
     diff = max(float((g - w).abs().max()) for g, w in zip(got, want)) if got else 0.0
     if not diff <= FP32_TOLERANCE:  # also NaN
-        raise TargetError(f"the ONNX export of {base.spec.label} differs from PyTorch by {diff:.3g} in the logits on "
+        raise TargetError(f"the ONNX export of {base.spec.label} differs from PyTorch by {diff:.3g} in the {compared(base)}s on "
                           f"{len(examples)} examples (tolerance {FP32_TOLERANCE:g}); the export is wrong for this "
                           f"model: audit the PyTorch model, or export it yourself and pass the .onnx as model.path "
                           f"(file: {file})")
@@ -315,14 +339,40 @@ def _float_cpu_copy(model: Any) -> Any:
     return copy.deepcopy(model).to("cpu", torch.float32).eval()
 
 
+def compared(target: Target) -> str:
+    """What an export is checked on: ``logit``, or ``hidden-state`` for a headless task (an embedder)."""
+    return "hidden-state" if _headless(target) else "logit"
+
+
+def _headless(target: Target) -> bool:
+    """Whether ``target``'s task reads the encoder's hidden states (a bare encoder, a sentence embedder)."""
+    return bool(getattr(target.task, "headless", False) or "embeddings" in target.task.capabilities)
+
+
+def output_names(target: Target, out: Any) -> list[str]:
+    """The outputs an export of ``target``'s model returns, of a forward pass's ``out``: a reader's start and end
+    logits, a head's logits, or a headless model's last hidden states."""
+    heads = [n for n in LOGITS if getattr(out, n, None) is not None]
+    if _headless(target) or not heads:
+        if getattr(out, HIDDEN, None) is None:
+            raise TargetError(f"{target.spec.label}: its forward pass returns neither logits nor {HIDDEN}; "
+                              "bertprobe exports one or the other")
+        return [HIDDEN]
+    return [n for n in heads if n != "logits"] or ["logits"]  # a reader's start and end, else the logits
+
+
 def _outputs(target: Target, model: Any, examples: Sequence[Any]) -> list[torch.Tensor]:
-    """Every named output of ``model`` on ``examples`` (one padded batch), as float32 CPU tensors."""
+    """Every named output of ``model`` on ``examples`` (one padded batch), as float32 CPU tensors; hidden states
+    at the tokens the attention mask keeps (a padded position's state is no output anything reads)."""
     encoded = target.encode(list(examples), cache=False)
     batch = target.collate(encoded.rows)
     batch = {k: v.cpu() for k, v in batch.items()}
     with torch.inference_mode():
         out = model(**batch)
-    names = [n for n in ("start_logits", "end_logits") if getattr(out, n, None) is not None] or ["logits"]
+    names = output_names(target, out)
+    if names == [HIDDEN]:
+        keep = batch["attention_mask"].bool() if "attention_mask" in batch else slice(None)
+        return [getattr(out, HIDDEN).float()[keep]]
     return [getattr(out, n).float() for n in names]
 
 
@@ -338,11 +388,12 @@ def _export(target: Target, model: Any, rows: list[Any], file: Path) -> None:
     axes = {n: ({0: "batch", 1: "choices", 2: "sequence"} if mc else {0: "batch", 1: "sequence"}) for n in names}
     with torch.inference_mode():
         out = model(**batch)
-    outputs = [n for n in ("start_logits", "end_logits") if getattr(out, n, None) is not None] or ["logits"]
+    outputs = output_names(target, out)
     for n in outputs:
         shape = getattr(out, n).shape
-        axes[n] = {0: "batch", **{i: ("choices" if mc else "sequence") for i in range(1, len(shape))
-                                  if shape[i] == (batch["input_ids"].shape[1] if mc else width)}}
+        axes[n] = {0: "batch", 1: "sequence"} if n == HIDDEN else {
+            0: "batch", **{i: ("choices" if mc else "sequence") for i in range(1, len(shape))
+                           if shape[i] == (batch["input_ids"].shape[1] if mc else width)}}
     file.parent.mkdir(parents=True, exist_ok=True)
     partial = _partial(file)
 

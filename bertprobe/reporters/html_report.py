@@ -214,7 +214,8 @@ def render_html(report: RunReport, cache: dict[str, str] | None = None) -> str:
         if report.agreement:
             parts += [f"<h2>Predictions changed against {esc(str(report.gate.get('baseline')))}</h2>",
                       "<p>How often each candidate predicts what the baseline predicts, and the examples that changed "
-                      "(a class, a label set, an answer or a sentence's entities; listed, never gating):</p>",
+                      "(a class, a label set, an answer, a sentence's entities or a query's top 10, with the share of "
+                      "its documents both retrieve; listed, never gating):</p>",
                       tabulate(agreement_rows(report.agreement), headers=AGREEMENT_HEADERS, tablefmt="html")]
     if multi_model(report):
         headers, rows = side_by_side(report)

@@ -103,7 +103,8 @@ def render_markdown(report: RunReport) -> str:
         if report.agreement:
             lines += ["", f"## Predictions changed against {md_cell(baseline)}", "",
                       "How often each candidate predicts what the baseline predicts, and the examples that changed "
-                      "(a class, a label set, an answer or a sentence's entities; listed, never gating):", "",
+                      "(a class, a label set, an answer, a sentence's entities or a query's top 10, with the share of "
+                      "its documents both retrieve; listed, never gating):", "",
                       _table(agreement_rows(report.agreement), AGREEMENT_HEADERS)]
     if multi_model(report):
         headers, rows = side_by_side(report)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bertprobe.results import ModelInfo, ProbeResult, RunReport
-from bertprobe.results.outcomes import Agreement
+from bertprobe.results.outcomes import Agreement, ranking_ids
 from bertprobe.results.verdict import Verdict, decide, shortfalls
 
 
@@ -250,14 +250,19 @@ def _prediction(value: Any, other: Any, width: int = 60) -> str:
     lists that part late still show how)."""
     if isinstance(value, (int, float)):
         return f"{value:g}"
-    text = " ".join(str(value).split())
-    theirs = " ".join(str(other).split())
+    text, theirs = _readable(value), _readable(other)
     if len(text) <= width:
         return repr(text)
     first = next((i for i, (a, b) in enumerate(zip(text, theirs)) if a != b), min(len(text), len(theirs)))
     start = max(0, min(first - width // 3, len(text) - width + 1))
     piece = text[start:start + width - 1 - (start > 0)]
     return repr(("…" if start else "") + piece + ("…" if start + len(piece) < len(text) else ""))
+
+
+def _readable(value: Any) -> str:
+    """A prediction as one line: a query's top 10 (``ranking_label``) as its ids in brackets, best first."""
+    ids = ranking_ids(value)
+    return "[" + ", ".join(" ".join(d.split()) for d in ids) + "]" if ids is not None else " ".join(str(value).split())
 
 
 def agreement_rows(agreements: list[Agreement], shown: int = 20) -> list[list[str]]:
@@ -267,8 +272,11 @@ def agreement_rows(agreements: list[Agreement], shown: int = 20) -> list[list[st
     for a in agreements:
         changed = "; ".join(f"{i}: {_prediction(b, c)} -> {_prediction(c, b)}" for i, b, c in a.changed[:shown])
         more = f" and {len(a.changed) - shown} more" if len(a.changed) > shown else ""
-        rows.append([a.model, a.probe_id, f"{a.rate:.2%}" if a.paired else "-", f"{a.agreed} of {a.paired}",
-                     (changed + more) or "none"])
+        rate = f"{a.rate:.2%}" if a.paired else "-"
+        if a.overlap is not None:  # rankings: equal is an identical top k; the overlap counts shared documents
+            ci = f" [{a.overlap_ci[0]:.3f}, {a.overlap_ci[1]:.3f}]" if a.overlap_ci else ""
+            rate += f"; top-{a.overlap_depth} overlap {a.overlap:.3f}{ci}"
+        rows.append([a.model, a.probe_id, rate, f"{a.agreed} of {a.paired}", (changed + more) or "none"])
     return rows
 
 

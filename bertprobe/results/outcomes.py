@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from bertprobe.stats import mean_interval
+
 OutcomeKind = Literal["binary", "categorical", "score", "label"]
 OUTCOMES_FILE = "outcomes.jsonl"
 
@@ -68,13 +70,43 @@ class Outcomes:
                    list(groups) if groups is not None else None)
 
 
+RANKING_DEPTH = 10  # a ranking task's prediction: its top 10 documents
+
+
+def ranking_label(doc_ids: Sequence[Any], depth: int = RANKING_DEPTH) -> str:
+    """A query's prediction as a ``label`` outcome: its ``depth`` best document ids, best first, as a JSON list
+    (what a section over ranked texts publishes as ``prediction``, so that ``Agreement`` pairs two models' top
+    10s and measures their overlap)."""
+    return json.dumps([str(d) for d in list(doc_ids)[:depth]], ensure_ascii=False)
+
+
+def ranking_ids(label: Any) -> list[str] | None:
+    """The document ids of a ``ranking_label`` (None for any other prediction: a class name, an answer)."""
+    if not isinstance(label, str) or not label.startswith("["):
+        return None
+    try:
+        value = json.loads(label)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, list) and all(isinstance(d, str) for d in value) else None
+
+
+def top_overlap(a: Sequence[str], b: Sequence[str]) -> float:
+    """The share of two top-k lists' documents they share: |A & B| / max(|A|, |B|) (1 for two empty lists); order
+    within the top k does not count (that is what ``Agreement.rate`` adds: the share of identical lists)."""
+    width = max(len(a), len(b))
+    return len(set(a) & set(b)) / width if width else 1.0
+
+
 @dataclass
 class Agreement:
     """How often a candidate model predicts what the baseline predicts, over the examples both answered (paired by
     id), and each example whose prediction changed as ``(id, baseline's prediction, candidate's)``: what a build
     that replaces a model in service (an int8 or ONNX build) changes, case by case. ``changed`` is complete.
     Predictions are the tasks' ``label`` outcomes (a class name, a label set, an answer's text, a sentence's
-    entities); a run written before them holds class codes (floats), read as they are."""
+    entities, a query's top 10 as ``ranking_label``); a run written before them holds class codes (floats), read as
+    they are. Rankings also get ``overlap``: the mean over queries of the share of the top ``overlap_depth``
+    documents both models retrieve (``top_overlap``), with its 95% interval (``stats.mean_interval``)."""
 
     model: str
     baseline: str
@@ -82,6 +114,9 @@ class Agreement:
     paired: int
     agreed: int
     changed: list[tuple[str, Any, Any]]
+    overlap: float | None = None  # rankings: mean top-k overlap over the paired queries
+    overlap_ci: tuple[float, float] | None = None
+    overlap_depth: int | None = None  # k: the longest top list paired (10, fewer on a tiny corpus)
 
     @property
     def rate(self) -> float:
@@ -99,12 +134,22 @@ class Agreement:
         theirs = cand.as_map()
         paired = [(i, v, theirs[i]) for i, v in zip(base.ids, base.values) if i in theirs]
         changed = [(i, a, b) for i, a, b in paired if a != b]
-        return cls(model, baseline, probe_id, len(paired), len(paired) - len(changed), changed)
+        out = cls(model, baseline, probe_id, len(paired), len(paired) - len(changed), changed)
+        lists = [(ranking_ids(a), ranking_ids(b)) for _, a, b in paired]
+        if paired and all(a is not None and b is not None for a, b in lists):
+            shares = [top_overlap(a, b) for a, b in lists]  # type: ignore[arg-type]
+            out.overlap = float(sum(shares) / len(shares))
+            low, high = mean_interval(shares, 1000)
+            out.overlap_ci = (float(low), float(high))
+            out.overlap_depth = max(max(len(a), len(b)) for a, b in lists)  # type: ignore[arg-type]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Agreement:
+        ci = data.get("overlap_ci")
         return cls(data["model"], data["baseline"], data["probe_id"], int(data["paired"]), int(data["agreed"]),
-                   [(str(i), a, b) for i, a, b in data.get("changed") or []])
+                   [(str(i), a, b) for i, a, b in data.get("changed") or []], data.get("overlap"),
+                   (float(ci[0]), float(ci[1])) if ci else None, data.get("overlap_depth"))
 
 
 def append_outcomes(run_dir: Path, model: str, probe_id: str, outcomes: Iterable[Outcomes]) -> None:

@@ -50,8 +50,11 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
 def _config(spec: ModelSpec) -> dict[str, Any] | None:
     """A local model's config.json (None for a hub id or a file loading will complain about); an ``.onnx``
     file's is beside it."""
+    from bertprobe.model.onnx import layout_folder, onnx_file
+
     path = Path(spec.path).expanduser()
-    config = (path.parent if path.suffix == ".onnx" and path.is_file() else path) / "config.json"
+    graph = onnx_file(spec.path)
+    config = (layout_folder(graph) if graph is not None else path) / "config.json"
     if not config.is_file():
         return None
     try:
