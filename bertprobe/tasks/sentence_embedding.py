@@ -38,6 +38,8 @@ def st_modules(path: str | Path | None) -> list[dict[str, Any]] | None:
     if not path:
         return None
     file = Path(path).expanduser() / "modules.json"
+    if not file.is_file() and not Path(path).expanduser().exists() and str(path).count("/") == 1:
+        file = _cached_hub_file(str(path), "modules.json") or file  # a hub id: its layout as cached, never fetched
     if not file.is_file():
         return None
     try:
@@ -48,6 +50,16 @@ def st_modules(path: str | Path | None) -> list[dict[str, Any]] | None:
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise TargetError(f"'{file}' is not a list of modules (sentence-transformers' layout)")
     return modules
+
+
+def _cached_hub_file(repo: str, name: str) -> Path | None:
+    """A hub model's file as the local cache holds it (None when it does not: nothing is downloaded here)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(repo, name)
+    return Path(found) if isinstance(found, str) else None
 
 
 def _json(file: Path) -> dict[str, Any]:
@@ -62,7 +74,9 @@ def layout_settings(path: str | Path) -> dict[str, Any]:
     """What a sentence-transformers folder says of its embeddings: pooling, normalisation, maximum length,
     lower-casing, prompts and similarity."""
     folder = Path(path).expanduser()
-    modules = st_modules(folder) or []
+    modules = st_modules(path) or []
+    if not folder.is_dir() and modules:  # a hub id: its files are in the cache, beside its modules.json
+        folder = Path(_cached_hub_file(str(path), "modules.json")).parent  # type: ignore[arg-type]
     out: dict[str, Any] = {}
     kinds = {str(m.get("type", "")).rsplit(".", 1)[-1]: m for m in modules}
     transformer = kinds.get("Transformer")
