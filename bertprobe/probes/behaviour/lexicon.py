@@ -42,6 +42,19 @@ def qa_lexicons() -> dict[str, list[str]]:
     return {key: list(words) for key, words in _file("qa").items()}
 
 
+def similarity_lexicons() -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The similarity templates' words (``lexicons/similarity.json``: causes, effects, objects, rooms, counts, items)
+    and its antonym lists: each list's words (both sides) by its name, and the antonym of every word (both ways)."""
+    raw = _file("similarity")
+    words = {key: list(values) for key, values in raw.items() if key != "antonyms"}
+    antonym: dict[str, str] = {}
+    for name, pairs in raw["antonyms"].items():
+        words[name] = [w for pair in pairs for w in pair]
+        for a, b in pairs:
+            antonym[a], antonym[b] = b, a
+    return words, antonym
+
+
 def origins() -> dict[str, list[str]]:
     """Surnames by origin group (US Census 2010 self-identification; provenance in ``lexicons/README.md``)."""
     return {group: list(names) for group, names in _file("surnames_by_origin").items()}

@@ -18,7 +18,11 @@ class BehaviourParams:
     (``answers.py``): ``answer_metric`` (f1 or em) and ``answer_bar``, what an mft answer must score against its
     expected answers; ``builtin_templates``: the MFT templates after CheckList's SQuAD suite; ``origins``: their
     person templates again over surnames of each origin group. ``mlm`` and the ``mlm_*`` params: the masked-LM
-    substitution test (``mlm_cases.py``), on classifiers.
+    substitution test (``mlm_cases.py``), on classifiers. On a bi-encoder or a reranker (``retrieval.py``): the
+    perturbations edit BEIR queries (``max_examples`` of them) and an INV case fails when the gold passage leaves
+    the top ``retention_k``; ``templates`` and ``cases`` are similarity cases (anchor, paraphrase, contrast);
+    ``builtin_templates``: the NevIR-style negation, number and antonym templates; ``origins``: the queries holding a
+    person's name again with a surname of each origin group.
     """
 
     cases: str | tuple[str, ...] = ()
@@ -32,8 +36,11 @@ class BehaviourParams:
     batch_size: int | None = None  # examples per forward pass (default: sized to the device)
     answer_metric: str = "f1"  # extractive QA: an mft answer scored by SQuAD's F1 or em against its expected answers
     answer_bar: float = 0.8  # extractive QA: the score an mft answer must reach to pass
-    builtin_templates: bool = True  # extractive QA: run the built-in MFT templates (after CheckList's SQuAD suite)
-    origins: bool = True  # extractive QA: the person templates again over surnames of each origin group (fairness)
+    # extractive QA: the built-in MFT templates (after CheckList's SQuAD suite); bi-encoders, rerankers: NevIR-style ones
+    builtin_templates: bool = True  # run the built-in templates (extractive QA, bi-encoders and rerankers)
+    # extractive QA: the person templates; bi-encoders, rerankers: the queries naming a person (fairness)
+    origins: bool = True  # again with surnames of each origin group
+    retention_k: int = 10  # bi-encoders, rerankers: an inv case fails when the gold passage leaves this top k
     # CheckList's fill-ins, BAE-R's replacements; the model named may be a model of the matrix, never the classifier
     mlm: str | None = None  # a masked LM whose fill-ins make the INV test "INV: MLM substitution (BAE-style)"; None: none
     mlm_top_k: int = 20  # candidates read at each masked word, most probable first
@@ -47,6 +54,8 @@ class BehaviourParams:
     def __post_init__(self) -> None:
         if self.max_cases < 1 or self.max_examples < 1:
             raise ValueError("max_cases and max_examples must be at least 1")
+        if self.retention_k < 1:
+            raise ValueError(f"retention_k must be at least 1, not {self.retention_k}")
         if self.answer_metric not in ("f1", "em"):
             raise ValueError(f"answer_metric must be f1 or em, not {self.answer_metric!r}")
         if self.mlm is not None and (not isinstance(self.mlm, str) or not self.mlm.strip()):

@@ -30,10 +30,15 @@ With ``mlm`` (a masked LM) a classifier also gets ``INV: MLM substitution (BAE-s
 its sentences replaced by the masked LM's context-fitting fill-ins (CheckList's fill-ins; Garg & Ramakrishnan
 2020, BAE), each edit listed in the findings with its probability and the predictions before and after.
 
+On a bi-encoder or a reranker (a task with ``ranks_texts``) it runs ``retrieval.py``: INV tests of BEIR queries
+edited by the same perturbations (a case fails when the gold passage leaves the top 10), NevIR-style MFT and DIR
+minimal pairs (Weller et al. 2024: a paraphrase must score above its negation, a changed number, an antonym), and
+the gold passage's score per surname origin group of the queries naming a person.
+
 Where the code lives: the classifier's run is the probe's own (``classes.py``); each other kind of model has a
 section of this package, found by ``ctx.section`` (``bertprobe.sections``): ``labelsets.py``, ``entities.py``,
-``answers.py``. A section's ``audit(result, target, data, params, ctx)`` fills the probe's result; a plugin's
-task gets its own the same way (``registry.add("behaviour", SECTION, task=NAME)``).
+``answers.py``, ``retrieval.py``. A section's ``audit(result, target, data, params, ctx)`` fills the probe's result;
+a plugin's task gets its own the same way (``registry.add("behaviour", SECTION, task=NAME)``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from bertprobe.errors import ProbeError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.probes.behaviour import answers, classes, entities, labelsets, mlm_cases
+from bertprobe.probes.behaviour import answers, classes, entities, labelsets, mlm_cases, retrieval
 from bertprobe.probes.behaviour.params import BehaviourParams
 from bertprobe.results import DefaultExpectation, ProbeResult
 
@@ -56,7 +61,8 @@ class BehaviourProbe(Probe):
     description = "CheckList behavioural tests: MFT, INV and DIR cases, perturbations of your data, fairness gaps"
     paper = "Ribeiro et al. 2020, Beyond Accuracy: Behavioral Testing of NLP Models with CheckList (ACL)"
     requires = frozenset({"predictions"})
-    tasks = frozenset({"classification", "multi-label", "token-classification", "question-answering"})
+    tasks = frozenset({"classification", "multi-label", "token-classification", "question-answering",
+                       "sentence-embedding", "reranker"})
     data_optional = True
     path_params = ("cases",)
     label_params = ()
@@ -74,11 +80,16 @@ class BehaviourProbe(Probe):
         "recall_by_origin.*": "token classification: recall of persons whose surnames are of one origin group",
         "answer_f1_by_origin.*": "question answering: answer F1 on a template whose names have surnames of one "
                                  "origin group",
+        "rank_change.test.*": "bi-encoders, rerankers: mean change of the gold passage's rank under one perturbation "
+                              "of the queries (positive: lower in the ranking)",
+        "gold_similarity_by_origin.*": "bi-encoders, rerankers: the gold passage's mean score for queries whose "
+                                       "person has a surname of one origin group",
     }
     metric_directions = {"failure_rate": False, "failure_rate.test.*": False, "failure_rate.capability.*": False,
                          "max_fairness_gap": False, "fairness_gap.*": False, "tests": None, "cases": None,
                          "failed_cases": None, "predicted_texts": None,
-                         "recall_by_origin.*": True, "answer_f1_by_origin.*": True}
+                         "recall_by_origin.*": True, "answer_f1_by_origin.*": True, "rank_change.test.*": False,
+                         "gold_similarity_by_origin.*": True}
     Params = BehaviourParams
     defaults = (
         DefaultExpectation(
@@ -137,6 +148,7 @@ def bertprobe_register_sections(registry: Any) -> None:
     registry.add("behaviour", labelsets, when="label_sets")
     registry.add("behaviour", entities, when="word_tags")
     registry.add("behaviour", answers, when="span_answers")
+    registry.add("behaviour", retrieval, when="ranks_texts")
 
 
 __all__ = ["BehaviourParams", "BehaviourProbe"]

@@ -1,5 +1,5 @@
 """Failure rates per test and capability, the run's summary and its figure: shared by the behaviour probe's own
-code (``classes.py``) and its sections (``labelsets.py``, ``entities.py``, ``answers.py``)."""
+code (``classes.py``) and its sections (``labelsets.py``, ``entities.py``, ``answers.py``, ``retrieval.py``)."""
 
 from __future__ import annotations
 
