@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bertprobe.data.beir import is_beir_folder
 from bertprobe.data.classes import find_class
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local, is_saved_dataset
 from bertprobe.data.prepare import read_data
@@ -39,9 +40,10 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
     path = Path(spec.path).expanduser()
     if not path.exists():
         problems.append(f"{where}.path: data file '{spec.path}' does not exist; pass --data PATH to a csv/tsv/jsonl file")
-    elif path.is_dir() and not is_saved_dataset(path):
+    elif path.is_dir() and not (is_saved_dataset(path) or is_beir_folder(path)):
         problems.append(f"{where}.path: '{spec.path}' is a folder, not a data file; name a csv/tsv/jsonl file in it "
-                        "(a folder is read only where datasets' save_to_disk wrote it)")
+                        "(a folder is read only where datasets' save_to_disk wrote it, or in BEIR's layout: corpus.jsonl, "
+                        "queries.jsonl, qrels/)")
 
 
 def _config(spec: ModelSpec) -> dict[str, Any] | None:
@@ -282,7 +284,7 @@ def read_local_data(suite: Suite, plugins: Any, found: Problems | None = None) -
     if spec.loader is not None and not getattr(loader, "reads_local_files", False):
         return None  # a plugin's loader may be slow or remote: it reads its data when the run does
     path = Path(spec.path).expanduser()
-    if not (path.is_file() or is_saved_dataset(path)):
+    if not (path.is_file() or is_saved_dataset(path) or is_beir_folder(path)):
         return None
     if not any(p.probe in plugins.probes and plugins.probes.get(p.probe).needs_data and p.data is None
                for p in suite.probes):
