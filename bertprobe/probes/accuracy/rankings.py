@@ -99,7 +99,7 @@ def audit(result: ProbeResult, target: Any, data: Dataset, params: Any, ctx: Any
                       f"{unit} per second in the run's one pass over the data (a corpus embedded by an earlier "
                       "probe of the run is not timed again; a reranker's first stage is included)", kind="cost")
     task = target.task
-    result.details["task"] = {"name": task.name, **{k: v for k, v in dict(task.settings).items()}}
+    result.details["task"] = {"name": task.name, **dict(task.settings)}
 
 
 def _rankings(result: ProbeResult, ranked: Ranked, data: Dataset, params: Any, seed: int) -> None:
@@ -118,7 +118,7 @@ def _rankings(result: ProbeResult, ranked: Ranked, data: Dataset, params: Any, s
     hits = np.array([float(r is not None and r <= 10) for r in gold_ranks])
     result.outcomes.append(Outcomes.from_values(HIT, ids, hits))
     result.add_metric(HIT, float(hits.mean()), True, "retrieval: share of queries with a relevant document in the top "
-                      f"10 (Wilson interval)", _interval(hits, params, seed), outcome=HIT)
+                      "10 (Wilson interval)", _interval(hits, params, seed), outcome=HIT)
     result.outcomes.append(Outcomes.from_values("prediction", ids, [r[0] if r else "" for r in rankings], "label"))
     result.add_metric("queries", float(len(examples)), None, COUNTS["queries"], kind="count")
     result.add_metric("documents", float(len(corpus)), None, COUNTS["documents"], kind="count")
@@ -131,9 +131,9 @@ def _rankings(result: ProbeResult, ranked: Ranked, data: Dataset, params: Any, s
         gold = [d for d, g in sorted(judged[i].items(), key=lambda x: -x[1]) if g >= 1 and d in corpus.index]
         top = rankings[i][0] if rankings[i] else None
         rank = gold_ranks[i]
-        where = f"rank {rank}" if rank is not None else f"not in the top {depth}"
+        where = f"at rank {rank}" if rank is not None else f"not in the top {depth}"
         result.findings.append(Finding(
-            title=f"gold passage at {where}", input=examples[i].text,
+            title=f"gold passage {where}", input=examples[i].text,
             expected=f"{gold[0]}: {_start(corpus.passage(corpus.index[gold[0]]))}" if gold else None,
             observed=f"{top}: {_start(corpus.passage(corpus.index[top]))}" if top is not None else "(nothing ranked)",
             score=round(float(ndcg[i]), 4),
