@@ -104,7 +104,8 @@ def test_the_catalogue_is_the_probes_own_then_each_registered_sections():
     assert keys[: len(AccuracyProbe.key_metrics)] == AccuracyProbe.key_metrics
     assert set(keys[len(AccuracyProbe.key_metrics):]) == {"micro_f1", "macro_f1", "subset_accuracy", "recall_*",
                                                           "entity_f1", "exact_match", "f1", "question_*_f1",
-                                                          "has_answer_f1", "no_answer_exact_match", "stance_agreement"}
+                                                          "has_answer_f1", "no_answer_exact_match", "stance_agreement",
+                                                          "ndcg@10", "mrr@10", "recall@10", "spearman"}
     assert ("stance_agreement", "higher is better", StanceAccuracy.catalogue.metrics["stance_agreement"]) \
         in AccuracyProbe.metric_rows(tasks)
     assert AccuracyProbe.catalogue(tasks) is catalogue  # merged once per probe and sections

@@ -292,7 +292,7 @@ def read_local_data(suite: Suite, plugins: Any, found: Problems | None = None) -
     if spec.loader is not None and not getattr(loader, "reads_local_files", False):
         return None  # a plugin's loader may be slow or remote: it reads its data when the run does
     path = Path(spec.path).expanduser()
-    if not (path.is_file() or is_saved_dataset(path)):
+    if not (path.is_file() or is_saved_dataset(path) or is_beir_folder(path)):
         return None
     if not any(p.probe in plugins.probes and plugins.probes.get(p.probe).needs_data and p.data is None
                for p in suite.probes):

@@ -4,7 +4,9 @@ Its sections (``bertprobe.sections``), one per kind of model, measure in the tas
 (``labelsets.py``: micro/macro F1, exact match, per label P/R/F1), entities (``entities.py``: strict spans as
 seqeval scores them) and a reader's answers (``answers.py``: SQuAD's exact match and F1 as the official v1.1
 script computes them, Rajpurkar et al. 2016, with SQuAD 2.0's has-answer and no-answer splits, Rajpurkar et al.
-2018; and Jia & Liang 2017's adversarial score where the data hold their variants, ``adversarial.py``). A
+2018; and Jia & Liang 2017's adversarial score where the data hold their variants, ``adversarial.py``) and
+rankings (``rankings.py``: a bi-encoder's or a reranker's nDCG@10, MRR@10, recall and MAP on BEIR data as
+trec_eval computes them, Spearman's and Pearson's correlations on similarity pairs). A
 section is an object with ``audit(result, target, data, params, ctx)`` filling the probe's result, and its
 ``catalogue``; the probe times the prediction batches after it where the task's predictions are
 ``target.encode``'s (``Task.throughput_from_encode``)."""
@@ -62,7 +64,7 @@ class AccuracyProbe(Probe):
     description = "Overall and per-class accuracy on the data (the baseline for every robustness number)"
     requires = frozenset({"predictions", "data:labels"})
     tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification",
-                       "question-answering"})
+                       "question-answering", "sentence-embedding", "reranker"})
     metrics = {
         "accuracy": "share of examples predicted correctly (Wilson interval)",
         "accuracy_*": "accuracy on the examples of one gold class (recall of that class)",
@@ -115,8 +117,9 @@ def bertprobe_register_probes(registry: Any) -> None:
 
 @hookimpl
 def bertprobe_register_sections(registry: Any) -> None:
-    from bertprobe.probes.accuracy import answers, entities, labelsets
+    from bertprobe.probes.accuracy import answers, entities, labelsets, rankings
 
     registry.add(AccuracyProbe.name, labelsets, when="label_sets")
     registry.add(AccuracyProbe.name, entities, when="word_tags")
     registry.add(AccuracyProbe.name, answers, when="span_answers")
+    registry.add(AccuracyProbe.name, rankings, when="ranks_texts")

@@ -18,9 +18,11 @@ Where the units are no classes, the probe's section for the kind of model gives 
 sentences, exact or not (``entities``), or, for a model that scores its examples rather than classifying them, the
 scores and built-in slices (``answers``: each question's SQuAD F1 and exact match; question word, answer length,
 context length and the question's overlap with the answer's sentence after Sugawara et al. 2018, "What Makes
-Reading Comprehension Questions Easier?"). Each score is then a mean per slice with a percentile bootstrap interval
-over the slice's examples, and the first score's difference from the rest is tested with Welch's standard error (a
-two-sided z test: F1 is no proportion, so Fisher's test does not apply), adjusted and flagged as above. Where the
+Reading Comprehension Questions Easier?"; or a retriever's queries, ``rankings``: each query's nDCG@10 and hit@10,
+sliced by query length, question word and the query's word overlap with its gold passage). Each score is then a
+mean per slice with a percentile bootstrap interval over the slice's examples, and the first score's difference
+from the rest is tested with Welch's standard error (a two-sided z test: F1 is no proportion, so Fisher's test
+does not apply), adjusted and flagged as above. Where the
 section clusters its units (a question's context), the intervals resample contexts (Wilson's on fewer than 30), and
 the test's standard error comes from a cluster bootstrap of the gap, referred to Student's t with G - 1 degrees of
 freedom (G: the contexts of the smaller side).
@@ -45,7 +47,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.results import DefaultExpectation, Finding, ProbeResult
 from bertprobe.results.outcomes import Outcomes, example_ids
-from bertprobe.probes.slices import answers, entities
+from bertprobe.probes.slices import answers, entities, rankings
 from bertprobe.probes.slices.units import SliceScores, SliceUnits
 from bertprobe.stats import cluster_gap, clustered, mean_interval, unpaired_bootstrap_diff, wilson_interval
 
@@ -181,7 +183,8 @@ class SlicesProbe(Probe):
     description = "Where accuracy drops: slices tested against the rest of the data (Fisher, Benjamini-Hochberg)"
     paper = "Giskard performance-bias detector; Deepchecks segment performance (property slices)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering",
+                       "sentence-embedding", "reranker"})
     metrics = {
         "slices_flagged": "slices at least min_drop below the rest, BH-adjusted p < alpha, >= min_size examples",
         "worst_slice_accuracy": "lowest metric of a slice with >= min_size examples",
@@ -467,3 +470,4 @@ def bertprobe_register_probes(registry: Any) -> None:
 def bertprobe_register_sections(registry: Any) -> None:
     registry.add("slices", entities, when="word_tags")
     registry.add("slices", answers, when="span_answers")
+    registry.add("slices", rankings, when="ranks_texts")
