@@ -100,7 +100,7 @@ def test_the_metrics_equal_pytrec_evals_with_outcomes_per_query_and_intervals_ar
     assert hits.kind == "binary" and hits.as_map() == {
         ex.id: float(bool(judged[ex.id] & set(ranked.ids(i)[:10]))) for i, ex in enumerate(data.examples)}
     assert {o.name: o for o in result.outcomes}["prediction"].as_map() == {
-        ex.id: ranked.ids(i)[0] for i, ex in enumerate(data.examples)}
+        ex.id: json.dumps(ranked.ids(i)[:10]) for i, ex in enumerate(data.examples)}
     assert result.value("queries") == 40 and result.value("documents") == 80
     assert result.metrics["examples_per_s"].kind == "cost" and result.value("examples_per_s") > 0
     # the worst queries first: the gold's rank, the passage ranked first instead

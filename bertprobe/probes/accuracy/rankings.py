@@ -7,7 +7,7 @@ MAP over the ranked list), the mean over queries with an interval over queries (
 percentile bootstrap from 30 queries up, Wilson's below and for 0/1 values), plus ``hit@10``, the share of
 queries with a relevant document in the top 10 (Wilson interval; recall@10 where each query has one relevant
 document). Per-query outcomes back every metric (``ndcg@10``, ``mrr@10``... as scores, ``hit@10`` as 0/1), so a
-paired gate or ``compare`` pairs two models query by query, and ``prediction`` (the top document's id) gives a
+paired gate or ``compare`` pairs two models query by query, and ``prediction`` (the top 10 ids, ``outcomes.ranking_label``) gives a
 matrix's agreement between builds. Findings: the worst-ranked queries, each with its gold passage, what was
 ranked first instead and the gold's rank.
 
@@ -33,7 +33,7 @@ import numpy as np
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError
 from bertprobe.results import Catalogue, Finding, ProbeResult
-from bertprobe.results.outcomes import Outcomes, example_ids
+from bertprobe.results.outcomes import Outcomes, example_ids, ranking_label
 from bertprobe.stats import BOOTSTRAP, interval_method, mean_interval, paired_bootstrap_statistic
 from bertprobe.tasks.retrieval_metrics import first_relevant_rank, pearson, per_query, spearman
 from bertprobe.tasks.sentence_embedding import PairScores, Ranked, judgements
@@ -119,7 +119,8 @@ def _rankings(result: ProbeResult, ranked: Ranked, data: Dataset, params: Any, s
     result.outcomes.append(Outcomes.from_values(HIT, ids, hits))
     result.add_metric(HIT, float(hits.mean()), True, "retrieval: share of queries with a relevant document in the top "
                       "10 (Wilson interval)", _interval(hits, params, seed), outcome=HIT)
-    result.outcomes.append(Outcomes.from_values("prediction", ids, [r[0] if r else "" for r in rankings], "label"))
+    # the top 10 as a ranking label: a matrix's agreement compares builds' first documents and their top-10 overlap
+    result.outcomes.append(Outcomes.from_values("prediction", ids, [ranking_label(r) for r in rankings], "label"))
     result.add_metric("queries", float(len(examples)), None, COUNTS["queries"], kind="count")
     result.add_metric("documents", float(len(corpus)), None, COUNTS["documents"], kind="count")
     depth = int(ranked.indices.shape[1]) if len(examples) else 0
