@@ -181,21 +181,24 @@ def test_search_is_reproducible(trained):
 
 def test_each_kind_of_model_finds_its_section_of_the_trigger_probes():
     """The lookup picks universal-trigger's and backdoor-scan's sections by the task's kind (registered labelsets,
-    entities, answers in that order); a classifier finds none and runs the probes' own code."""
+    entities, answers, retrieval in that order); a classifier finds none and runs the probes' own code."""
     from bertprobe.plugins import builtin_sections
     from bertprobe.probes.backdoor_scan import labelsets as scan_labelsets
-    from bertprobe.probes.universal_trigger import answers, entities, labelsets
+    from bertprobe.probes.universal_trigger import answers, entities, labelsets, retrieval
     from bertprobe.tasks.classification import SingleLabelClassification
     from bertprobe.tasks.multilabel import MultiLabelClassification
     from bertprobe.tasks.question_answering import QuestionAnswering
+    from bertprobe.tasks.reranker import Reranker
+    from bertprobe.tasks.sentence_embedding import SentenceEmbedding
     from bertprobe.tasks.token_classification import TokenClassification
 
     sections = builtin_sections()
-    assert sections.of("universal-trigger") == [labelsets, entities, answers]
+    assert sections.of("universal-trigger") == [labelsets, entities, answers, retrieval]
     assert sections.of("backdoor-scan") == [scan_labelsets]
     find = ProbeContext().section
     assert [find("universal-trigger", t) for t in (SingleLabelClassification, MultiLabelClassification,
-                                                    TokenClassification, QuestionAnswering)] \
-        == [None, labelsets, entities, answers]
+                                                    TokenClassification, QuestionAnswering, SentenceEmbedding,
+                                                    Reranker)] \
+        == [None, labelsets, entities, answers, retrieval, retrieval]
     assert [find("backdoor-scan", t) for t in (SingleLabelClassification, MultiLabelClassification)] \
         == [None, scan_labelsets]

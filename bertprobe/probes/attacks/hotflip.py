@@ -50,7 +50,13 @@ class TriggerScorer:
         """Logits of the target on ``batch`` (counted)."""
         self.forward_passes += 1
         self.rows_scored += batch["input_ids"].shape[0]
-        return self.target.task.output_logits(self.target.model(**batch))
+        return self.outputs(self.target.model, batch)
+
+    def outputs(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """What the objective reads per row of ``batch`` through ``model`` (the target's, or the float copy that
+        gradients come from): the task's output logits; a scorer of another kind of output (a bi-encoder's pooled
+        embedding) overrides it."""
+        return self.target.task.output_logits(model(**batch))
 
     def _chunks(self, triggers: torch.Tensor, rows: tuple[int, ...]):
         per_forward = 1 if self.per_candidate else max(1, self.max_rows // len(rows))
@@ -93,7 +99,7 @@ class TriggerScorer:
                 self.forward_passes += 1
                 self.rows_scored += batch["input_ids"].shape[0]
                 self.backward_rows += batch["input_ids"].shape[0]
-                logits = self.target.task.output_logits(self.grad_model(**batch))
+                logits = self.outputs(self.grad_model, batch)
                 (self.objective(logits, bucket).sum() / over).backward()
         finally:
             handle.remove()

@@ -48,6 +48,9 @@ def span_search_state(target: Target, search: list[Example], held: list[Example]
     if not params.target_answer or not params.target_answer.strip():
         raise ProbeError("on a question-answering model set target_answer (the answer the trigger should force, e.g. "
                          "'to kill american people') and question_word (why, who, when, where)")
+    if params.retrieval is not None:
+        raise ProbeError("retrieval applies to bi-encoders (sentence-embedding models) only; on a question-answering "
+                         "model set target_answer and question_word")
     if params.target_label is not None or params.to_label is not None or params.position != "prepend":
         raise ProbeError("on a question-answering model the trigger and its target_answer are prepended to the context "
                          "of the question_word questions: leave target_label, to_label and position out")

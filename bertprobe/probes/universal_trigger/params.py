@@ -40,6 +40,12 @@ class TriggerParams:
         (on the fixtures: the planted 'bb' flips 1.00, the clean model's strongest word 'incorrectly' 0.60)
     target_answer: question answering: the answer the trigger should make the reader give (it ends the trigger), e.g. to kill american people
     question_word: question answering: the questions attacked, by their question word (why, who, when, where...)
+    retrieval: a bi-encoder's attacks (required there): poison (a passage inserted into the corpus, Zhong et al. 2023), query-trigger (a phrase prepended to queries that pulls one document up) or both
+    passage_length: retrieval: tokens of the poisoned passage (Zhong et al. use 50)
+    passage_iterations: retrieval: HotFlip steps of the passage search, one position each (Zhong et al. run thousands)
+    top_k: retrieval: a query is captured when the passage (or the trigger's target document) ranks within its top_k
+    target_document: retrieval: the corpus document id the query trigger pulls up (default: one drawn with the seed)
+    transfer_data: retrieval: a second BEIR folder; the passage is inserted into its corpus and measured on all its queries
     """
 
     target_label: str | int | None = None
@@ -71,14 +77,22 @@ class TriggerParams:
     alone_threshold: float = 0.9  # a planted trigger flips nearly all (Kurita et al. 2020); a natural word, far fewer
     target_answer: str | None = None
     question_word: str = "why"
+    retrieval: Literal["both", "poison", "query-trigger"] | None = None
+    passage_length: int = 20
+    passage_iterations: int = 60
+    top_k: int = 10
+    target_document: str | None = None
+    transfer_data: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.alone_threshold <= 1:
             raise ValueError("alone_threshold must lie in (0, 1]")
-        if self.target_label is None and self.target_answer is None:
+        if self.target_label is None and self.target_answer is None and self.retrieval is None:
             raise ValueError("target_label is required: the class whose examples are attacked, e.g. positive (on a "
-                             "question-answering model: target_answer, the answer the trigger should force)")
-        for name in ("length", "candidates", "beam", "iterations", "batch_size", "restarts", "halving_keep"):
+                             "question-answering model: target_answer, the answer the trigger should force; on a "
+                             "bi-encoder: retrieval, the attacks to run: both, poison or query-trigger)")
+        for name in ("length", "candidates", "beam", "iterations", "batch_size", "restarts", "halving_keep",
+                     "passage_length", "passage_iterations", "top_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if not 0 < self.search_fraction < 1:

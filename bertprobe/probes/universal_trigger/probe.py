@@ -48,6 +48,9 @@ Where we deviate from the paper and its reference code:
     with the answer alone
     prefixed (``target_alone_rate``, no trigger tokens) is ours, to show what the trigger adds. The
     default vocabulary filter keeps the paper's punctuation (';', ':') out.
+  * Bi-encoders (the ``retrieval`` section, its own deviations in its docstring): corpus poisoning after Zhong et
+    al. 2023 (HotFlip on a passage's tokens toward the attack queries; success: held-out queries whose top-10 over
+    the poisoned corpus holds it) and a query trigger that pulls one document into held-out queries' top-10.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext, Sweep, unit_seed
 from bertprobe.probes.attacks.goals import ClassGoal, LabelStateGoal
 from bertprobe.probes.attacks.vocabulary import resolve_label
-from bertprobe.probes.universal_trigger import answers, entities, labelsets
+from bertprobe.probes.universal_trigger import answers, entities, labelsets, retrieval
 from bertprobe.probes.universal_trigger.figures import trigger_figures
 from bertprobe.probes.universal_trigger.params import TriggerParams
 from bertprobe.probes.universal_trigger.search import (
@@ -137,17 +140,19 @@ class UniversalTriggerProbe(Probe):
     ``success_rate`` (share of correctly predicted examples the trigger flips), ``search_seconds``,
     ``forward_passes`` and, with ``transfer_model``, ``transfer_accuracy_before/after``.
 
-    Its sections (``bertprobe.sections``; built in: ``labelsets``, ``entities``, ``answers``) hold
+    Its sections (``bertprobe.sections``; built in: ``labelsets``, ``entities``, ``answers``, ``retrieval``) hold
     ``search_state(target, data, params, seed, progress, log) -> search.SearchState`` (the attacked examples and the
     goal; rebuilt alike in a worker that runs restarts) and optionally ``audit(result, target, data, params, ctx,
     found)`` (``search.Found``: the best trigger); a section without ``audit``, or no section (a classifier), is
-    reported by the probe's own code.
+    reported by the probe's own code. A section whose attacks are not one trigger search (``retrieval``: a poisoned
+    passage and a query trigger) holds ``run(result, target, data, params, ctx)`` instead, which fills ``result``.
     """
 
     name = "universal-trigger"
     description = "Gradient-guided universal adversarial trigger search (Wallace et al. 2019)"
     requires = frozenset({"predictions", "input-gradients", "data:labels"})
-    tasks = frozenset({"classification", "multi-label", "token-classification", "question-answering"})
+    tasks = frozenset({"classification", "multi-label", "token-classification", "question-answering",
+                       "sentence-embedding", "reranker"})  # a reranker is skipped, with the reason (retrieval)
     metrics = {
         "accuracy_before": "held-out accuracy of the attacked class without the trigger",
         "accuracy_after": "held-out accuracy with the trigger",
@@ -188,9 +193,14 @@ class UniversalTriggerProbe(Probe):
     label_params = ("target_label", "to_label")  # class names, checked against config.json by validate
 
     def run(self, target: Target, data: Dataset | None, params: TriggerParams, ctx: ProbeContext) -> ProbeResult:
+        section = ctx.section(self.name, target.task)  # None: a classifier's (the class goal)
+        own_run = getattr(section, "run", None)
+        if own_run is not None:  # a section whose attacks are not one trigger search (a bi-encoder's: retrieval)
+            result = ProbeResult(probe=self.name)
+            own_run(result, target, data, params, ctx)
+            return result
         assert data is not None
         seed = ctx.seed if params.seed is None else params.seed
-        section = ctx.section(self.name, target.task)  # None: a classifier's (the class goal)
         state = prepare_search(target, data, params, seed, ctx.progress, ctx.log, ctx.section)
         search = state.search
 
@@ -391,3 +401,4 @@ def bertprobe_register_sections(registry: Any) -> None:
     registry.add(UniversalTriggerProbe.name, labelsets, when="label_sets")
     registry.add(UniversalTriggerProbe.name, entities, when="word_tags")
     registry.add(UniversalTriggerProbe.name, answers, when="span_answers")
+    registry.add(UniversalTriggerProbe.name, retrieval, when="ranks_texts")

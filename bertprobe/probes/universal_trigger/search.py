@@ -180,6 +180,9 @@ def require_label(params: TriggerParams) -> None:
     """A classifier's or tagger's trigger attacks ``target_label``; ``target_answer`` is a reader's."""
     if params.target_answer is not None:
         raise ProbeError("target_answer applies to question-answering models only; set target_label (the class attacked)")
+    if params.retrieval is not None:
+        raise ProbeError("retrieval applies to bi-encoders (sentence-embedding models) only; set target_label (the "
+                         "class attacked)")
     if params.target_label is None:
         raise ProbeError("target_label is required: the class whose examples are attacked, e.g. positive")
 
