@@ -122,7 +122,8 @@ def test_the_readers_metrics_come_from_the_probes_sections_for_readers():
         catalogue = probe.catalogue()
         assert set(added) <= set(catalogue.metrics) and all(probe.knows_metric(m) for m in added)
         assert {p: catalogue.directions[p] for p in own.directions} == dict(own.directions)
-    assert SpuriousCuesProbe.key_metric_patterns()[-3:] == ("f1_question_*", "f1_drop_sentence_moved", "first_sentence_excess")
+    assert SpuriousCuesProbe.key_metric_patterns()[-5:] == ("f1_question_*", "f1_drop_sentence_moved", "first_sentence_excess",
+                                                             "ndcg_overlap_gap", "ndcg_share_*")  # then the retrievers
     assert [d.metric for d in AccuracyProbe.catalogue().defaults][-3:] == ["f1", "question_*_f1", "no_answer_exact_match"]
 
 

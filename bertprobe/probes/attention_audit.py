@@ -253,7 +253,7 @@ class AttentionAuditProbe(Probe):
 
     name = "attention-audit"
     tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification",
-                       "question-answering"})
+                       "question-answering", "sentence-embedding", "reranker"})
     description = "Attention to [CLS]/[SEP]/punctuation, entropy, map types, head similarity (Kovaleva; Clark 2019)"
     requires = frozenset({"attentions", "uniform-heads"})  # per-head maps are stacked over layers
     metrics = {f"share_{t}": f"share of attention maps classified {t.replace('_', '+')}" for t in TYPES} | {

@@ -215,7 +215,11 @@ class SentenceEmbedding(Task):
     # ---- data ----------------------------------------------------------------------------------
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
         """BEIR data pass as read (``data.beir`` checked them); pairs need a second text and a numeric gold score,
-        every bad row named at once."""
+        every bad row named at once. A treebank (words, no labels) passes unchanged: encoder-level probes
+        (syntax-heads, attention-audit) read the bi-encoder's encoder on its sentences."""
+        if data.corpus is None and data.examples and all(ex.words is not None and ex.label is None
+                                                         for ex in data.examples):
+            return data
         for key in spec.options:
             if key not in DATA_OPTIONS:
                 raise DataError(f"data.options.{key}: retrieval data take one option, unjudged (refuse or drop)"

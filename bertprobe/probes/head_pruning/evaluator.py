@@ -38,8 +38,9 @@ class Evaluator:
         reader's windows), None for the probe's own rows (``rows.class_rows``)."""
         self.target = target
         self.sites = target.attention_sites()
-        self.logits_of = target.task.output_logits  # what a forward pass gives per row (a reader: start and end)
         self.rows = (class_rows if section is None else section.sweep_rows)(target, data, metric, subset)
+        # what a forward pass gives per row (a reader: start and end; a bi-encoder: its hidden states)
+        self.logits_of = self.rows.logits_of or target.task.output_logits
         self.score = self.rows.score
         self.encoded = self.rows.encoded
         self.labels = self.rows.labels  # per row
@@ -143,6 +144,9 @@ class Evaluator:
         return self._collect(raw)
 
     def importance(self, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Michel's E_x |dL(x)/d xi_h| at the given mask (ones by default), one forward+backward pass."""
+        """Michel's E_x |dL(x)/d xi_h| at the given mask (ones by default), one forward+backward pass (the rows' own
+        where the section gives one: a bi-encoder's contrastive loss)."""
+        if self.rows.importance is not None:
+            return self.rows.importance(mask)
         return head_importance(self.target, self.batches, self.labels, mask,
                                owner=self.rows.owner)

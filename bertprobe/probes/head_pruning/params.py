@@ -28,8 +28,10 @@ class HeadParams:
     bootstrap: int = 1000  # paired bootstrap resamples of the drops' intervals
     confidence: float = 0.95  # level of the intervals and of the prunable test
     findings: int = 5  # most important heads listed in the report
-    metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1; NER: entity_f1; a reader: f1 per question), subset_accuracy, sentence_exact, em
-    max_examples: int | None = None  # at most this many examples (questions for a reader), a seeded sample in data order; None: all
+    metric: str = "auto"  # what ablations and the curve measure: auto (accuracy; multi-label: micro_f1; NER: entity_f1; a reader: f1 per question; a bi-encoder: ndcg@10), subset_accuracy, sentence_exact, em, mrr@10, recall@10
+    max_examples: int | None = None  # at most this many examples (questions for a reader), a seeded sample in data order; None: all (a bi-encoder: retrieval_queries)
+    retrieval_queries: int = 100  # a bi-encoder: queries sampled where max_examples is not set (each unit re-embeds them and the corpus subset)
+    distractors: int = 200  # a bi-encoder: documents beside the sampled queries' relevant ones in the corpus subset the sweeps rank
     sequential: bool = True  # ablations on growing blocks of examples, each stopped once decided (false: every unit on all)
     sequential_min: int = 2000  # fewest examples run sequentially (below, a few percent saved do not pay for the blocks)
     sequential_block: int = 256  # examples of the first look
@@ -46,6 +48,8 @@ class HeadParams:
             raise ValueError("tolerance must be >= 0")
         if self.max_examples is not None and self.max_examples < 1:
             raise ValueError("max_examples must be at least 1 (leave it out to use every example)")
+        if self.retrieval_queries < 1 or self.distractors < 0:
+            raise ValueError("retrieval_queries must be at least 1 and distractors at least 0")
         if self.sequential_min < 0:
             raise ValueError("sequential_min must be at least 0")
         if self.sequential_block < 16:

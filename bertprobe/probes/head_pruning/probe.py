@@ -51,12 +51,18 @@ Implementation and deviations:
     computations. The cache holds examples x padded length x hidden x (layers - 1) values (167 MiB
     for SST-2 dev on MiniLM-L6 in fp32); over ``cache_budget_mb`` (default a quarter of free
     memory) or with shared layers (ALBERT) it is off and the summary says why.
+  * Bi-encoders (sentence embeddings, ``ranks_texts``), not in the papers: a head mask changes both the queries'
+    and the passages' embeddings, so each unit embeds a sample of ``retrieval_queries`` queries and a corpus subset
+    (their relevant documents and ``distractors`` others) under its mask and scores each query's nDCG@10 over that
+    subset (this probe's ``rankings`` section); importance differentiates a contrastive proxy, the in-batch-negatives
+    cross-entropy of (query, relevant passage) pairs. nDCG@10 over a subset is not the full corpus's.
 
 Where the code lives: ``params`` (``HeadParams``), ``evaluator`` (the batches and an intervened model's outcomes),
 ``sweep`` (``HeadSweep``: units a worker rebuilds; ``sweep_units``), ``curve`` (the pruning curve and
 ``prunable_fraction``), ``report`` (figures, key finding), ``sequential`` and ``betting`` (the sequential sweeps),
 ``rows`` (what the sweeps evaluate) and the sections by kind of model: ``entities`` (a tagger's word-aligned rows,
-``word_tags``) and ``answers`` (a reader's windows, ``span_answers``); the probe's own rows serve the rest.
+``word_tags``), ``answers`` (a reader's windows, ``span_answers``) and ``rankings`` (a bi-encoder's queries and
+passages, ``ranks_texts``); the probe's own rows serve the rest.
 """
 
 from __future__ import annotations
@@ -74,7 +80,7 @@ from bertprobe.model.pruning import least_important, normalize_by_layer
 from bertprobe.model.target import Target
 from bertprobe.model.timing import compare_speed
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.probes.head_pruning import answers, entities
+from bertprobe.probes.head_pruning import answers, entities, rankings
 from bertprobe.probes.head_pruning.curve import (
     prunable_fraction,
     prunable_fraction_interval,
@@ -100,14 +106,16 @@ class HeadPruningProbe(Probe):
     ``layer_max_drop``, ``prunable_fraction``, ``speedup`` (with ``physical: true``), ``baseline``.
 
     Its section for a kind of model holds ``sweep_rows(target, data, metric, subset) -> rows.SweepRows``: what the
-    sweeps evaluate (built in: ``entities`` for ``word_tags``, ``answers`` for ``span_answers``; none: one
+    sweeps evaluate (built in: ``entities`` for ``word_tags``, ``answers`` for ``span_answers``, ``rankings`` for
+    ``ranks_texts``; none: one
     ``target.encode`` row per example, ``rows.class_rows``).
     """
 
     name = "head-pruning"
     description = "Head importance (Michel 2019), head/layer ablation (Kovaleva 2019) and pruning curve"
     requires = frozenset({"predictions", "heads", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering"})
+    tasks = frozenset({"classification", "multiple-choice", "multi-label", "token-classification", "question-answering",
+                       "sentence-embedding"})
     metrics = {
         "importance_gini": "concentration of raw importance over heads (0 even, 1 one head)",
         "max_single_head_drop": "largest accuracy drop from removing one head (CI: paired bootstrap of that head's drop)",
@@ -128,11 +136,16 @@ class HeadPruningProbe(Probe):
 
     def run(self, target: Target, data: Dataset | None, params: HeadParams, ctx: ProbeContext) -> ProbeResult:
         assert data is not None
-        data = sampled(data, params.max_examples, ctx.seed)
-        section = ctx.section(self.name, target.task)  # a tagger's or a reader's rows; None: the probe's own
+        # retrieval data: a sample of the queries against their relevant documents and sampled distractors
+        # (every unit re-embeds both: ``rankings``)
+        ranked = data.corpus is not None
+        most = params.max_examples if params.max_examples is not None or not ranked else params.retrieval_queries
+        distractors = params.distractors if ranked else None
+        data = sampled(data, most, ctx.seed, distractors)
+        section = ctx.section(self.name, target.task)  # a tagger's, a reader's or a bi-encoder's rows; None: the probe's own
         sweep = HeadSweep(params.batch_size, params.stack_budget, params.layer_cache, params.cache_budget_mb,
-                          params.metric, max_examples=params.max_examples, sample_seed=ctx.seed,
-                          section=portable(section))
+                          params.metric, max_examples=most, sample_seed=ctx.seed, section=portable(section),
+                          distractors=distractors)
         ev = sweep.evaluator(target, data)  # its layer cache is filled by the plain pass below
         sweep.bind(target, data, state=ev)
         layers, heads = ev.shape
@@ -151,6 +164,8 @@ class HeadPruningProbe(Probe):
         result.add_metric("baseline", base, True, f"{ev.score.name} of the unmodified model",
                           outcome=outcome if ev.score.decomposable else None)
         result.details["metric"] = ev.score.name
+        if ev.rows.notes:
+            result.details.setdefault("warnings", []).extend(ev.rows.notes)
 
         t0 = time.perf_counter()
         raw = ev.importance()
@@ -312,3 +327,4 @@ def bertprobe_register_probes(registry: Any) -> None:
 def bertprobe_register_sections(registry: Any) -> None:
     registry.add("head-pruning", entities, when="word_tags")
     registry.add("head-pruning", answers, when="span_answers")
+    registry.add("head-pruning", rankings, when="ranks_texts")

@@ -35,7 +35,12 @@ class SweepRows:
     example (importance sums an example's rows' gradients before the absolute value), ``judge(logits, labels)`` a
     row's raw outcome (on the logits' device), ``collect(raw)`` the per-example outcomes from every row's raw outcome
     (rows in order) and ``margins(raw)`` per example how far its decision is from changing; None: one row per
-    example, judged by ``score.outcome``, its margin ``score.margin``."""
+    example, judged by ``score.outcome``, its margin ``score.margin``.
+
+    Where a row's output is no logits (a bi-encoder's hidden states): ``logits_of(output)`` reads it (None: the task's
+    ``output_logits``). Where the task's per-batch ``loss`` cannot serve as importance's loss (a bi-encoder's queries
+    are scored against other rows): ``importance(mask)`` computes the ``L x H`` importance itself (None:
+    ``model.pruning.head_importance`` on these rows). ``notes``: what the report should say of the rows."""
 
     examples: list[Example]
     encoded: Encoded
@@ -46,13 +51,17 @@ class SweepRows:
     judge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     collect: Callable[[np.ndarray], np.ndarray] | None = None
     margins: Callable[[np.ndarray], np.ndarray] | None = None
+    logits_of: Callable[[Any], torch.Tensor] | None = None
+    importance: Callable[[torch.Tensor | None], torch.Tensor] | None = None
+    notes: tuple[str, ...] = ()
 
 
 def subset_of(data: Dataset, subset: Sequence[int] | None) -> Dataset:
-    """The examples ``subset`` of ``data`` (a sequential block), all of them for None."""
+    """The examples ``subset`` of ``data`` (a sequential block), all of them for None (a corpus kept)."""
     if subset is None:
         return data
-    return Dataset([data.examples[i] for i in subset], name=data.name, label_names=data.label_names)
+    return Dataset([data.examples[i] for i in subset], name=data.name, label_names=data.label_names,
+                   corpus=data.corpus)
 
 
 def class_rows(target: Target, data: Dataset, metric: str = "auto", subset: Sequence[int] | None = None) -> SweepRows:

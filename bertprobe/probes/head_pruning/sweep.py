@@ -5,7 +5,7 @@ how a list of units is run and read (``sweep_units``: sequentially where it pays
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -38,12 +38,13 @@ class HeadSweep(Sweep):
     rows: tuple[int, ...] | None = None  # a block of the examples (sequential sweeps); None: all of them
     max_examples: int | None = None  # the probe's sample of the data (``sampled``), drawn again by a worker
     sample_seed: int = 0
+    distractors: int | None = None  # retrieval data: documents beside the sampled queries' relevant ones (``sampled``)
     section: Any = None
 
     def evaluator(self, target: Target, data: Dataset) -> Evaluator:
         """The evaluator these settings describe, its layer cache enabled but still empty. ``data`` is the suite's
         data (a worker's) or the probe's sample of it: the sample is drawn again, the same either way."""
-        data = sampled(data, self.max_examples, self.sample_seed)
+        data = sampled(data, self.max_examples, self.sample_seed, self.distractors)
         ev = Evaluator(target, data, self.batch_size, self.metric, subset=self.rows,
                        section=section_of(self.section, target.task))
         ev.budget = self.stack_budget
@@ -179,9 +180,30 @@ def sweep_units(units: list[tuple[str, Any]], ev: Evaluator, sweep: HeadSweep, d
 
 
 
-def sampled(data: Dataset, most: int | None, seed: int) -> Dataset:
-    """At most ``most`` examples of ``data``: a sample fixed by ``seed``, kept in data order (all when None or fewer)."""
-    if most is None or len(data) <= most:
+def sampled(data: Dataset, most: int | None, seed: int, distractors: int | None = None) -> Dataset:
+    """At most ``most`` examples of ``data``: a sample fixed by ``seed``, kept in data order (all when None or fewer).
+    Retrieval data (a corpus) keep only their sampled queries' relevant documents and ``distractors`` others drawn
+    with ``seed`` (all when None or fewer), in corpus order; sampling a sample again changes nothing."""
+    if most is not None and len(data) > most:
+        keep = sorted(np.random.default_rng(seed).choice(len(data), size=most, replace=False).tolist())
+        data = Dataset([data.examples[i] for i in keep], name=data.name, label_names=data.label_names,
+                       corpus=data.corpus)
+    if data.corpus is None or distractors is None:
         return data
-    keep = sorted(np.random.default_rng(seed).choice(len(data), size=most, replace=False).tolist())
-    return Dataset([data.examples[i] for i in keep], name=data.name, label_names=data.label_names)
+    return replace(data, corpus=corpus_subset(data, distractors, seed))
+
+
+def corpus_subset(data: Dataset, distractors: int, seed: int) -> Any:
+    """``data``'s corpus cut to the examples' relevant documents (grade >= 1) and ``distractors`` of the rest drawn
+    with ``seed``, in corpus order (the corpus itself where nothing is cut)."""
+    from bertprobe.data.beir import Corpus
+
+    corpus = data.corpus
+    relevant = {corpus.index[d] for ex in data.examples for d, g in (ex.label or ()) if g >= 1 and d in corpus.index}
+    rest = [i for i in range(len(corpus)) if i not in relevant]
+    if len(rest) <= distractors:
+        return corpus
+    drawn = np.random.default_rng(seed).choice(len(rest), size=distractors, replace=False).tolist()
+    keep = sorted(relevant | {rest[k] for k in drawn})
+    return Corpus(tuple(corpus.ids[i] for i in keep), tuple(corpus.texts[i] for i in keep),
+                  tuple(corpus.titles[i] for i in keep), corpus.name)

@@ -24,6 +24,11 @@ Bias in Question Answering", EMNLP): F1 with the question removed or reduced to 
 answer's sentence moved to the end of the context, and where the predicted answers lie against the gold's, each
 with its interval; the cue statistics, which count words per class, do not apply to spans.
 
+On a model that ranks texts (a bi-encoder or a reranker: ``ranks_texts``) its section ``rankings`` audits reliance
+on lexical overlap instead: nDCG@10 of the queries that share few content words with their relevant passage against
+those that share many (the gap with an unpaired bootstrap interval), and nDCG@10 of partial queries (the question
+word alone; the stop words alone), with its share of the full queries' nDCG@10.
+
 Deviations: Niven & Kao *trained* separate models on partial inputs; we score the given fine-tuned
 model with fields removed, which audits that model rather than the dataset. Cues are ranked by
 productivity above chance times coverage (``rank: excess``) so that frequent chance-level tokens do
@@ -40,8 +45,9 @@ from bertprobe.errors import ProbeError
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.probes.spurious_cues import answers
+from bertprobe.probes.spurious_cues import answers, rankings
 from bertprobe.probes.spurious_cues.answers import QUESTION_MODES
+from bertprobe.probes.spurious_cues.rankings import PARTIAL_MODES
 from bertprobe.probes.spurious_cues.stats import (
     Cue,
     choice_cues,
@@ -71,8 +77,10 @@ class CueParams:
     findings: int = 10  # flipped examples shown in the report
     question_removed: tuple[str, ...] = QUESTION_MODES  # readers: empty (no question), question-word ("When?")
     position_bins: int = 10  # readers: bins of the answer-position histogram (relative position in the context)
-    bootstrap: int = 1000  # readers: bootstrap resamples of the F1 intervals (0 leaves them out)
-    confidence: float = 0.95  # readers: level of the intervals
+    bootstrap: int = 1000  # readers and retrievers: bootstrap resamples of the F1 and nDCG intervals (0 leaves them out)
+    confidence: float = 0.95  # readers and retrievers: level of the intervals
+    overlap_share: float = 1 / 3  # retrievers: share of queries in each of the low- and high-overlap groups (terciles: 1/3)
+    partial_queries: tuple[str, ...] = PARTIAL_MODES  # retrievers: question-word ("What?"), stopwords (content words removed), or [] for none
 
     def __post_init__(self) -> None:
         if not self.ngrams or any(n < 1 for n in self.ngrams):
@@ -91,6 +99,12 @@ class CueParams:
             raise ValueError("bootstrap and findings must be >= 0")
         if not 0 < self.confidence < 1:
             raise ValueError("confidence must lie strictly between 0 and 1")
+        if not 0 < self.overlap_share <= 0.5:
+            raise ValueError("overlap_share must lie in (0, 0.5], e.g. 0.3333 for terciles")
+        unknown = [m for m in self.partial_queries if m not in PARTIAL_MODES]
+        if unknown:
+            raise ValueError(f"partial_queries: {', '.join(map(repr, unknown))} unknown; use any of "
+                             f"{', '.join(PARTIAL_MODES)} (or [] for none)")
 
 
 def add_accuracy(result: ProbeResult, name: str, target: Target, examples: list[Example], batch_size: int | None,
@@ -113,7 +127,7 @@ class SpuriousCuesProbe(Probe):
     name = "spurious-cues"
     description = "Cue productivity/coverage, partial-input accuracy and counterfactuals (Niven & Kao 2019)"
     requires = frozenset({"predictions", "data:labels"})
-    tasks = frozenset({"classification", "multiple-choice", "question-answering"})
+    tasks = frozenset({"classification", "multiple-choice", "question-answering", "sentence-embedding", "reranker"})
     metrics = {
         "cue_productivity_top": "productivity of the top cue: how often it sits with the label it predicts",
         "cue_coverage_top": "coverage of the top cue: share of data points it applies to",
@@ -134,7 +148,8 @@ class SpuriousCuesProbe(Probe):
     key_metrics = ("accuracy_full", "accuracy_adversarial", "accuracy_cues_masked", "cue_flip_rate")  # descriptive
     paper = ("Niven, Kao 2019. Probing Neural Network Comprehension of Natural Language Arguments (ACL); readers: "
              "Kaushik, Lipton 2018. How Much Reading Does Reading Comprehension Require? (EMNLP); Ko et al. 2020. "
-             "Look at the First Sentence: Position Bias in Question Answering (EMNLP)")
+             "Look at the First Sentence: Position Bias in Question Answering (EMNLP); retrievers: Thakur et al. 2021. "
+             "BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation of Information Retrieval Models (NeurIPS)")
     metric_directions = {"accuracy_full": True, "accuracy_adversarial": True, "cue_flip_rate": False}
     path_params = ("statistics_path", "adversarial_path")
 
@@ -409,3 +424,4 @@ def bertprobe_register_probes(registry: Any) -> None:
 @hookimpl
 def bertprobe_register_sections(registry: Any) -> None:
     registry.add("spurious-cues", answers, when="span_answers")
+    registry.add("spurious-cues", rankings, when="ranks_texts")

@@ -243,7 +243,7 @@ class SyntaxHeadsProbe(Probe):
     description = "Heads that track dependency relations, the attention-only parser, head roles (Clark 2019; Voita 2019)"
     requires = frozenset({"attentions", "uniform-heads", "data:words", "data:layer:head", "data:layer:deprel"})
     tasks = frozenset({"classification", "multi-label", "multiple-choice", "masked-lm", "encoder", "token-classification",
-                       "question-answering"})
+                       "question-answering", "sentence-embedding", "reranker"})
     metrics = {
         "accuracy_*": "one relation: share of dependents whose best head's most-attended word is the gold head",
         "baseline_*": "one relation: the best fixed-offset baseline's accuracy",
