@@ -38,7 +38,7 @@ def busy_note(threads: int, load: float | None = None, cores: int | None = None)
         except (AttributeError, OSError):
             return ""
     cores = cores or usable_cores()
-    if load + threads <= cores + 0.5:
+    if load + threads <= cores + 1:  # a full core more than the machine has: the load average lags a little
         return ""
     fewer = max(1, int(cores - load + 0.5))
     advice = f"pass --threads {fewer}, or run on a quiet machine" if fewer < threads else "run on a quiet machine"

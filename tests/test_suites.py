@@ -246,6 +246,14 @@ def _robust_reader(tmp: Path) -> tuple[Path, Path]:
     return model, tmp / "robust.json"
 
 
+def _embedder(tmp: Path) -> tuple[Path, Path]:
+    """A tiny bi-encoder in sentence-transformers' layout and a BEIR folder of its words."""
+    from bertprobe.testing import retrieval_texts, save_tiny_embedder, write_beir
+
+    documents, queries = retrieval_texts(queries=16)
+    return save_tiny_embedder(tmp / "model"), write_beir(tmp / "beir", documents, queries)
+
+
 # suite -> (its tiny model and data, the --set and environment that keep it to a few seconds)
 SHIPPED = {
     "sst2": (lambda t: _classifier(t, ("NEG", "POS")), ("probes.universal-trigger.params.candidates=4",
@@ -271,6 +279,11 @@ SHIPPED = {
     "syntax": (_encoder, ("probes.syntax-heads.params.min_count=1",), {}),
     "arct": (_arct, (), {}),
     "squad": (_reader, ("probes.attention-audit.params.similarity_examples=4",), {}),
+    "retrieval": (_embedder, ("probes.behaviour.params.max_examples=8",), {}),
+    "retrieval-robustness": (_embedder, ("probes.universal-trigger.params.candidates=2",
+                                         "probes.universal-trigger.params.iterations=1",
+                                         "probes.universal-trigger.params.passage_iterations=2",
+                                         "probes.universal-trigger.params.passage_length=4"), {}),
     "squad-robustness": (_robust_reader, ("probes.universal-trigger.params.candidates=2",
                                    "probes.universal-trigger.params.iterations=1",
                                    "probes.behaviour.params.max_cases=2", "probes.behaviour.params.max_examples=4"), {}),

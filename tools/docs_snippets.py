@@ -40,6 +40,8 @@ NER_MODEL = "../shared/models/minilm-l6-uner"
 NER_DATA = "../shared/data/uner/en_ewt-ud-test.iob2"
 QA_MODEL = "../shared/models/minilm-l6-squad"
 QA_DATA = "../shared/data/squad/test-split.json"
+EMBEDDER = "../shared/models/minilm-l6-base"
+RETRIEVAL = "../shared/data/squad-retrieval"
 
 # name -> the command line (run with bash in the scratch folder)
 SNIPPETS: dict[str, str] = {
@@ -60,6 +62,7 @@ SNIPPETS: dict[str, str] = {
     "bf16": f"bertprobe run suites/bf16.yaml --model {NER_MODEL} --data {NER_DATA} --limit 500",
     "squad": f"bertprobe run suites/squad.yaml --model {QA_MODEL} --data {QA_DATA}",
     "squad-robustness": f"bertprobe run suites/squad-robustness.yaml --model {QA_MODEL} --data {QA_DATA}",
+    "retrieval": f"bertprobe run suites/retrieval.yaml --model {EMBEDDER} --data {RETRIEVAL}",
 }
 
 # The snippets a test reruns and compares with what the docs show (tests/test_docs.py, marked reproduction):
