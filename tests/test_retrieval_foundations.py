@@ -210,3 +210,21 @@ def test_a_reranker_reorders_its_first_stage_from_a_bi_encoder_or_a_run_file(fol
     assert [again.ids(i) for i in range(len(data))] == [ranked.ids(i) for i in range(len(data))]
     judged = [judgements(ex.label) for ex in data.examples]
     assert per_query([again.ids(i) for i in range(len(data))], judged)["ndcg@10"].shape == (12,)
+
+
+def test_validate_names_a_broken_qrel_by_file_line_and_id_and_exits_2(folder: Path, embedder: Path,
+                                                                      tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from bertprobe.cli import main
+
+    broken = _copy(folder, tmp_path / "broken")
+    qrels = broken / "qrels" / "test.tsv"
+    qrels.write_text(qrels.read_text().replace("q-3\tdoc-3", "q-3\tdoc-gone"))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"suite: s\nmodel: {{path: '{embedder}', device: cpu}}\ndata: {{path: '{broken}'}}\n"
+                     "probes:\n  - probe: accuracy\n")
+    result = CliRunner().invoke(main, ["validate", str(suite)])
+    assert result.exit_code == 2, result.output
+    assert "line 5 of qrels/test.tsv: corpus-id 'doc-gone' names no document of corpus.jsonl" in result.output
+    assert "Traceback" not in result.output
