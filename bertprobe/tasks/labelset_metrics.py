@@ -53,7 +53,7 @@ def hamming_loss(pred: np.ndarray, gold: np.ndarray) -> float:
     return float((pred != gold).mean()) if gold.size else 0.0
 
 
-def _ranks(scores: np.ndarray) -> np.ndarray:
+def average_ranks(scores: np.ndarray) -> np.ndarray:
     """1-based ranks, ties given their average rank."""
     order = np.argsort(scores, kind="mergesort")
     ranks = np.empty(len(scores), dtype=float)
@@ -74,7 +74,7 @@ def roc_auc(scores: np.ndarray, gold: np.ndarray) -> float | None:
     n_pos, n_neg = int(positives.sum()), int((~positives).sum())
     if not n_pos or not n_neg:
         return None
-    ranks = _ranks(scores.astype(float))
+    ranks = average_ranks(scores.astype(float))
     return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 

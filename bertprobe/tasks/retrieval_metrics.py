@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from bertprobe.tasks.labelset_metrics import average_ranks
+
 CUTOFFS = (1, 10, 100)  # recall@k
 DEPTH = 100  # the ranked list's length: what MAP and recall@100 read
 
@@ -63,7 +65,7 @@ def first_relevant_rank(ranked: Sequence[str], judged: Mapping[str, int]) -> int
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     """Spearman's rank correlation (ties get their mean rank), as scipy.stats.spearmanr."""
-    return pearson(_ranks(np.asarray(a, dtype=float)), _ranks(np.asarray(b, dtype=float)))
+    return pearson(average_ranks(np.asarray(a, dtype=float)), average_ranks(np.asarray(b, dtype=float)))
 
 
 def pearson(a: Sequence[float], b: Sequence[float]) -> float:
@@ -72,17 +74,3 @@ def pearson(a: Sequence[float], b: Sequence[float]) -> float:
     x, y = x - x.mean(), y - y.mean()
     denom = math.sqrt(float((x * x).sum() * (y * y).sum()))
     return float((x * y).sum() / denom) if denom else 0.0
-
-
-def _ranks(values: np.ndarray) -> np.ndarray:
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values), dtype=float)
-    sorted_values = values[order]
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and sorted_values[j + 1] == sorted_values[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
