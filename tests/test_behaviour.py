@@ -192,7 +192,10 @@ def test_the_probe_runs_the_section_its_models_task_finds(tiny_clf):
     names = ("classification", "multi-label", "token-classification", "question-answering")
     assert [builtin_sections().find("behaviour", builtin_tasks().get(n)) for n in names] == [None, labelsets, entities,
                                                                                            answers]
-    assert [e.section for e in builtin_sections() if e.probe == "behaviour"] == [labelsets, entities, answers]
+    from bertprobe.probes.behaviour import retrieval
+
+    assert [e.section for e in builtin_sections() if e.probe == "behaviour"] == [labelsets, entities, answers,
+                                                                                 retrieval]
     seen = []
 
     class Own:

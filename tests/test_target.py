@@ -52,7 +52,8 @@ def test_capabilities_name_abilities_and_the_model_record_keeps_the_task_name(tm
         assert describe_model(target, None).capabilities == sorted({target.task.name, *target.capabilities})
     assert describe_model(tiny_clf, None).capabilities == [
         "attentions", "classification", "classifier", "gradients", "heads", "input-gradients", "mask-token",
-        "predictions", "uniform-heads"]  # as tests/data/recorded_report.json holds them
+        "predictions", "probabilities", "uniform-heads"]  # as tests/data/recorded_report.json holds them, and what
+    # calibration now requires (a bi-encoder's similarities are no probabilities)
 
 
 def test_the_target_holds_its_task_once_and_a_hand_built_one_binds_the_named_task(tiny_clf):

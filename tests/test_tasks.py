@@ -134,7 +134,8 @@ def test_list_and_describe_show_the_tasks():
     listed = CliRunner().invoke(main, ["list"])
     assert "multi-label" in listed.output and "Tasks" in listed.output
     described = CliRunner().invoke(main, ["describe", "spurious-cues"])
-    assert "tasks: classification, multiple-choice, question-answering (a model of another task is refused before it loads)" in described.output
+    assert ("tasks: classification, multiple-choice, question-answering, reranker, sentence-embedding (a model of "
+            "another task is refused before it loads)") in described.output
 
 
 def test_each_tasks_standard_metrics_match_scikit_learn():

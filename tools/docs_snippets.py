@@ -129,7 +129,7 @@ def _clean(text: str, scratch: Path) -> str:
     text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.splitlines())  # progress bars redraw with \r
     for folder in (scratch.resolve(), scratch, ROOT):  # paths as the user's own folder shows them
         text = text.replace(f"{folder}/", "")
-    return PROGRESS.sub("", text)
+    return BUSY.sub("", PROGRESS.sub("", text))  # what else ran meanwhile is no part of the docs
 
 
 @contextlib.contextmanager
