@@ -20,7 +20,7 @@ from bertprobe.errors import DataError, RowProblems
 from bertprobe.tasks.base import Task
 from bertprobe.tasks.classification import has_head
 from bertprobe.tasks.retrieval_metrics import DEPTH
-from bertprobe.tasks.sentence_embedding import DATA_OPTIONS, PairScores, Ranked
+from bertprobe.tasks.sentence_embedding import PairScores, Ranked, read_texts
 
 DEFAULTS: dict[str, Any] = {"first_stage": None, "depth": DEPTH, "max_length": None}
 
@@ -98,18 +98,11 @@ class Reranker(Task):
         return cls(settings=settings)
 
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
-        """BEIR data need a first stage to rerank; pairs need a second text (a gold score where labelled)."""
-        for key in spec.options:
-            if key not in DATA_OPTIONS:
-                raise DataError(f"data.options.{key}: retrieval data take one option, unjudged (refuse or drop)")
-        if data.corpus is not None:
-            if not self.settings.get("first_stage"):
-                raise DataError(f"{model} is a reranker, which reorders a first stage's list: set "
-                                "model.options.first_stage to a bi-encoder folder or a TREC run file")
-            return data
-        from bertprobe.tasks.sentence_embedding import SentenceEmbedding
-
-        return SentenceEmbedding.read_labels(self, data, spec, model)  # type: ignore[arg-type]
+        """BEIR data need a first stage to rerank; pairs need a second text (``sentence_embedding.read_texts``)."""
+        if data.corpus is not None and not self.settings.get("first_stage"):
+            raise DataError(f"{model} is a reranker, which reorders a first stage's list: set "
+                            "model.options.first_stage to a bi-encoder folder or a TREC run file")
+        return read_texts(data, spec, DEFAULTS)
 
     def first_stage(self, data: Dataset, target: Any, batch_size: int | None, progress: Any) -> list[list[str]]:
         """Each query's first-stage documents, best first (a bi-encoder's search, or the run file's)."""

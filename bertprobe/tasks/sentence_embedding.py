@@ -214,41 +214,9 @@ class SentenceEmbedding(Task):
 
     # ---- data ----------------------------------------------------------------------------------
     def read_labels(self, data: Dataset, spec: DataSpec, model: str) -> Dataset:
-        """BEIR data pass as read (``data.beir`` checked them); pairs need a second text and a numeric gold score,
-        every bad row named at once. A treebank (words, no labels) passes unchanged: encoder-level probes
-        (syntax-heads, attention-audit) read the bi-encoder's encoder on its sentences."""
-        if data.corpus is None and data.examples and all(ex.words is not None and ex.label is None
-                                                         for ex in data.examples):
-            return data
-        for key in spec.options:
-            if key not in DATA_OPTIONS:
-                raise DataError(f"data.options.{key}: retrieval data take one option, unjudged (refuse or drop)"
-                                + (f"; {key} is a setting of the model: set model.options.{key}" if key in DEFAULTS else ""))
-        if data.corpus is not None:
-            return data
-        rows = RowProblems()
-        out = []
-        from dataclasses import replace
-
-        for i, ex in enumerate(data.examples):
-            if ex.text_pair is None:
-                rows.add(f"{data.where(i)} has no second text: similarity data are pairs (text, text_pair, score: "
-                         "STS-B's sentence1, sentence2, score); retrieval data are a BEIR folder")
-                continue
-            if ex.label is None:
-                out.append(ex)
-                continue
-            try:
-                value = float(ex.label)  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                rows.add(f"{data.where(i)}: score '{ex.label}' is no number (a gold similarity)")
-                continue
-            if value != value:
-                rows.add(f"{data.where(i)}: score is NaN")
-                continue
-            out.append(replace(ex, label=value))
-        rows.raise_if_any()
-        return replace(data, examples=out)
+        """BEIR data pass as read (``data.beir`` checked them); pairs need a second text and a numeric gold score
+        (``read_texts``)."""
+        return read_texts(data, spec, DEFAULTS)
 
     def gold(self, data: Dataset) -> Any:
         import torch
@@ -272,6 +240,45 @@ class SentenceEmbedding(Task):
             return Ranked(indices, scores, data.corpus)
         return PairScores(pair_similarity(target, [ex.text for ex in data.examples],
                                           [ex.text_pair or "" for ex in data.examples], settings, batch_size, progress))
+
+
+def read_texts(data: Dataset, spec: DataSpec, settings: Mapping[str, Any]) -> Dataset:
+    """What a model that ranks texts reads: BEIR data as read (``data.beir`` checked them), or pairs with a second
+    text and a numeric gold score, every bad row named at once; ``data.options`` other than ``DATA_OPTIONS`` are
+    refused (one of the model's ``settings`` is pointed to ``model.options``). A treebank (words, no labels) passes
+    unchanged: encoder-level probes (syntax-heads, attention-audit) read the model's encoder on its sentences."""
+    from dataclasses import replace
+
+    if data.corpus is None and data.examples and all(ex.words is not None and ex.label is None
+                                                     for ex in data.examples):
+        return data
+    for key in spec.options:
+        if key not in DATA_OPTIONS:
+            raise DataError(f"data.options.{key}: retrieval data take one option, unjudged (refuse or drop)"
+                            + (f"; {key} is a setting of the model: set model.options.{key}" if key in settings else ""))
+    if data.corpus is not None:
+        return data
+    rows = RowProblems()
+    out = []
+    for i, ex in enumerate(data.examples):
+        if ex.text_pair is None:
+            rows.add(f"{data.where(i)} has no second text: similarity data are pairs (text, text_pair, score: "
+                     "STS-B's sentence1, sentence2, score); retrieval data are a BEIR folder")
+            continue
+        if ex.label is None:
+            out.append(ex)
+            continue
+        try:
+            value = float(ex.label)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            rows.add(f"{data.where(i)}: score '{ex.label}' is no number (a gold similarity)")
+            continue
+        if value != value:
+            rows.add(f"{data.where(i)}: score is NaN")
+            continue
+        out.append(replace(ex, label=value))
+    rows.raise_if_any()
+    return replace(data, examples=out)
 
 
 def corpus_embeddings(target: Any, corpus: Any, settings: EmbeddingSettings, batch_size: int | None = None,
