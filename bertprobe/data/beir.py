@@ -18,6 +18,7 @@ document. Queries without qrels may be allowed with ``data.options.unjudged: dro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -60,8 +61,9 @@ class Corpus:
         """This corpus with documents appended (a poisoned corpus)."""
         return Corpus(self.ids + tuple(ids), self.texts + tuple(texts), self.titles + ("",) * len(ids), self.name)
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
+        """sha256 over the documents (ids, titles, texts), computed once: every search and cache key asks."""
         digest = hashlib.sha256()
         for d, title, text in zip(self.ids, self.titles, self.texts):
             digest.update(json.dumps([d, title, text]).encode("utf-8"))
@@ -98,6 +100,15 @@ def _jsonl(path: Path, rows: RowProblems, wants: Sequence[str]) -> list[tuple[in
     return out
 
 
+def _row_id(row: dict[str, Any], number: int, file: str, rows: RowProblems) -> str | None:
+    """A row's ``_id`` as a string (a number is read as its digits); None, with the problem in ``rows``, without one."""
+    value = row.get("_id")
+    if not isinstance(value, (str, int)) or str(value) == "":
+        rows.add(f"line {number} of {file}: no _id")
+        return None
+    return str(value)
+
+
 def qrels_file(folder: Path, split: str) -> Path:
     """The qrels file of ``split`` (``qrels/<split>.tsv``); a suite's default split (validation) falls back to the
     first of test, dev, train that exists."""
@@ -127,13 +138,11 @@ def read_beir(folder: Path, spec: DataSpec | None = None) -> Dataset:
     seen: dict[str, int] = {}
     corpus_path = folder / "corpus.jsonl"
     for number, row in _jsonl(corpus_path, rows, ("_id", "text")):
-        doc = row.get("_id")
+        doc = _row_id(row, number, "corpus.jsonl", rows)
         text = row.get("text")
         title = row.get("title") or ""
-        if not isinstance(doc, (str, int)) or str(doc) == "":
-            rows.add(f"line {number} of corpus.jsonl: no _id")
+        if doc is None:
             continue
-        doc = str(doc)
         if doc in seen:
             rows.add(f"line {number} of corpus.jsonl: document id '{doc}' repeats line {seen[doc]}; ids must be unique")
             continue
@@ -146,12 +155,10 @@ def read_beir(folder: Path, spec: DataSpec | None = None) -> Dataset:
         titles.append(title_text(str(title)))
     queries: dict[str, tuple[int, str]] = {}
     for number, row in _jsonl(folder / "queries.jsonl", rows, ("_id", "text")):
-        query = row.get("_id")
+        query = _row_id(row, number, "queries.jsonl", rows)
         text = row.get("text")
-        if not isinstance(query, (str, int)) or str(query) == "":
-            rows.add(f"line {number} of queries.jsonl: no _id")
+        if query is None:
             continue
-        query = str(query)
         if query in queries:
             rows.add(f"line {number} of queries.jsonl: query id '{query}' repeats line {queries[query][0]}")
             continue
