@@ -164,8 +164,8 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
         if spec.probe in plugins.probes:
             cls_of[spec.id] = plugins.probes.get(spec.probe)
     _check_labels(suite, cls_of, params, problems)
-    _check_tasks(suite, plugins, cls_of, problems)
-    _check_task_fit(suite, plugins, cls_of, params, problems)
+    tasks = _check_tasks(suite, plugins, cls_of, problems)
+    _check_task_fit(suite, plugins, cls_of, params, tasks, problems)
     _check_model_params(suite, plugins, cls_of, params, problems)
     executor = suite.executor.name if suite.executor is not None else None
     if executor is not None and executor not in plugins.executors:
@@ -356,8 +356,9 @@ def task_refusal(probe_id: str, cls: Any, task: Any, model: str, plugins: Any) -
             f"leave it out with --only, or set model.task if the task was misdetected")
 
 
-def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: list[str]) -> None:
-    """Each probe against the task of each local model it runs on, before any weights load."""
+def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: list[str]) -> dict[ModelSpec, Any]:
+    """Each probe against the task of each local model it runs on, before any weights load; returns the task of
+    each model a probe runs on (None: a hub id, or a config that did not read)."""
     tasks: dict[ModelSpec, Any] = {}
     skipping: dict[ModelSpec, list[tuple[str, list[str]]]] = {}  # model -> (probe id, what it lacks) of each probe
     may_run = False
@@ -386,21 +387,17 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
     if skipping and not may_run and all(lacking for rows in skipping.values() for _, lacking in rows):
         for model, rows in skipping.items():  # every probe would be skipped on every model: nothing would run
             problems.append(nothing_would_run(suite, model, tasks[model], rows))
+    return tasks
 
 
 def _check_task_fit(suite: Suite, plugins: Any, cls_of: dict[str, Any], params: dict[str, Any],
-                    problems: list[str]) -> None:
+                    tasks: dict[ModelSpec, Any], problems: list[str]) -> None:
     """A suite written for another kind of model, refused in one line per model before anything loads: expectations
     naming a metric the probe never writes for the model's task (its section's ``catalogue.absent``: a reader's
     accuracy writes f1, never accuracy), and params naming a class for a model of a task without classes (no
     ``classifier``: a reader, a bi-encoder)."""
-    tasks: dict[ModelSpec, Any] = {}
     for model in suite.models:
-        try:
-            tasks[model] = model_task(model, plugins)
-        except BertprobeError:
-            tasks[model] = None  # _check_tasks names it
-    for model, task in tasks.items():
+        task = tasks.get(model)  # as _check_tasks read it from config.json (it names a config that did not read)
         if task is None:
             continue
         reasons = []
