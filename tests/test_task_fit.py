@@ -48,3 +48,12 @@ def test_the_same_suite_fits_a_classifier(tiny_clf_dir: Path, tmp_path: Path, ss
     suite.write_text(SUITE.format(model=tiny_clf_dir, data=sst_tsv, reports=tmp_path / "reports"))
     result = CliRunner().invoke(main, ["validate", str(suite)])
     assert result.exit_code == 0, result.output
+
+
+def test_a_classifier_given_the_retrieval_suite_is_refused_before_it_runs(tiny_clf_dir: Path, sst_tsv: Path) -> None:
+    """The other way round: the probe's own code (classes) never writes a section's metric (nDCG@10)."""
+    suite = Path(__file__).resolve().parents[1] / "suites" / "retrieval.yaml"
+    result = CliRunner().invoke(main, ["validate", str(suite), "--model", str(tiny_clf_dir), "--data", str(sst_tsv)])
+    assert result.exit_code == 2, result.output
+    assert "expect.ndcg@10 of accuracy, which accuracy never writes for them (it writes accuracy, accuracy_*" \
+        in result.output

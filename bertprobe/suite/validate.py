@@ -406,13 +406,16 @@ def _check_task_fit(suite: Suite, plugins: Any, cls_of: dict[str, Any], params: 
             if cls is None or (spec.model is not None and spec.model != model) or cls.refuses_task(task, plugins.sections):
                 continue
             section = plugins.sections.find(cls.name, task)
-            absent = getattr(getattr(section, "catalogue", None), "absent", ())
-            writes = getattr(getattr(section, "catalogue", None), "metrics", {})
+            catalogue = getattr(section, "catalogue", None)
+            absent = getattr(catalogue, "absent", ())
+            # what the probe writes for this task: its section's metrics and its own but those the section never
+            # writes; without a section (the probe's own code, for classes), its own
+            own = [p for p in cls.catalogue(()).metrics if p not in absent]
+            writes = list(getattr(catalogue, "metrics", {})) + own if section is not None else own
             for expectation in spec.expect:
                 metric = expectation.metric
-                if any(fnmatch.fnmatchcase(metric, p) for p in absent) and \
-                        not any(fnmatch.fnmatchcase(metric, p) for p in writes):
-                    shown = ", ".join(list(writes)[:4]) + (", ..." if len(writes) > 4 else "")
+                if cls.metrics and not any(fnmatch.fnmatchcase(metric, p) for p in writes):
+                    shown = ", ".join(writes[:4]) + (", ..." if len(writes) > 4 else "")
                     reasons.append(f"expect.{metric} of {spec.id}, which {cls.name} never writes for them (it writes "
                                    f"{shown})")
             if "classifier" not in task.capabilities:
