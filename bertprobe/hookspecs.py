@@ -62,11 +62,22 @@ def bertprobe_register_sections(registry: Sections) -> None:
     protocol) and optionally a ``catalogue`` of the metrics it writes; called after every probe has registered."""
 
 
+@hookspec
+def bertprobe_register_codecs(registry: Registry[Any]) -> None:
+    """Add wire shapes for served models: ``registry.add(MyCodec)``, a class with ``name`` (what a suite writes as
+    ``model.protocol``) built with keywords it accepts among ``model`` (the served name), ``labels``, ``outputs``,
+    ``label_sets`` and ``reader``, whose instances answer ``infer_path(model)``, ``request(items)`` (a JSON body for
+    a batch of inputs) and ``response(body, items)`` (one output per input, see ``bertprobe.model.endpoint_codecs``;
+    ``CodecError`` for a response that does not fit), and optionally ``metadata(get)`` (a ``ServedModel``).
+    ``v2``, ``v1`` and ``hf`` are built in."""
+
+
 # ---- loading ------------------------------------------------------------------------------------
 @hookspec(firstresult=True)
-def bertprobe_load_target(spec: ModelSpec, tasks: Registry[Any]) -> Target | None:
+def bertprobe_load_target(spec: ModelSpec, tasks: Registry[Any], codecs: Registry[Any]) -> Target | None:
     """Load the model named by ``spec``, or return None to let the next plugin try. ``tasks`` holds the
-    registered tasks (``bertprobe.tasks.resolve_task`` picks the model's; an implementation may ignore it).
+    registered tasks (``bertprobe.tasks.resolve_task`` picks the model's; an implementation may ignore it);
+    ``codecs`` the wire shapes of served models (``spec.endpoint``).
 
     The built-in Hugging Face loader runs last (``trylast``), so a plugin can serve its own formats.
     """

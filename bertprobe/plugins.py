@@ -60,6 +60,7 @@ class Plugins:
     extra: list[Any] = field(default_factory=list)  # plugins registered by hand (workers register them too)
     tasks: Registry[Any] = field(default_factory=lambda: Registry("task"))
     sections: Sections = field(default_factory=Sections)  # probe x task: bertprobe.sections
+    codecs: Registry[Any] = field(default_factory=lambda: Registry("codec"))  # an endpoint's wire shapes
 
     @property
     def hook(self) -> Any:
@@ -198,6 +199,7 @@ def build_plugins(
         ("bertprobe_register_reporters", plugins.reporters),
         ("bertprobe_register_datasets", plugins.datasets),
         ("bertprobe_register_executors", plugins.executors),
+        ("bertprobe_register_codecs", plugins.codecs),
         ("bertprobe_register_sections", plugins.sections),  # after the probes: a section names one
     ):
         for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):

@@ -11,5 +11,13 @@ from bertprobe.model.target import Target
 
 
 @hookimpl(trylast=True)
-def bertprobe_load_target(spec: ModelSpec, tasks: Any) -> Target:
-    return load_target(spec, tasks)
+def bertprobe_load_target(spec: ModelSpec, tasks: Any, codecs: Any = None) -> Target:
+    return load_target(spec, tasks, codecs)
+
+
+@hookimpl
+def bertprobe_register_codecs(registry: Any) -> None:
+    from bertprobe.model.endpoint_codecs import BUILTIN_CODECS
+
+    for codec in BUILTIN_CODECS.values():
+        registry.add(codec)

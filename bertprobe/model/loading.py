@@ -79,12 +79,16 @@ def detect_task(config: Any, requested: str = "auto", tasks: Any = None) -> str:
     return task_class(config, requested, tasks).name
 
 
-def load_target(spec: ModelSpec, tasks: Any = None) -> Target:
+def load_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed.
     ``tasks``: the registered tasks (default: the built-in ones). An ``.onnx`` file, or a folder holding
     ``model.onnx`` and no PyTorch weights, runs in ONNX Runtime (``bertprobe.model.onnx``)."""
     from bertprobe.model.onnx import folder_graphs, onnx_file
 
+    if spec.endpoint is not None:  # a served model (bertprobe.model.endpoint)
+        from bertprobe.model.endpoint import load_endpoint_target
+
+        return load_endpoint_target(spec, tasks, codecs)
     if onnx_file(spec.path) is not None:
         return load_onnx_target(spec, tasks)
     graphs = folder_graphs(Path(spec.path).expanduser())

@@ -10,6 +10,7 @@ TaskName = str  # a registered task's name ("classification", "multi-label", ...
 
 
 QUANTIZE_MODES = ("none", "int8-dynamic", "int8-weight-only")
+PROTOCOLS = ("v2", "v1", "hf")  # the built-in wire shapes of an endpoint (a plugin's codec adds its own name)
 RUNTIMES = ("torch", "onnx")
 
 
@@ -51,6 +52,20 @@ class ModelSpec:
     trust_remote_code: bool = False
     allow_pickle: bool = False
     allow_missing_weights: bool = False
+    # ---- a served model (``bertprobe.model.endpoint``): ``endpoint`` instead of ``path`` ----
+    endpoint: str | None = None  # the server's base URL (http or https), e.g. http://127.0.0.1:8080
+    protocol: str = "v2"  # v2 (Open Inference Protocol), v1 (KServe v1 predict), hf (TEI /predict, QA pipeline), or a codec plugin's
+    served_name: str | None = None  # the model's name on the server (default: name, else the last part of the URL path)
+    # HTTP headers; values may name ${VAR}s, read from the environment when the model loads and never written down
+    headers: dict[str, str] = field(default_factory=dict, hash=False)
+    twin: str | None = None  # the checkpoint the endpoint serves: probes needing gradients, attentions, heads run on it
+    labels: tuple[str, ...] = ()  # the endpoint's class names in class order, where neither server nor twin names them
+    outputs: Literal["auto", "logits", "probabilities", "labels"] = "auto"  # what the endpoint's scores are
+    concurrency: int = 4  # requests in flight
+    timeout_s: float = 30.0  # per request
+    retries: int = 5  # on 429, 5xx, dropped connections and timeouts, with exponential backoff and jitter
+    max_requests: int | None = None  # a budget of HTTP requests (a paid API): the run stops before exceeding it
+    verify_tls: bool = True  # false is allowed for a staging host's own certificate, and warned
 
     def __post_init__(self) -> None:
         if self.prune_heads is not None and not 0 <= self.prune_heads < 1:
@@ -65,16 +80,34 @@ class ModelSpec:
             if self.dtype in ("float16", "bfloat16"):
                 raise ValueError(f"dtype: {self.dtype} is a PyTorch dtype; a runtime: onnx build runs in float32 "
                                  "(or int8 with quantize: int8-dynamic)")
+        if self.endpoint is not None:
+            self._check_endpoint()
         if (self.per_channel or self.reduce_range) and self.quantize != "int8-dynamic":
             raise ValueError("per_channel and reduce_range are settings of ONNX Runtime's int8 build: use them with "
                              "runtime: onnx and quantize: int8-dynamic")
+
+    def _check_endpoint(self) -> None:
+        from urllib.parse import urlsplit
+
+        url = urlsplit(self.endpoint or "")
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"endpoint {self.endpoint!r}: expected an http:// or https:// URL with a host")
+        if self.variant.keys() - {"dtype"} or self.dtype != "auto":
+            raise ValueError(f"endpoint {self.endpoint}: a served model is audited as served; quantize, prune_heads, "
+                             "compile, runtime and dtype derive variants of local weights (give them to the twin's own entry)")
+        if self.concurrency < 1 or self.timeout_s <= 0 or self.retries < 0:
+            raise ValueError("concurrency must be at least 1, timeout_s above 0, retries at least 0")
+        if self.max_requests is not None and self.max_requests < 1:
+            raise ValueError("max_requests must be at least 1 (or left out: no budget)")
 
     def with_overrides(self, **changes: Any) -> ModelSpec:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     @property
     def default_name(self) -> str:
-        """The folder name of a local path, or the last part of a hub id."""
+        """The folder name of a local path, or the last part of a hub id; an endpoint's served name."""
+        if self.endpoint is not None:
+            return self.served_name or endpoint_model_name(self.endpoint)
         return Path(self.path.rstrip("/\\")).name or self.path
 
     @property
@@ -106,6 +139,15 @@ class ModelSpec:
         """The same model as stored: no variant fields, no name (variants share its loaded weights)."""
         return replace(self, name=None, quantize="none", prune_heads=None, compile=False, runtime="torch",
                        per_channel=False, reduce_range=False)
+
+
+def endpoint_model_name(url: str) -> str:
+    """The model name an endpoint URL implies: its path's last part (``.../models/sst2`` -> ``sst2``), else its host."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    tail = [p for p in parts.path.split("/") if p]
+    return tail[-1] if tail else (parts.hostname or "endpoint")
 
 
 def resolve_model_param(name_or_path: str, like: ModelSpec | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,8 +28,9 @@ from bertprobe.suite.schema import Suite
 class RunCaches:
     """Models, data, encodings and predictions of one run, each loaded or computed once."""
 
-    def __init__(self, suite: Suite, plugins: Plugins, say: Callable[[str], None]) -> None:
+    def __init__(self, suite: Suite, plugins: Plugins, say: Callable[[str], None], run_dir: Any = None) -> None:
         self.suite, self.plugins, self.say = suite, plugins, say
+        self.run_dir = run_dir  # where a served model's answers are kept (a resumed run reads them back)
         self._targets: dict[ModelSpec, tuple[Target, list[str]]] = {}
         self._raw: dict[str, Dataset] = {}  # DataSpec holds a dict, so it is keyed by its repr
         self._aligned: dict[tuple[str, ModelSpec | None], Dataset] = {}
@@ -44,10 +46,16 @@ class RunCaches:
         base = spec.base
         if base not in self._targets:
             self.say(f"loading model {spec.path}")
-            target = self.plugins.hook.bertprobe_load_target(spec=base, tasks=self.plugins.tasks)
+            target = self.plugins.hook.bertprobe_load_target(spec=base, tasks=self.plugins.tasks,
+                                                             codecs=self.plugins.codecs)
             if target is None:
                 raise TargetError(f"no plugin could load model '{spec.path}'")
             target.encode_cache = self._encodings
+            attach = getattr(target, "attach_cache", None)  # a served model: its answers kept in the run folder
+            if callable(attach) and self.run_dir is not None:
+                from bertprobe.model.endpoint import CACHE_FILE
+
+                attach(Path(self.run_dir) / CACHE_FILE)
             target.load_companion = lambda **fields: self.target(ModelSpec(**fields))[0]  # once per run, as any model
             self._read_classes(target)
             from bertprobe.model.variants import slow_half_note

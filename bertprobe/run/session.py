@@ -75,7 +75,7 @@ class Session:
     caches: RunCaches = field(init=False)
 
     def __post_init__(self) -> None:
-        self.caches = RunCaches(self.suite, self.plugins, self.say)
+        self.caches = RunCaches(self.suite, self.plugins, self.say, self.run_dir)
 
     def draws_bars(self) -> bool:
         """Progress as bars on stderr (a terminal) rather than lines through ``log``."""

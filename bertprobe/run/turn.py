@@ -59,10 +59,15 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
 
         raise SuiteError(task_refusal(spec.id, cls, target.task, name, session.plugins))
     missing = cls.missing_requirements(target.capabilities)
+    twin = getattr(target, "twin", None)  # a served model's checkpoint: what it lacks, the twin has
+    ran_on = ""
+    if missing and twin is not None and not cls.missing_requirements(twin.capabilities):
+        target, missing, ran_on = twin, [], f"run on the twin {target.spec.twin} (the endpoint lacks {', '.join(missing)})"
     if missing:
         result.status = "skipped"
+        why = {**TARGET, **dict(getattr(target, "lacking", {}))}  # a served model says why it lacks each
         result.message = f"target {name} ({target.task.name}) lacks: " + ", ".join(
-            f"{m} ({TARGET[m]})" if m in TARGET else m for m in missing)
+            f"{m} ({why[m]})" if m in why else m for m in missing)
         judge(result, spec, cls, target.task, session.plugins.sections)
         return result
     data = session.data_for(data_spec, target) if (cls.needs_data and data_spec) else None
@@ -112,6 +117,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
         produced.params = result.params
         if getattr(cls, "paper", ""):
             produced.details.setdefault("paper", cls.paper)
+        if ran_on:
+            produced.details["ran_on"] = ran_on
         result = produced
     result.duration_s = time.perf_counter() - start
     judge(result, spec, cls, target.task, session.plugins.sections)

@@ -28,6 +28,7 @@ from bertprobe.suite.schema import (
     Suite,
 )
 
+_HEADER_PATH = re.compile(r"(^|\.)(models?(\[\d+\])?)\.headers\.")  # model.headers.X, models[1].headers.X
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
 
 
@@ -103,6 +104,8 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
         return [interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, str) or "${" not in value:
         return value
+    if _HEADER_PATH.search(path):  # a served model's headers: read when it loads, never recorded (tokens)
+        return value
 
     def expand(match: re.Match[str]) -> str:
         name, op, default = match.group(1), match.group(2), match.group(3)
@@ -152,8 +155,10 @@ def _model(raw: Any, path: str, base: ModelSpec | None = None, problems: list[st
     if base is not None:  # a probe override keeps the suite's device and dtype unless it sets them
         raw.setdefault("device", base.device)
         raw.setdefault("dtype", base.dtype)
+    if "path" not in raw and raw.get("endpoint"):
+        raw["path"] = raw["endpoint"]  # a served model: its URL is what names it in messages
     if "path" not in raw:
-        raise SuiteError(f"{path}.path: required (a hub id or a local model directory)")
+        raise SuiteError(f"{path}.path: required (a hub id or a local model directory; or endpoint: URL for a served model)")
     return parse_params(ModelSpec, raw, path, problems)
 
 

@@ -61,12 +61,20 @@ def override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, ..
     named = [parse_model_option(v) for v in given]  # (name or None, path) per --model
     names = {m.label for m in models}
     if len(named) == 1 and named[0][0] is None and models:
-        return tuple(replace(m, path=named[0][1]) for m in models)
+        return tuple(at_path(m, named[0][1]) for m in models)
     if all(name in names for name, _ in named):
         lookup = dict(named)
-        return tuple(replace(m, path=lookup[m.label]) if m.label in lookup else m for m in models)
+        return tuple(at_path(m, lookup[m.label]) if m.label in lookup else m for m in models)
     template = models[0].base if models else ModelSpec(path="")
-    return tuple(replace(template, path=path, name=name) for name, path in named)
+    return tuple(at_path(replace(template, name=name), path) for name, path in named)
+
+
+def at_path(model: ModelSpec, path: str) -> ModelSpec:
+    """``model`` read from ``path``: a local folder or hub id, or an http(s) URL, which makes it a served model
+    (its protocol and client settings kept from the entry)."""
+    if path.startswith(("http://", "https://")):
+        return replace(model, path=path, endpoint=path)
+    return replace(model, path=path, endpoint=None) if model.endpoint is not None else replace(model, path=path)
 
 
 def parse_label_map(value: str) -> dict[str, str]:

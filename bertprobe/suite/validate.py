@@ -79,6 +79,14 @@ def _config_labels(spec: ModelSpec, data: dict[str, Any] | None = None) -> list[
 
 
 def _check_model(spec: ModelSpec, where: str, problems: list[str]) -> None:
+    if spec.endpoint is not None:  # a served model: its twin is the local folder to check
+        from bertprobe.model.endpoint import check_endpoint_spec
+
+        problems.extend(f"{where}.{problem}" for problem in check_endpoint_spec(spec))
+        if spec.twin and looks_local(spec.twin) and not Path(spec.twin).expanduser().is_dir():
+            problems.append(f"{where}.twin: model folder '{spec.twin}' does not exist; name the checkpoint the "
+                            "endpoint serves, or leave twin out")
+        return
     if not looks_local(spec.path):
         return
     path = Path(spec.path).expanduser()
@@ -330,6 +338,8 @@ def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = N
 
     from bertprobe.tasks import resolve_task, task_options
 
+    if model.endpoint is not None:
+        return _endpoint_task(model, plugins)
     config = _config(model) if config is None else config
     if config is None:
         return None
@@ -338,6 +348,24 @@ def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = N
     if looks_local(model.path):  # a layout beside config.json (sentence-transformers' modules.json) tells the task
         fields["name_or_path"] = str(Path(model.path).expanduser())
     return resolve_task(SimpleNamespace(**fields), model.task, plugins.tasks, task_options(model))
+
+
+def _endpoint_task(model: ModelSpec, plugins: Any) -> Any:
+    """The task a served model will be audited as, before anything is sent: its twin's, else the suite's
+    ``task:`` with its ``labels:`` (None: the server's metadata tells, once it is read)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from bertprobe.tasks import resolve_task, task_options
+
+    if model.twin:
+        twin = replace(ModelSpec(path=model.twin), task=model.task)
+        return model_task(twin, plugins) if _config(twin) is not None else None
+    if model.task == "auto":
+        return None
+    labels = list(model.labels)
+    config = SimpleNamespace(architectures=[], id2label={str(i): n for i, n in enumerate(labels)}, num_labels=len(labels))
+    return resolve_task(config, model.task, plugins.tasks, task_options(model))
 
 
 def _supports(cls: Any, task: Any, sections: Any) -> bool:
@@ -377,9 +405,14 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
             if task is not None and cls.refuses_task(task, plugins.sections):
                 problems.append(task_refusal(spec.id, cls, task, model.label, plugins))
             elif (missing := _onnx_lacks(cls, model)):
-                from bertprobe.model.onnx import refusal
+                if model.endpoint is not None:
+                    from bertprobe.model.endpoint import refusal as served_refusal
 
-                problems.append(refusal(spec.id, cls.name, missing, model.label))
+                    problems.append(served_refusal(spec.id, cls.name, missing, model))
+                else:
+                    from bertprobe.model.onnx import refusal
+
+                    problems.append(refusal(spec.id, cls.name, missing, model.label))
             elif task is not None:
                 skipping.setdefault(model, []).append((spec.id, cls.missing_requirements(offered_capabilities(task))))
             if task is None:
@@ -449,8 +482,11 @@ def nothing_would_run(suite: Suite, model: ModelSpec, task: Any, rows: list[tupl
 def _onnx_lacks(cls: Any, model: ModelSpec) -> list[str]:
     """What ``cls`` requires that an ONNX Runtime model lacks (gradients, attention maps, heads), when ``model``
     runs in ONNX Runtime; refused before anything loads, as a task the probe does not support is."""
+    from bertprobe.model.endpoint import lacks as endpoint_lacks
     from bertprobe.model.onnx import lacks
 
+    if model.endpoint is not None:
+        return [] if model.twin else sorted(set(cls.requires) & set(endpoint_lacks(model)))
     return sorted(set(cls.requires) & lacks(model))
 
 
@@ -534,7 +570,7 @@ def check_hub_sources(suite: Suite) -> None:
 
     models = list(suite.models) + [p.model for p in suite.probes if p.model is not None]
     datas = [d for d in [suite.data, *(p.data for p in suite.probes)] if d is not None]
-    hub_models = {m.path: m for m in reversed(models) if not looks_local(m.path)}  # the first spec of each path
+    hub_models = {m.path: m for m in reversed(models) if not looks_local(m.path) and m.endpoint is None}  # the first spec of each path
     hub_data = list(dict.fromkeys(d.path for d in datas if d.loader is None and d.path and not is_local(d.path)))
     if offline_mode() or not (hub_models or hub_data) or hub_reachable():
         return

@@ -175,7 +175,11 @@ class QuestionAnswering(Task):
 
     def answers(self, target: Any, examples: Sequence[Example], batch_size: int | None = None,
                 progress: Callable[..., Iterable[Any]] | None = None, tokenizer: Any = None) -> list[Answer]:
-        """Each question's decoded answer from ``target`` (a Target, or a plain QA module and its ``tokenizer``)."""
+        """Each question's decoded answer from ``target`` (a Target, or a plain QA module and its ``tokenizer``); a
+        served reader (``served_answers``) answers with its own spans."""
+        served = getattr(target, "served_answers", None)
+        if callable(served):
+            return served(examples, progress)
         s = {**DEFAULTS, **self.settings}
         return answer(target, [ex.text for ex in examples], [ex.text_pair or "" for ex in examples], tokenizer,
                       max_length=s["max_length"], stride=s["stride"], n_best=s["n_best"],

@@ -1,0 +1,355 @@
+"""A served model as the target: an HTTP endpoint audited through the ``Target`` interface the probes use.
+
+A model entry naming ``endpoint: URL`` (and ``protocol: v2 | v1 | hf`` or a codec plugin's) loads as an
+``EndpointTarget``: the server's readiness and metadata are read first (its version goes into the report and every
+cache key), then inputs are sent as text (the server tokenises), batched, concurrently, each answered once per run
+through the response cache in the run folder (``bertprobe.model.endpoint_runner``). A classifier's scores come back
+as logits or probabilities (read as ``log p``, so the task's softmax gives the served probabilities back); a
+reader's answers as character spans of the context. Labels come from the suite (``labels:``), the server, or the
+``twin:`` checkpoint, and must agree where several name them.
+
+An endpoint has predictions only: no gradients, attention maps or heads (``ENDPOINT_LACKS``), and without scores
+(a labels-only endpoint) no probabilities. Probes needing those are refused before anything is sent, or run on the
+``twin:`` where the suite names one (``lacks``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertprobe.errors import TargetError
+from bertprobe.model.endpoint_codecs import ServedModel, make_codec
+from bertprobe.model.spec import ModelSpec
+from bertprobe.model.target import Encoded, Target
+
+ENDPOINT_LACKS = {
+    "gradients": "an endpoint answers forward passes only: no backward pass",
+    "input-gradients": "an endpoint answers forward passes only: no gradients at the input embeddings",
+    "attentions": "an endpoint returns its outputs, not attention maps",
+    "heads": "an endpoint has no attention heads bertprobe can mask or prune",
+    "uniform-heads": "an endpoint has no attention heads bertprobe can read",
+    "mask-token": "an endpoint's tokenizer is the server's",
+    "mlm": "an endpoint serves a task's outputs, not a masked LM's",
+}
+LABELS_ONLY_LACKS = {"probabilities": "it answers with a label and no scores (outputs: labels)"}
+SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization", "cookie")
+INSTALL = "pip install 'bertprobe[serve]' (or: pip install httpx)"
+CACHE_FILE = "endpoint-cache.sqlite"
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+DEFAULT_TASK = "classification"  # what an endpoint serves when neither the suite, a twin nor its metadata says
+LABEL_LOGIT = -1e4  # a labels-only endpoint's other classes: log(0), kept finite
+
+
+def is_endpoint(spec: Any) -> bool:
+    return getattr(spec, "endpoint", None) is not None
+
+
+def lacks(spec: ModelSpec) -> dict[str, str]:
+    """What a served model ``spec`` names lacks, with why (none for a local model), known before anything loads."""
+    if not is_endpoint(spec):
+        return {}
+    out = dict(ENDPOINT_LACKS)
+    if spec.outputs == "labels":
+        out.update(LABELS_ONLY_LACKS)
+    return out
+
+
+def check_endpoint_spec(spec: ModelSpec) -> list[str]:
+    """What is wrong with a served model's entry, before anything is sent (each a ``KEY: problem`` line)."""
+    problems = []
+    for key, value in spec.headers.items():
+        if not isinstance(value, str):
+            problems.append(f"headers.{key}: expected a string")
+        elif value and not _ENV.search(value) and key.lower() in SECRET_HEADERS:
+            problems.append(f"headers.{key}: write the token as ${{VAR}} (read from the environment), never in the suite")
+    if not spec.verify_tls and str(spec.endpoint).startswith("http://"):
+        problems.append("verify_tls: false applies to https only; leave it out for an http endpoint")
+    return problems
+
+
+def refusal(probe_id: str, probe_name: str, missing: Sequence[str], spec: ModelSpec) -> str:
+    """Why a probe cannot run on an endpoint, and what to do instead."""
+    reasons = "; ".join(f"{m}: {lacks(spec).get(m, m)}" for m in missing)
+    return (f"probe {probe_id} ({probe_name}) cannot run on {spec.label}, which is served at {spec.endpoint} ({reasons}); "
+            f"name the checkpoint it serves as the model's twin: (the probe then runs there), give the probe 'model:' "
+            f"naming a local model, or leave it out with --only")
+
+
+def headers_from_env(headers: dict[str, str], env: Any = None) -> dict[str, str]:
+    """The headers with their ``${VAR}``s read from the environment; an unset one is an error naming it (never a value)."""
+    env = os.environ if env is None else env
+    out = {}
+    for key, value in headers.items():
+        missing = [m.group(1) for m in _ENV.finditer(str(value)) if m.group(1) not in env]
+        if missing:
+            raise TargetError(f"model.headers.{key} names ${{{missing[0]}}}, which is not set; export it before the run "
+                              "(tokens come from the environment only)")
+        out[str(key)] = _ENV.sub(lambda m: env[m.group(1)], str(value))
+    return out
+
+
+class ServedModule:
+    """What stands where a PyTorch module would: a config for the task and the report, and no weights."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    def eval(self) -> ServedModule:
+        return self
+
+    def parameters(self) -> list[torch.Tensor]:
+        return []
+
+    def buffers(self) -> list[torch.Tensor]:
+        return []
+
+    def __call__(self, **batch: Any) -> Any:
+        raise TargetError("an endpoint takes text, not token ids: this probe needs a local model (the endpoint's twin:)")
+
+
+def _config(labels: Sequence[str], cls: Any, twin_config: Any) -> Any:
+    """The twin's config, else one that says what the task's binding reads: class names, and the task's own fields
+    (a multi-label model's problem_type)."""
+    if twin_config is not None:
+        return twin_config
+    from transformers import PretrainedConfig
+
+    config = PretrainedConfig(id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)},
+                              **dict(cls.config_fields))
+    config.architectures = ["ServedModel"]
+    return config
+
+
+@dataclass
+class EndpointTarget(Target):
+    """A Target whose predictions come from an HTTP endpoint (see the module's docstring)."""
+
+    served: ServedModel | None = None
+    codec: Any = field(default=None, repr=False)
+    client: Any = field(default=None, repr=False)
+    cache_file: Path | None = None  # the run folder's response cache (None: in memory, this process only)
+    twin: Target | None = field(default=None, repr=False)  # the checkpoint it serves, where the suite names one
+    _runner: Any = field(default=None, repr=False)
+
+    # ---- description -------------------------------------------------------------------------
+    @property
+    def capabilities(self) -> frozenset[str]:
+        missing = set(ENDPOINT_LACKS) | (set(LABELS_ONLY_LACKS) if self.labels_only else set())
+        return frozenset(set(self.task.capabilities) - missing)
+
+    @property
+    def labels_only(self) -> bool:
+        return self.spec.outputs == "labels" or bool(self.served and self.served.labels_only)
+
+    @property
+    def lacking(self) -> dict[str, str]:
+        """Each capability it lacks, with why (what a refusal names)."""
+        out = dict(ENDPOINT_LACKS)
+        if self.labels_only:
+            out.update(LABELS_ONLY_LACKS)
+        return out
+
+    @property
+    def max_length(self) -> int:
+        if self.spec.max_length:
+            return self.spec.max_length
+        if self.twin is not None:
+            return self.twin.max_length
+        return (self.served.max_length if self.served and self.served.max_length else 512)
+
+    @property
+    def input_names(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({"input_ids", "attention_mask"})
+
+    @property
+    def token_budget(self) -> int | None:  # type: ignore[override]
+        return None
+
+    @property
+    def cache_scope(self) -> tuple[str, str, str, str]:
+        """What every cached answer is keyed by besides its input: the endpoint, model, served version, protocol."""
+        served = self.served or ServedModel(name=self.spec.label)
+        return (str(self.spec.endpoint), served.name, served.version, self.codec.name)
+
+    def attention_sites(self) -> Any:
+        raise TargetError(f"{self.name} is served at {self.spec.endpoint}: {ENDPOINT_LACKS['heads']}")
+
+    def eager_attention(self) -> Any:
+        raise TargetError(f"{self.name} is served at {self.spec.endpoint}: {ENDPOINT_LACKS['attentions']}")
+
+    # ---- inputs --------------------------------------------------------------------------------
+    @staticmethod
+    def item(ex: Any) -> dict[str, Any]:
+        """One example as the JSON an endpoint is sent (and the cache is keyed by)."""
+        return {"text": ex.text} if ex.text_pair is None else {"text": ex.text, "text_pair": ex.text_pair}
+
+    def encode(self, examples: Sequence[Any], cache: bool = True) -> Encoded:
+        """The examples as the endpoint's inputs; lengths in the twin's tokens where there is one, else in words."""
+        if self.task.rows_per_choice:
+            raise TargetError(f"{self.name}: multiple-choice models are not served through {self.codec.name}")
+        items = [self.item(ex) for ex in examples]
+        if self.twin is not None:
+            lengths = self.twin.encode(examples, cache=cache).lengths
+        else:
+            lengths = [len(ex.text.split()) + len((ex.text_pair or "").split()) for ex in examples]
+        return Encoded(items, list(lengths))
+
+    def collate(self, rows: Sequence[Any], pad_to: int | None = None) -> dict[str, torch.Tensor]:
+        raise TargetError(f"{self.name} is served at {self.spec.endpoint}: it takes text, not token ids; a probe that "
+                          "builds token batches runs on the endpoint's twin:")
+
+    # ---- predictions ---------------------------------------------------------------------------
+    def runner(self) -> Any:
+        if self._runner is None:
+            from bertprobe.model.endpoint_runner import EndpointRunner
+            from bertprobe.model.response_cache import ResponseCache
+
+            self._runner = EndpointRunner(self.client, self.codec, ResponseCache(self.cache_file), self.cache_scope)
+        return self._runner
+
+    def attach_cache(self, file: Path | None) -> None:
+        """Keep answers in ``file`` (the run folder's), so a resumed run sends none of them again."""
+        if self._runner is not None and file != self.cache_file:
+            self._runner = None
+        self.cache_file = file
+
+    def outputs_of(self, items: Sequence[dict[str, Any]], progress: Any = None) -> list[Any]:
+        """The endpoint's normalised output for each item (``endpoint_codecs``), answered ones from the cache."""
+        from bertprobe.progress import active as active_progress
+
+        runner = self.runner()
+        runner.progress = progress if progress is not None else active_progress()
+        return runner.run(list(items))
+
+    def logits(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> torch.Tensor:
+        """Float32 ``N x C`` scores: served logits as they are, probabilities as ``log p`` (multi-label: log-odds), a
+        label as 0 for it and ``LABEL_LOGIT`` elsewhere."""
+        items = data.rows if isinstance(data, Encoded) else [self.item(ex) for ex in data]
+        outputs = self.outputs_of(items, progress)
+        width = len(self.label_names)
+        out = torch.empty(len(outputs), width, dtype=torch.float32)
+        for i, o in enumerate(outputs):
+            if "label" in o:
+                name = o["label"]
+                if name not in self.label_names:
+                    raise TargetError(f"{self.spec.endpoint} answered label {name!r}, which is not one of the model's "
+                                      f"({', '.join(self.label_names)}); set model.labels to the endpoint's names")
+                row = [LABEL_LOGIT] * width
+                row[self.label_names.index(name)] = 0.0
+            else:
+                scores = o["scores"]
+                if len(scores) != width:
+                    raise TargetError(f"{self.spec.endpoint} answered {len(scores)} scores for a model of {width} classes "
+                                      f"({', '.join(self.label_names)}); set model.labels to the endpoint's classes")
+                row = scores if o.get("kind") == "logits" else [self._from_probability(p) for p in scores]
+            out[i] = torch.tensor(row, dtype=torch.float64).float()
+        return out
+
+    def _from_probability(self, p: float) -> float:
+        p = min(max(p, 1e-45), 1.0)
+        if self.task.label_sets:  # a sigmoid per label: its inverse
+            return math.log(p) - math.log1p(-min(p, 1 - 1e-7))
+        return math.log(p)
+
+    def served_answers(self, examples: Sequence[Any], progress: Any = None) -> list[Any]:
+        """A reader's answers: the endpoint's character spans, as the task's ``Answer``s (what EM and F1 read)."""
+        from bertprobe.tasks.spans import Answer
+
+        items = [{"question": ex.text, "context": ex.text_pair or ""} for ex in examples]
+        out = []
+        for o in self.outputs_of(items, progress):
+            score = float(o.get("score", 0.0))
+            out.append(Answer(text=o["answer"], start=int(o["start"]), end=int(o["end"]), score=score,
+                              confidence=score, null_score=float("nan"), windows=1, abstained=not o["answer"]))
+        return out
+
+    @property
+    def requests_sent(self) -> int:
+        return int(getattr(self.client, "requests_sent", 0))
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+def _twin(spec: ModelSpec, tasks: Any) -> Target | None:
+    if not spec.twin:
+        return None
+    from bertprobe.model.loading import load_target
+
+    twin_spec = ModelSpec(path=spec.twin, device=spec.device, task=spec.task, max_length=spec.max_length,
+                          batch_size=spec.batch_size, options=dict(spec.options), trust_remote_code=spec.trust_remote_code,
+                          allow_pickle=spec.allow_pickle)
+    return load_target(twin_spec, tasks)
+
+
+def _labels(spec: ModelSpec, served: ServedModel, twin: Target | None) -> tuple[str, ...]:
+    """The class names, from the suite, the server and the twin, which must agree where several give them."""
+    given = [("model.labels", tuple(spec.labels)), ("the server", tuple(served.labels)),
+             ("the twin", tuple(twin.label_names) if twin is not None else ())]
+    named = [(where, labels) for where, labels in given if labels]
+    for where, labels in named[1:]:
+        if labels != named[0][1]:
+            raise TargetError(f"{spec.label}: {named[0][0]} names the classes {', '.join(named[0][1])}, {where} "
+                              f"{', '.join(labels)}; the endpoint may serve another model than its twin, or set "
+                              "model.labels to the endpoint's names in class order")
+    return named[0][1] if named else ()
+
+
+def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None) -> EndpointTarget:
+    """The endpoint ``spec`` names, its readiness and metadata read (nothing else is sent until a probe asks)."""
+    try:
+        from bertprobe.model.http_client import ClientSettings, EndpointClient
+    except ImportError:
+        raise TargetError(f"model {spec.label} is served at {spec.endpoint}; auditing an endpoint needs httpx: "
+                          f"{INSTALL}") from None
+    from bertprobe.tasks import builtin_tasks, task_options
+
+    tasks = tasks or builtin_tasks()
+    twin = _twin(spec, tasks)
+    settings = ClientSettings(batch_size=spec.batch_size, concurrency=spec.concurrency, timeout_s=spec.timeout_s,
+                              retries=spec.retries, max_requests=spec.max_requests, verify_tls=spec.verify_tls)
+    notes: list[str] = []
+    client = EndpointClient(str(spec.endpoint).rstrip("/"), headers_from_env(dict(spec.headers)), settings,
+                            say=notes.append)
+    early = spec.task if spec.task != "auto" else (twin.task.name if twin is not None else None)
+    early_cls = tasks.get(early) if early else None
+    factories = {name: codecs.get(name) for name in codecs.names()} if codecs is not None else {}
+    codec = make_codec(spec.protocol, factories, model=spec.served_name or spec.default_name, labels=tuple(spec.labels),
+                       outputs=spec.outputs, label_sets=bool(early_cls and early_cls.label_sets),
+                       reader=bool(early_cls and early_cls.span_answers))
+    try:
+        served = codec.metadata(client.get_json) if hasattr(codec, "metadata") else ServedModel(name=spec.default_name)
+    except TargetError:
+        client.close()
+        raise
+    task_name = early or served.task or DEFAULT_TASK
+    cls = tasks.get(task_name)
+    labels = _labels(spec, served, twin)
+    if not labels and not cls.span_answers:
+        client.close()
+        raise TargetError(f"{spec.label}: neither the server nor a twin names the endpoint's classes; set model.labels "
+                          "to its class names in class order (e.g. labels: [negative, positive]) or name its twin:")
+    codec.labels = labels  # the codec reads names (TEI's {label, score}) in class order
+    for flag, value in (("label_sets", cls.label_sets), ("reader", cls.span_answers)):
+        if hasattr(codec, flag):
+            setattr(codec, flag, value)
+    config = _config(labels, cls, twin.model.config if twin is not None else None)
+    task = cls.bind(config, task_options(spec))
+    device = torch.device("cpu")
+    served_note = (f"served at {spec.endpoint} ({codec.name}); model {served.name}"
+                   + (f", version {served.version}" if served.version else ", no version reported"))
+    notes = [served_note, *served.notes, *notes]
+    if twin is not None:
+        notes.append(f"twin: {spec.twin} (probes that need gradients, attentions or heads run there)")
+    return EndpointTarget(spec=spec, model=ServedModule(config), tokenizer=twin.tokenizer if twin is not None else None,
+                          task=task, device=device, dtype=torch.float32, notes=notes, served=served, codec=codec,
+                          client=client, twin=twin, gradient_model=None)
