@@ -1,22 +1,37 @@
-"""What a wire codec is (``Codec``) and how a response that does not fit is refused (``CodecError``)."""
+"""What a served endpoint's protocol is to the runner: the ``Codec`` protocol and the ``CodecError`` it raises.
+
+A codec turns a batch of inputs (JSON-able dicts: ``{"text": ..., "text_pair": ...}`` or ``{"question": ...,
+"context": ...}``) into the JSON body of one request, and the JSON body of the answer into one JSON-able output
+per input. The protocols themselves (v1, v2, hf, plugins) live in ``endpoint_codecs``; ``EndpointRunner`` only
+needs this shape.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bertprobe.errors import TargetError
 
 
 class CodecError(TargetError):
-    """A response whose shape does not fit the protocol: malformed, the wrong number of outputs, unknown labels."""
+    """An endpoint's answer does not fit its protocol: malformed JSON shape, wrong number of outputs, unknown labels."""
 
 
+@runtime_checkable
 class Codec(Protocol):
+    """A protocol's request and response shapes (``batch_size``, optional: the most inputs one request may carry)."""
+
     name: str
 
-    def infer_path(self, model: str) -> str: ...
+    def infer_path(self, model: str) -> str:
+        """The path inference requests are posted to, for the served model ``model``."""
+        ...
 
-    def request(self, items: Sequence[dict[str, Any]]) -> Any: ...
+    def request(self, items: Sequence[dict]) -> Any:
+        """The JSON body of one request carrying ``items``."""
+        ...
 
-    def response(self, body: Any, items: Sequence[dict[str, Any]]) -> list[Any]: ...
+    def response(self, body: Any, items: Sequence[dict]) -> list[Any]:
+        """One JSON-able output per item of ``items``, read from the answer's ``body`` (CodecError if it cannot be)."""
+        ...

@@ -1,0 +1,106 @@
+"""An endpoint's answers per input, kept in the run folder: a resumed or repeated audit never sends an input twice.
+
+A key is the sha256 of the endpoint's URL, the served model's name and version, the protocol and the input's
+canonical JSON (sorted keys, no spaces): two probes or two runs asking the same input of the same served model
+share one answer; a new served version asks anew. Tokens and headers are never part of a key (nor of anything
+stored). Values are JSON text (never pickle) in one sqlite3 table; each ``put_many`` is committed before it
+returns, so a run killed right after loses nothing it was answered. One connection behind a lock: safe to share
+between threads (``EndpointClient.post_all``'s workers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+from bertprobe.errors import TargetError, first_line
+
+CHUNK = 500  # keys per SELECT (under sqlite's limit on bound parameters)
+SCHEMA = "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+def canonical_json(value: Any) -> str:
+    """One text per JSON value: sorted keys, no spaces, non-ASCII kept as it is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class ResponseCache:
+    """Answers per input, keyed by sha256 of (endpoint URL, model name, served version, protocol, canonical input)."""
+
+    def __init__(self, file: Path | None) -> None:
+        self.file = Path(file) if file is not None else None
+        self._lock = threading.Lock()
+        where = ":memory:"
+        if self.file is not None:
+            try:
+                self.file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise TargetError(f"response cache {self.file}: cannot create its folder ({first_line(exc)})") from None
+            where = str(self.file)
+        try:
+            self._db = sqlite3.connect(where, check_same_thread=False, timeout=30.0)
+            with self._db:
+                self._db.execute(SCHEMA)
+        except sqlite3.Error as exc:
+            raise TargetError(f"response cache {self.file}: not a readable cache ({first_line(exc)}); "
+                              "delete it to start afresh") from None
+
+    @staticmethod
+    def key(endpoint: str, model: str, version: str, protocol: str, item: Any) -> str:
+        """The key of one input's answer (``endpoint`` should carry no secrets: it is hashed, never stored)."""
+        try:
+            text = canonical_json([str(endpoint), str(model), str(version), str(protocol), item])
+        except (TypeError, ValueError) as exc:
+            raise TargetError(f"response cache: an input is not JSON ({first_line(exc)})") from None
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The answers held for ``keys`` (keys without one are absent)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, Any] = {}
+        with self._lock:
+            try:
+                for start in range(0, len(wanted), CHUNK):
+                    chunk = wanted[start:start + CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    rows = self._db.execute(f"SELECT key, value FROM answers WHERE key IN ({marks})", chunk)
+                    found.update((k, json.loads(v)) for k, v in rows)
+            except (sqlite3.Error, ValueError) as exc:
+                raise TargetError(f"response cache {self.file}: unreadable ({first_line(exc)}); "
+                                  "delete it to start afresh") from None
+        return found
+
+    def put_many(self, items: Mapping[str, Any]) -> None:
+        """Store answers by key, committed before returning (TargetError for a value that is not JSON)."""
+        if not items:
+            return
+        try:
+            rows = [(str(k), canonical_json(v)) for k, v in items.items()]
+        except (TypeError, ValueError) as exc:
+            raise TargetError(f"response cache: an answer is not JSON ({first_line(exc)})") from None
+        with self._lock:
+            try:
+                with self._db:
+                    self._db.executemany("INSERT OR REPLACE INTO answers (key, value) VALUES (?, ?)", rows)
+            except sqlite3.Error as exc:
+                raise TargetError(f"response cache {self.file}: cannot write ({first_line(exc)})") from None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the file (what was put is already committed)."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
