@@ -45,6 +45,8 @@ INSTALL = "pip install 'bertprobe[serve]' (or: pip install httpx)"
 CACHE_FILE = "endpoint-cache.sqlite"
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEFAULT_TASK = "classification"  # what an endpoint serves when neither the suite, a twin nor its metadata says
+DETERMINISM_SAMPLE = 8  # inputs of the first predictions sent a second time
+DETERMINISM_TOLERANCE = 1e-6  # scores this close are the same answer (a float32 server's are equal)
 LABEL_LOGIT = -1e4  # a labels-only endpoint's other classes: log(0), kept finite
 
 
@@ -137,6 +139,8 @@ class EndpointTarget(Target):
     client: Any = field(default=None, repr=False)
     cache_file: Path | None = None  # the run folder's response cache (None: in memory, this process only)
     twin: Target | None = field(default=None, repr=False)  # the checkpoint it serves, where the suite names one
+    on_note: Any = field(default=None, repr=False)  # the run's: a note learnt after loading goes to the report
+    deterministic: bool | None = None  # None until a sample was sent twice (the first predictions)
     _runner: Any = field(default=None, repr=False)
 
     # ---- description -------------------------------------------------------------------------
@@ -177,7 +181,7 @@ class EndpointTarget(Target):
     def cache_scope(self) -> tuple[str, str, str, str]:
         """What every cached answer is keyed by besides its input: the endpoint, model, served version, protocol."""
         served = self.served or ServedModel(name=self.spec.label)
-        return (str(self.spec.endpoint), served.name, served.version, self.codec.name)
+        return (str(getattr(self.client, "url", self.spec.endpoint)), served.name, served.version, self.codec.name)
 
     def attention_sites(self) -> Any:
         raise TargetError(f"{self.name} is served at {self.spec.endpoint}: {ENDPOINT_LACKS['heads']}")
@@ -221,13 +225,51 @@ class EndpointTarget(Target):
             self._runner = None
         self.cache_file = file
 
+    @property
+    def served_identity(self) -> str:
+        """A fingerprint of what is served (endpoint, model, version, protocol): a resumed run must see the same."""
+        import hashlib
+
+        return hashlib.sha256(repr(self.cache_scope).encode("utf-8")).hexdigest()
+
+    def note(self, text: str) -> None:
+        """A note learnt after loading (the determinism check), kept in the model's record of the report."""
+        self.notes.append(text)
+        if self.on_note is not None:
+            self.on_note(text)
+
     def outputs_of(self, items: Sequence[dict[str, Any]], progress: Any = None) -> list[Any]:
-        """The endpoint's normalised output for each item (``endpoint_codecs``), answered ones from the cache."""
+        """The endpoint's normalised output for each item (``endpoint_codecs``), answered ones from the cache; the
+        first time, a sample of them is sent once more to check that the endpoint answers alike."""
         from bertprobe.progress import active as active_progress
 
         runner = self.runner()
         runner.progress = progress if progress is not None else active_progress()
-        return runner.run(list(items))
+        out = runner.run(list(items))
+        if self.deterministic is None and items:
+            self._check_determinism(list(items[:DETERMINISM_SAMPLE]), out[:DETERMINISM_SAMPLE])
+        return out
+
+    def _check_determinism(self, items: list[dict[str, Any]], first: list[Any]) -> None:
+        """Send ``items`` again past the cache and compare with ``first`` (once per endpoint and run folder)."""
+        from bertprobe.model.endpoint_runner import EndpointRunner
+        from bertprobe.model.response_cache import ResponseCache
+
+        cache = self.runner().cache
+        marker = ResponseCache.key(*self.cache_scope, {"bertprobe": "determinism check"})
+        done = cache.get_many([marker]).get(marker)
+        if done is None:
+            again = EndpointRunner(self.client, self.codec, ResponseCache(None), self.cache_scope).run(items)
+            gap = max((_difference(a, b) for a, b in zip(first, again)), default=0.0)
+            differ = sum(_difference(a, b) > DETERMINISM_TOLERANCE for a, b in zip(first, again))
+            done = {"inputs": len(items), "differ": differ, "gap": gap}
+            cache.put_many({marker: done})
+        self.deterministic = not done["differ"]
+        if done["differ"]:
+            self.note(f"nondeterministic: {done['differ']} of {done['inputs']} inputs sent twice got other answers "
+                      f"(scores up to {done['gap']:.3g} apart); its invariance tests and paired gates mean little")
+        else:
+            self.note(f"deterministic: {done['inputs']} inputs sent twice got the same answers (to {DETERMINISM_TOLERANCE:g})")
 
     def logits(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> torch.Tensor:
         """Float32 ``N x C`` scores: served logits as they are, probabilities as ``log p`` (multi-label: log-odds), a
@@ -280,15 +322,20 @@ class EndpointTarget(Target):
             self.client.close()
 
 
-def _twin(spec: ModelSpec, tasks: Any) -> Target | None:
+def _difference(a: Any, b: Any) -> float:
+    """How far two outputs of one input are apart: the largest score difference, or 1 for another label or span."""
+    if isinstance(a, dict) and isinstance(b, dict) and "scores" in a and "scores" in b and len(a["scores"]) == len(b["scores"]):
+        return max((abs(x - y) for x, y in zip(a["scores"], b["scores"])), default=0.0)
+    return 0.0 if a == b else 1.0
+
+
+def _twin(spec: ModelSpec, tasks: Any, load_local: Any) -> Target | None:
     if not spec.twin:
         return None
-    from bertprobe.model.loading import load_target
-
     twin_spec = ModelSpec(path=spec.twin, device=spec.device, task=spec.task, max_length=spec.max_length,
                           batch_size=spec.batch_size, options=dict(spec.options), trust_remote_code=spec.trust_remote_code,
                           allow_pickle=spec.allow_pickle)
-    return load_target(twin_spec, tasks)
+    return load_local(twin_spec, tasks)
 
 
 def _labels(spec: ModelSpec, served: ServedModel, twin: Target | None) -> tuple[str, ...]:
@@ -304,8 +351,10 @@ def _labels(spec: ModelSpec, served: ServedModel, twin: Target | None) -> tuple[
     return named[0][1] if named else ()
 
 
-def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None) -> EndpointTarget:
-    """The endpoint ``spec`` names, its readiness and metadata read (nothing else is sent until a probe asks)."""
+def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None,
+                         load_local: Any = None) -> EndpointTarget:
+    """The endpoint ``spec`` names, its readiness and metadata read (nothing else is sent until a probe asks);
+    ``load_local`` loads its twin (``loading.load_target``, which calls this)."""
     try:
         from bertprobe.model.http_client import ClientSettings, EndpointClient
     except ImportError:
@@ -314,7 +363,7 @@ def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None)
     from bertprobe.tasks import builtin_tasks, task_options
 
     tasks = tasks or builtin_tasks()
-    twin = _twin(spec, tasks)
+    twin = _twin(spec, tasks, load_local)
     settings = ClientSettings(batch_size=spec.batch_size, concurrency=spec.concurrency, timeout_s=spec.timeout_s,
                               retries=spec.retries, max_requests=spec.max_requests, verify_tls=spec.verify_tls)
     notes: list[str] = []

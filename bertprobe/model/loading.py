@@ -88,7 +88,7 @@ def load_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None) -> Targe
     if spec.endpoint is not None:  # a served model (bertprobe.model.endpoint)
         from bertprobe.model.endpoint import load_endpoint_target
 
-        return load_endpoint_target(spec, tasks, codecs)
+        return load_endpoint_target(spec, tasks, codecs, load_local=load_target)
     if onnx_file(spec.path) is not None:
         return load_onnx_target(spec, tasks)
     graphs = folder_graphs(Path(spec.path).expanduser())

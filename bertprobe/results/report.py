@@ -472,6 +472,10 @@ class RunReport:
             dtypes = {m.dtype for m in self.models}
             self.device = devices.pop() if len(devices) == 1 else "mixed"
             self.dtype = dtypes.pop() if len(dtypes) == 1 else "mixed"
+        elif kind == "model_note":  # learnt after loading (a served model's determinism check)
+            for m in self.models:
+                if m.name == event.get("model") and event.get("note") not in m.notes:
+                    m.notes.append(str(event.get("note")))
         elif kind == "probe_result":
             result = ProbeResult.from_dict(event["result"])
             at = next((i for i, r in enumerate(self.probes) if r.model == result.model and r.id == result.id), None)

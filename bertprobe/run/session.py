@@ -164,11 +164,22 @@ class Session:
         if self.caches.holds(spec):
             return self.caches.target(spec)[0]
         target, notes = self.caches.target(spec)
-        digest = self.caches.weights_hash(spec.path)
+        served = getattr(target, "served_identity", None)  # a served model: what it serves stands for its weights
+        digest = served or self.caches.weights_hash(spec.path)
         before = self.state.hashes.get(spec.label)
         if before and digest and before != digest:
-            raise SuiteError(f"cannot resume: the weights of model '{spec.label}' changed since the run "
+            what = "the model served at" if served else "the weights of model"
+            raise SuiteError(f"cannot resume: {what} '{spec.label}' changed since the run "
                              f"(sha256 {before[:12]} -> {digest[:12]}); start a new run")
+        if hasattr(target, "on_note"):  # notes learnt later (a served model's determinism) reach the report
+            label = spec.label
+
+            def on_note(text: str) -> None:
+                self.emit("model_note", model=label, note=text)
+                if text.startswith("nondeterministic"):
+                    self.say(f"warning: {label}: {text}")
+
+            target.on_note = on_note
         from bertprobe.model.modelinfo import describe_model
 
         info = describe_model(target, digest, notes)

@@ -80,3 +80,7 @@ class TypoConsistency(Probe):
 @hookimpl
 def bertprobe_register_probes(registry: Any) -> None:
     registry.add(TypoConsistency)
+
+
+# The codec hook lives beside it (bertprobe_example.codec), registered through this entry point too.
+from bertprobe_example.codec import bertprobe_register_codecs  # noqa: E402,F401

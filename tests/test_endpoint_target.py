@@ -1,0 +1,206 @@
+"""A served model as the target (bertprobe.model.endpoint), end to end over loopback on tiny random checkpoints:
+the endpoint audits to the checkpoint's numbers, tokens stay out of the run folder, a labels-only endpoint is
+refused what needs scores, a resumed audit sends nothing twice, and the twin runs what an endpoint cannot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import sentiment_tsv
+from tiny_endpoint import TinyEndpoint
+
+pytest.importorskip("httpx")
+
+from bertprobe import ModelSpec
+from bertprobe.cli import main
+from bertprobe.data import Example
+from bertprobe.harness import run_suite
+from bertprobe.model.loading import load_target
+from bertprobe.plugins import build_plugins
+from bertprobe.suite import load_suite
+
+TEXTS = ["a fine film", "dull and slow", "the movie was good", "bad", "it was fun , and great"]
+
+
+def _suite(tmp_path: Path, models: str, probes: str, data: Path, name: str = "served") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"suite: {name}\n{models}\ndata: {{path: '{data}', text: sentence, label: label}}\nseed: 3\n"
+                    f"report: {{dir: '{tmp_path / 'reports'}', formats: [json]}}\nprobes:\n{probes}")
+    return path
+
+
+def _files_text(folder: Path) -> str:
+    return "".join(p.read_bytes().decode("utf-8", "replace") for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("protocol", ["v2", "v1", "hf"])
+def test_an_endpoint_predicts_the_checkpoints_probabilities(tiny_clf_dir: Path, protocol: str) -> None:
+    examples = [Example(text=t, id=str(i)) for i, t in enumerate(TEXTS)]
+    local = load_target(ModelSpec(path=str(tiny_clf_dir), device="cpu"))
+    with TinyEndpoint(tiny_clf_dir) as server:
+        labels = local.label_names if protocol == "v1" else ()  # v1 names no classes: the suite does
+        served = load_target(ModelSpec(path=server.url, endpoint=server.url, protocol=protocol, served_name="tiny",
+                                       device="cpu", labels=tuple(labels)))
+        got = served.predict_proba(examples)
+    want = local.predict_proba(examples)
+    assert served.label_names == local.label_names
+    assert float((got - want).abs().max()) < 1e-6
+    assert served.predict(examples) == local.predict(examples)
+    assert any("version 7" in n or protocol == "v1" for n in served.notes)
+    assert "gradients" not in served.capabilities and "probabilities" in served.capabilities
+
+
+def test_the_endpoint_audits_to_the_checkpoints_numbers_and_keeps_tokens_out_of_the_run(
+        tmp_path: Path, tiny_clf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "tok-3f9a8c77d1e2b4a6"
+    monkeypatch.setenv("BP_TEST_TOKEN", token)
+    data = sentiment_tsv(tmp_path / "d.tsv", 40)
+    with TinyEndpoint(tiny_clf_dir) as server:
+        models = (f"models:\n  - {{name: checkpoint, path: '{tiny_clf_dir}', device: cpu}}\n"
+                  f"  - {{name: endpoint, endpoint: '{server.url}', served_name: tiny, batch_size: 8,\n"
+                  "     headers: {Authorization: 'Bearer ${BP_TEST_TOKEN}'}}\n"
+                  "compare: {baseline: checkpoint}")
+        suite = _suite(tmp_path, models, "  - probe: accuracy\n    params: {single_check: 0}\n"
+                                         "  - probe: calibration\n", data)
+        session = run_suite(load_suite(suite), build_plugins())
+        assert any(h.get("Authorization") == f"Bearer {token}" for h in server.headers_seen)
+    report = session.report
+    for metric in ("accuracy", "ece", "brier"):
+        probe = "accuracy" if metric == "accuracy" else "calibration"
+        assert report.result("endpoint", probe).value(metric) == pytest.approx(
+            report.result("checkpoint", probe).value(metric), abs=1e-6)
+    (agreement,) = [a for a in report.agreement if a.probe_id == "accuracy"]
+    assert agreement.rate == 1.0 and agreement.paired == 40
+    endpoint = next(m for m in report.models if m.name == "endpoint")
+    assert any("version 7" in n for n in endpoint.notes) and any(n.startswith("deterministic") for n in endpoint.notes)
+    assert token not in _files_text(session.run_dir)
+    assert (session.run_dir / "endpoint-cache.sqlite").is_file()
+    # each input was sent once, but for the determinism check's sample, sent a second time by design
+    assert sorted(set(server.inputs.values())) in ([1, 2], [2])
+    assert sum(c == 2 for c in server.inputs.values()) == 8
+
+
+def test_a_labels_only_endpoint_runs_accuracy_and_refuses_calibration_before_any_request(
+        tmp_path: Path, tiny_clf_dir: Path) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 20)
+    with TinyEndpoint(tiny_clf_dir, labels_only=True) as server:
+        suite = _suite(tmp_path, f"model: {{endpoint: '{server.url}', served_name: tiny}}", "  - probe: calibration\n",
+                       data)
+        session = run_suite(load_suite(suite), build_plugins())
+        assert not server.inputs  # refused before a single input was sent
+        (result,) = session.report.probes
+        assert result.status == "skipped" and "no scores" in result.message and "probabilities" in result.message
+        suite = _suite(tmp_path, f"model: {{endpoint: '{server.url}', served_name: tiny}}",
+                       "  - probe: accuracy\n    params: {single_check: 0}\n", data, "labels")
+        session = run_suite(load_suite(suite), build_plugins())
+    local = load_target(ModelSpec(path=str(tiny_clf_dir), device="cpu"))
+    examples = session.caches.aligned(load_suite(suite).data, local).examples
+    gold = [ex.label for ex in examples]
+    expected = sum(p == g for p, g in zip(local.predict(examples), gold)) / len(gold)
+    assert session.report.result(session.report.models[0].name, "accuracy").value("accuracy") == pytest.approx(expected)
+
+
+def test_declared_labels_only_is_refused_by_validate_and_gradients_without_a_twin(tmp_path: Path) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 10)
+    model = "model: {endpoint: 'http://127.0.0.1:9', outputs: labels, task: classification, labels: [negative, positive]}"
+    suite = _suite(tmp_path, model, "  - probe: calibration\n  - probe: attention-audit\n", data)
+    result = CliRunner().invoke(main, ["validate", str(suite)])
+    assert result.exit_code == 2, result.output
+    assert "calibration" in result.output and "no scores" in result.output
+    assert "attention-audit" in result.output and "twin:" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_missing_token_variable_and_a_literal_token_are_one_line_errors(tmp_path: Path,
+                                                                           tiny_clf_dir: Path) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 10)
+    literal = _suite(tmp_path, "model: {endpoint: 'http://127.0.0.1:9', headers: {Authorization: 'Bearer abc123'}}",
+                     "  - probe: accuracy\n", data, "literal")
+    result = CliRunner().invoke(main, ["validate", str(literal)])
+    assert result.exit_code == 2 and "${VAR}" in result.output
+    with TinyEndpoint(tiny_clf_dir) as server:
+        unset = _suite(tmp_path, f"model: {{endpoint: '{server.url}', served_name: tiny, "
+                                 "headers: {Authorization: 'Bearer ${BP_NOT_SET_ANYWHERE}'}}", "  - probe: accuracy\n",
+                       data, "unset")
+        result = CliRunner().invoke(main, ["run", str(unset)])
+    assert result.exit_code == 2, result.output
+    assert "BP_NOT_SET_ANYWHERE" in result.output and "Traceback" not in result.output
+
+
+def test_a_server_that_fails_for_good_stops_the_run_and_a_resumed_run_sends_nothing_twice(
+        tmp_path: Path, tiny_clf_dir: Path) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 48)
+    with TinyEndpoint(tiny_clf_dir) as server:
+        model = f"model: {{endpoint: '{server.url}', served_name: tiny, batch_size: 8, concurrency: 1, retries: 1}}"
+        probes = "  - probe: accuracy\n    params: {single_check: 0}\n  - probe: slices\n"
+        suite = _suite(tmp_path, model, probes, data)
+        real = server.answer
+        calls = {"n": 0}
+
+        def dying(path: str, body: object) -> tuple[int, object]:
+            if path.endswith("/infer"):
+                calls["n"] += 1
+                if calls["n"] > 3:  # three batches answered, then the server fails for good
+                    return 503, {"error": "gone"}
+            return real(path, body)
+
+        server.answer = dying  # type: ignore[method-assign]
+        first = CliRunner().invoke(main, ["run", str(suite)])
+        assert first.exit_code == 2, first.output
+        assert server.url in first.output and "503" in first.output and "Traceback" not in first.output
+        run_dir = next((tmp_path / "reports").iterdir())
+        assert (run_dir / "endpoint-cache.sqlite").is_file()
+        answered = dict(server.inputs)
+        server.answer = real  # type: ignore[method-assign]
+        again = CliRunner().invoke(main, ["run", "--resume", str(run_dir)])
+        assert again.exit_code in (0, 1), again.output  # finished (a random model fails its expectations)
+        assert "resum" in again.output.lower() or again.exit_code in (0, 1)
+    twice = [text for text, n in server.inputs.items() if n > 1]
+    assert len(twice) <= 8  # only the determinism check's sample
+    assert all(answered.get(t, 0) >= 1 for t in twice)
+    assert len(server.inputs) == 48
+
+
+def test_the_twin_runs_what_an_endpoint_cannot(tmp_path: Path, tiny_clf_dir: Path) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 12)
+    with TinyEndpoint(tiny_clf_dir) as server:
+        model = f"model: {{endpoint: '{server.url}', served_name: tiny, twin: '{tiny_clf_dir}', device: cpu}}"
+        suite = _suite(tmp_path, model, "  - probe: attention-audit\n", data)
+        session = run_suite(load_suite(suite), build_plugins())
+        assert not server.inputs  # the attention maps came from the twin alone
+    (result,) = session.report.probes
+    assert result.status in ("passed", "failed", "measured"), result.message
+    assert result.metrics  # attention statistics, read from the twin
+    assert "twin" in result.details["ran_on"]
+
+
+def test_a_nondeterministic_endpoint_is_named_in_the_report(tmp_path: Path, tiny_clf_dir: Path) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 16)
+    with TinyEndpoint(tiny_clf_dir, noise=0.05) as server:
+        suite = _suite(tmp_path, f"model: {{endpoint: '{server.url}', served_name: tiny}}",
+                       "  - probe: accuracy\n    params: {single_check: 0}\n", data)
+        session = run_suite(load_suite(suite), build_plugins())
+    notes = session.report.models[0].notes
+    assert any(n.startswith("nondeterministic: ") for n in notes), notes
+    summary = json.loads((session.run_dir / "report.json").read_text())
+    assert any("nondeterministic" in n for m in summary["models"] for n in m["notes"])
+
+
+def test_a_codec_plugin_speaks_its_own_wire_shape(tiny_clf_dir: Path) -> None:
+    """The example plugin's ``example-json`` codec, registered through ``bertprobe_register_codecs``."""
+    pytest.importorskip("bertprobe_example.codec")  # installed: its entry point registers it
+    from bertprobe.model.loading import load_target as load
+
+    plugins = build_plugins()
+    assert "example-json" in plugins.codecs.names()
+    examples = [Example(text=t, id=str(i)) for i, t in enumerate(TEXTS)]
+    local = load(ModelSpec(path=str(tiny_clf_dir), device="cpu"))
+    with TinyEndpoint(tiny_clf_dir) as server:
+        spec = ModelSpec(path=server.url, endpoint=server.url, protocol="example-json",
+                         labels=tuple(local.label_names))
+        served = load(spec, plugins.tasks, plugins.codecs)
+        got = served.predict_proba(examples)
+    assert float((got - local.predict_proba(examples)).abs().max()) < 1e-6
