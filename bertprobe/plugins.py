@@ -40,6 +40,7 @@ DEFAULT_PLUGINS = (
     "bertprobe.probes.behaviour.probe",
     "bertprobe.probes.calibration.probe",
     "bertprobe.probes.slices.probe",
+    "bertprobe.probes.serving_skew.probe",
     "bertprobe.reporters.json_report",
     "bertprobe.reporters.markdown_report",
     "bertprobe.reporters.html_report",

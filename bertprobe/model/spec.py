@@ -153,11 +153,19 @@ def endpoint_model_name(url: str) -> str:
 def resolve_model_param(name_or_path: str, like: ModelSpec | None = None,
                         models: tuple[ModelSpec, ...] | list[ModelSpec] = ()) -> ModelSpec:
     """The model a probe param names (``transfer_model``, ``compare_model``): a model of the run's matrix
-    by name first, then a path or hub id loaded as ``like`` is (its device, dtype, length, batch size and
-    loading options, no variant). Runs and the probe test kit both resolve through this one function."""
+    by name first, then a path the matrix loads as stored (no variant, no endpoint), then a path or hub id loaded as
+    ``like`` is (its device, dtype, length, batch size and loading options, no variant; from a served model, as its
+    ``twin:`` loads). Runs and the probe test kit both resolve through this one function."""
     for spec in models:
         if spec.label == name_or_path:
             return spec
+    for spec in models:  # a path the matrix loads as stored: that model (its weights load once per run)
+        if spec.endpoint is None and not spec.variant and same_model(spec.path, name_or_path):
+            return spec
+    if like is not None and like.endpoint is not None:  # a path named from a served model: loaded as its twin is
+        like = ModelSpec(path=name_or_path, device=like.device, max_length=like.max_length, batch_size=like.batch_size,
+                         options=dict(like.options), trust_remote_code=like.trust_remote_code,
+                         allow_pickle=like.allow_pickle)
     base = like.base if like is not None else ModelSpec(path=name_or_path)
     return replace(base, path=name_or_path, name=None, task="auto")
 
