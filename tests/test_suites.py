@@ -293,8 +293,22 @@ SHIPPED = {
 SUITE_NAMES: dict[str, str] = {}  # file stem -> the suite: name inside, where they differ
 
 
+# suites that audit a served model: they need a running server, so they run in the endpoint tests (tests/servers.py
+# starts one); here validate checks them on a tiny model, which sends nothing
+SERVED = {"serving": lambda t: _classifier(t, ("NEG", "POS"))}
+
+
 def test_every_shipped_suite_is_listed_here():
-    assert {p.stem for p in SUITES.glob("*.yaml")} == set(SHIPPED)
+    assert {p.stem for p in SUITES.glob("*.yaml")} == set(SHIPPED) | set(SERVED)
+
+
+@pytest.mark.parametrize("name", sorted(SERVED))
+def test_a_shipped_suite_of_a_served_model_validates_on_a_tiny_model_of_its_task(name, tmp_path, monkeypatch):
+    model, data = SERVED[name](tmp_path)
+    monkeypatch.setenv("BERTPROBE_MODEL", str(model))  # the checkpoint and the endpoint's twin
+    monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
+    checked = invoke("validate", str(SUITES / f"{name}.yaml"), "--data", str(data))
+    assert checked.exit_code == 0, checked.output
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
