@@ -192,3 +192,40 @@ def test_the_sst2_fixture_cut_at_32_tokens_is_diagnosed_as_truncation_at_32():
     assert "truncates inputs at 32 tokens" in found["statement"]
     assert all(f.extra["tokens"] > 32 for f in result.findings[1:]) and len(result.findings) == 6
     assert result.value("agreement") < 1.0 or result.value("differing_share") > 0.01
+
+
+@pytest.mark.parametrize("truncate", [None, 8])
+def test_the_serving_suite_against_a_loopback_endpoint_says_do_not_ship_when_it_truncates(truncate, tmp_path, clf,
+                                                                                        monkeypatch):
+    pytest.importorskip("httpx")
+    import json
+
+    from click.testing import CliRunner
+    from conftest import REPO, sentiment_tsv
+    from tiny_endpoint import TinyEndpoint
+
+    from bertprobe.cli import main
+
+    data = sentiment_tsv(tmp_path / "d.tsv", 40)
+    with TinyEndpoint(clf, truncate=truncate) as server:
+        for key, value in (("BERTPROBE_MODEL", str(clf)), ("BERTPROBE_ENDPOINT", server.url),
+                           ("BERTPROBE_SERVED_NAME", "tiny"), ("BERTPROBE_DEVICE", "cpu")):
+            monkeypatch.setenv(key, value)
+        ran = CliRunner().invoke(main, ["run", str(REPO / "suites" / "serving.yaml"), "--data", str(data), "--threads",
+                                        "1", "--out", str(tmp_path / "out"), "--set", "report.formats=[json]",
+                                        "--set", "probes.behaviour.params.max_examples=6"])
+    assert "Traceback" not in ran.output, ran.output
+    (run_dir,) = (tmp_path / "out").glob("serving-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    skew = next(p for p in report["probes"] if p["id"] == "serving-skew" and p["model"] == "endpoint")
+    on_checkpoint = next(p for p in report["probes"] if p["id"] == "serving-skew" and p["model"] == "checkpoint")
+    assert on_checkpoint["status"] == "skipped" and on_checkpoint["message"] == NO_REFERENCE
+    if truncate is None:
+        assert skew["status"] == "passed" and skew["metrics"]["agreement"] == 1.0, skew
+        assert skew["details"]["diagnosis"]["cause"] == "none"
+        assert ran.exit_code in (0, 4), ran.output
+    else:
+        assert ran.exit_code == 1 and "do not ship" in ran.output, ran.output
+        assert skew["status"] == "failed" and skew["details"]["diagnosis"]["cause"] == "truncation", skew
+        assert skew["details"]["diagnosis"]["length"] == 8
+        assert all(f["extra"]["tokens"] > 8 for f in skew["findings"][1:]) and len(skew["findings"]) > 1

@@ -208,8 +208,7 @@ def _reader(tmp: Path) -> tuple[Path, Path]:
 
     from bertprobe.testing import save_tiny_model
 
-    words = tuple("the a is was of in to dog cat bird red green blue house tree river who what where when which "
-                  "why how ? .".split())
+    words = tuple(["the", "a", "is", "was", "of", "in", "to", "dog", "cat", "bird", "red", "green", "blue", "house", "tree", "river", "who", "what", "where", "when", "which", "why", "how", "?", "."])
     contexts = ["the dog is in the house .", "the red bird was in the tree .", "the cat is blue .",
                 "the dog was in the river ."]
     qas = [(c, q, a) for c in contexts for q, a in (("where is the dog ?", "house"), ("what is red ?", "bird"),
