@@ -38,7 +38,7 @@ import threading
 import urllib.parse
 from dataclasses import asdict, dataclass, field, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
               "transfer-encoding", "upgrade", "content-length", "host"}
@@ -205,7 +205,7 @@ class FaultProxy:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> FaultProxy:
+    def start(self) -> Self:
         proxy = self
 
         class Handler(ProxyHandler):
@@ -227,7 +227,7 @@ class FaultProxy:
             self._thread.join(timeout=10)
         self._server = None
 
-    def __enter__(self) -> FaultProxy:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

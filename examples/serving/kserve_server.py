@@ -54,7 +54,6 @@ def main(argv: list[str] | None = None) -> None:
     import kserve
     from kserve import InferOutput, InferRequest, InferResponse
     from kserve.errors import InvalidInput
-
     from serving_models import Classifier, Reader, set_threads
 
     threads = set_threads(args.threads)

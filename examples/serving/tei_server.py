@@ -29,7 +29,6 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
-
 from serving_models import Classifier, Reader, set_threads
 
 MAX_INPUT_LENGTH = 512
