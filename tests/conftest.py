@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,25 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["BERTPROBE_NO_PROGRESS"] = "1"
+
+
+def _worker_threads() -> int | None:
+    """Torch threads for one pytest-xdist worker (pyproject's addopts run two): the usable cores shared out, so
+    that workers x threads never exceed them (2 workers on 2 cores: 1 thread each); None outside xdist."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers < 2:
+        return None
+    return max(1, len(os.sched_getaffinity(0)) // workers)
+
+
+if (_threads := _worker_threads()) is not None:  # before torch is imported; a run's subprocesses inherit it
+    os.environ.setdefault("OMP_NUM_THREADS", str(_threads))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hold torch to the worker's share of the cores even where it was imported before this file."""
+    if _worker_threads() is not None and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("BERTPROBE_SHARED", REPO.parent / "shared"))

@@ -183,8 +183,8 @@ def test_on_the_fixture_the_distractor_lowers_f1_significantly():
     from bertprobe.model.spec import ModelSpec
 
     path = SHARED / "data" / "squad" / "test-split.json"
-    examples = read_squad_json(path, json.loads(path.read_text("utf-8"))).examples[::18][:150]  # spread over articles
-    assert len(examples) == 150
+    examples = read_squad_json(path, json.loads(path.read_text("utf-8"))).examples[::18][:100]  # spread over articles
+    assert len(examples) == 100
     target_ = load_target(ModelSpec(path=str(SHARED / "models" / "minilm-l6-squad"), device="cpu"))
     result = DistractorProbe().run(target_, Dataset(examples, "fixture"), DistractorParams(bootstrap=1000, control=True),
                                    ProbeContext(seed=0))
@@ -192,7 +192,7 @@ def test_on_the_fixture_the_distractor_lowers_f1_significantly():
     print("fixture:", result.details["key_finding"], drop.ci, result.details["uncovered"],
           result.metrics["control_f1_drop"].ci, result.metrics["mimicry_f1_drop"].ci)
     assert drop.ci[0] > 0  # significantly lower F1 with the distractor (paired bootstrap interval)
-    assert result.metrics["covered"].value >= 50
+    assert result.metrics["covered"].value >= len(examples) / 3  # a third of them or more (50 of 150 before)
 
 
 def test_the_control_inserts_another_questions_sentence_and_splits_the_drop(target):  # noqa: F811
