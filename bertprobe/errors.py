@@ -18,6 +18,11 @@ class TargetError(BertprobeError):
     """The model cannot be loaded (missing path, hub unreachable, unsafe weights, unknown task)."""
 
 
+class CodecError(TargetError):
+    """A served model's response whose shape does not fit its protocol: malformed, the wrong number of outputs,
+    unknown labels (``bertprobe.model.endpoint_codecs``)."""
+
+
 class DataError(BertprobeError):
     """The data cannot be loaded or does not fit the model (missing file or column, unknown label)."""
 

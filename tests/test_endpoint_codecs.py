@@ -82,7 +82,8 @@ def test_v1_scores_labels_and_answers() -> None:
 
 def test_hf_predict_reads_labels_by_name_in_class_order() -> None:
     codec = HFCodec(labels=LABELS)
-    assert codec.request(ITEMS)["inputs"] == ["a fine film", "dull"]
+    assert codec.request(ITEMS)["inputs"] == [["a fine film"], ["dull"]]  # TEI: a flat pair of strings is one pair
+    assert codec.request([{"text": "a", "text_pair": "b"}])["inputs"] == [["a", "b"]]
     body = [[{"label": "positive", "score": 0.9}, {"label": "negative", "score": 0.1}],
             [{"label": "negative", "score": 0.7}, {"label": "positive", "score": 0.3}]]
     assert [o["scores"] for o in codec.response(body, ITEMS)] == [[0.1, 0.9], [0.7, 0.3]]

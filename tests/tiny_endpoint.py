@@ -46,7 +46,7 @@ class TinyEndpoint:
 
     def scores(self, texts: list[Any]) -> torch.Tensor:
         firsts = [t[0] if isinstance(t, list) else t for t in texts]
-        pairs = [t[1] for t in texts] if texts and isinstance(texts[0], list) else None
+        pairs = [t[1] for t in texts] if texts and isinstance(texts[0], list) and len(texts[0]) == 2 else None
         limit = self.truncate or 512
         with torch.inference_mode():
             enc = self.tokenizer(firsts, pairs, truncation=True, max_length=limit, padding=True, return_tensors="pt")

@@ -276,7 +276,9 @@ class HFCodec:
     def request(self, items: Sequence[dict[str, Any]]) -> Any:
         if items and "question" in items[0]:
             return {"inputs": [{"question": i["question"], "context": i["context"]} for i in items]}
-        return {"inputs": [_text_input(i) for i in items], "raw_scores": self.outputs == "logits", "truncate": True}
+        # TEI reads a flat list of two strings as one pair: each input goes as a list of its one or two texts
+        return {"inputs": [[i["text"]] if i.get("text_pair") is None else [i["text"], i["text_pair"]] for i in items],
+                "raw_scores": self.outputs == "logits", "truncate": True}
 
     def response(self, body: Any, items: Sequence[dict[str, Any]]) -> list[Any]:
         if items and "question" in items[0]:

@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from bertprobe.errors import TargetError
+from bertprobe.errors import CodecError
 
-
-class CodecError(TargetError):
-    """An endpoint's answer does not fit its protocol: malformed JSON shape, wrong number of outputs, unknown labels."""
+__all__ = ["Codec", "CodecError"]  # CodecError lives in bertprobe.errors: a codec plugin imports it without torch
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprobe import hookimpl
-from bertprobe.model import CodecError
+from bertprobe.errors import CodecError  # not bertprobe.model: listing plugins imports no torch
 
 
 @dataclass
