@@ -137,3 +137,16 @@ def test_a_decision_on_few_examples_warns_for_probes_that_count_none_of_their_ow
     assert f"> - warning: {warning}" in render_markdown(report)
     r.details["data_examples"] = MIN_EXAMPLES
     assert not decide(report)[0].warnings
+    # several probes on the same few examples: one line, each model's named in a matrix's report
+    r.details["data_examples"] = 60
+    other = ProbeResult("accuracy", id="accuracy", model="m", status="passed")
+    other.add_metric("examples", 60.0, None, kind="count")
+    other.expectations = [Expectation("accuracy", min=0.5, value=0.9, passed=True)]
+    report.probes.append(other)
+    assert decide(report)[0].warnings == [
+        f"slices and accuracy rest on 60 examples (fewer than {MIN_EXAMPLES}): their numbers are uncertain"]
+    matrix = _gated(_slices("torch", _vector(set()), False), _slices("int8", _vector(set()), False))
+    for r in matrix.probes:
+        r.details["data_examples"] = 60
+    text = render_markdown(matrix)
+    assert "> - warning (torch): slices rests on 60 examples" in text and "> - warning (int8): slices rests" in text

@@ -179,12 +179,19 @@ def alerts(results: list[ProbeResult]) -> list[str]:
 
 
 def small_sample_warnings(results: list[ProbeResult]) -> list[str]:
-    """One warning per checked result whose expectations rest on fewer than MIN_EXAMPLES examples."""
-    out = []
+    """One warning per number of examples below MIN_EXAMPLES that checked results rest on, naming them
+    ('accuracy and slices rest on 60 examples (fewer than 100): their numbers are uncertain')."""
+    by_size: dict[int, list[str]] = {}
     for r in results:
         n = _examples(r)
         if r.expectations and r.status in ("passed", "failed") and n is not None and n < MIN_EXAMPLES:
-            out.append(f"{r.id or r.probe} rests on {n} examples (fewer than {MIN_EXAMPLES}): its numbers are uncertain")
+            by_size.setdefault(n, []).append(r.id or r.probe)
+    out = []
+    for n, names in by_size.items():
+        one = len(names) == 1
+        listed = names[0] if one else ", ".join(names[:-1]) + " and " + names[-1]
+        out.append(f"{listed} {'rests' if one else 'rest'} on {n} examples (fewer than {MIN_EXAMPLES}): "
+                   f"{'its' if one else 'their'} numbers are uncertain")
     return out
 
 
