@@ -138,7 +138,12 @@ def test_slice_f1_is_the_mean_of_per_question_f1_over_the_slice_and_a_weak_slice
     # findings: the flagged slice's lowest-F1 questions first
     lowest = np.argsort(np.where(weak, f1, np.inf))[:3]
     assert [f.extra["id"] for f in result.findings] == [f"q{i}" for i in lowest]
-    assert {o.name for o in result.outcomes} == {"f1", "em"}
+    assert {o.name for o in result.outcomes} == {"f1", "em", "f1 on 'weak'"}
+    # the flagged slice's own F1s, which a matrix pairs with the baseline's on the same questions
+    sub = next(o for o in result.outcomes if o.subset_of)
+    assert (sub.subset_of, sub.counted_in, sub.kind) == ("f1", "slices_flagged", "score")
+    assert sub.ids == [f"q{i}" for i in np.flatnonzero(weak)] and sub.values == pytest.approx(f1[weak].tolist())
+    assert rows["weak"]["outcome"] == "f1 on 'weak'"
 
 
 def test_clustered_questions_widen_the_slice_intervals_and_test_the_gap_by_contexts():

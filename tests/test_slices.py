@@ -87,6 +87,12 @@ def test_a_planted_slice_is_flagged_first_by_drop():
     assert result.value("slices_flagged") >= 1 and result.value("max_slice_drop") == pytest.approx(first["drop"])
     assert result.findings[0].extra["slice"] == "contains 'zorblat'"
     assert "zorblat" in result.details["key_finding"]
+    # each flagged slice's own outcomes, which a matrix pairs with the baseline's on the same examples
+    subsets = {o.name: o for o in result.outcomes if o.subset_of}
+    assert len(subsets) == result.value("slices_flagged")
+    zorblat = subsets["accuracy on 'contains 'zorblat''"]
+    assert (zorblat.subset_of, zorblat.counted_in, first["outcome"]) == ("correct", "slices_flagged", zorblat.name)
+    assert sorted(zorblat.ids) == sorted(examples[i].id for i in marked) and zorblat.values == [0.0] * 60
 
 
 def test_random_slices_on_random_errors_are_not_flagged():

@@ -182,7 +182,8 @@ def _banner(report: RunReport) -> str:
     tone = ("stop" if any(v.blocking for v, _ in decisions) else  # grey: undecided, or may replace below the bar
             "open" if any(v.decision == "no decision" or v.below_bar for v, _ in decisions) else "go")
     lines = "".join(f"<p><b>Decision: {esc(line)}</b></p>" for _, line in decisions)
-    warnings = "".join(f"<p class='warn'>warning: {esc(w)}</p>" for v, _ in decisions for w in v.warnings)
+    warnings = "".join(f"<p class='warn'>warning{f' ({esc(v.model)})' if len(decisions) > 1 else ''}: {esc(w)}</p>"
+                       for v, _ in decisions for w in v.warnings)
     return f"<div class='banner {tone}' id='decision'>{lines}{warnings}</div>"
 
 

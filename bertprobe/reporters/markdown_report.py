@@ -80,7 +80,8 @@ def render_markdown(report: RunReport) -> str:
         "",
         *[f"> **Decision: {md_cell(line)}**" + ("  " if i < len(decisions) - 1 else "")
           for i, (_, line) in enumerate(decisions)],
-        *[f"> - warning: {md_cell(w)}" for v, _ in decisions for w in v.warnings],
+        *[f"> - warning{f' ({md_cell(v.model)})' if len(decisions) > 1 else ''}: {md_cell(w)}"
+          for v, _ in decisions for w in v.warnings],
         "",
         f"**{score_text(report)}**",
         "",

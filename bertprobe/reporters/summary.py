@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bertprobe.results import ModelInfo, ProbeResult, RunReport
+from bertprobe.results import MetricDelta, ModelInfo, ProbeResult, RunReport
 from bertprobe.results.outcomes import Agreement, ranking_ids
 from bertprobe.results.verdict import Verdict, decide, shortfalls
 
@@ -219,12 +219,17 @@ def side_by_side(report: RunReport) -> tuple[list[str], list[list[str]]]:
     return ["probe", "metric"] + names, rows
 
 
+def _probes(d: MetricDelta) -> str:
+    """The probe that measured a delta, and the others that measured the same on the same examples."""
+    return d.probe_id + (f" (also seen in: {', '.join(d.also_in)})" if d.also_in else "")
+
+
 REGRESSION_HEADERS = ["model", "probe", "metric", "baseline", "value", "delta", "tolerance", "p", "p (Holm)", "test"]
 
 
 def regression_rows(report: RunReport, unconfirmed: bool = False) -> list[list[str]]:
     """The significant regressions (or, with ``unconfirmed``, the changes past the tolerance that are not)."""
-    return [[r.model, r.probe_id, r.metric, fmt(r.baseline_value), fmt(r.value),
+    return [[r.model, _probes(r), r.metric, fmt(r.baseline_value), fmt(r.value),
              f"{r.delta:+.4g}" if r.delta is not None else "-", f"{r.tolerance:g}", fmt(r.p_value), fmt(r.p_adjusted),
              r.test]
             for r in (report.unconfirmed if unconfirmed else report.regressions)]
@@ -235,7 +240,7 @@ PAIRED_HEADERS = ["model", "probe", "metric", "baseline", "value", "delta", "95%
 
 def paired_rows(report: RunReport) -> list[list[str]]:
     """Every gated metric's change against the baseline with its paired interval (examples paired by id)."""
-    return [[r.model, r.probe_id, r.metric, fmt(r.baseline_value), fmt(r.value),
+    return [[r.model, _probes(r), r.metric, fmt(r.baseline_value), fmt(r.value),
              f"{r.delta:+.4g}" if r.delta is not None else "-",
              f"[{r.ci[0]:+.4g}, {r.ci[1]:+.4g}]" if r.ci else "-", str(r.paired), fmt(r.p_adjusted)]
             for r in report.paired]

@@ -14,7 +14,7 @@ from tabulate import tabulate
 from bertprobe.errors import BertprobeError
 from bertprobe.reporters.summary import AGREEMENT_HEADERS, agreement_rows, fmt, md_cell
 from bertprobe.results import MetricDelta, RunReport
-from bertprobe.results.gates import comparable, compare_results, judge_deltas
+from bertprobe.results.gates import comparable, compare_results, judge_deltas, merge_repeats, repeat_key
 from bertprobe.results.outcomes import Agreement, Outcomes, read_outcomes
 
 HEADERS = ["model", "probe", "metric", "A", "B", "delta", "", "p", "p (Holm)", "paired", "verdict"]
@@ -60,7 +60,8 @@ class Comparison:
             model = d.model if d.model == d.baseline else f"{d.baseline} -> {d.model}"
             verdict = ("REGRESSION" if d.regression else "not significant" if d.past_tolerance
                        else "ok" if d.gated else "not gated")
-            rows.append([model, d.probe_id, d.metric, fmt(d.baseline_value), fmt(d.value),
+            probe = d.probe_id + (f" (also: {', '.join(d.also_in)})" if d.also_in else "")
+            rows.append([model, probe, d.metric, fmt(d.baseline_value), fmt(d.value),
                          "-" if d.delta is None else f"{d.delta:+.4g}", arrow, fmt(d.p_value), fmt(d.p_adjusted),
                          str(d.paired or ""), verdict])
         return rows
@@ -128,6 +129,7 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
                                 "nothing gates; the deltas compare means of different samples")
         out_a, out_b = {}, {}
     paired_probes = 0
+    keyed: list[tuple[MetricDelta, tuple[object, ...] | None]] = []  # one quantity several probes measured: once
     for model_a, model_b in comparison.pairs:
         for cand in b.results_for(model_b):
             pid = cand.id or cand.probe
@@ -140,7 +142,8 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
                 continue
             paired_probes += 1
             vec_a, vec_b = out_a.get((model_a, pid), {}), out_b.get((model_b, pid), {})
-            comparison.deltas += compare_results(base, cand, vec_a, vec_b, tolerance_for)
+            keyed += [(d, repeat_key(d, base, cand, vec_a, vec_b))
+                      for d in compare_results(base, cand, vec_a, vec_b, tolerance_for)]
             if "prediction" in vec_a and "prediction" in vec_b:
                 if Agreement.pairable(vec_a["prediction"], vec_b["prediction"]):
                     comparison.agreement.append(Agreement.between(model_b, model_a, pid, vec_a["prediction"],
@@ -148,6 +151,7 @@ def compare_runs(run_a: Path, run_b: Path, tolerance_for: Callable[[str], float]
                 else:
                     comparison.notes.append(f"probe '{pid}': one run recorded its predictions as class codes (an "
                                             "older bertprobe), the other by name: predictions not compared")
+    comparison.deltas = merge_repeats(keyed)
     judge_deltas(comparison.deltas, significance)
     if different:
         for d in comparison.deltas:

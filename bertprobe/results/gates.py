@@ -11,6 +11,12 @@ A metric regresses when its change in the bad direction is past the tolerance **
 p-value, Holm-corrected across the candidate's tested metrics, is below the level (``significance``, 0.05
 by default). A change past the tolerance that is not significant, or that has no per-example outcomes to
 test, is listed and never gates; ``significance: null`` judges on the delta alone.
+
+A subset the candidate flags (a slice of the ``slices`` probe: an ``Outcomes`` with ``subset_of``) is paired with
+the baseline's own outcomes on the same examples (``subset_deltas``): a weak slice both models share is no
+regression, one where the candidate is significantly worse is. One quantity measured by several probes on the same
+examples (accuracy, calibration's accuracy, slices' accuracy) is compared once, under the first probe, the others
+named in ``also_in`` (``merge_repeats``), so it is neither listed nor Holm-counted three times.
 """
 
 from __future__ import annotations
@@ -92,6 +98,84 @@ def compare_metric(
     return out
 
 
+def _parent_metric(result: ProbeResult, outcome: str) -> str | None:
+    """The name of ``result``'s metric that summarises the outcome vector ``outcome`` (None: no such metric)."""
+    return next((name for name, m in result.metrics.items() if m.outcome == outcome), None)
+
+
+def subset_deltas(
+    base: ProbeResult, cand: ProbeResult, base_outcomes: dict[str, Outcomes], cand_outcomes: dict[str, Outcomes],
+    tolerance_for: Callable[[str], float], seed: int = 0,
+) -> list[MetricDelta]:
+    """One delta per subset the candidate flagged (its ``Outcomes`` with ``subset_of``: a slice's examples), its
+    value against the baseline's parent vector over the same examples, with the parent's paired test (McNemar's
+    exact test for 0/1 outcomes, a paired bootstrap for scores): is the candidate worse on that slice than the
+    baseline, not than the rest of its own data? Untested (no p) where the baseline has no parent vector."""
+    out = []
+    for sub in cand_outcomes.values():
+        if not sub.subset_of:
+            continue
+        parent = _parent_metric(cand, sub.subset_of)
+        hib = cand.metrics[parent].higher_is_better if parent else True
+        tolerance = tolerance_for(parent or sub.subset_of)
+        value = float(np.mean(sub.values)) if sub.values else None
+        d = MetricDelta(cand.model, base.model, cand.id or cand.probe, sub.name, None, value, None,
+                        True if hib is None else hib, True, tolerance, counted_in=sub.counted_in or "",
+                        in_baseline=sub.name in base_outcomes)
+        whole = base_outcomes.get(sub.subset_of)
+        if whole is None:
+            d.test = "the baseline has no per-example outcomes here: untested"
+        else:
+            a, b, groups = _paired(whole, sub)
+            d.paired = int(a.size)
+            if a.size:
+                d.baseline_value, d.value = float(a.mean()), float(b.mean())
+                d.delta = d.value - d.baseline_value
+                d.ci = paired_bootstrap_diff(a, b, 1000, 0.95, seed, groups)
+                if whole.kind == "binary":
+                    d.p_value, d.test = mcnemar(a, b, groups)
+                else:
+                    d.p_value = paired_bootstrap_p(a, b, 2000, seed, groups)
+                    d.test = f"paired bootstrap, {a.size} paired"
+                d.past_tolerance = (-d.delta if d.higher_is_better else d.delta) > tolerance + EPS
+        out.append(d)
+    return out
+
+
+def _digest(vector: Outcomes | None) -> int | None:
+    return None if vector is None else hash((tuple(vector.ids), tuple(vector.values)))
+
+
+def repeat_key(d: MetricDelta, base: ProbeResult, cand: ProbeResult, base_outcomes: dict[str, Outcomes],
+               cand_outcomes: dict[str, Outcomes]) -> tuple[object, ...] | None:
+    """What makes two deltas one: the same metric summarising equal outcome vectors on both sides (the same quantity
+    measured on the same examples; the values may differ in their last bits, one probe averaging in float32);
+    None where the delta has no outcome vectors to show it."""
+    metric = cand.metrics.get(d.metric) or base.metrics.get(d.metric)
+    if metric is None or not metric.outcome:
+        return None
+    a, b = _digest(base_outcomes.get(metric.outcome)), _digest(cand_outcomes.get(metric.outcome))
+    if a is None or b is None:
+        return None
+    return (d.model, d.metric, a, b)
+
+
+def merge_repeats(keyed: list[tuple[MetricDelta, tuple[object, ...] | None]]) -> list[MetricDelta]:
+    """The deltas with each repeat (an equal key) folded into its first: the first probe's delta stays, naming
+    the other probes in ``also_in``."""
+    first: dict[tuple[object, ...], MetricDelta] = {}
+    out = []
+    for d, key in keyed:
+        if key is not None and key in first:
+            if d.probe_id not in first[key].also_in:
+                first[key].also_in.append(d.probe_id)
+            continue
+        if key is not None:
+            first[key] = d
+        out.append(d)
+    return out
+
+
 def judge_deltas(deltas: list[MetricDelta], significance: float | None) -> list[MetricDelta]:
     """Decide which deltas are regressions, per candidate model: Holm-correct the p-values of its gated
     metrics, then flag those past the tolerance whose adjusted p is below ``significance`` (with
@@ -120,12 +204,14 @@ def compare_results(
     base: ProbeResult, cand: ProbeResult, base_outcomes: dict[str, Outcomes], cand_outcomes: dict[str, Outcomes],
     tolerance_for: Callable[[str], float], seed: int = 0,
 ) -> list[MetricDelta]:
-    """Every metric the two results share, in the candidate's order."""
+    """Every metric the two results share, in the candidate's order, then each subset the candidate flagged
+    (``subset_deltas``)."""
     out = []
     for name in cand.metrics:
         delta = compare_metric(name, base, cand, base_outcomes, cand_outcomes, tolerance_for(name), seed)
         if delta is not None:
             out.append(delta)
+    out += subset_deltas(base, cand, base_outcomes, cand_outcomes, tolerance_for, seed)
     return out  # not judged yet: judge_deltas decides over all of a candidate's deltas
 
 
@@ -137,8 +223,9 @@ def gate_models(
     report: RunReport, outcomes: dict[tuple[str, str], dict[str, Outcomes]], baseline: str,
     tolerance_for: Callable[[str], float], significance: float | None, seed: int = 0,
 ) -> list[MetricDelta]:
-    """Compare every other model of ``report`` with ``baseline``, probe by probe (paired by id)."""
-    deltas: list[MetricDelta] = []
+    """Compare every other model of ``report`` with ``baseline``, probe by probe (paired by id); a quantity that
+    several probes measured on the same examples is compared once (``merge_repeats``)."""
+    keyed: list[tuple[MetricDelta, tuple[object, ...] | None]] = []
     for model in report.model_names:
         if model == baseline:
             continue
@@ -148,9 +235,10 @@ def gate_models(
             if not (comparable(base) and comparable(cand)):
                 continue
             assert base is not None
-            deltas += compare_results(base, cand, outcomes.get((baseline, pid), {}), outcomes.get((model, pid), {}),
-                                      tolerance_for, seed)
-    return judge_deltas(deltas, significance)
+            base_vecs, cand_vecs = outcomes.get((baseline, pid), {}), outcomes.get((model, pid), {})
+            keyed += [(d, repeat_key(d, base, cand, base_vecs, cand_vecs))
+                      for d in compare_results(base, cand, base_vecs, cand_vecs, tolerance_for, seed)]
+    return judge_deltas(merge_repeats(keyed), significance)
 
 
 def prediction_agreement(report: RunReport, outcomes: dict[tuple[str, str], dict[str, Outcomes]],

@@ -35,6 +35,11 @@ class Outcomes:
     # each example's cluster (a question's context, hashed): examples that share one are no independent evidence,
     # so a paired comparison resamples (and McNemar's test counts) clusters; None: independent examples
     groups: list[str] | None = None
+    # a subset's vector (a flagged slice): the examples of one subset, valued as in the vector named ``subset_of``
+    # (its parent, over every example); a gate pairs it with the baseline's parent over the same examples.
+    # ``counted_in``: the count metric whose expectation the subset is one of (``slices_flagged``)
+    subset_of: str | None = None
+    counted_in: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.ids) != len(self.values):
@@ -50,8 +55,10 @@ class Outcomes:
 
     @classmethod
     def from_values(cls, name: str, ids: Sequence[Any], values: Iterable[Any], kind: OutcomeKind = "binary",
-                    groups: Sequence[Any] | None = None) -> Outcomes:
-        return cls(name, [str(i) for i in ids], list(values), kind, None if groups is None else list(groups))
+                    groups: Sequence[Any] | None = None, subset_of: str | None = None,
+                    counted_in: str | None = None) -> Outcomes:
+        return cls(name, [str(i) for i in ids], list(values), kind, None if groups is None else list(groups),
+                   subset_of, counted_in)
 
     def as_map(self) -> dict[str, Any]:
         return dict(zip(self.ids, self.values))
@@ -61,13 +68,15 @@ class Outcomes:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "ids": self.ids, "values": self.values,
-                **({"groups": self.groups} if self.groups is not None else {})}
+                **({"groups": self.groups} if self.groups is not None else {}),
+                **({"subset_of": self.subset_of} if self.subset_of else {}),
+                **({"counted_in": self.counted_in} if self.counted_in else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcomes:
         groups = data.get("groups")
         return cls(data["name"], list(data["ids"]), list(data["values"]), data.get("kind", "binary"),
-                   list(groups) if groups is not None else None)
+                   list(groups) if groups is not None else None, data.get("subset_of"), data.get("counted_in"))
 
 
 RANKING_DEPTH = 10  # a ranking task's prediction: its top 10 documents

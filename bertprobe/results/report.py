@@ -113,12 +113,22 @@ class MetricDelta:
     regression: bool = False
     p_adjusted: float | None = None  # Holm-corrected across the candidate's tested metrics
     past_tolerance: bool = False  # a gated metric worse by more than the tolerance (a regression when significant)
+    also_in: list[str] = field(default_factory=list)  # other probes that measured the same quantity on the same examples
+    # a subset's delta (a flagged slice against the baseline on the same examples): the count metric it is one of
+    counted_in: str = ""
+    in_baseline: bool = False  # the baseline's own run flagged the same subset
+
+    @property
+    def label(self) -> str:
+        """'slices.accuracy on 'has a negation'' (and the other probes that measured the same: 'also seen in: ...')."""
+        return f"{self.probe_id}.{self.metric}" + (f" (also seen in: {', '.join(self.also_in)})" if self.also_in else "")
 
     def describe(self) -> str:
         adjusted = f", Holm-adjusted {self.p_adjusted:.3g}" if self.p_adjusted is not None else ""
         sig = f", p={self.p_value:.3g}{adjusted} ({self.test})" if self.p_value is not None else ""
+        also = f"; also seen in: {', '.join(self.also_in)}" if self.also_in else ""
         return (f"{self.probe_id}.{self.metric} on {self.model}: {_num(self.value)} vs {_num(self.baseline_value)} "
-                f"on {self.baseline} (delta {_num(self.delta, signed=True)}, tolerance {self.tolerance:g}{sig})")
+                f"on {self.baseline} (delta {_num(self.delta, signed=True)}, tolerance {self.tolerance:g}{sig}{also})")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MetricDelta:
@@ -393,6 +403,7 @@ class RunReport:
     probes: list[ProbeResult] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # the suite's entries --only left out: no decision covers them
     busy: str = ""  # the machine was oversubscribed when the run started: timings are not a quiet run's
+    examples: int | None = None  # the examples the run's data held after --limit (None: not recorded)
     schema_version: int = SCHEMA_VERSION
 
     def counts(self) -> dict[str, int]:
@@ -465,6 +476,7 @@ class RunReport:
         elif kind == "data_loaded":
             self.data_fingerprint = event.get("fingerprint", "")
             self.data_sha256 = event.get("file_sha256", "")
+            self.examples = event.get("examples")
         elif kind == "model_loaded":
             info = ModelInfo.from_dict(event.get("info") or {})
             self.models = [m for m in self.models if m.name != info.name] + [info]

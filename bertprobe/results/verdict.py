@@ -15,6 +15,10 @@ Rules (documented in docs/verdicts.md):
   regression, an error, or a missed expectation the baseline does not share, in that order, its shared misses
   named after them; the baseline's line names what it misses itself; changes past the tolerance that are not
   significant are named and never block;
+* a subset a candidate flags (a slice) is judged against the baseline on the same examples, not against the rest
+  of its own data: where the paired test of every flagged subset (``gates.subset_deltas``) finds none significantly
+  worse, the miss of the count (``slices_flagged``) decides nothing and is named as ``not_worse`` (a known weakness,
+  flagged in both where the baseline flags it too); a subset that is significantly worse is a regression;
 * a decision that rests on fewer than ``MIN_EXAMPLES`` examples carries a warning: a proportion from 30
   examples has a 95% interval about +-0.17 wide, too wide to tell 0.85 from 0.95.
 """
@@ -49,6 +53,8 @@ class Verdict:
     left_out: list[str] = field(default_factory=list)  # the suite's entries --only left out: not covered
     # bounds missed on too few cases to decide (policy.MIN_CASES): named on the line, deciding nothing alone
     inconclusive: list[str] = field(default_factory=list)
+    # flagged subsets the paired test finds no worse than the baseline's own (a known weakness, not a regression)
+    not_worse: list[str] = field(default_factory=list)
 
     @property
     def blocking(self) -> bool:
@@ -57,7 +63,7 @@ class Verdict:
     @property
     def below_bar(self) -> bool:
         """A candidate that may replace its baseline but misses expectations the baseline misses too."""
-        return self.decision == "may replace" and bool(self.shared)
+        return self.decision == "may replace" and bool(self.shared or self.not_worse)
 
     def headline(self) -> str:
         """'candidate: do not ship: 2 regressions against deployed (...)' in one line."""
@@ -85,6 +91,9 @@ class Verdict:
                 text += f"; also past the tolerance, not significant: {_listed(self.unconfirmed, 3)}"
         if self.shared and self.decision in ("may replace", "do not ship"):
             text += f"; like {self.baseline}, misses: {_listed(self.shared, MOST_SHORTFALLS)}"
+        if self.not_worse and self.decision in ("may replace", "do not ship"):
+            text += (f"; flagged, not worse than {self.baseline} on the same examples (a known weakness, not a "
+                     f"regression): {_listed(self.not_worse, 3)}")
         if self.inconclusive:
             text += f"; too few cases to decide: {_listed(self.inconclusive, 3)}"
         if self.left_out and self.decision in ("ship", "may replace"):
@@ -100,10 +109,12 @@ def _listed(items: list[str], most: int) -> str:
 
 
 def _examples(result: ProbeResult) -> int | None:
-    """The fewest examples any count metric of the result reports (``examples``, ``examples_held_out``...)."""
+    """The fewest examples any count metric of the result reports (``examples``, ``examples_held_out``...); where
+    it counts none (slices, behaviour), the examples of the data it was given (``details["data_examples"]``)."""
     counts = [m.value for name, m in result.metrics.items()
               if m.kind == "count" and name.startswith("examples") and m.value is not None]
-    return int(min(counts)) if counts else None
+    given = result.details.get("data_examples")
+    return int(min(counts)) if counts else (int(given) if isinstance(given, (int, float)) else None)
 
 
 MOST_SHORTFALLS = 4  # failed expectations named per probe in a reason; the report lists them all
@@ -168,12 +179,19 @@ def alerts(results: list[ProbeResult]) -> list[str]:
 
 
 def small_sample_warnings(results: list[ProbeResult]) -> list[str]:
-    """One warning per checked result whose expectations rest on fewer than MIN_EXAMPLES examples."""
-    out = []
+    """One warning per number of examples below MIN_EXAMPLES that checked results rest on, naming them
+    ('accuracy and slices rest on 60 examples (fewer than 100): their numbers are uncertain')."""
+    by_size: dict[int, list[str]] = {}
     for r in results:
         n = _examples(r)
         if r.expectations and r.status in ("passed", "failed") and n is not None and n < MIN_EXAMPLES:
-            out.append(f"{r.id or r.probe} rests on {n} examples (fewer than {MIN_EXAMPLES}): its numbers are uncertain")
+            by_size.setdefault(n, []).append(r.id or r.probe)
+    out = []
+    for n, names in by_size.items():
+        one = len(names) == 1
+        listed = names[0] if one else ", ".join(names[:-1]) + " and " + names[-1]
+        out.append(f"{listed} {'rests' if one else 'rest'} on {n} examples (fewer than {MIN_EXAMPLES}): "
+                   f"{'its' if one else 'their'} numbers are uncertain")
     return out
 
 
@@ -186,6 +204,46 @@ def _closest(results: list[ProbeResult]) -> str:
     return f"{result.id or result.probe}.{e.shortfall()}"
 
 
+def subset_deltas_of(report: RunReport, model: str) -> dict[tuple[str, str], list[MetricDelta]]:
+    """``{(probe id, count metric): [delta]}``: each subset ``model`` flagged (a slice) against the baseline on the
+    same examples, as the gate recorded it (``gates.subset_deltas``), from the regressions, the changes past the
+    tolerance and the paired differences."""
+    out: dict[tuple[str, str], list[MetricDelta]] = {}
+    seen: set[tuple[str, str]] = set()
+    for d in [*report.regressions, *report.unconfirmed, *report.paired]:
+        if d.model != model or not d.counted_in or (d.probe_id, d.metric) in seen:
+            continue
+        seen.add((d.probe_id, d.metric))
+        out.setdefault((d.probe_id, d.counted_in), []).append(d)
+    return out
+
+
+def _not_worse_text(d: MetricDelta, baseline: str) -> str:
+    """'slices accuracy on 'has a negation' 0.808 (torch: 0.848 on the same 125; p=0.53)'."""
+    p = d.p_adjusted if d.p_adjusted is not None else d.p_value
+    both = "; flagged in both" if d.in_baseline else ""
+    return (f"{d.probe_id} {d.metric} {_num(d.value)} ({baseline}: {_num(d.baseline_value)} on the same {d.paired}"
+            f"{both}; p={_num(p, 2)})")
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}g}"
+
+
+def _tested_subsets(result: ProbeResult, subsets: dict[tuple[str, str], list[MetricDelta]]) -> dict[str, list[MetricDelta]]:
+    """``{metric: [delta]}`` for each missed count of ``result`` (``slices_flagged``) whose every subset the gate
+    tested against the baseline: those misses the paired tests decide, not the count."""
+    label = result.id or result.probe
+    out = {}
+    for e in result.expectations:
+        deltas = subsets.get((label, e.metric)) or []
+        if (e.passed or e.inconclusive or e.value is None or not deltas or len(deltas) != int(e.value)
+                or any(d.p_value is None for d in deltas)):
+            continue
+        out[e.metric] = deltas
+    return out
+
+
 def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
     """``model``'s verdict on its own expectations; with ``baseline`` (a candidate's), the misses the baseline
     shares go to ``shared`` instead of the reasons, and alone they do not block."""
@@ -196,12 +254,17 @@ def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
     verdict.inconclusive = [f"{r.id or r.probe} {e.shortfall()}" for r in results for e in r.expectations
                             if e.inconclusive and r.status in ("passed", "failed")]
     reasons = []
+    subsets = subset_deltas_of(report, model) if base else {}
     for r in results:
         if r.status not in ("failed", "error"):
             continue
-        shared = shared_misses(r, base.get(r.id or r.probe), baseline or "", report.gate)
+        tested = _tested_subsets(r, subsets)  # a flagged slice: the paired test decides, the regressions name it
+        verdict.not_worse += [_not_worse_text(d, baseline or "") for deltas in tested.values() for d in deltas
+                              if not d.regression]
+        shared = [(metric, text) for metric, text in shared_misses(r, base.get(r.id or r.probe), baseline or "",
+                                                                   report.gate) if metric not in tested]
         verdict.shared += [text for _, text in shared]
-        why = _why(r, frozenset(metric for metric, _ in shared))
+        why = _why(r, frozenset(metric for metric, _ in shared) | frozenset(tested))
         if why:
             reasons.append(why)
     checked = [r for r in results if r.expectations and r.status in ("passed", "failed")]
@@ -225,9 +288,9 @@ def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
 
 def _delta_text(d: MetricDelta) -> str:
     text = f"{d.probe_id}.{d.metric} {d.delta:+.3g}" if d.delta is not None else f"{d.probe_id}.{d.metric}"
-    if d.p_adjusted is not None:
-        text += f" (p={d.p_adjusted:.2g})"
-    return text
+    notes = ([f"p={d.p_adjusted:.2g}"] if d.p_adjusted is not None else []) + (
+        [f"also seen in: {', '.join(d.also_in)}"] if d.also_in else [])
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def decide(report: RunReport) -> list[Verdict]:
@@ -250,7 +313,11 @@ def decide(report: RunReport) -> list[Verdict]:
             continue
         regressions = sorted((d for d in report.regressions if d.model == name),
                              key=lambda d: d.p_adjusted if d.p_adjusted is not None else 1.0)
-        unconfirmed = [_delta_text(d) for d in report.unconfirmed if d.model == name]
+        subsets = subset_deltas_of(report, name)
+        judged = {(d.probe_id, d.metric) for r in report.results_for(name)  # named among the flagged, not here
+                  for deltas in _tested_subsets(r, subsets).values() for d in deltas}
+        unconfirmed = [_delta_text(d) for d in report.unconfirmed
+                       if d.model == name and (d.probe_id, d.metric) not in judged]
         critical = alerts([r for r in report.probes if r.model == name])
         reasons = list(critical)
         if regressions:
@@ -263,10 +330,10 @@ def decide(report: RunReport) -> list[Verdict]:
         test = "no significant regression" if report.gate.get("significance") else "no regression past the tolerance"
         if reasons:
             verdicts.append(Verdict(name, "do not ship", reasons, own.warnings, baseline, unconfirmed=unconfirmed,
-                                    shared=own.shared, inconclusive=own.inconclusive))
+                                    shared=own.shared, inconclusive=own.inconclusive, not_worse=own.not_worse))
         elif own.decision == "no decision":
             verdicts.append(Verdict(name, "no decision", own.reasons, own.warnings, baseline))
         else:
             verdicts.append(Verdict(name, "may replace", [], own.warnings, baseline, own.closest, own.not_gated,
-                                    unconfirmed, own.shared, test, own.left_out, own.inconclusive))
+                                    unconfirmed, own.shared, test, own.left_out, own.inconclusive, own.not_worse))
     return verdicts

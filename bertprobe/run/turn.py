@@ -119,6 +119,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
             produced.details.setdefault("paper", cls.paper)
         if ran_on:
             produced.details["ran_on"] = ran_on
+        if data is not None:  # what the small-sample warning reads where the probe counts no examples of its own
+            produced.details.setdefault("data_examples", len(data))
         result = produced
     result.duration_s = time.perf_counter() - start
     judge(result, spec, cls, target.task, session.plugins.sections)

@@ -258,7 +258,13 @@ class SlicesProbe(Probe):
                 row.update(units.row_scores(row["mask"], ctx.seed))
         flagged = flag_slices(rows, params)
         result = ProbeResult(probe=self.name)
-        result.outcomes.append(Outcomes.from_values("correct", example_ids(data.examples), correct))
+        ids = example_ids(data.examples)
+        result.outcomes.append(Outcomes.from_values("correct", ids, correct))
+        for row in flagged:  # each flagged slice's own outcomes: a matrix pairs them with the baseline's on the same examples
+            members = np.flatnonzero(row["mask"] & base)
+            row["outcome"] = f"{metric} on '{row['name']}'"
+            result.outcomes.append(Outcomes.from_values(row["outcome"], [ids[i] for i in members], correct[members],
+                                                        subset_of="correct", counted_in="slices_flagged"))
         judged = [r for r in rows if r["size"] >= params.min_size]
         result.add_metric(metric, overall, True, f"{metric} on all the data", outcome="correct" if metric == "accuracy" else None)
         result.add_metric("slices_tested", len(rows), None, "slices with examples inside and outside", kind="count")
@@ -348,6 +354,12 @@ class SlicesProbe(Probe):
         result = ProbeResult(probe=self.name)
         ids = example_ids(data.examples)
         result.outcomes += [Outcomes.from_values(s.outcome, ids, s.values, s.kind) for s in own.scores]
+        for row in flagged:  # each flagged slice's own scores: a matrix pairs them with the baseline's on the same examples
+            members = np.flatnonzero(row["mask"])
+            row["outcome"] = f"{primary.name} on '{row['name']}'"
+            result.outcomes.append(Outcomes.from_values(row["outcome"], [ids[i] for i in members], values[members],
+                                                        primary.kind, subset_of=primary.outcome,
+                                                        counted_in="slices_flagged"))
         for score in own.scores:
             # the baseline of the slices, shown beside them; the probe that owns the score gates it (no direction,
             # no outcome: a matrix pairs it there once)
