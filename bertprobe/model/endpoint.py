@@ -41,7 +41,7 @@ ENDPOINT_LACKS = {
 }
 LABELS_ONLY_LACKS = {"probabilities": "it answers with a label and no scores (outputs: labels)"}
 SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization", "cookie")
-INSTALL = "pip install 'bertprobe[serve]' (or: pip install httpx)"
+INSTALL = "pip install httpx (a dependency of bertprobe: reinstall it with pip install -e .)"
 CACHE_FILE = "endpoint-cache.sqlite"
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEFAULT_TASK = "classification"  # what an endpoint serves when neither the suite, a twin nor its metadata says
