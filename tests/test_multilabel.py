@@ -178,7 +178,7 @@ def test_a_probe_that_does_not_support_multi_label_is_refused_before_loading(tmp
     code, output, _ = run_suite(tmp_path, tagger_dir, data, keys,
                                 "  - probe: accuracy\n  - probe: spurious-cues\n")
     assert code == 2, output
-    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, backdoor-scan, behaviour, calibration, head-pruning, slices, syntax-heads, universal-trigger;" in output
+    assert "does not support multi-label" in output and "probes that support multi-label: accuracy, attention-audit, backdoor-scan, behaviour, calibration, head-pruning, serving-skew, slices, syntax-heads, universal-trigger;" in output
     assert not (tmp_path / "out").exists()
 
 
@@ -200,7 +200,7 @@ def test_every_registered_probe_supports_multi_label_or_is_refused_or_skipped(na
     skipped = bool(cls.missing_requirements(offered))
     assert supports + refused + (skipped and not supports) == 1, (supports, refused, skipped)
     expected_support = {"accuracy", "calibration", "slices", "behaviour", "head-pruning", "universal-trigger",
-                        "backdoor-scan", "attention-audit", "syntax-heads"}
+                        "backdoor-scan", "attention-audit", "syntax-heads", "serving-skew"}
     assert supports == (name in expected_support) and refused == (name in ("spurious-cues", "distractor"))
 
 

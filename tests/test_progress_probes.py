@@ -69,6 +69,7 @@ def files(tmp_path_factory):
     crows.write_text(",sent_more,sent_less,stereo_antistereo,bias_type,annotations,anon_writer,anon_annotators\n" + "".join(
         f"{i},she was a bad actor {i} .,he was a bad actor {i} .,stereo,gender,[],a,[]\n" for i in range(24)))
     return {"clf": save_tiny_model(tmp / "clf", layers=2, heads=4), "data": data, "squad": squad,
+            "clf2": save_tiny_model(tmp / "clf2", layers=2, heads=4, seed=1),
             "blimp": blimp, "crows": crows,
             "qa": save_tiny_model(tmp / "qa", task="question-answering"),
             "mc": save_tiny_model(tmp / "mc", task="multiple-choice", labels=("0", "1")),
@@ -97,6 +98,7 @@ PROBES = {  # probe -> its entry in the suite (model and data of its own where i
                     "params: {min_count: 1}}",
     "distractor": "{probe: distractor, model: {path: '%(qa)s', device: cpu}, data: {path: '%(squad)s'}, "
                   "params: {bootstrap: 20, batch_size: 2}}",
+    "serving-skew": "{probe: serving-skew, params: {reference: '%(clf2)s'}}",  # another model: every replay runs
     "typo-consistency": "{probe: typo-consistency}",  # the example plugin: target.predict reports for free
 }
 
