@@ -53,6 +53,21 @@ def test_an_endpoint_predicts_the_checkpoints_probabilities(tiny_clf_dir: Path, 
     assert "gradients" not in served.capabilities and "probabilities" in served.capabilities
 
 
+def test_a_multi_label_endpoint_reads_its_sigmoids_back(tmp_path: Path) -> None:
+    """Independent sigmoids (rows that need not sum to 1) are read as probabilities and inverted as log-odds, so the
+    task's sigmoid gives the served probabilities and the thresholds decide as on the checkpoint."""
+    from bertprobe.testing import save_tiny_model
+
+    tagger = save_tiny_model(tmp_path / "tags", task="multi-label", labels=("anger", "joy", "fear"), seed=2)
+    examples = [Example(text=t, id=str(i)) for i, t in enumerate(TEXTS)]
+    local = load_target(ModelSpec(path=str(tagger), device="cpu"))
+    with TinyEndpoint(tagger) as server:
+        served = load_target(ModelSpec(path=server.url, endpoint=server.url, served_name="tiny", task="multi-label"))
+        got = served.predict_proba(examples)
+    assert float((got - local.predict_proba(examples)).abs().max()) < 1e-5
+    assert served.predict(examples) == local.predict(examples)
+
+
 def test_the_endpoint_audits_to_the_checkpoints_numbers_and_keeps_tokens_out_of_the_run(
         tmp_path: Path, tiny_clf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     token = "tok-3f9a8c77d1e2b4a6"

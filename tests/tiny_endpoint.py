@@ -53,7 +53,10 @@ class TinyEndpoint:
             logits = self.model(**enc).logits.float()
         if self.noise:
             logits = logits + self.noise * torch.randn_like(logits)
-        return logits if self.outputs == "logits" else logits.softmax(-1)
+        if self.outputs == "logits":
+            return logits
+        multi = getattr(self.model.config, "problem_type", None) == "multi_label_classification"
+        return logits.sigmoid() if multi else logits.softmax(-1)
 
     def answer(self, path: str, body: Any) -> tuple[int, Any]:
         with self._lock:
