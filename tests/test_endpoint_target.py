@@ -219,3 +219,33 @@ def test_a_codec_plugin_speaks_its_own_wire_shape(tiny_clf_dir: Path) -> None:
         served = load(spec, plugins.tasks, plugins.codecs)
         got = served.predict_proba(examples)
     assert float((got - local.predict_proba(examples)).abs().max()) < 1e-6
+
+
+def test_credentials_in_the_url_and_a_model_path_in_it_are_refused() -> None:
+    for url, words in (("https://api.example.com/?api_key=abc", "query"), ("https://u:pw@api.example.com", "password"),
+                       ("http://127.0.0.1:8080/v2/models/sst2", "served_name")):
+        with pytest.raises(ValueError, match=words):
+            ModelSpec(path=url, endpoint=url)
+    assert ModelSpec(path="http://h:1", endpoint="http://h:1", name="sst2").served_model == "sst2"
+
+
+def test_a_labels_only_endpoint_with_a_twin_never_takes_calibration_from_the_twin(tmp_path: Path,
+                                                                                    tiny_clf_dir: Path) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 12)
+    with TinyEndpoint(tiny_clf_dir, labels_only=True) as server:
+        model = f"model: {{endpoint: '{server.url}', served_name: tiny, twin: '{tiny_clf_dir}', device: cpu}}"
+        session = run_suite(load_suite(_suite(tmp_path, model, "  - probe: calibration\n", data)), build_plugins())
+        assert not server.inputs
+    (result,) = session.report.probes
+    assert result.status == "skipped" and "no scores" in result.message and "ran_on" not in result.details
+
+
+def test_labels_from_an_endpoint_said_to_give_scores_are_one_line_errors(tiny_clf_dir: Path) -> None:
+    from bertprobe.errors import TargetError
+
+    examples = [Example(text=t, id=str(i)) for i, t in enumerate(TEXTS)]
+    with TinyEndpoint(tiny_clf_dir, labels_only=True) as server:
+        served = load_target(ModelSpec(path=server.url, endpoint=server.url, protocol="v1", served_name="tiny",
+                                       labels=("negative", "positive"), outputs="probabilities"))
+        with pytest.raises(TargetError, match="set outputs: labels"):
+            served.predict_proba(examples)

@@ -90,7 +90,10 @@ class TinyEndpoint:
         if path == f"/v1/models/{self.name}:predict":
             texts = body["instances"]
             self._count(texts)
-            return 200, {"predictions": self.scores(texts).tolist()}
+            scores = self.scores(texts)
+            if self.labels_only:
+                return 200, {"predictions": [self.labels[i] for i in scores.argmax(-1).tolist()]}
+            return 200, {"predictions": scores.tolist()}
         if path == "/predict":
             texts = body["inputs"]
             self._count(texts)

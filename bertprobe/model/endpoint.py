@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from bertprobe.errors import TargetError
+from bertprobe.errors import CodecError, TargetError
 from bertprobe.model.endpoint_codecs import ServedModel, make_codec
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Encoded, Target
@@ -148,6 +148,12 @@ class EndpointTarget(Target):
     def capabilities(self) -> frozenset[str]:
         missing = set(ENDPOINT_LACKS) | (set(LABELS_ONLY_LACKS) if self.labels_only else set())
         return frozenset(set(self.task.capabilities) - missing)
+
+    @property
+    def twin_runs(self) -> frozenset[str]:
+        """What a probe may take from the twin instead: gradients, attentions, heads; never probabilities, which
+        must be the endpoint's own (the twin's would be reported under the endpoint's name)."""
+        return frozenset(ENDPOINT_LACKS)
 
     @property
     def labels_only(self) -> bool:
@@ -280,6 +286,9 @@ class EndpointTarget(Target):
         out = torch.empty(len(outputs), width, dtype=torch.float32)
         for i, o in enumerate(outputs):
             if "label" in o:
+                if not self.labels_only:  # scores were expected: probabilities from one-hot rows would be wrong
+                    raise TargetError(f"{self.spec.endpoint} answered labels without scores, but the model's entry says "
+                                      f"outputs: {self.spec.outputs}; set outputs: labels (calibration is then refused)")
                 name = o["label"]
                 if name not in self.label_names:
                     raise TargetError(f"{self.spec.endpoint} answered label {name!r}, which is not one of the model's "
@@ -326,6 +335,9 @@ def _difference(a: Any, b: Any) -> float:
     """How far two outputs of one input are apart: the largest score difference, or 1 for another label or span."""
     if isinstance(a, dict) and isinstance(b, dict) and "scores" in a and "scores" in b and len(a["scores"]) == len(b["scores"]):
         return max((abs(x - y) for x, y in zip(a["scores"], b["scores"])), default=0.0)
+    if isinstance(a, dict) and isinstance(b, dict) and "answer" in a and "answer" in b:  # a reader: the span decides
+        same = all(a.get(k) == b.get(k) for k in ("answer", "start", "end"))
+        return abs(float(a.get("score", 0.0)) - float(b.get("score", 0.0))) if same else 1.0
     return 0.0 if a == b else 1.0
 
 
@@ -372,14 +384,18 @@ def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None,
     early = spec.task if spec.task != "auto" else (twin.task.name if twin is not None else None)
     early_cls = tasks.get(early) if early else None
     factories = {name: codecs.get(name) for name in codecs.names()} if codecs is not None else {}
-    codec = make_codec(spec.protocol, factories, model=spec.served_name or spec.default_name, labels=tuple(spec.labels),
+    codec = make_codec(spec.protocol, factories, model=spec.served_model, labels=tuple(spec.labels),
                        outputs=spec.outputs, label_sets=bool(early_cls and early_cls.label_sets),
                        reader=bool(early_cls and early_cls.span_answers))
     try:
-        served = codec.metadata(client.get_json) if hasattr(codec, "metadata") else ServedModel(name=spec.default_name)
+        served = codec.metadata(client.get_json) if hasattr(codec, "metadata") else ServedModel(name=spec.served_model)
     except TargetError:
         client.close()
         raise
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:  # a metadata shape the codec misread
+        client.close()
+        raise CodecError(f"endpoint {spec.label}: its {codec.name} metadata does not fit the protocol "
+                         f"({type(exc).__name__}: {exc}); check protocol: and served_name:") from None
     task_name = early or served.task or DEFAULT_TASK
     cls = tasks.get(task_name)
     labels = _labels(spec, served, twin)

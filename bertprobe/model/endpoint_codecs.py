@@ -26,7 +26,8 @@ from bertprobe.model.endpoint_codecs_base import Codec, CodecError
 
 OUTPUT_KINDS = ("auto", "logits", "probabilities", "labels")
 PROBABILITY_NAMES = ("probabilities", "probs", "scores", "probability", "softmax")
-LOGIT_NAMES = ("logits", "raw_scores", "output", "output_0", "output-0")
+LOGIT_NAMES = ("logits", "raw_scores")
+GENERIC_NAMES = ("output", "output_0", "output-0", "predictions")  # say nothing of the kind: told by the values
 
 
 @dataclass
@@ -124,7 +125,7 @@ class V2Codec:
                 {"name": "question", "shape": [len(items)], "datatype": "BYTES", "data": [i["question"] for i in items]},
                 {"name": "context", "shape": [len(items)], "datatype": "BYTES", "data": [i["context"] for i in items]}]}
         inputs = [{"name": "text", "shape": [len(items)], "datatype": "BYTES", "data": [i["text"] for i in items]}]
-        if items and items[0].get("text_pair") is not None:
+        if any(i.get("text_pair") is not None for i in items):
             inputs.append({"name": "text_pair", "shape": [len(items)], "datatype": "BYTES",
                            "data": [i.get("text_pair") or "" for i in items]})
         return {"inputs": inputs}
@@ -136,7 +137,7 @@ class V2Codec:
         named = {str(o.get("name", "")): o for o in outputs if isinstance(o, dict)}
         if items and "question" in items[0]:
             return self._answers(named, items)
-        scores = next((named[n] for n in (*PROBABILITY_NAMES, *LOGIT_NAMES) if n in named), None)
+        scores = next((named[n] for n in (*PROBABILITY_NAMES, *LOGIT_NAMES, *GENERIC_NAMES) if n in named), None)
         if scores is None and self.outputs != "labels":
             scores = next((o for o in named.values() if o.get("datatype", "").startswith("FP")), None)
         if scores is None or self.outputs == "labels":
@@ -169,7 +170,10 @@ class V2Codec:
             return "probabilities"
         if name in LOGIT_NAMES:
             return "logits"
-        return "probabilities" if probabilities_like(rows, self.label_sets) else "logits"
+        # told by the values once, from the first batch, and kept: a batch of logits that happen to lie in [0, 1]
+        # must not read as probabilities when the others read as logits
+        self.outputs = "probabilities" if probabilities_like(rows, self.label_sets) else "logits"
+        return self.outputs
 
     def _answers(self, named: dict[str, Any], items: Sequence[dict[str, Any]]) -> list[Any]:
         try:
@@ -244,8 +248,9 @@ class V1Codec:
             else:
                 out.append({"scores": _floats(p, "v1 response"), "kind": ""})
         untyped = [o["scores"] for o in out if o.get("kind") == ""]
-        kind = self.outputs if self.outputs in ("logits", "probabilities") else (
-            "probabilities" if probabilities_like(untyped, self.label_sets) else "logits")
+        if untyped and self.outputs not in ("logits", "probabilities"):  # told by the first batch's values, kept
+            self.outputs = "probabilities" if probabilities_like(untyped, self.label_sets) else "logits"
+        kind = self.outputs
         for o in out:
             if o.get("kind") in ("", "scores", "probs", "probability", "softmax"):
                 o["kind"] = kind if o.get("kind") == "" else "probabilities"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -92,6 +93,13 @@ class ModelSpec:
         url = urlsplit(self.endpoint or "")
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"endpoint {self.endpoint!r}: expected an http:// or https:// URL with a host")
+        if url.username or url.password or url.query or url.fragment:
+            raise ValueError(f"endpoint {url.scheme}://{url.hostname}...: a user, password, query or fragment in the URL "
+                             "would be written into the report; give the base URL, and tokens as headers: "
+                             "{Authorization: 'Bearer ${VAR}'}")
+        if re.search(r"/v[12]/models/[^/]+", url.path):
+            raise ValueError(f"endpoint {self.endpoint}: give the server's base URL (e.g. {url.scheme}://{url.netloc}) and the "
+                             "model's name as served_name; the protocol adds /v2/models/NAME/infer")
         if self.variant.keys() - {"dtype"} or self.dtype != "auto":
             raise ValueError(f"endpoint {self.endpoint}: a served model is audited as served; quantize, prune_heads, "
                              "compile, runtime and dtype derive variants of local weights (give them to the twin's own entry)")
@@ -108,6 +116,11 @@ class ModelSpec:
         """The folder name of a local path, or the last part of a hub id; an endpoint's served name."""
         if self.endpoint is not None:
             return self.served_name or endpoint_model_name(self.endpoint)
+
+    @property
+    def served_model(self) -> str:
+        """The model's name on the server: ``served_name``, else the entry's ``name``, else the URL's last part."""
+        return self.served_name or self.name or endpoint_model_name(self.endpoint or "")
         return Path(self.path.rstrip("/\\")).name or self.path
 
     @property

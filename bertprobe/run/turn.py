@@ -61,7 +61,8 @@ def run_probe(session: Session, spec: ProbeSpec, params: Any, model_spec: ModelS
     missing = cls.missing_requirements(target.capabilities)
     twin = getattr(target, "twin", None)  # a served model's checkpoint: what it lacks, the twin has
     ran_on = ""
-    if missing and twin is not None and not cls.missing_requirements(twin.capabilities):
+    twin_runs = getattr(target, "twin_runs", frozenset())  # what the twin may stand in for (never the endpoint's scores)
+    if missing and twin is not None and set(missing) <= twin_runs and not cls.missing_requirements(twin.capabilities):
         target, missing, ran_on = twin, [], f"run on the twin {target.spec.twin} (the endpoint lacks {', '.join(missing)})"
     if missing:
         result.status = "skipped"
