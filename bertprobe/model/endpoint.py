@@ -280,8 +280,13 @@ class EndpointTarget(Target):
     def logits(self, data: Sequence[Any] | Encoded, batch_size: int | None = None, progress: Any = None) -> torch.Tensor:
         """Float32 ``N x C`` scores: served logits as they are, probabilities as ``log p`` (multi-label: log-odds), a
         label as 0 for it and ``LABEL_LOGIT`` elsewhere."""
-        items = data.rows if isinstance(data, Encoded) else [self.item(ex) for ex in data]
-        outputs = self.outputs_of(items, progress)
+        encoded = data if isinstance(data, Encoded) else self.encode(data)
+        # sent sorted by length, as local batches are: a server padding each batch to its longest input does less work
+        order = sorted(range(len(encoded)), key=encoded.lengths.__getitem__)
+        sent = self.outputs_of([encoded.rows[i] for i in order], progress)
+        outputs: list[Any] = [None] * len(sent)
+        for at, i in enumerate(order):
+            outputs[i] = sent[at]
         width = len(self.label_names)
         out = torch.empty(len(outputs), width, dtype=torch.float32)
         for i, o in enumerate(outputs):
