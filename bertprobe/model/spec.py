@@ -116,12 +116,12 @@ class ModelSpec:
         """The folder name of a local path, or the last part of a hub id; an endpoint's served name."""
         if self.endpoint is not None:
             return self.served_name or endpoint_model_name(self.endpoint)
+        return Path(self.path.rstrip("/\\")).name or self.path
 
     @property
     def served_model(self) -> str:
         """The model's name on the server: ``served_name``, else the entry's ``name``, else the URL's last part."""
         return self.served_name or self.name or endpoint_model_name(self.endpoint or "")
-        return Path(self.path.rstrip("/\\")).name or self.path
 
     @property
     def label(self) -> str:
