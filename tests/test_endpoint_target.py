@@ -249,3 +249,12 @@ def test_labels_from_an_endpoint_said_to_give_scores_are_one_line_errors(tiny_cl
                                        labels=("negative", "positive"), outputs="probabilities"))
         with pytest.raises(TargetError, match="set outputs: labels"):
             served.predict_proba(examples)
+
+
+def test_model_on_a_served_entry_names_its_twin_and_a_url_makes_an_entry_served() -> None:
+    from bertprobe.suite.overrides import at_path
+
+    served = ModelSpec(path="http://h:1", endpoint="http://h:1", twin="./old")
+    assert (at_path(served, "./ckpt").endpoint, at_path(served, "./ckpt").twin) == ("http://h:1", "./ckpt")
+    local = at_path(ModelSpec(path="./a"), "https://h:2")
+    assert local.endpoint == "https://h:2" and at_path(ModelSpec(path="./a"), "./b").path == "./b"

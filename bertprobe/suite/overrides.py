@@ -71,10 +71,11 @@ def override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, ..
 
 def at_path(model: ModelSpec, path: str) -> ModelSpec:
     """``model`` read from ``path``: a local folder or hub id, or an http(s) URL, which makes it a served model
-    (its protocol and client settings kept from the entry)."""
+    (its protocol and client settings kept from the entry). A served entry given a local path keeps its endpoint and
+    takes the path as its twin: the checkpoint it serves (``suites/serving.yaml --model PATH``)."""
     if path.startswith(("http://", "https://")):
         return replace(model, path=path, endpoint=path)
-    return replace(model, path=path, endpoint=None) if model.endpoint is not None else replace(model, path=path)
+    return replace(model, twin=path) if model.endpoint is not None else replace(model, path=path)
 
 
 def parse_label_map(value: str) -> dict[str, str]:
