@@ -271,6 +271,13 @@ class Probe(abc.ABC):
         return None
 
     @classmethod
+    def input_problems(cls, params: Any) -> list[str]:
+        """What is wrong with the files ``params`` name (item sets, pair files): read before any weights load, by
+        ``validate`` and by ``run``'s preflight, which list every probe's problems at once. One message per
+        problem, naming the file and line and the fix. The default reads nothing."""
+        return []
+
+    @classmethod
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:
         """Target capabilities the probe requires and ``capabilities`` lacks (``data:`` needs aside)."""
         return sorted(r for r in set(cls.requires) - set(capabilities) if not r.startswith("data:"))

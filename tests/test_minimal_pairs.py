@@ -303,5 +303,6 @@ def test_bad_blimp_lines_exit_2_through_the_cli_one_line_each(tmp_path, monkeypa
     result = CliRunner().invoke(main, ["run", str(suite), "--model", str(model), "--device", "cpu", "--only", "blimp-pll",
                                        "--out", str(tmp_path / "out"), "--set=report.formats=[json]"])
     assert result.exit_code == 2, result.output
-    assert "1. line 1 of p.jsonl has no sentence_bad" in result.output
-    assert "2. line 2 of p.jsonl is not JSON" in result.output
+    assert "1. probes[0].params: line 1 of p.jsonl has no sentence_bad" in result.output
+    assert "2. probes[0].params: line 2 of p.jsonl is not JSON" in result.output
+    assert not (tmp_path / "out").exists()  # found by the preflight, before the model loads

@@ -56,3 +56,37 @@ def test_the_mlm_suite_on_the_fixture_names_what_its_papers_measure(tmp_path):
     assert by_id["blimp"]["metrics"]["accuracy"] > 0.6  # a trained MLM knows more grammar than chance
     crows = by_id["crows-pairs"]["metrics"]
     assert crows["pairs"] == 1508 and 0 < crows["metric_score"] < 1 and crows["neutral"] < 100
+
+
+def test_bad_files_of_every_mlm_probe_are_listed_at_once_before_any_weights_load(tmp_path, monkeypatch):
+    """Issue #62 item 8: an Ettinger file without a column (and a row without a value), a BLiMP line without
+    sentence_good, a CrowS-Pairs row whose two sentences are equal: validate and run name each with its file and
+    line, all at once, exit 2; run creates no run folder (the weights never load: they are not even readable)."""
+    import json
+
+    tiny_mlm_data(tmp_path, monkeypatch)
+    ettinger = tmp_path / "ettinger"
+    (ettinger / "NEG-136-SIMP.tsv").write_text("item\tcontext_aff\tcontext_neg\ttarget_aff\n0\tA robin is\tA robin is not\tbird\n")
+    (ettinger / "ROLE-88.tsv").write_text("item\tcontext\texpected\ttarget\n0-a\tthe dog saw the\t\tcat\n"
+                                          "0-b\tthe cat saw the\tdog\n")
+    (tmp_path / "blimp" / "sva.jsonl").write_text(json.dumps({"sentence_bad": "the dog are good .", "UID": "sva",
+                                                              "field": "morphology", "linguistics_term": "x"}) + "\n")
+    crows = tmp_path / "crows.csv"
+    crows.write_text(crows.read_text().replace(",he was a bad actor", ",she was a bad actor"))
+    model = save_tiny_model(tmp_path / "mlm", task="masked-lm", labels=(), words=WORDS_MLM)
+    for weights in model.glob("*.safetensors"):
+        weights.write_bytes(b"not weights")  # any load would fail with another message
+    flags = ["--model", str(model), "--device", "cpu"]
+    checked = CliRunner().invoke(main, ["validate", SUITE, *flags])
+    ran = CliRunner().invoke(main, ["run", SUITE, *flags, "--out", str(tmp_path / "out")])
+    for result in (checked, ran):
+        assert result.exit_code == 2, result.output
+        assert "5 problems" in result.output and "Traceback" not in result.output
+        lines = [line for line in result.output.splitlines() if line.strip()[:2] in ("1.", "2.", "3.", "4.", "5.")]
+        assert len(lines) == 5, result.output
+        assert "NEG-136-SIMP.tsv:1: missing column 'target_neg'" in lines[0]
+        assert "ROLE-88.tsv:2: empty 'expected'" in lines[1] and "ROLE-88.tsv:3: 3 fields where the header has 4" in lines[2]
+        assert "probes[2].params: line 1 of sva.jsonl has no sentence_good" in lines[3]
+        assert "probes[3].params: crows.csv, row 0 (pandas index; data row 1): sent_more and sent_less are the " \
+               "same sentence" in lines[4]
+    assert not (tmp_path / "out").exists()

@@ -119,6 +119,9 @@ def test_relative_paths_resolve_against_the_suite_folder(tmp_path, monkeypatch):
     folder.mkdir()
     (tmp_path / "model").mkdir()
     (folder / "dev.tsv").write_text("sentence\tlabel\nx\t1\n")
+    (tmp_path / "ett").mkdir()  # validate reads the cloze probe's item files: found beside the suite's folder
+    (tmp_path / "ett" / "NEG-136-SIMP.tsv").write_text("item\tcontext_aff\tcontext_neg\ttarget_aff\ttarget_neg\n"
+                                                      "0\tA robin is a\tA robin is not a\tbird\ttree\n")
     monkeypatch.setenv("FROM_ENV", "relative/to/cwd")
     monkeypatch.delenv("UNSET_VAR", raising=False)
     (folder / "s.yaml").write_text(

@@ -527,6 +527,8 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             problem(message)
         if not bad:
             params_by_probe[spec.id] = parsed
+            for message in cls.input_problems(parsed):  # its files, read before any weights load
+                problem(f"{spec.path}.params: {message}")
         for metric in [e.metric for e in spec.expect] + [m for m in spec.expect_off if m != "*"]:
             if not cls.knows_metric(metric, sections):
                 catalogue = list(cls.catalogue(sections).metrics)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import check_text_file
-from bertprobe.errors import DataError, ProbeError
+from bertprobe.errors import DataError, ProbeError, problems_error
 
 GAP = 0.01  # her probability-difference threshold
 KS = (1, 5)  # her k values for prediction accuracy
@@ -91,30 +91,41 @@ def read_table(path: Path) -> tuple[str, list[tuple[int, dict[str, str]]]]:
 def _read_rows(path: Path, kind: str, fh: io.StringIO) -> list[tuple[int, dict[str, str]]]:
     reader = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
     header = [h.strip() for h in reader.fieldnames or []]
-    for column in COLUMNS[kind]:
-        if column not in header:
-            raise DataError(f"{path}:1: missing column '{column}'; the header line of {path.stem} needs "
-                            f"the tab-separated columns {', '.join(COLUMNS[kind])}")
+    missing = [c for c in COLUMNS[kind] if c not in header]
+    if missing:
+        raise DataError(f"{path}:1: missing column {', '.join(repr(c) for c in missing)}; the header line of "
+                        f"{path.stem} needs the tab-separated columns {', '.join(COLUMNS[kind])}")
     reader.fieldnames = header
     rows = []
+    problems: list[str] = []  # every bad row of the file, raised at once
     for raw in reader:
         line = reader.line_num
         if None in raw or any(raw.get(c) is None for c in COLUMNS[kind]):
-            raise DataError(f"{path}:{line}: {len([v for v in raw.values() if v is not None])} fields where the "
+            problems.append(f"{path}:{line}: {len([v for v in raw.values() if v is not None])} fields where the "
                             f"header has {len(header)}; give the row one tab-separated value per column")
+            continue
         fields = {k: v.strip() for k, v in raw.items()}
         if not any(fields.values()):
             continue
-        for column in COLUMNS[kind]:
-            if column != "context_s1" and not fields[column]:
-                raise DataError(f"{path}:{line}: empty '{column}'; fill it in or delete the row")
+        empty = [c for c in COLUMNS[kind] if c != "context_s1" and not fields[c]]
+        problems += [f"{path}:{line}: empty '{column}'; fill it in or delete the row" for column in empty]
         if kind in GROUPS:
             column, allowed = GROUPS[kind]
             if fields[column] not in allowed:
-                raise DataError(f"{path}:{line}: {column} '{fields[column]}' is not {' or '.join(allowed)}; "
+                problems.append(f"{path}:{line}: {column} '{fields[column]}' is not {' or '.join(allowed)}; "
                                 f"write {' or '.join(allowed)}")
-        rows.append((line, fields))
+        if not empty:
+            rows.append((line, fields))
+    _raise_all(problems)
     return rows
+
+
+def _raise_all(problems: list[str]) -> None:
+    """The one problem as it would be raised alone, or one DataError listing them all."""
+    if len(problems) == 1:
+        raise DataError(problems[0])
+    if problems:
+        raise problems_error(problems, DataError)
 
 
 def _words(text: str) -> str:
@@ -130,9 +141,11 @@ def load_set(path: Path) -> EttingerSet:
     kind, table = read_table(path)
     rows: list[Row] = []
     seen: dict[str, int] = {}
+    problems: list[str] = []
     for line, f in table:
         if f["item"] in seen:
-            raise DataError(f"{path}:{line}: item '{f['item']}' already on line {seen[f['item']]}; give each row its own item")
+            problems.append(f"{path}:{line}: item '{f['item']}' already on line {seen[f['item']]}; give each row its own item")
+            continue
         seen[f["item"]] = line
         if kind == "cprag":
             context = _words(f"{f['context_s1']} {f['context_s2']}")
@@ -141,8 +154,9 @@ def load_set(path: Path) -> EttingerSet:
         elif kind == "role":
             number, _, cond = f["item"].partition("-")
             if cond not in ("a", "b"):
-                raise DataError(f"{path}:{line}: item '{f['item']}' is not NUMBER-a or NUMBER-b; "
+                problems.append(f"{path}:{line}: item '{f['item']}' is not NUMBER-a or NUMBER-b; "
                                 "name the pair's rows 12-a and 12-b")
+                continue
             expected = tuple(e.split()[0] for e in f["expected"].split("|") if e.split())
             rows.append(Row(number, cond, _words(f["context"]), f["target"].split()[0], expected, "", line))
         else:
@@ -160,8 +174,9 @@ def load_set(path: Path) -> EttingerSet:
         for r in rows:
             if conds[r.item] != {"a", "b"}:
                 other = "b" if r.cond == "a" else "a"
-                raise DataError(f"{path}:{r.line}: item '{r.item}-{r.cond}' has no '{r.item}-{other}' row; "
+                problems.append(f"{path}:{r.line}: item '{r.item}-{r.cond}' has no '{r.item}-{other}' row; "
                                 "a role reversal needs both rows of its pair")
+    _raise_all(problems)
     return EttingerSet(path.stem, kind, tuple(rows))
 
 

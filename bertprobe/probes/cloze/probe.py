@@ -41,12 +41,12 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.errors import ROW_LIMIT, DataError, problems_error
+from bertprobe.errors import ROW_LIMIT, DataError, Problems, problems_error
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
-from bertprobe.probes.cloze.ettinger import EttingerSet, ettinger_sets
+from bertprobe.probes.cloze.ettinger import EttingerSet, ettinger_files, ettinger_sets, load_set
 from bertprobe.probes.cloze.ettinger_report import CATALOGUE, DIRECTIONS, EttingerReadings, add_ettinger, summary_lines
 from bertprobe.probes.cloze.items import ClozeItem, category_key
 from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores
@@ -215,6 +215,22 @@ class ClozeProbe(Probe):
     paper = "Ettinger 2020. What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for Language Models (TACL)"
     metric_directions = {"items": None, **DIRECTIONS, "*": True}
     path_params = ("sets",)
+
+    @classmethod
+    def input_problems(cls, params: ClozeParams) -> list[str]:
+        """Every item file's problems (each Ettinger tsv file's bad rows, an item file's), then what only the
+        sets together show (an item id twice, two Ettinger sets of one kind)."""
+        found = Problems()
+        for spec in params.sets:
+            if spec.startswith("ettinger:"):
+                for file in found.attempt(ettinger_files, spec) or []:
+                    found.attempt(load_set, file)
+            else:
+                found.attempt(resolve_sets, (spec,), 0, 1)
+        if not found:
+            found.attempt(resolve_sets, params.sets, 0, params.per_category)
+            found.attempt(ettinger_sets, params.sets)
+        return found.messages
 
     def run(self, target: Target, data: Dataset | None, params: ClozeParams, ctx: ProbeContext) -> ProbeResult:
         items = resolve_sets(params.sets, ctx.seed, params.per_category)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset
+from bertprobe.errors import Problems
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.masked_scoring import MaskedScorer
@@ -124,6 +125,13 @@ class CrowsPairsProbe(Probe):
     paper = ("Nangia, Vania, Bhalerao & Bowman 2020. CrowS-Pairs: A Challenge Dataset for Measuring Social Biases "
              "in Masked Language Models (EMNLP)")
     path_params = ("data",)
+
+    @classmethod
+    def input_problems(cls, params: CrowsPairsParams) -> list[str]:
+        """Every bad row of the CrowS-Pairs CSV, each named by its index and data row."""
+        found = Problems()
+        found.attempt(load_pairs, params.data)
+        return found.messages
 
     def run(self, target: Target, data: Dataset | None, params: CrowsPairsParams, ctx: ProbeContext) -> ProbeResult:
         pairs = select(load_pairs(params.data), params, ctx.seed)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.errors import ProbeError
+from bertprobe.errors import ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.masked_scoring import MaskedScorer
 from bertprobe.model.target import Target
@@ -89,6 +89,15 @@ class BlimpProbe(Probe):
     paper = ("Warstadt et al. 2020. BLiMP: The Benchmark of Linguistic Minimal Pairs for English (TACL); "
              "Salazar et al. 2020. Masked Language Model Scoring (ACL)")
     path_params = ("data",)
+
+    @classmethod
+    def input_problems(cls, params: BlimpParams) -> list[str]:
+        """Every bad line of the BLiMP files (each named by file and line) and every unknown paradigm."""
+        found = Problems()
+        pairs = found.attempt(load_pairs, params.data)
+        if pairs is not None:
+            found.attempt(select_pairs, pairs, params.paradigms, params.per_paradigm, 0)
+        return found.messages
 
     def run(self, target: Target, data: Dataset | None, params: BlimpParams, ctx: ProbeContext) -> ProbeResult:
         pairs = select_pairs(load_pairs(params.data), params.paradigms, params.per_paradigm, ctx.seed)
