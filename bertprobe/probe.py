@@ -278,6 +278,13 @@ class Probe(abc.ABC):
         return []
 
     @classmethod
+    def tokenizer_problems(cls, params: Any, tokenizer: Any) -> list[str]:
+        """What is wrong with ``params``' inputs for this model's ``tokenizer`` (no mask token, an item word the
+        vocabulary lacks): asked by ``validate`` and ``run``'s preflight for each local model the probe runs on,
+        with only its tokenizer loaded (never its weights). One message per problem; the default finds none."""
+        return []
+
+    @classmethod
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:
         """Target capabilities the probe requires and ``capabilities`` lacks (``data:`` needs aside)."""
         return sorted(r for r in set(cls.requires) - set(capabilities) if not r.startswith("data:"))

@@ -90,3 +90,41 @@ def test_bad_files_of_every_mlm_probe_are_listed_at_once_before_any_weights_load
         assert "probes[3].params: crows.csv, row 0 (pandas index; data row 1): sent_more and sent_less are the " \
                "same sentence" in lines[4]
     assert not (tmp_path / "out").exists()
+
+
+def test_tokenizer_problems_are_found_before_any_weights_load(tmp_path):
+    """Issue #62 item 8, the tokenizer's half: a model whose tokenizer has no mask token, and an item file's words
+    that the vocabulary maps to [UNK], are refused by validate and by run with only the tokenizer read (the
+    weights are not even readable), one line per problem, exit 2; ``skip_unknown: true`` lets the items through."""
+    import json
+
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    model = save_tiny_model(tmp_path / "mlm", task="masked-lm", labels=(), words=WORDS_MLM)
+    for weights in model.glob("*.safetensors"):
+        weights.write_bytes(b"not weights")
+    items = tmp_path / "mine.jsonl"
+    items.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "ok", "text": "A robin is a {mask}.", "answers": ["bird"]},
+        {"id": "typo", "text": "It is a {mask}.", "answers": ["brid"], "distractors": ["dog"]}]) + "\n")
+
+    def suite(skip: bool) -> str:
+        path = tmp_path / f"s{int(skip)}.yaml"
+        path.write_text(f"suite: mine\nmodel: {{path: '{model}', device: cpu}}\nreport: {{dir: '{tmp_path / 'out'}'}}\n"
+                        f"probes:\n  - probe: cloze\n    params: {{sets: ['{items}'], skip_unknown: {str(skip).lower()}}}\n")
+        return str(path)
+
+    for command in ("validate", "run"):
+        result = CliRunner().invoke(main, [command, suite(False)])
+        assert result.exit_code == 2, result.output
+        assert "mlm for cloze: " in result.output and "item 'typo': 'brid' is the unknown token '[UNK]'" in result.output
+        assert "'ok'" not in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+    assert CliRunner().invoke(main, ["validate", suite(True)]).exit_code == 0
+
+    tok = AutoTokenizer.from_pretrained(model)  # the same vocabulary, no mask token
+    PreTrainedTokenizerFast(tokenizer_object=tok.backend_tokenizer, unk_token="[UNK]", pad_token="[PAD]",
+                            cls_token="[CLS]", sep_token="[SEP]").save_pretrained(model)
+    result = CliRunner().invoke(main, ["validate", SUITE, "--model", str(model)])
+    assert result.exit_code == 2, result.output
+    assert "mlm for ettinger, arithmetic, blimp, crows-pairs: its tokenizer has no mask token" in result.output

@@ -244,6 +244,19 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 _HARMLESS = ("position_ids", "token_type_ids", "cls.seq_relationship.", "pooler.", "lm_head.", "cls.predictions.")
 
 
+def local_tokenizer(directory: Path) -> Any | None:
+    """The tokenizer of a local model folder, without its weights (None where it does not load: loading the model
+    names the problem then). Never runs the folder's own code."""
+    import transformers
+
+    if not directory.is_dir() or not any((directory / n).is_file() for n in TOKENIZER_FILES):
+        return None
+    try:
+        return transformers.AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
+    except Exception:  # noqa: BLE001 - any failure is loading's to report, with its own message
+        return None
+
+
 def check_tokenizer_files(directory: Path) -> None:
     """A model folder without tokenizer files would get a placeholder tokenizer (every word [UNK])."""
     names = {p.name for p in directory.iterdir()}

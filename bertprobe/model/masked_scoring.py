@@ -123,8 +123,9 @@ class MaskedScorer:
                  progress: Callable[..., Iterable[Any]] | None = None) -> None:
         self.target = target
         self.tok = target.tokenizer
-        if self.tok.mask_token_id is None:
-            raise ProbeError("the tokenizer has no mask token: this probe needs a masked language model")
+        problem = mask_token_problem(self.tok)
+        if problem:
+            raise ProbeError(problem)
         self.batch_tokens = batch_tokens
         self.max_rows = max_rows
         self.progress = progress
@@ -237,6 +238,14 @@ class MaskedScorer:
                     found[i] = [(int(t), float(p)) for t, p in zip(best.indices[j], best.values[j])]
         out = [found[i] for i in range(len(sequences))]
         return out
+
+
+def mask_token_problem(tokenizer: Any) -> str | None:
+    """Why ``tokenizer`` cannot serve masked-LM scoring (it has no mask token), or None."""
+    if getattr(tokenizer, "mask_token_id", None) is None:
+        return ("its tokenizer has no mask token ([MASK], <mask>), which masked-LM scoring needs; give a masked LM's "
+                "folder, or name its mask token in tokenizer_config.json")
+    return None
 
 
 def max_positions(model: Any) -> int:

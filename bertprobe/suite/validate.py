@@ -174,6 +174,7 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
     _check_labels(suite, cls_of, params, problems)
     tasks = _check_tasks(suite, plugins, cls_of, problems)
     _check_task_fit(suite, plugins, cls_of, params, tasks, problems)
+    _check_tokenizers(suite, plugins, cls_of, params, tasks, problems)
     _check_model_params(suite, plugins, cls_of, params, problems)
     executor = suite.executor.name if suite.executor is not None else None
     if executor is not None and executor not in plugins.executors:
@@ -459,6 +460,35 @@ def _check_task_fit(suite: Suite, plugins: Any, cls_of: dict[str, Any], params: 
             problems.append(f"{model.label} is a {task.name} model, but this suite is written for another kind of model: "
                             f"{'; '.join(reasons)}; run a suite written for {task.name} models, or give this one a model of "
                             "the kind it was written for")
+
+
+def _check_tokenizers(suite: Suite, plugins: Any, cls_of: dict[str, Any], params: dict[str, Any],
+                      tasks: dict[ModelSpec, Any], problems: list[str]) -> None:
+    """Each probe that checks its inputs against a tokenizer (``Probe.tokenizer_problems``: a mask token, item
+    words in the vocabulary), asked for each local model of a task it reads, with only the tokenizer loaded; a
+    problem several probes find on one model is one line naming them."""
+    from bertprobe.probe import Probe
+
+    tokenizers: dict[str, Any] = {}
+    found: dict[tuple[str, str], list[str]] = {}  # (model, problem) -> the probes that found it
+    for spec in suite.probes:
+        cls = cls_of.get(spec.id)
+        if cls is None or spec.id not in params or cls.tokenizer_problems.__func__ is Probe.tokenizer_problems.__func__:
+            continue
+        for model in (spec.model,) if spec.model is not None else suite.models:
+            task = tasks.get(model)
+            if task is None or model.endpoint is not None or not looks_local(model.path) or \
+                    not _supports(cls, task, plugins.sections):
+                continue
+            if model.path not in tokenizers:
+                from bertprobe.model.loading import local_tokenizer
+
+                tokenizers[model.path] = local_tokenizer(Path(model.path).expanduser())
+            tokenizer = tokenizers[model.path]
+            for message in cls.tokenizer_problems(params[spec.id], tokenizer) if tokenizer is not None else ():
+                found.setdefault((model.label, message), []).append(spec.id)
+    for (label, message), ids in found.items():
+        problems.append(f"{label} for {', '.join(ids)}: {message}")
 
 
 def offered_capabilities(task: Any) -> frozenset[str]:

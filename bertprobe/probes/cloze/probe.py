@@ -41,15 +41,16 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.errors import ROW_LIMIT, DataError, Problems, problems_error
+from bertprobe.errors import ROW_LIMIT, BertprobeError, DataError, Problems, problems_error
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
+from bertprobe.model.masked_scoring import mask_token_problem
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.cloze.ettinger import EttingerSet, ettinger_files, ettinger_sets, load_set
 from bertprobe.probes.cloze.ettinger_report import CATALOGUE, DIRECTIONS, EttingerReadings, add_ettinger, summary_lines
 from bertprobe.probes.cloze.items import ClozeItem, category_key
-from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores
+from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores, unknown_words
 from bertprobe.probes.cloze.sets import resolve_sets
 from bertprobe.results import Finding, ProbeResult
 
@@ -188,6 +189,12 @@ def unknown_word_error(items: list[ClozeItem], words: dict[str, list[str]], unk:
     return DataError(lines[0]) if len(lines) == 1 else problems_error(lines, DataError, "cloze items")  # type: ignore[return-value]
 
 
+def own_unknown(items: list[ClozeItem], skip: dict[str, list[str]]) -> list[ClozeItem]:
+    """The items of a user's own file among those with an unknown word (built-in and Ettinger items are skipped or
+    scored as her NaN instead)."""
+    return [it for it in items if it.id in skip and it.source != "builtin" and not it.source.startswith("ettinger")]
+
+
 def chunk_rows(value: Any) -> list[dict[str, Any]]:
     """A chunk's item rows (a run recorded before chunks carried their passes holds the bare list)."""
     return value["rows"] if isinstance(value, dict) else value
@@ -232,6 +239,26 @@ class ClozeProbe(Probe):
             found.attempt(ettinger_sets, params.sets)
         return found.messages
 
+    @classmethod
+    def tokenizer_problems(cls, params: ClozeParams, tokenizer: Any) -> list[str]:
+        """No mask token; the words of your own item files that this vocabulary maps to its unknown token (unless
+        ``skip_unknown``)."""
+        problem = mask_token_problem(tokenizer)
+        if problem:
+            return [problem]
+        try:
+            items = resolve_sets(params.sets, 0, params.per_category)
+        except BertprobeError:
+            return []  # input_problems names it
+        if params.categories:
+            wanted = {category_key(c) for c in params.categories}
+            items = [it for it in items if category_key(it.category) in wanted]
+        own = [] if params.skip_unknown else own_unknown(items, skip := unknown_words(tokenizer, items))
+        if not own:
+            return []
+        error = unknown_word_error(own, skip, tokenizer.unk_token)
+        return list(getattr(error, "problems", [str(error)]))
+
     def run(self, target: Target, data: Dataset | None, params: ClozeParams, ctx: ProbeContext) -> ProbeResult:
         items = resolve_sets(params.sets, ctx.seed, params.per_category)
         esets = ettinger_sets(params.sets)
@@ -249,7 +276,7 @@ class ClozeProbe(Probe):
         scorer = state[0]
         scorer.progress = ctx.progress
         skip = scorer.unknown_words(items)
-        own = [it for it in items if it.id in skip and it.source not in ("builtin",) and not it.source.startswith("ettinger")]
+        own = own_unknown(items, skip)
         if own and not params.skip_unknown:  # a word of the user's own items the vocabulary lacks: a typo, or the wrong model
             raise unknown_word_error(own, skip, target.tokenizer.unk_token)
         unknown = [it for it in items if it.id in skip]

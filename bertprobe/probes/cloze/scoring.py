@@ -55,6 +55,19 @@ def encode_many(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return [list(by_text[t]) for t in texts]
 
 
+def unknown_words(tokenizer: Any, items: list[ClozeItem]) -> dict[str, list[str]]:
+    """Item id -> its answers and distractors that ``tokenizer`` maps to the unknown token (items with any)."""
+    unk = tokenizer.unk_token_id
+    if unk is None:
+        return {}
+    pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
+    out: dict[str, list[str]] = {}
+    for (it, word), ids in zip(pairs, candidate_ids_many(tokenizer, pairs)):
+        if unk in ids:
+            out.setdefault(it.id, []).append(word)
+    return out
+
+
 def candidate_ids_many(tokenizer: Any, pairs: list[tuple[ClozeItem, str]]) -> list[list[int]]:
     """Token ids of each (item, word) as the word would appear in place of the blank.
 
@@ -102,15 +115,7 @@ class ClozeScorer:
 
     def unknown_words(self, items: list[ClozeItem]) -> dict[str, list[str]]:
         """Item id -> its answers and distractors that tokenize to the unknown token, for the items that have any."""
-        unk = self.tok.unk_token_id
-        if unk is None:
-            return {}
-        pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
-        out: dict[str, list[str]] = {}
-        for (it, word), ids in zip(pairs, candidate_ids_many(self.tok, pairs)):
-            if unk in ids:
-                out.setdefault(it.id, []).append(word)
-        return out
+        return unknown_words(self.tok, items)
 
     def _specials(self) -> tuple[list[int], list[int]]:
         """The special tokens a single sequence gets before and after its content ([CLS] / [SEP], <s> / </s>)."""

@@ -36,7 +36,7 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.errors import Problems
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.masked_scoring import MaskedScorer
+from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.crows_pairs.data import CrowsPair, check_bias_types, load_pairs
@@ -132,6 +132,12 @@ class CrowsPairsProbe(Probe):
         found = Problems()
         found.attempt(load_pairs, params.data)
         return found.messages
+
+    @classmethod
+    def tokenizer_problems(cls, params: CrowsPairsParams, tokenizer: Any) -> list[str]:
+        """A tokenizer without a mask token."""
+        problem = mask_token_problem(tokenizer)
+        return [problem] if problem else []
 
     def run(self, target: Target, data: Dataset | None, params: CrowsPairsParams, ctx: ProbeContext) -> ProbeResult:
         pairs = select(load_pairs(params.data), params, ctx.seed)

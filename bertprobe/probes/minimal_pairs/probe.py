@@ -27,7 +27,7 @@ from typing import Any, Literal
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.masked_scoring import MaskedScorer
+from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.minimal_pairs.accuracy import GroupAccuracy, group_accuracy, margin_text, mean_over_groups
@@ -98,6 +98,12 @@ class BlimpProbe(Probe):
         if pairs is not None:
             found.attempt(select_pairs, pairs, params.paradigms, params.per_paradigm, 0)
         return found.messages
+
+    @classmethod
+    def tokenizer_problems(cls, params: BlimpParams, tokenizer: Any) -> list[str]:
+        """A tokenizer without a mask token."""
+        problem = mask_token_problem(tokenizer)
+        return [problem] if problem else []
 
     def run(self, target: Target, data: Dataset | None, params: BlimpParams, ctx: ProbeContext) -> ProbeResult:
         pairs = select_pairs(load_pairs(params.data), params.paradigms, params.per_paradigm, ctx.seed)
