@@ -52,7 +52,8 @@ def minilm_mlm(directory: Path) -> Any:
 def native_bf16() -> bool:
     """Whether this CPU runs bfloat16 matmuls natively (AMX or AVX-512 BF16)."""
     cpu = torch.cpu
-    return bool(getattr(cpu, "_is_amx_tile_supported", lambda: False)() or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())
+    amx = getattr(cpu, "_is_amx_tile_supported", lambda: False)()
+    return bool(amx or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
