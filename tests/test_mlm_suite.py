@@ -128,3 +128,27 @@ def test_tokenizer_problems_are_found_before_any_weights_load(tmp_path):
     result = CliRunner().invoke(main, ["validate", SUITE, "--model", str(model)])
     assert result.exit_code == 2, result.output
     assert "mlm for ettinger, arithmetic, blimp, crows-pairs: its tokenizer has no mask token" in result.output
+
+
+def test_a_cached_hub_id_of_another_task_is_refused_before_it_loads(tmp_path, tiny_clf_dir, monkeypatch):
+    """A hub id whose config the local cache holds has a known task: a classifier under the MLM suite is refused
+    by validate in one line, as a local folder is (it used to load, then have every probe skipped: exit 5)."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    tiny_mlm_data(tmp_path, monkeypatch)
+    repo = tmp_path / "hub" / "models--org--clf"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    for file in tiny_clf_dir.iterdir():
+        shutil.copy(file, snapshot / file.name)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    result = CliRunner().invoke(main, ["validate", SUITE, "--model", "org/clf"])
+    assert result.exit_code == 2, result.output
+    assert "clf is a model of task classification, which none of this suite's probes can read" in result.output
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
+    uncached = CliRunner().invoke(main, ["validate", SUITE, "--model", "org/clf"])
+    assert "task classification" not in uncached.output  # not cached: its task is known only once it loads

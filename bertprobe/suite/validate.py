@@ -48,13 +48,17 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
 
 
 def _config(spec: ModelSpec) -> dict[str, Any] | None:
-    """A local model's config.json (None for a hub id or a file loading will complain about); an ``.onnx``
-    file's is beside it."""
+    """A local model's config.json, or a hub id's from the local Hugging Face cache (None for a hub id not cached,
+    or a file loading will complain about); an ``.onnx`` file's is beside it."""
     from bertprobe.model.onnx import layout_folder, onnx_file
 
+    if spec.path is None:
+        return None
     path = Path(spec.path).expanduser()
     graph = onnx_file(spec.path)
     config = (layout_folder(graph) if graph is not None else path) / "config.json"
+    if not looks_local(spec.path) and spec.endpoint is None:
+        config = _cached_config(spec) or config
     if not config.is_file():
         return None
     try:
@@ -346,8 +350,8 @@ def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = N
         return None
     fields = {k: config.get(k) for k in ("architectures", "problem_type", "id2label", "num_labels",
                                          "max_position_embeddings", "sentence_transformers") if k in config}
-    if looks_local(model.path):  # a layout beside config.json (sentence-transformers' modules.json) tells the task
-        fields["name_or_path"] = str(Path(model.path).expanduser())
+    # a layout beside config.json (sentence-transformers' modules.json; a hub id's as cached) tells the task
+    fields["name_or_path"] = str(Path(model.path).expanduser()) if looks_local(model.path) else model.path
     return resolve_task(SimpleNamespace(**fields), model.task, plugins.tasks, task_options(model))
 
 
@@ -583,6 +587,17 @@ def _reported(suite: Suite, *sections: str) -> bool:
     """Whether loading already reported a problem in one of these sections (so that a section that did not
     parse is not reported a second time as missing)."""
     return any(p == s or p.startswith((f"{s}:", f"{s}.", f"{s}[")) for p in suite.problems for s in sections)
+
+
+def _cached_config(spec: ModelSpec) -> Path | None:
+    """A hub id's config.json in the local Hugging Face cache (no network), or None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(spec.path, "config.json", revision=spec.revision)
+    except Exception:  # noqa: BLE001 - an id the cache cannot even parse is not in it
+        return None
+    return Path(found) if isinstance(found, str) else None
 
 
 def _cached_model(spec: ModelSpec) -> bool:
