@@ -98,6 +98,41 @@ def test_the_endpoint_audits_to_the_checkpoints_numbers_and_keeps_tokens_out_of_
     assert sum(c == 2 for c in server.inputs.values()) == 8
 
 
+def test_two_entries_at_one_url_routed_by_a_header_share_no_answers(tmp_path: Path, tiny_clf_dir: Path) -> None:
+    """The routing headers are part of every cache key (as a digest): entries that differ by one header get their
+    own model's answers from one cache file, which holds no header value."""
+    examples = [Example(text=t, id=str(i)) for i, t in enumerate(TEXTS)]
+    file = tmp_path / "run" / "endpoint-cache.sqlite"
+    canary, stable = "canary-route-7f3a91", "stable-route-2c4e08"
+    with TinyEndpoint(tiny_clf_dir, flip_on=("x-model-route", canary)) as server:
+        got = []
+        for route in (stable, canary, stable):
+            served = load_target(ModelSpec(path=server.url, endpoint=server.url, served_name="tiny",
+                                           headers={"x-model-route": route}))
+            served.attach_cache(file)
+            got.append(served.predict_proba(examples))
+            served.close()
+        sent = dict(server.inputs)
+    assert float((got[1] - got[0].flip(-1)).abs().max()) < 1e-6  # the canary's own answers, not the stable's cached
+    assert float((got[2] - got[0]).abs().max()) == 0.0
+    assert all(n >= 2 for n in sent.values())  # each text sent under each route; the third entry sent nothing new
+    stored = file.read_bytes()
+    assert canary.encode() not in stored and stable.encode() not in stored and b"x-model-route" not in stored
+
+
+def test_the_routing_digest_leaves_credentials_out_and_reads_names_in_any_case() -> None:
+    from bertprobe.model.endpoint import routing_digest
+    from bertprobe.model.response_cache import ResponseCache
+
+    assert routing_digest({}) == "" == routing_digest({"Authorization": "Bearer abc"})
+    assert routing_digest({"Host": "a.example", "Authorization": "Bearer x"}) == routing_digest({"host": "a.example"})
+    assert routing_digest({"Host": "a.example"}) != routing_digest({"Host": "b.example"})
+    item = {"text": "a"}
+    assert ResponseCache.scoped_key(("u", "m", "1", "v2"), item) == ResponseCache.key("u", "m", "1", "v2", item)
+    assert ResponseCache.scoped_key(("u", "m", "1", "v2", routing_digest({"Host": "a"})), item) != \
+        ResponseCache.key("u", "m", "1", "v2", item)
+
+
 def test_a_labels_only_endpoint_runs_accuracy_and_refuses_calibration_before_any_request(
         tmp_path: Path, tiny_clf_dir: Path) -> None:
     data = sentiment_tsv(tmp_path / "d.tsv", 20)

@@ -20,13 +20,16 @@ class TinyEndpoint:
 
     def __init__(self, model_dir: Path, name: str = "tiny", version: str = "7", truncate: int | None = None,
                  labels_only: bool = False, outputs: str = "probabilities", fail_first: int = 0,
-                 names: tuple[str, ...] | None = None, noise: float = 0.0) -> None:
+                 names: tuple[str, ...] | None = None, noise: float = 0.0,
+                 flip_on: tuple[str, str] | None = None) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.name, self.version, self.truncate, self.labels_only = name, version, truncate, labels_only
         self.outputs, self.fail_first, self.noise = outputs, fail_first, noise
+        self.flip_on = flip_on  # (header, value): a request carrying it is answered by "another model" (classes reversed)
+        self._request = threading.local()  # the headers of the request this thread answers
         self.labels = tuple(names or (self.model.config.id2label[i] for i in range(self.model.config.num_labels)))
         self.inputs: Counter[str] = Counter()
         self.requests = 0
@@ -53,6 +56,11 @@ class TinyEndpoint:
             logits = self.model(**enc).logits.float()
         if self.noise:
             logits = logits + self.noise * torch.randn_like(logits)
+        if self.flip_on is not None:
+            name, value = self.flip_on
+            seen = {k.lower(): v for k, v in getattr(self._request, "headers", {}).items()}
+            if seen.get(name.lower()) == value:
+                logits = logits.flip(-1)
         if self.outputs == "logits":
             return logits
         multi = getattr(self.model.config, "problem_type", None) == "multi_label_classification"
@@ -129,10 +137,12 @@ class TinyEndpoint:
 
             def do_GET(self) -> None:
                 server.headers_seen.append(dict(self.headers))
+                server._request.headers = dict(self.headers)
                 self._reply(*server.answer(self.path, None))
 
             def do_POST(self) -> None:
                 server.headers_seen.append(dict(self.headers))
+                server._request.headers = dict(self.headers)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"null")
                 self._reply(*server.answer(self.path, body))

@@ -98,6 +98,14 @@ def headers_from_env(headers: dict[str, str], env: Any = None) -> dict[str, str]
     return out
 
 
+def routing_digest(headers: dict[str, str]) -> str:
+    """The sha256 of the headers that may route a request (``Host``, ``x-model-version``...), as expanded: credentials
+    (``SECRET_HEADERS``) are left out, so no token enters a key and a rotated one keeps the cache; empty for none."""
+    from bertprobe.model.response_cache import headers_digest
+
+    return headers_digest({k: v for k, v in headers.items() if k.lower() not in SECRET_HEADERS})
+
+
 class ServedModule:
     """What stands where a PyTorch module would: a config for the task and the report, and no weights."""
 
@@ -141,6 +149,7 @@ class EndpointTarget(Target):
     twin: Target | None = field(default=None, repr=False)  # the checkpoint it serves, where the suite names one
     on_note: Any = field(default=None, repr=False)  # the run's: a note learnt after loading goes to the report
     deterministic: bool | None = None  # None until a sample was sent twice (the first predictions)
+    routing: str = ""  # sha256 of the headers as sent, credentials left out (routing_digest): part of every cache key
     _runner: Any = field(default=None, repr=False)
 
     # ---- description -------------------------------------------------------------------------
@@ -184,10 +193,12 @@ class EndpointTarget(Target):
         return None
 
     @property
-    def cache_scope(self) -> tuple[str, str, str, str]:
-        """What every cached answer is keyed by besides its input: the endpoint, model, served version, protocol."""
+    def cache_scope(self) -> tuple[str, ...]:
+        """What every cached answer is keyed by besides its input: the endpoint, model, served version, protocol, and
+        the digest of the headers that may route (``routing``; left out where there are none)."""
         served = self.served or ServedModel(name=self.spec.label)
-        return (str(getattr(self.client, "url", self.spec.endpoint)), served.name, served.version, self.codec.name)
+        scope = (str(getattr(self.client, "url", self.spec.endpoint)), served.name, served.version, self.codec.name)
+        return (*scope, self.routing) if self.routing else scope
 
     def attention_sites(self) -> Any:
         raise TargetError(f"{self.name} is served at {self.spec.endpoint}: {ENDPOINT_LACKS['heads']}")
@@ -233,7 +244,8 @@ class EndpointTarget(Target):
 
     @property
     def served_identity(self) -> str:
-        """A fingerprint of what is served (endpoint, model, version, protocol): a resumed run must see the same."""
+        """A fingerprint of what is served (endpoint, model, version, protocol, routing headers): a resumed run must
+        see the same."""
         import hashlib
 
         return hashlib.sha256(repr(self.cache_scope).encode("utf-8")).hexdigest()
@@ -262,7 +274,7 @@ class EndpointTarget(Target):
         from bertprobe.model.response_cache import ResponseCache
 
         cache = self.runner().cache
-        marker = ResponseCache.key(*self.cache_scope, {"bertprobe": "determinism check"})
+        marker = ResponseCache.scoped_key(self.cache_scope, {"bertprobe": "determinism check"})
         done = cache.get_many([marker]).get(marker)
         if done is None:
             again = EndpointRunner(self.client, self.codec, ResponseCache(None), self.cache_scope).run(items)
@@ -384,8 +396,8 @@ def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None,
     settings = ClientSettings(batch_size=spec.batch_size, concurrency=spec.concurrency, timeout_s=spec.timeout_s,
                               retries=spec.retries, max_requests=spec.max_requests, verify_tls=spec.verify_tls)
     notes: list[str] = []
-    client = EndpointClient(str(spec.endpoint).rstrip("/"), headers_from_env(dict(spec.headers)), settings,
-                            say=notes.append)
+    headers = headers_from_env(dict(spec.headers))
+    client = EndpointClient(str(spec.endpoint).rstrip("/"), headers, settings, say=notes.append)
     early = spec.task if spec.task != "auto" else (twin.task.name if twin is not None else None)
     early_cls = tasks.get(early) if early else None
     factories = {name: codecs.get(name) for name in codecs.names()} if codecs is not None else {}
@@ -422,4 +434,4 @@ def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None,
         notes.append(f"twin: {spec.twin} (probes that need gradients, attentions or heads run there)")
     return EndpointTarget(spec=spec, model=ServedModule(config), tokenizer=twin.tokenizer if twin is not None else None,
                           task=task, device=device, dtype=torch.float32, notes=notes, served=served, codec=codec,
-                          client=client, twin=twin, gradient_model=None)
+                          client=client, twin=twin, gradient_model=None, routing=routing_digest(headers))

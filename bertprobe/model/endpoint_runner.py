@@ -24,12 +24,13 @@ _DONE = object()
 class EndpointRunner:
     """Inputs -> per-input outputs through a codec, the cache and the client.
 
-    ``cache_scope`` is (endpoint URL, model name, served version, protocol): what, with the input, keys an answer.
+    ``cache_scope`` is (endpoint URL, model name, served version, protocol[, routing headers' digest]): what, with
+    the input, keys an answer (``ResponseCache.scoped_key``).
     ``progress``, optional, is called like ``bertprobe.progress.progress``: ``progress(iterable, total=, desc=)``
     over the batches as they are answered.
     """
 
-    def __init__(self, client: EndpointClient, codec: Codec, cache: ResponseCache, cache_scope: tuple[str, str, str, str],
+    def __init__(self, client: EndpointClient, codec: Codec, cache: ResponseCache, cache_scope: tuple[str, ...],
                  progress: Callable[..., Any] | None = None) -> None:
         self.client = client
         self.codec = codec
@@ -48,7 +49,7 @@ class EndpointRunner:
     def run(self, items: Sequence[dict]) -> list[Any]:
         """One output per item, in order: from the cache where answered before, else from the endpoint."""
         scope = self.cache_scope
-        keys = [ResponseCache.key(*scope, item) for item in items]
+        keys = [ResponseCache.scoped_key(scope, item) for item in items]
         answers = self.cache.get_many(keys)
         todo: dict[str, dict] = {}
         for key, item in zip(keys, items):
