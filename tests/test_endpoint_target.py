@@ -180,6 +180,44 @@ def test_a_missing_token_variable_and_a_literal_token_are_one_line_errors(tmp_pa
     assert "BP_NOT_SET_ANYWHERE" in result.output and "Traceback" not in result.output
 
 
+def test_headers_take_var_defaults_as_suite_values_do_and_a_credential_may_not() -> None:
+    from bertprobe.errors import TargetError
+    from bertprobe.model.endpoint import check_endpoint_spec, headers_from_env
+
+    headers = {"x-model-version": "${BP_MODEL_VERSION:-3}", "Host": "${BP_HOST-sst2.local}",
+               "Authorization": "Bearer ${BP_TOKEN}"}
+    env = {"BP_TOKEN": "tok-123"}
+    assert headers_from_env(headers, env) == {"x-model-version": "3", "Host": "sst2.local",
+                                              "Authorization": "Bearer tok-123"}
+    env = {"BP_TOKEN": "tok-123", "BP_MODEL_VERSION": "", "BP_HOST": ""}  # :- takes the default when empty, - not
+    assert headers_from_env(headers, env)["x-model-version"] == "3" and headers_from_env(headers, env)["Host"] == ""
+    assert headers_from_env(headers, {"BP_TOKEN": "t", "BP_MODEL_VERSION": "5"})["x-model-version"] == "5"
+    with pytest.raises(TargetError, match=r"BP_TOKEN\}, which is not set"):
+        headers_from_env(headers, {})
+    spec = ModelSpec(path="http://h:1", endpoint="http://h:1", headers=headers)
+    assert check_endpoint_spec(spec) == []
+    for literal in ("Bearer ${BP_TOKEN:-sk-abc123}", "Bearer ${BP_TOKEN-sk-abc123}", "Bearer sk-abc123"):
+        (problem,) = check_endpoint_spec(ModelSpec(path="http://h:1", endpoint="http://h:1",
+                                                   headers={"Authorization": literal}))
+        assert problem.startswith("headers.Authorization: ") and "${VAR}" in problem
+    assert check_endpoint_spec(ModelSpec(path="http://h:1", endpoint="http://h:1",
+                                         headers={"Authorization": "Bearer ${BP_TOKEN:-}"})) == []
+
+
+def test_a_header_default_reaches_the_server(tmp_path: Path, tiny_clf_dir: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BP_ROUTE", raising=False)
+    data = sentiment_tsv(tmp_path / "d.tsv", 8)
+    with TinyEndpoint(tiny_clf_dir) as server:
+        model = (f"model: {{endpoint: '{server.url}', served_name: tiny, "
+                 "headers: {x-model-route: '${BP_ROUTE:-stable-9}'}}")
+        suite = _suite(tmp_path, model, "  - probe: accuracy\n    params: {single_check: 0}\n", data)
+        assert CliRunner().invoke(main, ["validate", str(suite)]).exit_code == 0
+        result = CliRunner().invoke(main, ["run", str(suite)])
+        assert result.exit_code in (0, 1), result.output
+        assert server.headers_seen and all(h.get("x-model-route") == "stable-9" for h in server.headers_seen)
+
+
 def test_a_server_that_fails_for_good_stops_the_run_and_a_resumed_run_sends_nothing_twice(
         tmp_path: Path, tiny_clf_dir: Path) -> None:
     data = sentiment_tsv(tmp_path / "d.tsv", 48)

@@ -33,7 +33,7 @@ PACKAGE = "bertprobe"
 # A name ending in "." takes a whole subpackage.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("version", "errors", "registry", "capabilities", "params", "progress", "stats", "hub",
-                    "hookmarkers", "hookspecs", "environment")),
+                    "hookmarkers", "hookspecs", "environment", "variables")),
     ("results", ("results.",)),
     ("data", ("data.",)),
     ("tasks", ("tasks.",)),

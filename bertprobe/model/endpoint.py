@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from bertprobe.errors import CodecError, TargetError
 from bertprobe.model.endpoint_codecs import ServedModel, make_codec
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Encoded, Target
+from bertprobe.variables import VAR, defaults_in, expand_vars
 
 ENDPOINT_LACKS = {
     "gradients": "an endpoint answers forward passes only: no backward pass",
@@ -43,7 +43,6 @@ LABELS_ONLY_LACKS = {"probabilities": "it answers with a label and no scores (ou
 SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization", "cookie")
 INSTALL = "pip install httpx (a dependency of bertprobe: reinstall it with pip install -e .)"
 CACHE_FILE = "endpoint-cache.sqlite"
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEFAULT_TASK = "classification"  # what an endpoint serves when neither the suite, a twin nor its metadata says
 DETERMINISM_SAMPLE = 8  # inputs of the first predictions sent a second time
 DETERMINISM_TOLERANCE = 1e-6  # scores this close are the same answer (a float32 server's are equal)
@@ -70,8 +69,11 @@ def check_endpoint_spec(spec: ModelSpec) -> list[str]:
     for key, value in spec.headers.items():
         if not isinstance(value, str):
             problems.append(f"headers.{key}: expected a string")
-        elif value and not _ENV.search(value) and key.lower() in SECRET_HEADERS:
+        elif value and not VAR.search(value) and key.lower() in SECRET_HEADERS:
             problems.append(f"headers.{key}: write the token as ${{VAR}} (read from the environment), never in the suite")
+        elif key.lower() in SECRET_HEADERS and defaults_in(value):
+            problems.append(f"headers.{key}: a ${{VAR:-default}} writes the token in the suite; write ${{VAR}} alone "
+                            "(read from the environment), never a default")
     if not spec.verify_tls and str(spec.endpoint).startswith("http://"):
         problems.append("verify_tls: false applies to https only; leave it out for an http endpoint")
     return problems
@@ -86,15 +88,18 @@ def refusal(probe_id: str, probe_name: str, missing: Sequence[str], spec: ModelS
 
 
 def headers_from_env(headers: dict[str, str], env: Any = None) -> dict[str, str]:
-    """The headers with their ``${VAR}``s read from the environment; an unset one is an error naming it (never a value)."""
+    """The headers with their ``${VAR}``s and ``${VAR:-default}``s read from the environment (``bertprobe.variables``,
+    as the suite's values are); an unset one without a default is an error naming it (never a value)."""
     env = os.environ if env is None else env
     out = {}
     for key, value in headers.items():
-        missing = [m.group(1) for m in _ENV.finditer(str(value)) if m.group(1) not in env]
-        if missing:
-            raise TargetError(f"model.headers.{key} names ${{{missing[0]}}}, which is not set; export it before the run "
-                              "(tokens come from the environment only)")
-        out[str(key)] = _ENV.sub(lambda m: env[m.group(1)], str(value))
+
+        def unset(name: str, key: str = str(key)) -> str:
+            raise TargetError(f"model.headers.{key} names ${{{name}}}, which is not set; export it before the run "
+                              f"(tokens come from the environment only), or write ${{{name}:-default}} for a header "
+                              "that is no credential")
+
+        out[str(key)] = expand_vars(str(value), env, unset)
     return out
 
 

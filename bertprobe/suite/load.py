@@ -27,9 +27,10 @@ from bertprobe.suite.schema import (
     ProbeSpec,
     Suite,
 )
+from bertprobe.variables import VAR as _VAR
+from bertprobe.variables import expand_vars
 
 _HEADER_PATH = re.compile(r"(^|\.)(models?(\[\d+\])?)\.headers\.")  # model.headers.X, models[1].headers.X
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
 
 
 TOP_KEYS = ("suite", "description", "model", "models", "data", "seed", "threads", "probes", "report", "compare",
@@ -107,21 +108,13 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
     if _HEADER_PATH.search(path):  # a served model's headers: read when it loads, never recorded (tokens)
         return value
 
-    def expand(match: re.Match[str]) -> str:
-        name, op, default = match.group(1), match.group(2), match.group(3)
-        current = env.get(name)
-        if op == ":-" and not current:
-            return default
-        if op == "-" and current is None:
-            return default
-        if current is None:
-            flag = next((f", pass {f}," for k, f in (("model", "--model PATH"), ("data", "--data PATH"))
-                         if re.fullmatch(rf"{k}s?(\[\d+\])?(\.path)?", path)), "")
-            raise SuiteError(f"{path}: environment variable {name} is not set; set it{flag} or write ${{{name}:-default}}")
-        return current
+    def unset(name: str) -> str:
+        flag = next((f", pass {f}," for k, f in (("model", "--model PATH"), ("data", "--data PATH"))
+                     if re.fullmatch(rf"{k}s?(\[\d+\])?(\.path)?", path)), "")
+        raise SuiteError(f"{path}: environment variable {name} is not set; set it{flag} or write ${{{name}:-default}}")
 
     whole = _VAR.fullmatch(value)
-    result = _VAR.sub(expand, value)
+    result = expand_vars(value, env, unset)
     if whole:
         try:
             parsed = yaml.safe_load(result) if result else result

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
+from bertprobe.variables import VAR as _VAR
+
 _PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_-]+):(?!//)")
 
 
