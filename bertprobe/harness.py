@@ -40,7 +40,13 @@ from bertprobe.run.session import Session, events_file, new_run_dir, plan_models
 from bertprobe.run.state import RunState
 from bertprobe.suite.overrides import SuiteOverrides, apply_overrides
 from bertprobe.suite.schema import ExecutorSpec, Suite
-from bertprobe.suite.validate import check_data_needs, check_hub_sources, read_local_data, validate_suite
+from bertprobe.suite.validate import (
+    check_data_needs,
+    check_endpoints,
+    check_hub_sources,
+    read_local_data,
+    validate_suite,
+)
 
 
 def make_executor(suite: Suite, plugins: Plugins) -> Any:
@@ -73,7 +79,7 @@ class Preflight:
 
 def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Preflight:
     """Every check ``run`` makes before any weights load, and all that ``validate`` makes: the command line
-    applied, the probes that will run (``--only``) validated, hub sources reachable, the local data read
+    applied, the probes that will run (``--only``) validated, hub sources and served models reachable, the local data read
     and checked against the probes and against each local model's classes. Every step runs, and one error
     lists every problem they found (numbered by the CLI, one per line); nothing is loaded or created."""
     problems = Problems()
@@ -85,6 +91,7 @@ def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Pref
     params_by_probe = validate_suite(selected, plugins, problems)
     problems.attempt(check_devices, selected)
     problems.attempt(check_hub_sources, selected)  # every unreachable hub id at once, before a run folder exists
+    check_endpoints(selected, plugins, problems)  # every served model that does not answer, at once (none: no import)
     data = read_local_data(selected, plugins, problems)  # a file that cannot serve the run leaves no run folder
     problems.raise_if_any(selected.source or "suite")
     return Preflight(selected, params_by_probe, data)

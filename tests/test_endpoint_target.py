@@ -218,6 +218,64 @@ def test_a_header_default_reaches_the_server(tmp_path: Path, tiny_clf_dir: Path,
         assert server.headers_seen and all(h.get("x-model-route") == "stable-9" for h in server.headers_seen)
 
 
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound, then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_validate_and_run_name_every_endpoint_that_does_not_answer_before_a_run_folder(
+        tmp_path: Path, tiny_clf_dir: Path) -> None:
+    import time
+
+    data = sentiment_tsv(tmp_path / "d.tsv", 8)
+    dead = [f"http://127.0.0.1:{_dead_port()}", f"http://127.0.0.1:{_dead_port()}"]
+    with TinyEndpoint(tiny_clf_dir) as server:
+        models = (f"models:\n  - {{name: live, endpoint: '{server.url}', served_name: tiny}}\n"
+                  f"  - {{name: gone, endpoint: '{dead[0]}', served_name: tiny, labels: [negative, positive]}}\n"
+                  f"  - {{name: also-gone, endpoint: '{dead[1]}', protocol: hf, labels: [negative, positive]}}\n")
+        probes = "  - probe: accuracy\n    params: {single_check: 0}\n"
+        suite = _suite(tmp_path, models, probes, data)
+        started = time.monotonic()
+        checked = CliRunner().invoke(main, ["validate", str(suite)])
+        took = time.monotonic() - started
+        ran = CliRunner().invoke(main, ["run", str(suite)])
+        live_only = _suite(tmp_path, f"model: {{endpoint: '{server.url}', served_name: tiny}}", probes, data, "live")
+        ok = CliRunner().invoke(main, ["validate", str(live_only)])
+        wrong_name = _suite(tmp_path, f"model: {{endpoint: '{server.url}', served_name: nosuch}}", probes, data,
+                            "named")
+        misnamed = CliRunner().invoke(main, ["validate", str(wrong_name)])
+    for result in (checked, ran):
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+        lines = [line for line in result.output.splitlines() if "does not answer" in line]
+        assert len(lines) == 2 and all(any(url in line for line in lines) for url in dead), result.output
+        assert all("start the server, or check the URL" in line for line in lines)
+        assert server.url not in result.output
+    assert took < 10, took  # no retries, a short timeout: refused connections come back at once
+    assert not (tmp_path / "reports").exists()  # refused before any run folder
+    assert ok.exit_code == 0 and "ok" in ok.output, ok.output
+    assert misnamed.exit_code == 2 and "HTTP 404" in misnamed.output and "served_name" in misnamed.output, \
+        misnamed.output
+
+
+def test_validate_of_a_local_suite_imports_no_http_client(tmp_path: Path, tiny_clf_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    data = sentiment_tsv(tmp_path / "d.tsv", 8)
+    suite = _suite(tmp_path, f"model: {{path: '{tiny_clf_dir}', device: cpu}}", "  - probe: accuracy\n", data)
+    code = ("import sys\nfrom bertprobe.cli import main\ntry:\n    main.main(['validate', sys.argv[1]])\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "print(sorted(m for m in sys.modules if m in ('httpx', 'bertprobe.model.http_client', "
+            "'bertprobe.model.endpoint_ready', 'bertprobe.model.endpoint')), code)")
+    done = subprocess.run([sys.executable, "-c", code, str(suite)], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.stdout.strip().splitlines()[-1] == "[] 0", done.stdout + done.stderr
+
+
 def test_a_server_that_fails_for_good_stops_the_run_and_a_resumed_run_sends_nothing_twice(
         tmp_path: Path, tiny_clf_dir: Path) -> None:
     data = sentiment_tsv(tmp_path / "d.tsv", 48)

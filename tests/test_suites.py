@@ -292,8 +292,8 @@ SHIPPED = {
 SUITE_NAMES: dict[str, str] = {}  # file stem -> the suite: name inside, where they differ
 
 
-# suites that audit a served model: they need a running server, so they run in the endpoint tests (tests/servers.py
-# starts one); here validate checks them on a tiny model, which sends nothing
+# suites that audit a served model: they run in the endpoint tests (tests/servers.py starts a real server); here
+# validate checks them on a tiny model served on loopback (validate asks the endpoint its readiness and metadata)
 SERVED = {"serving": lambda t: _classifier(t, ("NEG", "POS"))}
 
 
@@ -306,8 +306,15 @@ def test_a_shipped_suite_of_a_served_model_validates_on_a_tiny_model_of_its_task
     model, data = SERVED[name](tmp_path)
     monkeypatch.setenv("BERTPROBE_MODEL", str(model))  # the checkpoint and the endpoint's twin
     monkeypatch.setenv("BERTPROBE_DEVICE", "cpu")
-    checked = invoke("validate", str(SUITES / f"{name}.yaml"), "--data", str(data))
-    assert checked.exit_code == 0, checked.output
+    from tiny_endpoint import TinyEndpoint
+
+    with TinyEndpoint(model, name="sst2") as server:
+        monkeypatch.setenv("BERTPROBE_ENDPOINT", server.url)
+        checked = invoke("validate", str(SUITES / f"{name}.yaml"), "--data", str(data))
+        assert checked.exit_code == 0, checked.output
+        assert not server.inputs  # readiness and metadata only: no input was sent
+    down = invoke("validate", str(SUITES / f"{name}.yaml"), "--data", str(data))  # the server stopped
+    assert down.exit_code == 2 and f"endpoint {server.url}" in down.output and "start the server" in down.output
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))

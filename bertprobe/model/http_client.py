@@ -66,16 +66,24 @@ class ClientSettings:
 
 
 class EndpointError(TargetError):
-    """An endpoint could not be used: one line naming its URL (no secrets) and the last error."""
+    """An endpoint could not be used: one line naming its URL (no secrets) and the last error.
+
+    ``last`` is the last attempt's error alone and ``status`` its HTTP status (None: no HTTP answer at all, the
+    server unreachable), where the request failed after its attempts."""
+
+    def __init__(self, message: str, last: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.last, self.status = last, status
 
 
 class _Retryable(Exception):
     """A failed attempt worth another: its one-line description and the server's Retry-After, if any."""
 
-    def __init__(self, text: str, retry_after: float | None = None) -> None:
+    def __init__(self, text: str, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(text)
         self.text = text
         self.retry_after = retry_after
+        self.status = status  # the HTTP status answered (None: no answer: a connection error, a timeout)
 
 
 def public_url(url: str | httpx.URL) -> str:
@@ -224,17 +232,17 @@ class EndpointClient:
     def _request(self, method: str, path: str, body: Any, retry: bool) -> Any:
         attempts = 1 + (self.settings.retries if retry else 0)
         where = f"{method} {self.url}/{path.lstrip('/')}"
-        last = ""
+        last, status = "", None
         for attempt in range(attempts):
             self._spend(where)
             try:
                 return self._attempt(method, path, body, where)
             except _Retryable as failure:
-                last = failure.text
+                last, status = failure.text, failure.status
                 if attempt + 1 < attempts:
                     self._sleep(self._delay(attempt, failure.retry_after))
         tries = f"after {attempts} attempts" if attempts > 1 else "(no retries)"
-        raise EndpointError(f"endpoint {self.url}: {where} failed {tries}; last error: {last}")
+        raise EndpointError(f"endpoint {self.url}: {where} failed {tries}; last error: {last}", last, status)
 
     def _spend(self, where: str) -> None:
         """Count one request against the budget (EndpointError, before sending, when it is spent)."""
@@ -265,9 +273,10 @@ class EndpointClient:
                 if status in RETRY_STATUSES:
                     wait_s = (parse_retry_after(response.headers.get("retry-after"))
                               if status in RETRY_AFTER_STATUSES else None)
-                    raise _Retryable(f"HTTP {status}{self._snippet(content)}", wait_s)
+                    raise _Retryable(f"HTTP {status}{self._snippet(content)}", wait_s, status)
                 if status >= 400:
-                    raise EndpointError(f"endpoint {self.url}: {where} answered HTTP {status}{self._snippet(content)}")
+                    raise EndpointError(f"endpoint {self.url}: {where} answered HTTP {status}{self._snippet(content)}",
+                                        f"HTTP {status}", status)
         except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:  # ours to mend: retrying cannot
             raise EndpointError(f"endpoint {self.url}: {where} could not be sent ({type(exc).__name__}); "
                                 "check the endpoint URL and the headers' values") from None

@@ -18,7 +18,7 @@ from bertprobe.data.beir import is_beir_folder
 from bertprobe.data.classes import find_class
 from bertprobe.data.dataset import LABEL_LIKE, Dataset, DataSpec, is_local, is_saved_dataset
 from bertprobe.data.prepare import read_data
-from bertprobe.errors import BertprobeError, DataError, Problems, SuiteError
+from bertprobe.errors import BertprobeError, DataError, Problems, SuiteError, TargetError
 from bertprobe.model.loading import looks_local
 from bertprobe.model.spec import ModelSpec, resolve_model_param, same_model
 from bertprobe.params import parse_params
@@ -516,11 +516,12 @@ def nothing_would_run(suite: Suite, model: ModelSpec, task: Any, rows: list[tupl
 def _onnx_lacks(cls: Any, model: ModelSpec) -> list[str]:
     """What ``cls`` requires that an ONNX Runtime model lacks (gradients, attention maps, heads), when ``model``
     runs in ONNX Runtime; refused before anything loads, as a task the probe does not support is."""
-    from bertprobe.model.endpoint import lacks as endpoint_lacks
+    if model.endpoint is not None:
+        from bertprobe.model.endpoint import lacks as endpoint_lacks
+
+        return [] if model.twin else sorted(set(cls.requires) & set(endpoint_lacks(model)))
     from bertprobe.model.onnx import lacks
 
-    if model.endpoint is not None:
-        return [] if model.twin else sorted(set(cls.requires) & set(endpoint_lacks(model)))
     return sorted(set(cls.requires) & lacks(model))
 
 
@@ -627,3 +628,40 @@ def check_hub_sources(suite: Suite) -> None:
     if missing:
         raise SuiteError(f"the Hugging Face Hub is unreachable and this run needs {len(missing)} source(s) from it: "
                          f"{'; '.join(missing)}; or set HF_HUB_OFFLINE=1 to use cached copies")
+
+
+def served_specs(suite: Suite) -> list[ModelSpec]:
+    """The suite's served model entries (its models' and its probes' own), one per distinct endpoint and setting."""
+    distinct: dict[tuple[Any, ...], ModelSpec] = {}
+    for spec in [*suite.models, *(p.model for p in suite.probes if p.model is not None)]:
+        if spec.endpoint is not None:
+            key = (spec.endpoint.rstrip("/"), spec.protocol, spec.served_model, tuple(sorted(spec.headers.items())),
+                   spec.task, spec.twin, spec.verify_tls)
+            distinct.setdefault(key, spec)
+    return list(distinct.values())
+
+
+def check_endpoints(suite: Suite, plugins: Any, problems: Problems) -> None:
+    """Each served model answers its codec's readiness and metadata requests (5 s, no retries), all asked at once
+    and every one that does not listed (``bertprobe.model.endpoint_ready``), before a run folder exists. A suite
+    without a served model imports nothing for it."""
+    specs = served_specs(suite)
+    if not specs:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bertprobe.model.endpoint_ready import readiness_problem
+
+    def ask(spec: ModelSpec) -> str | None:
+        try:
+            task = model_task(spec, plugins)
+        except BertprobeError:  # reported by the task checks; here it only picks the codec's shape
+            task = None
+        return readiness_problem(spec, getattr(plugins, "codecs", None), bool(getattr(task, "label_sets", False)),
+                                 bool(getattr(task, "span_answers", False)))
+
+    with ThreadPoolExecutor(max_workers=min(8, len(specs)), thread_name_prefix="bertprobe-ready") as pool:
+        found = list(pool.map(ask, specs))
+    for problem in found:
+        if problem:
+            problems.add(problem, TargetError)
