@@ -276,6 +276,33 @@ def test_validate_of_a_local_suite_imports_no_http_client(tmp_path: Path, tiny_c
     assert done.stdout.strip().splitlines()[-1] == "[] 0", done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("protocol, body", [
+    ("v2", {"outputs": [{"name": "out", "datatype": None, "shape": [8, 2], "data": [0.5] * 16}]}),  # AttributeError
+    ("v2", {"outputs": [{"name": "logits", "datatype": "FP32", "shape": [8, "two"], "data": [0.5] * 16}]}),  # ValueError
+    ("hf", [{"label": "negative"}] * 8),  # a list of dicts without scores: the codec's own refusal, named
+])
+def test_a_malformed_answer_inside_a_batch_is_a_one_line_exit_2_naming_the_endpoint(
+        tmp_path: Path, tiny_clf_dir: Path, protocol: str, body: object) -> None:
+    data = sentiment_tsv(tmp_path / "d.tsv", 8)
+    with TinyEndpoint(tiny_clf_dir) as server:
+        real = server.answer
+
+        def malformed(path: str, got: object) -> tuple[int, object]:
+            if path.endswith(("/infer", "/predict")):
+                return 200, body
+            return real(path, got)
+
+        server.answer = malformed  # type: ignore[method-assign]
+        model = f"model: {{endpoint: '{server.url}', served_name: tiny, protocol: {protocol}, batch_size: 8}}"
+        suite = _suite(tmp_path, model, "  - probe: accuracy\n    params: {single_check: 0}\n", data)
+        result = CliRunner().invoke(main, ["run", str(suite)])
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert f"endpoint {server.url}" in line and "Traceback" not in result.output
+    if protocol == "v2":
+        assert "expected" in line and "got {" in line and "does not fit" in line
+
+
 def test_a_server_that_fails_for_good_stops_the_run_and_a_resumed_run_sends_nothing_twice(
         tmp_path: Path, tiny_clf_dir: Path) -> None:
     data = sentiment_tsv(tmp_path / "d.tsv", 48)

@@ -307,6 +307,9 @@ class EndpointTarget(Target):
         width = len(self.label_names)
         out = torch.empty(len(outputs), width, dtype=torch.float32)
         for i, o in enumerate(outputs):
+            if not isinstance(o, dict) or not ("label" in o or isinstance(o.get("scores"), list)):
+                raise CodecError(f"endpoint {self.spec.endpoint}: the {self.codec.name} codec gave {str(o)[:80]!r} "
+                                 "for an input; expected {\"scores\": [...], \"kind\": ...} or {\"label\": NAME}")
             if "label" in o:
                 if not self.labels_only:  # scores were expected: probabilities from one-hot rows would be wrong
                     raise TargetError(f"{self.spec.endpoint} answered labels without scores, but the model's entry says "

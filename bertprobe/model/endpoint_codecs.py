@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from bertprobe.model.endpoint_codecs_base import Codec, CodecError
 
@@ -115,6 +115,8 @@ class V2Codec:
     outputs: str = "auto"
     label_sets: bool = False
     name: str = "v2"
+    expects: ClassVar[str] = ('{"outputs": [{"name", "datatype": "FP32", "shape": [inputs, classes], "data": [...]}]} '
+                    '(or a BYTES label output)')
 
     def infer_path(self, model: str | None = None) -> str:
         return f"/v2/models/{model or self.model}/infer"
@@ -216,6 +218,7 @@ class V1Codec:
     outputs: str = "auto"
     label_sets: bool = False
     name: str = "v1"
+    expects: ClassVar[str] = '{"predictions": [one per input: scores, {label, score} pairs, or a label]}'
 
     def infer_path(self, model: str | None = None) -> str:
         return f"/v1/models/{model or self.model}:predict"
@@ -274,6 +277,7 @@ class HFCodec:
     label_sets: bool = False
     reader: bool = False
     name: str = "hf"
+    expects: ClassVar[str] = 'a list per input of [{"label", "score"}, ...] (a reader: {"answer", "start", "end", "score"})'
 
     def infer_path(self, model: str | None = None) -> str:
         return "/" if self.reader else "/predict"

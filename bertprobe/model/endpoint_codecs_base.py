@@ -18,7 +18,10 @@ __all__ = ["Codec", "CodecError"]  # CodecError lives in bertprobe.errors: a cod
 
 @runtime_checkable
 class Codec(Protocol):
-    """A protocol's request and response shapes (``batch_size``, optional: the most inputs one request may carry)."""
+    """A protocol's request and response shapes (``batch_size``, optional: the most inputs one request may carry;
+    ``expects``, optional: the response shape in a few words, quoted when an answer does not fit it). A response
+    that trips the codec (a KeyError, TypeError, IndexError, ValueError) reaches the user as a one-line CodecError
+    naming the endpoint, ``expects`` and what came (``EndpointRunner``), as a CodecError the codec raises does."""
 
     name: str
 

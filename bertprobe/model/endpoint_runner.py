@@ -71,7 +71,7 @@ class EndpointRunner:
         def on_done(i: int, body: Any) -> None:
             batch = batches[i]
             inputs = [item for _, item in batch]
-            outputs = self.codec.response(body, inputs)
+            outputs = self._decode(body, inputs)
             if not isinstance(outputs, list) or len(outputs) != len(batch):
                 count = len(outputs) if isinstance(outputs, list) else f"a {type(outputs).__name__}, not a list, of"
                 raise CodecError(f"endpoint {self.client.url}: the {self.codec.name} answer holds {count} outputs "
@@ -87,6 +87,22 @@ class EndpointRunner:
             self.client.post_all(path, bodies, on_done)
             return fresh
         return self._send_with_progress(path, bodies, on_done, answered, fresh)
+
+    def _decode(self, body: Any, inputs: list[dict]) -> Any:
+        """The codec's outputs for one answer; a shape it trips over (KeyError, TypeError...) is a one-line CodecError
+        naming the endpoint, what the protocol expects and what came, as its own refusals are."""
+        try:
+            return self.codec.response(body, inputs)
+        except CodecError as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if self.client.url in text:
+                raise
+            raise CodecError(f"endpoint {self.client.url}: {text}") from None
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
+            expected = getattr(self.codec, "expects", "") or "the protocol's response shape"
+            raise CodecError(f"endpoint {self.client.url}: the {self.codec.name} answer to {len(inputs)} input(s) does "
+                             f"not fit the protocol ({type(exc).__name__}: {_short(str(exc), 60)}): expected {expected}; "
+                             f"got {_short(self.client.scrub(_json_text(body)), 120)}; check protocol: and outputs:") from None
 
     def _send_with_progress(self, path: str, bodies: list[Any], on_done: Callable[[int, Any], None],
                             answered: queue.Queue[Any], fresh: dict[str, Any]) -> dict[str, Any]:
@@ -119,3 +135,19 @@ class EndpointRunner:
         if failure:
             raise failure[0]
         return fresh
+
+
+def _json_text(body: Any) -> str:
+    """A response body as one line of JSON (its repr where it is not JSON)."""
+    import json
+
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(body)
+
+
+def _short(text: str, limit: int) -> str:
+    """``text`` on one line, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else f"{flat[:limit]}..."

@@ -332,6 +332,10 @@ class EndpointClient:
         text = self._scrub(text)
         return f": {text[:SNIPPET]}{'...' if len(text) > SNIPPET else ''}"
 
+    def scrub(self, text: str) -> str:
+        """``text`` with every header value replaced by ``***`` (what a message quoting an answer must go through)."""
+        return self._scrub(text)
+
     def _scrub(self, text: str) -> str:
         """``text`` with every header value replaced by ``***``."""
         for secret in self._secrets:
