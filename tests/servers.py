@@ -1,5 +1,6 @@
 """Pytest helpers (not a test file): the example model servers of ``examples/serving`` started on 127.0.0.1 on a free
-port in a subprocess, ready when their health URL answers 200 (polled, 120 s deadline), stopped at exit.
+port in a subprocess, ready when their health URL answers 200 (polled, 120 s deadline), stopped at exit: through
+``examples/serving/launch.py``'s ``start_server``, which the benchmarks use too.
 
     from servers import kserve_server, tei_server, require_serve, SST2_MODEL
 
@@ -17,11 +18,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +35,6 @@ SQUAD_TEST = SHARED / "data" / "squad" / "test-split.json"
 SERVING = REPO / "examples" / "serving"
 INSTALL = "pip install -e '.[serve]'"
 READY_DEADLINE_S = 120.0
-STOP_DEADLINE_S = 15.0
 
 
 def require_serve(*modules: str) -> None:
@@ -53,10 +50,17 @@ def require_fixture(path: Path) -> Path:
     return path
 
 
+def _launch():
+    """``examples/serving/launch.py``: the start-and-poll logic the benchmarks and scripts use, shared by the tests."""
+    if str(SERVING) not in sys.path:
+        sys.path.insert(0, str(SERVING))
+    import launch
+
+    return launch
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _launch().free_port()
 
 
 @dataclass
@@ -81,64 +85,14 @@ class RunningServer:
             return ""
 
 
-def _wait_ready(server: RunningServer, health: str, deadline_s: float) -> None:
-    import httpx
-
-    start = time.monotonic()
-    with httpx.Client(timeout=5.0) as client:
-        while True:
-            code = server.process.poll()
-            if code is not None:
-                raise RuntimeError(f"{server.argv[1]} exited with {code} before it was ready:\n{server.log()}")
-            try:
-                if client.get(server.url + health).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() - start > deadline_s:
-                raise RuntimeError(f"{server.argv[1]} not ready at {server.url}{health} after {deadline_s:.0f} s:\n"
-                                   f"{server.log()}")
-            time.sleep(0.2)  # a polling interval, not a wait for readiness
-
-
-def stop(process: subprocess.Popen, deadline_s: float = STOP_DEADLINE_S) -> None:
-    """Terminate, then kill after ``deadline_s``."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=deadline_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=deadline_s)
-
-
 @contextlib.contextmanager
 def serve(script: str, argv: Sequence[str], name: str, health: str, port: int | None = None,
           threads: int | None = 1, deadline_s: float = READY_DEADLINE_S) -> Iterator[RunningServer]:
-    """Run ``examples/serving/<script>`` with ``argv`` (the port flag is added) until the block ends."""
-    port = port or free_port()
-    flag = "--http-port" if script == "kserve_server.py" else "--port"
-    cmd = [sys.executable, str(SERVING / script), *argv, flag, str(port)]
-    env = dict(os.environ)
-    if threads:
-        env["OMP_NUM_THREADS"] = str(threads)
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    with tempfile.NamedTemporaryFile("w", prefix=f"{Path(script).stem}-", suffix=".log", delete=False) as log:
-        log_file = Path(log.name)
-    with open(log_file, "w", encoding="utf-8") as out:
-        started = time.monotonic()
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO), env=env)
-    server = RunningServer(f"http://127.0.0.1:{port}", name, process, log_file, argv=cmd[1:])
-    try:
-        _wait_ready(server, health, deadline_s)
-        server.startup_s = time.monotonic() - started
-        yield server
-    finally:
-        stop(process)
-        with contextlib.suppress(OSError):
-            log_file.unlink()
+    """Run ``examples/serving/<script>`` with ``argv`` until the block ends (``launch.start_server``: the port flag
+    added, ready when ``health`` answers 200 within ``deadline_s``, terminated then killed after 15 s)."""
+    with _launch().start_server(script, argv, health, port=port, threads=threads, deadline_s=deadline_s) as started:
+        yield RunningServer(started.url, name, started.process, started.log_file, started.startup_s,
+                            argv=[str(SERVING / script), *argv])
 
 
 def kserve_server(model: Path, name: str = "model", extra: Sequence[str] = (), **kw) -> contextlib.AbstractContextManager:

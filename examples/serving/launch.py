@@ -7,8 +7,8 @@
                       health="/v2/health/ready", threads=1) as server:
         print(server.url)           # http://127.0.0.1:PORT
 
-Plain Python (no pytest): what a benchmark or a script needs. ``tests/servers.py`` does the same for the tests, with
-skips where the ``[serve]`` extra or a fixture is missing.
+Plain Python (no pytest): what a benchmark or a script needs. ``tests/servers.py`` starts the tests' servers through
+``start_server``, adding skips where the ``[serve]`` extra or a fixture is missing.
 """
 
 from __future__ import annotations
