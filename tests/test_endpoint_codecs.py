@@ -120,3 +120,20 @@ def test_probabilities_like() -> None:
     assert not probabilities_like([[0.2, 0.7]], label_sets=False)
     assert probabilities_like([[0.2, 0.7]], label_sets=True)
     assert not probabilities_like([[1.2, -0.2]], label_sets=True)
+
+
+def test_v1_and_v2_tell_unnamed_scores_alike_and_keep_the_first_batchs_kind() -> None:
+    """One helper reads both: the first batch's values decide, later batches keep it; a name or outputs: decides."""
+    first, later = [[0.3, 0.7], [0.5, 0.5]], [[0.2, 0.1], [0.6, 0.3]]  # the later rows alone would read as logits
+
+    def v2(rows: list[list[float]], name: str = "out") -> dict:
+        return {"outputs": [{"name": name, "shape": [2, 2], "datatype": "FP32", "data": [v for r in rows for v in r]}]}
+
+    for codec, shape in ((V1Codec("m"), lambda rows: {"predictions": rows}), (V2Codec("m"), v2)):
+        assert {o["kind"] for o in codec.response(shape(first), ITEMS)} == {"probabilities"}
+        assert {o["kind"] for o in codec.response(shape(later), ITEMS)} == {"probabilities"}
+        fresh = type(codec)("m")
+        assert {o["kind"] for o in fresh.response(shape(later), ITEMS)} == {"logits"}
+    assert {o["kind"] for o in V1Codec("m").response({"predictions": [{"probs": r} for r in later]}, ITEMS)} == \
+        {"probabilities"}
+    assert {o["kind"] for o in V2Codec("m").response(v2(first, "logits"), ITEMS)} == {"logits"}

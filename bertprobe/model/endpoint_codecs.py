@@ -102,6 +102,29 @@ def _answer(value: Any, item: dict[str, Any], where: str) -> dict[str, Any]:
             "score": float(score) if isinstance(score, (int, float)) else 0.0}
 
 
+def _kind_by_name(name: str) -> str | None:
+    """What an output's or a prediction key's name says its scores are (None: the name says nothing)."""
+    if name in PROBABILITY_NAMES:
+        return "probabilities"
+    if name in LOGIT_NAMES:
+        return "logits"
+    return None
+
+
+def _kind_by_values(codec: Any, rows: list[list[float]]) -> str:
+    """The kind of unnamed score rows: the suite's ``outputs:`` where it says, else told by the values of the first
+    rows seen and kept on ``codec`` (a batch of logits that happen to lie in [0, 1] must not read as probabilities
+    when the others read as logits)."""
+    if codec.outputs not in ("logits", "probabilities"):
+        codec.outputs = "probabilities" if probabilities_like(rows, codec.label_sets) else "logits"
+    return codec.outputs
+
+
+def _scored(rows: list[list[float]], kind: str) -> list[dict[str, Any]]:
+    """Score rows as normalised outputs."""
+    return [{"scores": row, "kind": kind} for row in rows]
+
+
 def _text_input(item: dict[str, Any]) -> Any:
     return [item["text"], item["text_pair"]] if item.get("text_pair") is not None else item["text"]
 
@@ -163,19 +186,13 @@ class V2Codec:
             if self.labels and given != tuple(self.labels):
                 raise CodecError(f"v2 response: the output's labels ({', '.join(given)}) are not the model's "
                                  f"({', '.join(self.labels)})")
-        return [{"scores": r, "kind": self._kind(scores.get("name", ""), rows)} for r in rows]
+        return _scored(rows, self._kind(scores.get("name", ""), rows))
 
     def _kind(self, name: str, rows: list[list[float]]) -> str:
+        """The suite's ``outputs:`` first, then the output's name, then the values (``_kind_by_values``)."""
         if self.outputs in ("logits", "probabilities"):
             return self.outputs
-        if name in PROBABILITY_NAMES:
-            return "probabilities"
-        if name in LOGIT_NAMES:
-            return "logits"
-        # told by the values once, from the first batch, and kept: a batch of logits that happen to lie in [0, 1]
-        # must not read as probabilities when the others read as logits
-        self.outputs = "probabilities" if probabilities_like(rows, self.label_sets) else "logits"
-        return self.outputs
+        return _kind_by_name(name) or _kind_by_values(self, rows)
 
     def _answers(self, named: dict[str, Any], items: Sequence[dict[str, Any]]) -> list[Any]:
         try:
@@ -235,7 +252,7 @@ class V1Codec:
         _count(len(predictions), items, "v1 response")
         if items and "question" in items[0]:
             return [_answer(p, item, "v1 response") for p, item in zip(predictions, items)]
-        out = []
+        out: list[dict[str, Any]] = []
         for p in predictions:
             if isinstance(p, str):
                 out.append({"label": p})
@@ -245,18 +262,16 @@ class V1Codec:
                 key = next((k for k in (*PROBABILITY_NAMES, *LOGIT_NAMES) if k in p), None)
                 if key is None:
                     raise CodecError(f"v1 response: a prediction holds no scores ({str(p)[:80]!r})")
-                out.append({"scores": _floats(p[key], "v1 response"), "kind": key if key in PROBABILITY_NAMES else "logits"})
+                out.extend(_scored([_floats(p[key], "v1 response")], _kind_by_name(key) or "logits"))
             elif isinstance(p, list) and p and isinstance(p[0], dict):
-                out.append({"scores": _by_name(p, self.labels, "v1 response"), "kind": "probabilities"})
+                out.extend(_scored([_by_name(p, self.labels, "v1 response")], "probabilities"))
             else:
-                out.append({"scores": _floats(p, "v1 response"), "kind": ""})
-        untyped = [o["scores"] for o in out if o.get("kind") == ""]
-        if untyped and self.outputs not in ("logits", "probabilities"):  # told by the first batch's values, kept
-            self.outputs = "probabilities" if probabilities_like(untyped, self.label_sets) else "logits"
-        kind = self.outputs
-        for o in out:
-            if o.get("kind") in ("", "scores", "probs", "probability", "softmax"):
-                o["kind"] = kind if o.get("kind") == "" else "probabilities"
+                out.extend(_scored([_floats(p, "v1 response")], ""))  # unnamed: told below, with the batch's others
+        untyped = [o for o in out if o.get("kind") == ""]
+        if untyped:
+            kind = _kind_by_values(self, [o["scores"] for o in untyped])
+            for o in untyped:
+                o["kind"] = kind
         return out
 
     def metadata(self, get: Callable[[str], Any]) -> ServedModel:
