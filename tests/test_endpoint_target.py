@@ -350,6 +350,32 @@ def test_the_twin_runs_what_an_endpoint_cannot(tmp_path: Path, tiny_clf_dir: Pat
     assert "twin" in result.details["ran_on"]
 
 
+def test_the_twin_of_a_served_entry_and_the_baseline_checkpoint_load_once(
+        tmp_path: Path, tiny_clf_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """suites/serving.yaml's shape: the checkpoint as the baseline and the endpoint with that checkpoint as its twin."""
+    import transformers
+
+    data = sentiment_tsv(tmp_path / "d.tsv", 12)
+    with TinyEndpoint(tiny_clf_dir) as server:
+        loads: list[str] = []
+        cls = transformers.AutoModelForSequenceClassification
+        real = cls.from_pretrained.__func__
+
+        def counted(klass, path, *args, **kwargs):
+            loads.append(str(path))
+            return real(klass, path, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "from_pretrained", classmethod(counted))
+        models = (f"models:\n  - {{name: checkpoint, path: '{tiny_clf_dir}', device: cpu}}\n"
+                  f"  - {{name: endpoint, endpoint: '{server.url}', served_name: tiny, twin: '{tiny_clf_dir}', "
+                  "device: cpu}\ncompare: {baseline: checkpoint}")
+        session = run_suite(load_suite(_suite(tmp_path, models, "  - probe: accuracy\n    params: {single_check: 0}\n"
+                                              "  - probe: attention-audit\n", data)), build_plugins())
+    assert loads == [str(tiny_clf_dir)], loads  # once, for the checkpoint and the twin together
+    twin = next(r for r in session.report.probes if r.model == "endpoint" and r.id == "attention-audit")
+    assert "twin" in twin.details["ran_on"]
+
+
 def test_a_nondeterministic_endpoint_is_named_in_the_report(tmp_path: Path, tiny_clf_dir: Path) -> None:
     data = sentiment_tsv(tmp_path / "d.tsv", 16)
     with TinyEndpoint(tiny_clf_dir, noise=0.05) as server:

@@ -366,13 +366,19 @@ def _difference(a: Any, b: Any) -> float:
     return 0.0 if a == b else 1.0
 
 
-def _twin(spec: ModelSpec, tasks: Any, load_local: Any) -> Target | None:
+def twin_spec(spec: ModelSpec) -> ModelSpec | None:
+    """The local model a served entry's ``twin:`` names, as it loads (the same spec as a suite entry of that
+    checkpoint with the same device and settings: the run's cache then loads it once)."""
     if not spec.twin:
         return None
-    twin_spec = ModelSpec(path=spec.twin, device=spec.device, task=spec.task, max_length=spec.max_length,
-                          batch_size=spec.batch_size, options=dict(spec.options), trust_remote_code=spec.trust_remote_code,
-                          allow_pickle=spec.allow_pickle)
-    return load_local(twin_spec, tasks)
+    return ModelSpec(path=spec.twin, device=spec.device, task=spec.task, max_length=spec.max_length,
+                     batch_size=spec.batch_size, options=dict(spec.options), trust_remote_code=spec.trust_remote_code,
+                     allow_pickle=spec.allow_pickle)
+
+
+def _twin(spec: ModelSpec, tasks: Any, load_local: Any) -> Target | None:
+    local = twin_spec(spec)
+    return load_local(local, tasks) if local is not None else None
 
 
 def _labels(spec: ModelSpec, served: ServedModel, twin: Target | None) -> tuple[str, ...]:

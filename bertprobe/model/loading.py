@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +82,20 @@ def detect_task(config: Any, requested: str = "auto", tasks: Any = None) -> str:
     return task_class(config, requested, tasks).name
 
 
+_LOCAL_LOADER: ContextVar[Callable[[ModelSpec, Any], Target] | None] = ContextVar("bertprobe_local_loader", default=None)
+
+
+@contextlib.contextmanager
+def local_models_through(loader: Callable[[ModelSpec, Any], Target]) -> Iterator[None]:
+    """While the block runs, a served model's twin loads through ``loader(spec, tasks)`` (the run's model cache, so
+    a checkpoint that is also the suite's baseline loads once) instead of ``load_target``."""
+    token = _LOCAL_LOADER.set(loader)
+    try:
+        yield
+    finally:
+        _LOCAL_LOADER.reset(token)
+
+
 def load_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None) -> Target:
     """Load tokenizer and model per ``spec``, refusing pickle weights and remote code unless allowed.
     ``tasks``: the registered tasks (default: the built-in ones). An ``.onnx`` file, or a folder holding
@@ -88,7 +105,7 @@ def load_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None) -> Targe
     if spec.endpoint is not None:  # a served model (bertprobe.model.endpoint)
         from bertprobe.model.endpoint import load_endpoint_target
 
-        return load_endpoint_target(spec, tasks, codecs, load_local=load_target)
+        return load_endpoint_target(spec, tasks, codecs, load_local=_LOCAL_LOADER.get() or load_target)
     if onnx_file(spec.path) is not None:
         return load_onnx_target(spec, tasks)
     graphs = folder_graphs(Path(spec.path).expanduser())

@@ -46,8 +46,11 @@ class RunCaches:
         base = spec.base
         if base not in self._targets:
             self.say(f"loading model {spec.path}")
-            target = self.plugins.hook.bertprobe_load_target(spec=base, tasks=self.plugins.tasks,
-                                                             codecs=self.plugins.codecs)
+            from bertprobe.model.loading import local_models_through
+
+            with local_models_through(lambda local, _tasks: self.target(local)[0]):  # a served model's twin: cached
+                target = self.plugins.hook.bertprobe_load_target(spec=base, tasks=self.plugins.tasks,
+                                                                 codecs=self.plugins.codecs)
             if target is None:
                 raise TargetError(f"no plugin could load model '{spec.path}'")
             target.encode_cache = self._encodings

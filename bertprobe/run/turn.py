@@ -138,9 +138,15 @@ def models_params_name(session: Session, plan: list[ModelSpec], params_by_probe:
                        start: int = 0) -> set[ModelSpec]:
     """The models that the probes' model params (``Probe.model_params``: behaviour's ``mlm``) name in the turns of
     ``plan`` (the run's turns from position ``start``), resolved as the probes resolve them: what the local executor
-    keeps loaded between turns, so that such a model loads once per run."""
+    keeps loaded between turns, so that such a model loads once per run; and the twins of the later served models
+    (``endpoint.twin_spec``), so that a checkpoint that is also a baseline entry loads once."""
+    from bertprobe.model.endpoint import twin_spec
+
     out: set[ModelSpec] = set()
     for position, model_spec in enumerate(plan, start=start):
+        twin = twin_spec(model_spec) if model_spec.endpoint is not None else None
+        if twin is not None:  # a served model's twin: the checkpoint a baseline entry may have loaded already
+            out.add(twin)
         for spec, target_spec in model_probes(session.suite, position, model_spec):
             cls = session.plugins.probes.get(spec.probe) if spec.probe in session.plugins.probes else None
             for name in getattr(cls, "model_params", None) or {}:
