@@ -126,7 +126,7 @@ def main() -> None:
         if native_bf16():  # the same engine with the weights in bfloat16 (AMX / AVX-512 BF16): faster, other numbers
             target.model.to(torch.bfloat16)
             engine_scores(target, texts[:20], *shapes[0])
-            for bt, mr in ((shapes[0]), (8192, 2048)):
+            for bt, mr in (shapes[0], (8192, 2048)):
                 wall, cpu, out = timed(lambda: engine_scores(target, texts, bt, mr), args.repeat)
                 runs.append((f"engine bfloat16, {bt} tokens x {mr} rows", wall, cpu, out))
             half = out

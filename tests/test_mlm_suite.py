@@ -66,7 +66,8 @@ def test_bad_files_of_every_mlm_probe_are_listed_at_once_before_any_weights_load
 
     tiny_mlm_data(tmp_path, monkeypatch)
     ettinger = tmp_path / "ettinger"
-    (ettinger / "NEG-136-SIMP.tsv").write_text("item\tcontext_aff\tcontext_neg\ttarget_aff\n0\tA robin is\tA robin is not\tbird\n")
+    (ettinger / "NEG-136-SIMP.tsv").write_text("item\tcontext_aff\tcontext_neg\ttarget_aff\n"
+                                               "0\tA robin is\tA robin is not\tbird\n")
     (ettinger / "ROLE-88.tsv").write_text("item\tcontext\texpected\ttarget\n0-a\tthe dog saw the\t\tcat\n"
                                           "0-b\tthe cat saw the\tdog\n")
     (tmp_path / "blimp" / "sva.jsonl").write_text(json.dumps({"sentence_bad": "the dog are good .", "UID": "sva",
@@ -92,7 +93,7 @@ def test_bad_files_of_every_mlm_probe_are_listed_at_once_before_any_weights_load
     assert not (tmp_path / "out").exists()
 
 
-def test_tokenizer_problems_are_found_before_any_weights_load(tmp_path):
+def test_tokenizer_problems_are_found_before_any_weights_load(tmp_path, monkeypatch):
     """Issue #62 item 8, the tokenizer's half: a model whose tokenizer has no mask token, and an item file's words
     that the vocabulary maps to [UNK], are refused by validate and by run with only the tokenizer read (the
     weights are not even readable), one line per problem, exit 2; ``skip_unknown: true`` lets the items through."""
@@ -122,9 +123,14 @@ def test_tokenizer_problems_are_found_before_any_weights_load(tmp_path):
     assert not (tmp_path / "out").exists()
     assert CliRunner().invoke(main, ["validate", suite(True)]).exit_code == 0
 
+    items.write_bytes('{"id": "caf\u00e9", "text": "A {mask}.", "answers": ["bird"]}\n'.encode("latin-1"))
+    result = CliRunner().invoke(main, ["validate", suite(False)])  # not UTF-8: one line, never a traceback
+    assert result.exit_code == 2 and "not UTF-8" in result.output and "Traceback" not in result.output, result.output
+
     tok = AutoTokenizer.from_pretrained(model)  # the same vocabulary, no mask token
     PreTrainedTokenizerFast(tokenizer_object=tok.backend_tokenizer, unk_token="[UNK]", pad_token="[PAD]",
                             cls_token="[CLS]", sep_token="[SEP]").save_pretrained(model)
+    tiny_mlm_data(tmp_path, monkeypatch)
     result = CliRunner().invoke(main, ["validate", SUITE, "--model", str(model)])
     assert result.exit_code == 2, result.output
     assert "mlm for ettinger, arithmetic, blimp, crows-pairs: its tokenizer has no mask token" in result.output
@@ -151,4 +157,24 @@ def test_a_cached_hub_id_of_another_task_is_refused_before_it_loads(tmp_path, ti
     assert "clf is a model of task classification, which none of this suite's probes can read" in result.output
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
     uncached = CliRunner().invoke(main, ["validate", SUITE, "--model", "org/clf"])
+    assert uncached.exit_code == 0 and "Traceback" not in uncached.output, uncached.output  # known once it loads
     assert "task classification" not in uncached.output  # not cached: its task is known only once it loads
+
+
+def test_one_bad_file_read_by_two_probes_is_one_line_and_a_long_list_is_cut(tmp_path, monkeypatch):
+    """suites/blimp.yaml's two entries read one folder: each bad line is listed once, naming both; an Ettinger
+    file with a bad row on every line lists the first 20 and counts the rest."""
+    import json
+
+    tiny_mlm_data(tmp_path, monkeypatch)
+    (tmp_path / "blimp" / "sva.jsonl").write_text(json.dumps({"sentence_bad": "the dog are good ."}) + "\n")
+    model = save_tiny_model(tmp_path / "mlm", task="masked-lm", labels=(), words=WORDS_MLM)
+    result = CliRunner().invoke(main, ["validate", "suites/blimp.yaml", "--model", str(model)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("line 1 of sva.jsonl has no sentence_good") == 1, result.output
+    assert "probes[0].params and probes[1].params: line 1 of sva.jsonl" in result.output
+    role = tmp_path / "ettinger" / "ROLE-88.tsv"
+    role.write_text("item\tcontext\texpected\ttarget\n" + "".join(f"{i}-a\tthe dog saw\n" for i in range(30)))
+    result = CliRunner().invoke(main, ["validate", SUITE, "--model", str(model)])
+    assert result.exit_code == 2 and "and 10 more rows with problems" in result.output, result.output
+    assert result.output.count("ROLE-88.tsv:") == 20

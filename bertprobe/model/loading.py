@@ -268,6 +268,7 @@ def local_tokenizer(directory: Path) -> Any | None:
 
     if not directory.is_dir() or not any((directory / n).is_file() for n in TOKENIZER_FILES):
         return None
+    transformers.utils.logging.set_verbosity_error()  # as load_target: its notes are bertprobe's to give
     try:
         return transformers.AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
     except Exception:  # noqa: BLE001 - any failure is loading's to report, with its own message

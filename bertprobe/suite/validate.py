@@ -1,8 +1,10 @@
 """Everything that can be checked before a model loads, reported at once.
 
 ``validate_suite`` checks the probes that will run (names, params, expected metrics), the reporters, the
-data (files exist and are files, named loaders exist), the local model folders, and class names that
-probes take as params (``target_label: postive``) against each local model's ``config.json``;
+data (files exist and are files, named loaders exist), the local model folders, the files probes read
+themselves (``Probe.input_problems``) and their inputs against each local model's tokenizer
+(``Probe.tokenizer_problems``), and class names that probes take as params (``target_label: postive``) against
+each model's ``config.json`` (a local folder's, or a hub id's as the local Hugging Face cache holds it);
 ``read_local_data`` reads a local data file and checks it against the probes and each local model's
 classes. No weights are read.
 """
@@ -69,7 +71,7 @@ def _config(spec: ModelSpec) -> dict[str, Any] | None:
 
 
 def _config_labels(spec: ModelSpec, data: dict[str, Any] | None = None) -> list[str] | None:
-    """Class names from a local model's config.json (None when unknown: hub ids, no id2label)."""
+    """Class names from a model's config.json (None when unknown: a hub id not cached, no id2label)."""
     data = _config(spec) if data is None else data
     if data is None:
         return None
@@ -338,7 +340,7 @@ def check_labels_against_models(suite: Suite, plugins: Any, data: Dataset) -> No
 
 
 def model_task(model: ModelSpec, plugins: Any, config: dict[str, Any] | None = None) -> Any:
-    """The task a local model will be loaded as, from its config.json (None for a hub id or no config)."""
+    """The task a model will be loaded as, from its config.json (None for a hub id not cached, or no config)."""
     from types import SimpleNamespace
 
     from bertprobe.tasks import resolve_task, task_options
@@ -391,7 +393,7 @@ def task_refusal(probe_id: str, cls: Any, task: Any, model: str, plugins: Any) -
 
 def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: list[str]) -> dict[ModelSpec, Any]:
     """Each probe against the task of each local model it runs on, before any weights load; returns the task of
-    each model a probe runs on (None: a hub id, or a config that did not read)."""
+    each model a probe runs on (None: a hub id not cached, or a config that did not read)."""
     tasks: dict[ModelSpec, Any] = {}
     skipping: dict[ModelSpec, list[tuple[str, list[str]]]] = {}  # model -> (probe id, what it lacks) of each probe
     may_run = False
@@ -477,22 +479,41 @@ def _check_tokenizers(suite: Suite, plugins: Any, cls_of: dict[str, Any], params
     found: dict[tuple[str, str], list[str]] = {}  # (model, problem) -> the probes that found it
     for spec in suite.probes:
         cls = cls_of.get(spec.id)
-        if cls is None or spec.id not in params or cls.tokenizer_problems.__func__ is Probe.tokenizer_problems.__func__:
+        if cls is None or spec.id not in params or \
+                getattr(cls.tokenizer_problems, "__func__", None) is Probe.tokenizer_problems.__func__:
             continue
         for model in (spec.model,) if spec.model is not None else suite.models:
             task = tasks.get(model)
-            if task is None or model.endpoint is not None or not looks_local(model.path) or \
-                    not _supports(cls, task, plugins.sections):
+            folder = _tokenizer_folder(model)
+            if task is None or folder is None or not _supports(cls, task, plugins.sections):
                 continue
-            if model.path not in tokenizers:
+            if folder not in tokenizers:
                 from bertprobe.model.loading import local_tokenizer
 
-                tokenizers[model.path] = local_tokenizer(Path(model.path).expanduser())
-            tokenizer = tokenizers[model.path]
-            for message in cls.tokenizer_problems(params[spec.id], tokenizer) if tokenizer is not None else ():
+                tokenizers[folder] = local_tokenizer(folder)
+            tokenizer = tokenizers[folder]
+            try:
+                messages = list(cls.tokenizer_problems(params[spec.id], tokenizer)) if tokenizer is not None else []
+            except BertprobeError as exc:  # a plugin's that raises instead of returning
+                messages = list(getattr(exc, "problems", None) or [str(exc)])
+            for message in messages:
                 found.setdefault((model.label, message), []).append(spec.id)
     for (label, message), ids in found.items():
         problems.append(f"{label} for {', '.join(ids)}: {message}")
+
+
+def _tokenizer_folder(model: ModelSpec) -> Path | None:
+    """Where a model's tokenizer files are without loading it: a local folder, an ``.onnx`` file's layout folder,
+    a hub id's cached snapshot (None for an endpoint or a hub id not cached)."""
+    from bertprobe.model.onnx import layout_folder, onnx_file
+
+    if model.endpoint is not None or model.path is None:
+        return None
+    if not looks_local(model.path):
+        cached = _cached_config(model)
+        return cached.parent if cached is not None else None
+    graph = onnx_file(model.path)
+    return layout_folder(graph) if graph is not None else Path(model.path).expanduser()
 
 
 def offered_capabilities(task: Any) -> frozenset[str]:
@@ -542,6 +563,7 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
         found.append(message)
 
     params_by_probe = {}
+    inputs: dict[str, list[str]] = {}  # a problem of a probe's files -> the probes that read them (one line)
     for spec in suite.probes:
         try:
             cls = probes.get(spec.probe)
@@ -562,8 +584,8 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             problem(message)
         if not bad:
             params_by_probe[spec.id] = parsed
-            for message in cls.input_problems(parsed):  # its files, read before any weights load
-                problem(f"{spec.path}.params: {message}")
+            for message in _input_problems(cls, parsed):  # its files, read before any weights load
+                inputs.setdefault(message, []).append(f"{spec.path}.params")
         for metric in [e.metric for e in spec.expect] + [m for m in spec.expect_off if m != "*"]:
             if not cls.knows_metric(metric, sections):
                 catalogue = list(cls.catalogue(sections).metrics)
@@ -575,6 +597,8 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             problem(f"{spec.path}: probe '{spec.probe}' needs data; add a data: section")
         if spec.model is None and not suite.models and not _reported(suite, "model", "models", f"{spec.path}.model"):
             problem(f"{spec.path}: no model; add a model: section to the suite or the probe")
+    for message, where in inputs.items():
+        problem(f"{' and '.join(where)}: {message}")
     if reporters is not None:
         for fmt in suite.formats:
             try:
@@ -582,6 +606,14 @@ def validate_probes(suite: Suite, probes: Registry[Any], reporters: Registry[Any
             except SuiteError as exc:
                 problem(f"report.formats: {exc}")
     return params_by_probe
+
+
+def _input_problems(cls: Any, params: Any) -> list[str]:
+    """``cls.input_problems(params)``; a plugin's that raises instead of returning gives its error's problems."""
+    try:
+        return list(cls.input_problems(params))
+    except BertprobeError as exc:
+        return list(getattr(exc, "problems", None) or [str(exc)])
 
 
 def _reported(suite: Suite, *sections: str) -> bool:
@@ -602,12 +634,7 @@ def _cached_config(spec: ModelSpec) -> Path | None:
 
 
 def _cached_model(spec: ModelSpec) -> bool:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        return isinstance(try_to_load_from_cache(spec.path, "config.json", revision=spec.revision), str)
-    except Exception:  # an id the cache cannot even parse is not in it
-        return False
+    return _cached_config(spec) is not None
 
 
 def check_hub_sources(suite: Suite) -> None:

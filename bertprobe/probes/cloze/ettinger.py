@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from bertprobe.data.dataset import check_text_file
-from bertprobe.errors import DataError, ProbeError, problems_error
+from bertprobe.errors import ROW_LIMIT, DataError, ProbeError, problems_error
 
 GAP = 0.01  # her probability-difference threshold
 KS = (1, 5)  # her k values for prediction accuracy
@@ -121,9 +121,12 @@ def _read_rows(path: Path, kind: str, fh: io.StringIO) -> list[tuple[int, dict[s
 
 
 def _raise_all(problems: list[str]) -> None:
-    """The one problem as it would be raised alone, or one DataError listing them all."""
+    """The one problem as it would be raised alone, or one DataError listing them (the first ``ROW_LIMIT``, the
+    rest counted)."""
     if len(problems) == 1:
         raise DataError(problems[0])
+    if len(problems) > ROW_LIMIT:
+        problems = [*problems[:ROW_LIMIT], f"and {len(problems) - ROW_LIMIT} more rows with problems"]
     if problems:
         raise problems_error(problems, DataError)
 

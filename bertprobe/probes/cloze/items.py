@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from bertprobe.data.dataset import check_text_file
 from bertprobe.errors import DataError
 from bertprobe.probes.cloze.ettinger import read_table
 
@@ -83,12 +84,13 @@ def _item(raw: dict[str, Any], where: str, default_category: str) -> ClozeItem:
 
 def load_item_file(path: Path) -> list[ClozeItem]:
     """Items from a ``.yaml``/``.yml`` list (or ``{items: [...]}``) or a ``.jsonl`` file, one item per line."""
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"cloze item file '{path}' does not exist")
+    text = check_text_file(path)  # a folder, an empty, binary or non-UTF-8 file: one line naming it
     category = path.stem
     if path.suffix.lower() == ".jsonl":
         items = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     raw = json.loads(line)
@@ -97,7 +99,7 @@ def load_item_file(path: Path) -> list[ClozeItem]:
                 items.append(item_from_mapping(raw, f"{path}:{n}", category))
         return items
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise DataError(f"{path}: not valid YAML: {exc}") from None
     entries = doc.get("items") if isinstance(doc, dict) else doc

@@ -253,7 +253,10 @@ class ClozeProbe(Probe):
         if params.categories:
             wanted = {category_key(c) for c in params.categories}
             items = [it for it in items if category_key(it.category) in wanted]
-        own = [] if params.skip_unknown else own_unknown(items, skip := unknown_words(tokenizer, items))
+        if params.skip_unknown:
+            return []
+        skip = unknown_words(tokenizer, items)
+        own = own_unknown(items, skip)
         if not own:
             return []
         error = unknown_word_error(own, skip, tokenizer.unk_token)
