@@ -442,3 +442,19 @@ def test_model_on_a_served_entry_names_its_twin_and_a_url_makes_an_entry_served(
     assert (at_path(served, "./ckpt").endpoint, at_path(served, "./ckpt").twin) == ("http://h:1", "./ckpt")
     local = at_path(ModelSpec(path="./a"), "https://h:2")
     assert local.endpoint == "https://h:2" and at_path(ModelSpec(path="./a"), "./b").path == "./b"
+
+
+def test_a_bare_url_moves_only_the_served_entries_and_leaves_the_checkpoint() -> None:
+    """serving.yaml --model http://...: the endpoint entry is pointed there, the checkpoint baseline stays a
+    checkpoint (it had become a second copy of the endpoint, compared with itself)."""
+    from dataclasses import replace
+
+    from bertprobe.suite.overrides import override_models
+
+    checkpoint = ModelSpec(path="./ckpt", name="checkpoint")
+    served = ModelSpec(path="http://h:1", endpoint="http://h:1", twin="./ckpt", name="endpoint")
+    suite = type("S", (), {"models": (checkpoint, served)})()
+    moved = override_models(suite, ("http://h:9",))
+    assert moved[0] == checkpoint and (moved[1].endpoint, moved[1].twin) == ("http://h:9", "./ckpt")
+    alone = type("S", (), {"models": (replace(checkpoint, name=None),)})()
+    assert override_models(alone, ("http://h:9",))[0].endpoint == "http://h:9"  # no served entry: it becomes one

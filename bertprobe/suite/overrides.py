@@ -52,8 +52,10 @@ def parse_model_option(value: str) -> tuple[str | None, str]:
 
 
 def override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, ...]:
-    """Apply ``--model``: one bare PATH replaces every matrix model's path (variants keep their fields);
-    NAME=PATH with names of the matrix replace those models' paths; otherwise the given models are the matrix.
+    """Apply ``--model``: one bare PATH replaces every matrix model's path (variants keep their fields), and one
+    bare URL, where the matrix holds served entries, their endpoint only (the checkpoints beside them stay:
+    ``suites/serving.yaml --model http://...``); NAME=PATH with names of the matrix replace those models' paths;
+    otherwise the given models are the matrix.
     """
     models = suite.models
     if not given:
@@ -61,7 +63,10 @@ def override_models(suite: Suite, given: tuple[str, ...]) -> tuple[ModelSpec, ..
     named = [parse_model_option(v) for v in given]  # (name or None, path) per --model
     names = {m.label for m in models}
     if len(named) == 1 and named[0][0] is None and models:
-        return tuple(at_path(m, named[0][1]) for m in models)
+        path = named[0][1]
+        if path.startswith(("http://", "https://")) and any(m.endpoint is not None for m in models):
+            return tuple(at_path(m, path) if m.endpoint is not None else m for m in models)
+        return tuple(at_path(m, path) for m in models)
     if all(name in names for name, _ in named):
         lookup = dict(named)
         return tuple(at_path(m, lookup[m.label]) if m.label in lookup else m for m in models)
