@@ -49,19 +49,27 @@ def _check_data(spec: DataSpec, where: str, loaders: Any, problems: list[str]) -
                         "corpus.jsonl, queries.jsonl, qrels/)")
 
 
-def _config(spec: ModelSpec) -> dict[str, Any] | None:
-    """A local model's config.json, or a hub id's from the local Hugging Face cache (None for a hub id not cached,
-    or a file loading will complain about); an ``.onnx`` file's is beside it."""
+def _model_folder(spec: ModelSpec) -> Path | None:
+    """Where a model's config.json and tokenizer files are, without loading it: a local folder, an ``.onnx`` file's
+    layout folder, a hub id's snapshot in the local Hugging Face cache (None for an endpoint or a hub id not
+    cached)."""
     from bertprobe.model.onnx import layout_folder, onnx_file
 
-    if spec.path is None:
+    if spec.endpoint is not None or spec.path is None:
         return None
-    path = Path(spec.path).expanduser()
+    if not looks_local(spec.path):
+        cached = _cached_config(spec)
+        return cached.parent if cached is not None else None
     graph = onnx_file(spec.path)
-    config = (layout_folder(graph) if graph is not None else path) / "config.json"
-    if not looks_local(spec.path) and spec.endpoint is None:
-        config = _cached_config(spec) or config
-    if not config.is_file():
+    return layout_folder(graph) if graph is not None else Path(spec.path).expanduser()
+
+
+def _config(spec: ModelSpec) -> dict[str, Any] | None:
+    """A model's config.json as ``_model_folder`` finds it (None where there is none, or a file loading will
+    complain about)."""
+    folder = _model_folder(spec)
+    config = folder / "config.json" if folder is not None else None
+    if config is None or not config.is_file():
         return None
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
@@ -484,7 +492,7 @@ def _check_tokenizers(suite: Suite, plugins: Any, cls_of: dict[str, Any], params
             continue
         for model in (spec.model,) if spec.model is not None else suite.models:
             task = tasks.get(model)
-            folder = _tokenizer_folder(model)
+            folder = _model_folder(model)
             if task is None or folder is None or not _supports(cls, task, plugins.sections):
                 continue
             if folder not in tokenizers:
@@ -500,20 +508,6 @@ def _check_tokenizers(suite: Suite, plugins: Any, cls_of: dict[str, Any], params
                 found.setdefault((model.label, message), []).append(spec.id)
     for (label, message), ids in found.items():
         problems.append(f"{label} for {', '.join(ids)}: {message}")
-
-
-def _tokenizer_folder(model: ModelSpec) -> Path | None:
-    """Where a model's tokenizer files are without loading it: a local folder, an ``.onnx`` file's layout folder,
-    a hub id's cached snapshot (None for an endpoint or a hub id not cached)."""
-    from bertprobe.model.onnx import layout_folder, onnx_file
-
-    if model.endpoint is not None or model.path is None:
-        return None
-    if not looks_local(model.path):
-        cached = _cached_config(model)
-        return cached.parent if cached is not None else None
-    graph = onnx_file(model.path)
-    return layout_folder(graph) if graph is not None else Path(model.path).expanduser()
 
 
 def offered_capabilities(task: Any) -> frozenset[str]:

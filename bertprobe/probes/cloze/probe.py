@@ -189,6 +189,14 @@ def unknown_word_error(items: list[ClozeItem], words: dict[str, list[str]], unk:
     return DataError(lines[0]) if len(lines) == 1 else problems_error(lines, DataError, "cloze items")  # type: ignore[return-value]
 
 
+def in_categories(items: list[ClozeItem], categories: tuple[str, ...]) -> list[ClozeItem]:
+    """The items of ``categories`` (all of them when none is named)."""
+    if not categories:
+        return items
+    wanted = {category_key(c) for c in categories}
+    return [it for it in items if category_key(it.category) in wanted]
+
+
 def own_unknown(items: list[ClozeItem], skip: dict[str, list[str]]) -> list[ClozeItem]:
     """The items of a user's own file among those with an unknown word (built-in and Ettinger items are skipped or
     scored as her NaN instead)."""
@@ -246,15 +254,12 @@ class ClozeProbe(Probe):
         problem = mask_token_problem(tokenizer)
         if problem:
             return [problem]
-        try:
-            items = resolve_sets(params.sets, 0, params.per_category)
-        except BertprobeError:
-            return []  # input_problems names it
-        if params.categories:
-            wanted = {category_key(c) for c in params.categories}
-            items = [it for it in items if category_key(it.category) in wanted]
         if params.skip_unknown:
             return []
+        try:
+            items = in_categories(resolve_sets(params.sets, 0, params.per_category), params.categories)
+        except BertprobeError:
+            return []  # input_problems names it
         skip = unknown_words(tokenizer, items)
         own = own_unknown(items, skip)
         if not own:
@@ -265,9 +270,9 @@ class ClozeProbe(Probe):
     def run(self, target: Target, data: Dataset | None, params: ClozeParams, ctx: ProbeContext) -> ProbeResult:
         items = resolve_sets(params.sets, ctx.seed, params.per_category)
         esets = ettinger_sets(params.sets)
+        items = in_categories(items, params.categories)
         if params.categories:
             wanted = {category_key(c) for c in params.categories}
-            items = [it for it in items if category_key(it.category) in wanted]
             esets = [e for e in esets if category_key(e.name) in wanted]
         result = ProbeResult(probe=self.name)
         if not items:
