@@ -278,10 +278,12 @@ class Probe(abc.ABC):
         return []
 
     @classmethod
-    def tokenizer_problems(cls, params: Any, tokenizer: Any) -> list[str]:
+    def tokenizer_problems(cls, params: Any, tokenizer: Any, max_length: int | None = None, seed: int = 0) -> list[str]:
         """What is wrong with ``params``' inputs for this model's ``tokenizer`` (no mask token, an item word the
-        vocabulary lacks): asked by ``validate`` and ``run``'s preflight for each local model the probe runs on,
-        with only its tokenizer loaded (never its weights). One message per problem; the default finds none."""
+        vocabulary lacks, a text longer than the ``max_length`` positions its config.json gives, None: unknown):
+        asked by ``validate`` and ``run``'s preflight for each local model the probe runs on, with only its
+        tokenizer loaded (never its weights), ``seed`` the suite's. One message per problem; the default finds
+        none."""
         return []
 
     @classmethod

@@ -178,3 +178,41 @@ def test_one_bad_file_read_by_two_probes_is_one_line_and_a_long_list_is_cut(tmp_
     result = CliRunner().invoke(main, ["validate", SUITE, "--model", str(model)])
     assert result.exit_code == 2 and "and 10 more rows with problems" in result.output, result.output
     assert result.output.count("ROLE-88.tsv:") == 20
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "electra", "deberta-v2", "distilbert", "albert"])
+def test_the_position_limit_read_from_config_json_is_the_loaded_models(arch, tmp_path):
+    """validate reads the limit from config.json (no weights); run reads the loaded model's position table: they
+    must be the same number, or validate and run would disagree on a long sentence."""
+    import json
+
+    from bertprobe.model.masked_scoring import config_positions, max_positions
+
+    model = save_tiny_model(tmp_path / arch, task="masked-lm", arch=arch, labels=(), words=WORDS_MLM)
+    config = json.loads((model / "config.json").read_text())
+    assert config_positions(config) == max_positions(load_target(ModelSpec(path=str(model), device="cpu")).model)
+
+
+def test_a_sentence_longer_than_the_models_positions_is_refused_by_validate_as_by_run(tmp_path, monkeypatch):
+    """A CrowS-Pairs row and a BLiMP sentence too long for a tiny RoBERTa's positions: validate names both before
+    any weights load, and run gives the same lines (it used to say ok, then stop inside crows-pairs)."""
+    import json
+
+    tiny_mlm_data(tmp_path, monkeypatch)
+    model = save_tiny_model(tmp_path / "roberta", task="masked-lm", arch="roberta", labels=(), words=WORDS_MLM)
+    limit = json.loads((model / "config.json").read_text())["max_position_embeddings"]
+    long = " ".join(["the dog is good"] * limit) + " ."
+    crows = tmp_path / "crows.csv"
+    crows.write_text(crows.read_text() + f"2,{long},{long.replace('dog', 'cat')},stereo,age,[],c,[]\n")
+    blimp = tmp_path / "blimp" / "sva.jsonl"
+    blimp.write_text(blimp.read_text() + json.dumps({"sentence_good": long, "sentence_bad": long.replace("is", "are"),
+                                                     "UID": "sva", "pairID": "9"}) + "\n")
+    outputs = []
+    for command in ("validate", "run"):
+        result = CliRunner().invoke(main, [command, SUITE, "--model", str(model), "--out", str(tmp_path / "out")]
+                                    if command == "run" else [command, SUITE, "--model", str(model)])
+        assert result.exit_code == 2, result.output
+        assert "row 2 (pandas index): a sentence of" in result.output and "longer than the model's" in result.output
+        assert "sva.jsonl" in result.output and "Traceback" not in result.output
+        outputs.append(result.output)
+    assert outputs[0] == outputs[1] and not (tmp_path / "out").exists()

@@ -261,6 +261,23 @@ def max_positions(model: Any) -> int:
     return limit
 
 
+OFFSET_POSITION_FAMILIES = ("roberta", "xlm-roberta", "camembert", "mpnet", "data2vec-text", "roberta-prelayernorm",
+                            "xmod", "longformer")  # position embeddings with a padding_idx: positions start after it
+
+
+def config_positions(config: dict[str, Any] | None) -> int | None:
+    """``max_positions`` as a model's config.json tells it before the weights load (None when it does not say):
+    ``max_position_embeddings``, less ``pad_token_id + 1`` for a family whose positions start after its padding
+    index."""
+    limit = (config or {}).get("max_position_embeddings")
+    if not isinstance(limit, int):
+        return None
+    pad = config.get("pad_token_id") if config else None
+    if config and config.get("model_type") in OFFSET_POSITION_FAMILIES and isinstance(pad, int):
+        return limit - pad - 1
+    return limit
+
+
 def masked_logits(model: Any, ids: torch.Tensor, attention: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Vocabulary logits at one position per row (``rows x V``). Where the encoder's last layer is BERT's
     (BERT, RoBERTa, ELECTRA: ``last_layer_at``), that layer runs at each row's scored position only (its keys and

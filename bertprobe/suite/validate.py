@@ -481,6 +481,7 @@ def _check_tokenizers(suite: Suite, plugins: Any, cls_of: dict[str, Any], params
     """Each probe that checks its inputs against a tokenizer (``Probe.tokenizer_problems``: a mask token, item
     words in the vocabulary), asked for each local model of a task it reads, with only the tokenizer loaded; a
     problem several probes find on one model is one line naming them."""
+    from bertprobe.model.masked_scoring import config_positions
     from bertprobe.probe import Probe
 
     tokenizers: dict[str, Any] = {}
@@ -501,7 +502,8 @@ def _check_tokenizers(suite: Suite, plugins: Any, cls_of: dict[str, Any], params
                 tokenizers[folder] = local_tokenizer(folder)
             tokenizer = tokenizers[folder]
             try:
-                messages = list(cls.tokenizer_problems(params[spec.id], tokenizer)) if tokenizer is not None else []
+                messages = list(cls.tokenizer_problems(params[spec.id], tokenizer, config_positions(_config(model)),
+                                                       suite.seed)) if tokenizer is not None else []
             except BertprobeError as exc:  # a plugin's that raises instead of returning
                 messages = list(getattr(exc, "problems", None) or [str(exc)])
             for message in messages:

@@ -248,7 +248,8 @@ class ClozeProbe(Probe):
         return found.messages
 
     @classmethod
-    def tokenizer_problems(cls, params: ClozeParams, tokenizer: Any) -> list[str]:
+    def tokenizer_problems(cls, params: ClozeParams, tokenizer: Any, max_length: int | None = None,
+                           seed: int = 0) -> list[str]:
         """No mask token; the words of your own item files that this vocabulary maps to its unknown token (unless
         ``skip_unknown``)."""
         problem = mask_token_problem(tokenizer)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.errors import Problems
+from bertprobe.errors import BertprobeError, Problems
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem
@@ -134,10 +134,20 @@ class CrowsPairsProbe(Probe):
         return found.messages
 
     @classmethod
-    def tokenizer_problems(cls, params: CrowsPairsParams, tokenizer: Any) -> list[str]:
-        """A tokenizer without a mask token."""
+    def tokenizer_problems(cls, params: CrowsPairsParams, tokenizer: Any, max_length: int | None = None,
+                           seed: int = 0) -> list[str]:
+        """A tokenizer without a mask token; the selected pairs' sentences longer than the model's positions."""
         problem = mask_token_problem(tokenizer)
-        return [problem] if problem else []
+        if problem or max_length is None:
+            return [problem] if problem else []
+        try:
+            pairs = select(load_pairs(params.data), params, seed)
+        except BertprobeError:
+            return []  # input_problems names it
+        lower = tokenizer_lowercases(tokenizer) if params.lowercase is None else params.lowercase
+        found = Problems()
+        found.attempt(check_lengths, tokenizer, max_length, pairs, lower, Path(params.data).name)
+        return found.messages
 
     def run(self, target: Target, data: Dataset | None, params: CrowsPairsParams, ctx: ProbeContext) -> ProbeResult:
         pairs = select(load_pairs(params.data), params, ctx.seed)
@@ -149,7 +159,7 @@ class CrowsPairsProbe(Probe):
         sweep = CrowsPairChunks(params.lowercase, params.batch_tokens)
         state = sweep.setup(target, None)
         state[0].progress = ctx.progress
-        check_lengths(state[0], pairs, state[1], Path(params.data).name)
+        check_lengths(state[0].tok, state[0].max_length, pairs, state[1], Path(params.data).name)
         chunks = [(f"pairs{pairs[i].id}-{pairs[min(i + CHUNK_PAIRS, len(pairs)) - 1].id}",
                    tuple(pairs[i:i + CHUNK_PAIRS])) for i in range(0, len(pairs), CHUNK_PAIRS)]
         values = ctx.map(sweep.bind(target, None, state=state), chunks, desc="CrowS-Pairs chunks")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertprobe.errors import ROW_LIMIT, DataError, problems_error
-from bertprobe.model.masked_scoring import MaskedScorer, Query
+from bertprobe.model.masked_scoring import MaskedScorer, Query, encode_texts
 from bertprobe.probes.crows_pairs.data import CrowsPair
 
 DECIMALS = 3  # metric.py rounds both sentence scores to 3 decimals before comparing them
@@ -84,12 +84,11 @@ class CrowsPairScore:
         return round(self.more, DECIMALS) - round(self.less, DECIMALS)
 
 
-def check_lengths(scorer: MaskedScorer, pairs: Sequence[CrowsPair], lowercase: bool, source: str) -> None:
-    """Every pair with a sentence longer than the model's positions, named at once before any pass (metric.py
-    would fail on it): a DataError, one line each."""
+def check_lengths(tokenizer: Any, limit: int, pairs: Sequence[CrowsPair], lowercase: bool, source: str) -> None:
+    """Every pair with a sentence longer than the model's ``limit`` positions, named at once before any pass
+    (metric.py would fail on it): a DataError, one line each."""
     texts = [t.lower() if lowercase else t for p in pairs for t in (p.sent1, p.sent2)]
-    lengths = [len(e.ids) for e in scorer.encode(texts)]
-    limit = scorer.max_length
+    lengths = [len(e.ids) for e in encode_texts(tokenizer, texts)]
     long = [(p, max(lengths[2 * k], lengths[2 * k + 1])) for k, p in enumerate(pairs)
             if max(lengths[2 * k], lengths[2 * k + 1]) > limit]
     lines = [f"{source}, row {p.id} (pandas index): a sentence of {n} tokens, longer than the model's {limit} "

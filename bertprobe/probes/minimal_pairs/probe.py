@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bertprobe.data.dataset import Dataset
-from bertprobe.errors import ProbeError, Problems
+from bertprobe.errors import BertprobeError, ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem
 from bertprobe.model.target import Target
@@ -100,17 +100,26 @@ class BlimpProbe(Probe):
         return found.messages
 
     @classmethod
-    def tokenizer_problems(cls, params: BlimpParams, tokenizer: Any) -> list[str]:
-        """A tokenizer without a mask token."""
+    def tokenizer_problems(cls, params: BlimpParams, tokenizer: Any, max_length: int | None = None,
+                           seed: int = 0) -> list[str]:
+        """A tokenizer without a mask token; the selected pairs' sentences longer than the model's positions."""
         problem = mask_token_problem(tokenizer)
-        return [problem] if problem else []
+        if problem or max_length is None:
+            return [problem] if problem else []
+        try:
+            pairs = select_pairs(load_pairs(params.data), params.paradigms, params.per_paradigm, seed)
+        except BertprobeError:
+            return []  # input_problems names it
+        found = Problems()
+        found.attempt(check_lengths, tokenizer, max_length, pairs)
+        return found.messages
 
     def run(self, target: Target, data: Dataset | None, params: BlimpParams, ctx: ProbeContext) -> ProbeResult:
         pairs = select_pairs(load_pairs(params.data), params.paradigms, params.per_paradigm, ctx.seed)
         sweep = PairChunks(params.metric, params.batch_tokens, params.max_rows)
         scorer: MaskedScorer = sweep.setup(target, None)
         scorer.progress = ctx.progress
-        check_lengths(scorer, pairs)
+        check_lengths(scorer.tok, scorer.max_length, pairs)
         identical = [p for p in pairs if p.identical]
         scored = [p for p in pairs if not p.identical]
         size = params.chunk_pairs

@@ -9,7 +9,7 @@ from typing import Any
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import RowProblems
 from bertprobe.execution import Sweep
-from bertprobe.model.masked_scoring import MaskedScorer
+from bertprobe.model.masked_scoring import MaskedScorer, encode_texts
 from bertprobe.model.target import Target
 from bertprobe.probes.minimal_pairs.pairs import MinimalPair
 
@@ -55,11 +55,10 @@ class PairChunks(Sweep):
         return out
 
 
-def check_lengths(scorer: MaskedScorer, pairs: list[MinimalPair]) -> None:
-    """A DataError naming every sentence longer than the model's positions (with its special tokens)."""
+def check_lengths(tokenizer: Any, limit: int, pairs: list[MinimalPair]) -> None:
+    """A DataError naming every sentence longer than the model's ``limit`` positions (with its special tokens)."""
     texts = list(dict.fromkeys(t for p in pairs for t in (p.good, p.bad)))
-    lengths = {e.text: len(e.ids) for e in scorer.encode(texts)}
-    limit = scorer.max_length
+    lengths = {e.text: len(e.ids) for e in encode_texts(tokenizer, texts)}
     rows = RowProblems()
     for p in pairs:
         for name, text in (("sentence_good", p.good), ("sentence_bad", p.bad)):
