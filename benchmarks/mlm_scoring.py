@@ -8,9 +8,10 @@ batching: every masked copy of a batch's sentences in one pass), measured in the
 better of ``--repeat`` runs. Both wall and process CPU seconds are printed: on a shared machine the CPU seconds
 (the work this process did) move less than the wall time. The engine's variants: its defaults, the last layer run
 whole (``full last layer``), other batch shapes (``--shapes``), and on a CPU with native bfloat16 (AMX or AVX-512
-BF16) the weights in bfloat16, with how many pairs change their outcome against float32. Then the estimate for all 67,000 pairs
-(134,000 sentences): the engine's CPU seconds per masked row here times the masked rows of the whole of BLiMP
-(every sentence tokenised and counted), or, with ``--all``, the measured run of all of them.
+BF16) bfloat16 autocast, alone and as the blimp probe's ``precision: bfloat16`` runs it (near ties re-scored in
+float32), with how many pairs change their outcome against float32. Then the estimate for all 67,000 pairs
+(134,000 sentences): the seconds per masked row here times the masked rows of the whole of BLiMP (every sentence
+tokenised and counted), or, with ``--all``, the blimp probe timed on all of them (``--precision``, default auto).
 
 Target (issue #62 item 6): the engine at least 2x minicons' throughput on 2 cores.
 
@@ -33,6 +34,7 @@ from common import SHARED, require
 from bertprobe.model import ModelSpec, load_target, masked_scoring
 from bertprobe.model.masked_scoring import MaskedScorer, pll_queries
 from bertprobe.probes.minimal_pairs.pairs import load_pairs, select_pairs
+from bertprobe.probes.minimal_pairs.recheck import Settled, calibration_sample, settle
 
 BLIMP = Path(os.environ.get("BERTPROBE_BLIMP", SHARED / "data" / "blimp"))
 BASE = SHARED / "models" / "minilm-l6-base"
@@ -47,13 +49,6 @@ def minilm_mlm(directory: Path) -> Any:
     transformers.BertForMaskedLM(config).save_pretrained(directory)
     transformers.AutoTokenizer.from_pretrained(BASE).save_pretrained(directory)
     return load_target(ModelSpec(path=str(directory), device="cpu"))
-
-
-def native_bf16() -> bool:
-    """Whether this CPU runs bfloat16 matmuls natively (AMX or AVX-512 BF16)."""
-    cpu = torch.cpu
-    amx = getattr(cpu, "_is_amx_tile_supported", lambda: False)()
-    return bool(amx or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
@@ -78,8 +73,9 @@ def minicons_scores(target: Any, texts: list[str], batch: int = 20) -> list[floa
     return out
 
 
-def engine_scores(target: Any, texts: list[str], batch_tokens: int, max_rows: int, full_last_layer: bool = False) -> list[float]:
-    scorer = MaskedScorer(target, batch_tokens, max_rows)
+def engine_scores(target: Any, texts: list[str], batch_tokens: int, max_rows: int, full_last_layer: bool = False,
+                  precision: str = "model") -> list[float]:
+    scorer = MaskedScorer(target, batch_tokens, max_rows, precision=precision)
     if not full_last_layer:
         return [s.total for s in scorer.pll(texts)]
     original = masked_scoring.scored_position_layer
@@ -90,12 +86,31 @@ def engine_scores(target: Any, texts: list[str], batch_tokens: int, max_rows: in
         masked_scoring.scored_position_layer = original
 
 
+CALIBRATION = 20  # of the sample's pairs; the probe's default, 200, is 0.3% of all 67,000 pairs
+
+
+def rechecked(target: Any, pairs: list[Any], batch_tokens: int, max_rows: int) -> tuple[list[float], Settled]:
+    """The blimp probe's ``precision: bfloat16``: every pair in bfloat16, then its near ties in float32 (a
+    calibration sample of ``CALIBRATION`` pairs here)."""
+    texts = [t for p in pairs for t in (p.good, p.bad)]
+    fast = engine_scores(target, texts, batch_tokens, max_rows, precision="bfloat16")
+    exact = MaskedScorer(target, batch_tokens, max_rows)
+
+    def rescore(indices: list[int]) -> dict[int, tuple[float, float]]:
+        got = [s.total for s in exact.pll([t for i in indices for t in (pairs[i].good, pairs[i].bad)])]
+        return {i: (got[2 * k], got[2 * k + 1]) for k, i in enumerate(indices)}
+
+    settled = settle(list(zip(fast[0::2], fast[1::2])), rescore, calibration_sample(len(pairs), CALIBRATION, 13))
+    return [v for s in settled.scores for v in s], settled
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-paradigm", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--shapes", default="2048x4096,4096x4096", help="other batch_tokens x max_rows to time")
-    ap.add_argument("--all", action="store_true", help="also score all 134,000 BLiMP sentences (about an hour on 2 cores)")
+    ap.add_argument("--all", action="store_true", help="also run the blimp probe on all 67,000 pairs (15-40 min on 2 cores)")
+    ap.add_argument("--precision", default="auto", help="the blimp probe's precision for --all (model, bfloat16, auto)")
     args = ap.parse_args()
     require(BLIMP, BASE)
     every = load_pairs(BLIMP)
@@ -123,24 +138,25 @@ def main() -> None:
         wall, cpu, out = timed(lambda: engine_scores(target, texts, *shapes[0], full_last_layer=True), args.repeat)
         runs.append(("engine defaults, full last layer", wall, cpu, out))
         half = None
-        if native_bf16():  # the same engine with the weights in bfloat16 (AMX / AVX-512 BF16): faster, other numbers
-            target.model.to(torch.bfloat16)
-            engine_scores(target, texts[:20], *shapes[0])
-            for bt, mr in (shapes[0], (8192, 2048)):
-                wall, cpu, out = timed(lambda: engine_scores(target, texts, bt, mr), args.repeat)
-                runs.append((f"engine bfloat16, {bt} tokens x {mr} rows", wall, cpu, out))
-            half = out
-            target.model.to(torch.float32)
+        settled = None
+        if masked_scoring.native_bfloat16("cpu"):  # bfloat16 autocast (AMX / AVX-512 BF16): faster, other numbers
+            engine_scores(target, texts[:20], *shapes[0], precision="bfloat16")
+            wall, cpu, half = timed(lambda: engine_scores(target, texts, *shapes[0], precision="bfloat16"), args.repeat)
+            runs.append((f"engine bfloat16, {shapes[0][0]} tokens x {shapes[0][1]} rows", wall, cpu, half))
+            wall, cpu, (mixed, settled) = timed(lambda: rechecked(target, pairs, *shapes[0]), 1)
+            runs.append(("engine bfloat16, near ties re-scored (blimp)", wall, cpu, mixed))
         print(f"{'scorer':<44}{'wall s':>8}{'cpu s':>8}{'sent/s':>8}{'x wall':>8}{'x cpu':>8}{'max |dPLL|':>12}")
         for label, wall, cpu, out in runs:
             gap = max(abs(a - b) for a, b in zip(out, base))
             print(f"{label:<44}{wall:>8.2f}{cpu:>8.2f}{len(texts) / wall:>8.1f}{runs[0][1] / wall:>8.2f}"
                   f"{runs[0][2] / cpu:>8.2f}{gap:>12.1e}")
-        if half is not None:
+        if half is not None and settled is not None:
             fp32 = runs[1][3]
             flips = sum((half[2 * i] > half[2 * i + 1]) != (fp32[2 * i] > fp32[2 * i + 1]) for i in range(len(pairs)))
-            print(f"bfloat16 against float32: {flips} of {len(pairs)} pairs change their outcome (a random model's PLLs "
-                  "are near ties; a trained model's good and bad sentences differ by more)")
+            mixed = runs[-1][3]
+            left = sum((mixed[2 * i] > mixed[2 * i + 1]) != (fp32[2 * i] > fp32[2 * i + 1]) for i in range(len(pairs)))
+            print(f"bfloat16 against float32: {flips} of {len(pairs)} pairs change their outcome; re-checked "
+                  f"({settled.rescored} pairs re-scored, band {settled.band:.3f} nats, {settled.rounds} rounds): {left}")
         config = target.model.config
         tokens = sum(len(e.ids) * len(pll_queries(e)) for e in defaults.encode(texts))
         flops = 2 * tokens * config.num_hidden_layers * (4 * config.hidden_size ** 2
@@ -153,15 +169,33 @@ def main() -> None:
         all_texts = [t for p in every for t in (p.good, p.bad)]
         all_rows = sum(len(pll_queries(e)) for e in defaults.encode(all_texts))
         per_row = runs[1][1] / rows
+        estimate = ""
+        if settled is not None:  # bfloat16 for all, float32 for the same share of pairs re-scored
+            # near ties found here, plus the probe's 200 calibration pairs of all 67,000
+            share = (settled.rescored - settled.calibration) / (len(pairs) - settled.calibration) + 200 / len(every)
+            minutes = (runs[-2][1] + share * runs[1][1]) / rows * all_rows / 60
+            estimate = f", the blimp probe in bfloat16 with its near ties re-scored ({share:.0%} of pairs) {minutes:.0f} min"
         print(f"all of BLiMP: {len(every)} pairs, {len(all_texts)} sentences, {all_rows} masked rows; estimate at this "
               f"run's engine rate: {per_row * all_rows / 60:.0f} min wall ({runs[1][2] / rows * all_rows / 60:.0f} CPU-min), "
-              f"minicons {runs[0][1] / rows * all_rows / 60:.0f} min"
-              + (f", the engine in bfloat16 {min(r[1] for r in runs if 'bfloat16' in r[0]) / rows * all_rows / 60:.0f} min"
-                 if half is not None else "") + " (target: 15 min)")
+              f"minicons {runs[0][1] / rows * all_rows / 60:.0f} min{estimate} (target: 15 min)")
         if args.all:
-            start = time.perf_counter()
-            engine_scores(target, all_texts, *shapes[0])
-            print(f"all of BLiMP measured: {(time.perf_counter() - start) / 60:.1f} min")
+            probe_all(target, args.precision)
+
+
+def probe_all(target: Any, precision: str) -> None:
+    """The blimp probe itself on all 67,000 pairs, timed (``--all``)."""
+    from bertprobe.probe import ProbeContext
+    from bertprobe.probes.minimal_pairs.probe import BlimpParams, BlimpProbe
+
+    start, cpu = time.perf_counter(), time.process_time()
+    result = BlimpProbe().run(target, None, BlimpParams(data=str(BLIMP), precision=precision), ProbeContext())
+    wall = time.perf_counter() - start
+    extra = result.details.get("recheck") or {}
+    print(f"all of BLiMP measured, blimp probe, precision {precision} ({result.details['precision']}): "
+          f"{wall / 60:.1f} min wall, {(time.process_time() - cpu) / 60:.1f} CPU-min, {result.value('pairs'):.0f} pairs, "
+          f"accuracy {result.value('accuracy'):.4f}"
+          + (f"; {extra['rescored_pairs']} pairs re-scored in float32 (band {extra['band']:.3f} nats, "
+             f"{extra['flips']} flipped back)" if extra else "") + f"; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -306,3 +306,27 @@ def test_bad_blimp_lines_exit_2_through_the_cli_one_line_each(tmp_path, monkeypa
     assert "1. probes[0].params: line 1 of p.jsonl has no sentence_bad" in result.output
     assert "2. probes[0].params: line 2 of p.jsonl is not JSON" in result.output
     assert not (tmp_path / "out").exists()  # found by the preflight, before the model loads
+
+
+def test_blimp_in_bfloat16_gives_the_full_precision_outcomes(tmp_path, hand_blimp):
+    """bfloat16 with its near ties re-scored: every pair's outcome is the full-precision run's, the pairs outside
+    the band keep bfloat16's PLLs, and the report says what the re-check took."""
+    data = BLIMP if BLIMP.is_dir() else hand_blimp
+    texts = sample_sentences()
+    target = tiny_target(tmp_path / "m", task="masked-lm", words=split_words(texts, False), initializer_range=0.5)
+    common = dict(data=str(data), per_paradigm=3 if data == BLIMP else 0, batch_tokens=512, max_rows=64)
+    exact = BlimpProbe().run(target, None, BlimpParams(**common), ProbeContext())
+    fast = BlimpProbe().run(target, None, BlimpParams(**common, precision="bfloat16", calibration_pairs=4),
+                            ProbeContext())
+    assert exact.details["precision"] == "model" and fast.details["precision"] == "bfloat16"
+    outcome = {r.details["precision"]: next(o for o in r.outcomes if o.name == "pair_accuracy") for r in (exact, fast)}
+    assert dict(zip(outcome["bfloat16"].ids, outcome["bfloat16"].values)) == dict(zip(outcome["model"].ids,
+                                                                                       outcome["model"].values))
+    assert fast.value("accuracy") == exact.value("accuracy")
+    recheck = fast.details["recheck"]
+    assert recheck["calibration_pairs"] == 4 <= recheck["rescored_pairs"] <= exact.value("pairs")
+    assert recheck["band"] == pytest.approx(2 * recheck["max_error"]) and recheck["max_error"] > 0
+    assert fast.value("rescored_pairs") == recheck["rescored_pairs"]
+    assert "recheck" not in exact.details and "rescored_pairs" not in exact.metrics
+    if data == BLIMP:  # 201 pairs: about half lie inside the band of this peaked tiny model, and one flips back
+        assert recheck["rescored_pairs"] < exact.value("pairs")

@@ -16,6 +16,14 @@ spellings ``syntax_semantics`` and ``syntax/semantics`` are one field; the term 
 accuracy is pooled over their pairs (with 1,000 pairs in every paradigm, the mean over paradigms but for the
 identical pairs); every accuracy has a 95% interval (Wilson's; the mean over paradigms: Wilson's on the stratified
 mean's effective sample size).
+
+Speed: ``precision: bfloat16`` (or ``auto``: bfloat16 where the device computes it natively) scores every pair in
+bfloat16, 3.5-4x faster on such a CPU, then re-scores the near ties in the model's own precision
+(``recheck.settle``): a seeded sample of ``calibration_pairs`` pairs measures how far bfloat16 moves a pair's
+margin, and every pair within twice the largest such move is scored again, so the outcomes are the full-precision
+run's unless one pair's error exceeds twice the largest of the thousands measured. The PLLs of pairs outside the
+band stay bfloat16's (up to about 0.03 nats per token off on a MiniLM-L6); ``rescored_pairs``, ``recheck_band``,
+``recheck_max_error`` and ``recheck_flips`` say what it took.
 """
 
 from __future__ import annotations
@@ -27,11 +35,12 @@ from typing import Any, Literal
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem
+from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, resolve_precision
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.minimal_pairs.accuracy import GroupAccuracy, group_accuracy, margin_text, mean_over_groups
 from bertprobe.probes.minimal_pairs.pairs import TERM_MERGES, MinimalPair, load_pairs, select_pairs
+from bertprobe.probes.minimal_pairs.recheck import Scores, Settled, calibration_sample, settle
 from bertprobe.probes.minimal_pairs.scoring import PairChunks, PairScore, check_lengths
 from bertprobe.results import Finding, ProbeResult
 
@@ -45,6 +54,8 @@ class BlimpParams:
     batch_tokens: int = 2048  # padded tokens per forward pass (masked copies packed by length; 2048 measured best on 2 cores)
     max_rows: int = 512  # masked copies per forward pass
     chunk_pairs: int = 500  # pairs per work unit (what a resumed run skips when done)
+    precision: Literal["model", "bfloat16", "auto"] = "model"  # bfloat16: 3.5-4x faster where native, near ties re-scored
+    calibration_pairs: int = 200  # with bfloat16: pairs scored in both precisions to set the re-check band
     worst: int = 5  # the worst paradigms shown as findings
     examples: int = 2  # wrong pairs shown per worst paradigm
 
@@ -53,8 +64,9 @@ class BlimpParams:
             raise ValueError("data must name a BLiMP folder of <UID>.jsonl files or one .jsonl file")
         if self.per_paradigm < 0:
             raise ValueError("per_paradigm must be >= 0 (0: every pair)")
-        if min(self.batch_tokens, self.max_rows, self.chunk_pairs) < 1 or min(self.worst, self.examples) < 0:
-            raise ValueError("batch_tokens, max_rows and chunk_pairs must be >= 1; worst and examples >= 0")
+        if min(self.batch_tokens, self.max_rows, self.chunk_pairs, self.calibration_pairs) < 1 or min(self.worst, self.examples) < 0:
+            raise ValueError("batch_tokens, max_rows, chunk_pairs and calibration_pairs must be >= 1; worst and "
+                             "examples >= 0")
 
 
 def metric_key(name: str) -> str:
@@ -81,9 +93,14 @@ class BlimpProbe(Probe):
         "identical_pairs": "pairs whose two sentences are the same text: no test, left out of every accuracy",
         "tied_pairs": "pairs with equal PLLs (counted wrong)",
         "forward_passes": "forward passes of the masked LM",
+        "rescored_pairs": "with bfloat16: pairs scored again in the model's precision (calibration and near ties)",
+        "recheck_band": "with bfloat16: pairs whose bfloat16 margin was within this many nats were re-scored",
+        "recheck_max_error": "with bfloat16: the largest change of a pair's margin between the two precisions (nats)",
+        "recheck_flips": "with bfloat16: re-scored pairs whose outcome bfloat16 had wrong",
     }
     metric_directions = {"pairs": None, "paradigms": None, "identical_pairs": None, "tied_pairs": False,
-                         "forward_passes": None, "*": True}
+                         "forward_passes": None, "rescored_pairs": None, "recheck_band": None,
+                         "recheck_max_error": None, "recheck_flips": None, "*": True}
     Params = BlimpParams
     key_metrics = ("accuracy", "field_accuracy_*")  # descriptive: no default bound
     paper = ("Warstadt et al. 2020. BLiMP: The Benchmark of Linguistic Minimal Pairs for English (TACL); "
@@ -122,15 +139,35 @@ class BlimpProbe(Probe):
         check_lengths(scorer.tok, scorer.max_length, pairs)
         identical = [p for p in pairs if p.identical]
         scored = [p for p in pairs if not p.identical]
+        # the precision resolved here ("auto" on this machine's device), so every worker computes the same
+        fast = PairChunks(params.metric, params.batch_tokens, params.max_rows, resolve_precision(params.precision, target))
+        reduced = fast.precision != "model"
+        fast_scorer: MaskedScorer = fast.setup(target, None) if reduced else scorer
+        fast_scorer.progress = ctx.progress
         size = params.chunk_pairs
         # chunks of pairs are work units: a resumed run scores only the chunks it had not finished
-        chunks = [(f"pairs{i}-{i + len(scored[i:i + size])}", tuple((p.good, p.bad) for p in scored[i:i + size]))
+        prefix = "bfloat16-" if reduced else ""
+        chunks = [(f"{prefix}pairs{i}-{i + len(scored[i:i + size])}", tuple((p.good, p.bad) for p in scored[i:i + size]))
                   for i in range(0, len(scored), size)]
-        values = ctx.map(sweep.bind(target, None, state=scorer), chunks, desc="BLiMP chunks")
-        scores = [PairScore(p, float(g), float(b)) for p, g, b in
-                  zip(scored, (g for v in values for g in v["good"]), (b for v in values for b in v["bad"]))]
-        if len(scores) != len(scored):
-            raise ProbeError(f"blimp: {len(scores)} scored pairs came back for {len(scored)}")
+        desc = "BLiMP chunks" + (" (bfloat16)" if reduced else "")
+        values = ctx.map((fast if reduced else sweep).bind(target, None, state=fast_scorer), chunks, desc=desc)
+        first: list[Scores] = list(zip((float(g) for v in values for g in v["good"]),
+                                       (float(b) for v in values for b in v["bad"])))
+        if len(first) != len(scored):
+            raise ProbeError(f"blimp: {len(first)} scored pairs came back for {len(scored)}")
+        settled = None
+        if reduced:
+            def rescore(indices: list[int]) -> dict[int, Scores]:
+                # one unit per pair, keyed by its id: a resumed run re-scores only pairs it had not
+                units = [(f"exact-{scored[i].id}", ((scored[i].good, scored[i].bad),)) for i in indices]
+                got = ctx.map(sweep.bind(target, None, state=scorer), units, desc="BLiMP near ties re-scored",
+                              group=size)
+                values.extend(got)
+                return {i: (float(v["good"][0]), float(v["bad"][0])) for i, v in zip(indices, got)}
+
+            settled = settle(first, rescore, calibration_sample(len(scored), params.calibration_pairs, ctx.seed))
+            first = settled.scores
+        scores = [PairScore(p, g, b) for p, (g, b) in zip(scored, first)]
         result = ProbeResult(probe=self.name)
         self._accuracies(result, scores)
         result.add_metric("identical_pairs", float(len(identical)), None,
@@ -139,11 +176,30 @@ class BlimpProbe(Probe):
                           kind="count")
         result.add_metric("forward_passes", float(sum(v.get("passes", 0) for v in values)), None, kind="cost")
         result.details["metric"] = params.metric
+        result.details["precision"] = fast.precision
+        if settled is not None:
+            self._recheck(result, settled)
         result.details["identical_pairs"] = [p.id for p in identical]
         result.details["merged_labels"] = {"fields": {"syntax/semantics": "syntax_semantics"}, "terms": dict(TERM_MERGES)}
         result.details["masked_rows"] = sum(v.get("rows", 0) for v in values)
         self._findings(result, scores, params)
         return result
+
+    @staticmethod
+    def _recheck(result: ProbeResult, settled: Settled) -> None:
+        result.add_metric("rescored_pairs", float(settled.rescored), None,
+                          f"pairs scored again in the model's precision ({settled.calibration} calibration)", kind="cost")
+        result.add_metric("recheck_band", settled.band, None, "margin (nats) within which pairs were re-scored",
+                          kind="cost")
+        result.add_metric("recheck_max_error", settled.max_error, None,
+                          "largest change of a pair's margin between bfloat16 and the model's precision", kind="cost")
+        result.add_metric("recheck_flips", float(settled.flips), None, "re-scored pairs bfloat16 had the other way",
+                          kind="count")
+        result.details["recheck"] = {
+            "rescored_pairs": settled.rescored, "calibration_pairs": settled.calibration, "band": settled.band,
+            "max_error": settled.max_error, "flips": settled.flips, "rounds": settled.rounds,
+            "note": ("scored in bfloat16; pairs whose margin was within the band re-scored in the model's precision: "
+                     "outcomes are the full-precision run's unless a pair's bfloat16 error exceeds the band")}
 
     @staticmethod
     def _accuracies(result: ProbeResult, scores: list[PairScore]) -> None:

@@ -34,24 +34,29 @@ class PairScore:
 @dataclass(frozen=True)
 class PairChunks(Sweep):
     """PLLs of chunks of pairs (a unit is a tuple of (good, bad) sentence pairs); a chunk's value holds both
-    lists of PLLs and the forward passes and masked rows it took. All sentences of a chunk are scored together,
-    so the engine packs their masked copies by length across pairs."""
+    lists of PLLs and the forward passes and masked rows it took (those of a group of units on its first). All
+    sentences of the units run together are scored together, so the engine packs their masked copies by length
+    across pairs. ``precision``: the engine's (``model``, ``bfloat16``)."""
 
     metric: str = "original"
     batch_tokens: int = 2048
     max_rows: int = 512
+    precision: str = "model"
 
     def setup(self, target: Target, data: Dataset | None) -> MaskedScorer:
-        return MaskedScorer(target, self.batch_tokens, self.max_rows)
+        return MaskedScorer(target, self.batch_tokens, self.max_rows, precision=self.precision)
 
     def run(self, state: MaskedScorer, units: list[Any]) -> list[dict[str, Any]]:
-        out = []
+        passes, rows = state.passes, state.rows
+        texts = [t for chunk in units for good, bad in chunk for t in (good, bad)]
+        totals = [s.total for s in state.pll(texts, self.metric, desc="BLiMP sentences")]
+        out, at = [], 0
         for chunk in units:
-            passes, rows = state.passes, state.rows
-            texts = [t for good, bad in chunk for t in (good, bad)]
-            scores = state.pll(texts, self.metric, desc="BLiMP sentences")
-            out.append({"good": [s.total for s in scores[0::2]], "bad": [s.total for s in scores[1::2]],
-                        "passes": state.passes - passes, "rows": state.rows - rows})
+            mine = totals[at : at + 2 * len(chunk)]
+            at += 2 * len(chunk)
+            out.append({"good": mine[0::2], "bad": mine[1::2], "passes": 0, "rows": 0})
+        if out:
+            out[0].update(passes=state.passes - passes, rows=state.rows - rows)
         return out
 
 

@@ -1,0 +1,78 @@
+"""Reduced precision with its near ties re-checked: the band logic on made-up scores, the engine's bfloat16
+autocast against the model's own precision, and what ``auto`` picks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertprobe.errors import ProbeError
+from bertprobe.model import masked_scoring
+from bertprobe.model.masked_scoring import MaskedScorer, resolve_precision
+from bertprobe.probes.minimal_pairs.recheck import calibration_sample, settle
+from bertprobe.testing import tiny_target
+
+
+def made_up(margins_fast: list[float], errors: dict[int, float]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Fast scores with the given margins, and exact ones whose margin differs by ``errors[i]`` (default 0.05)."""
+    fast = [(-10.0 + m, -10.0) for m in margins_fast]
+    exact = [(g - errors.get(i, 0.05), b) for i, (g, b) in enumerate(fast)]
+    return fast, exact
+
+
+def test_the_band_widens_until_every_pair_inside_it_was_rescored():
+    margins = [2.0, -1.5, 0.08, 0.5, -0.45, 3.0, -2.5, 0.9, -0.7, 1.2]
+    # pair 2 is a near tie that bfloat16 got wrong by 0.3: the calibration pairs (0, 1) show only 0.05
+    fast, exact = made_up(margins, {2: 0.3})
+    asked: list[list[int]] = []
+
+    def rescore(indices: list[int]) -> dict[int, tuple[float, float]]:
+        asked.append(list(indices))
+        return {i: exact[i] for i in indices}
+
+    settled = settle(fast, rescore, [0, 1])
+    assert asked[0] == [0, 1] and asked[1] == [2]  # band 0.1 first: only pair 2 lies inside it
+    assert settled.max_error == pytest.approx(0.3) and settled.band == pytest.approx(0.6)
+    rescored = {i for round_ in asked for i in round_}
+    assert rescored == {0, 1, 2, 3, 4}  # 0.5 and -0.45 fall inside the widened band; 0.7 and beyond do not
+    assert settled.rescored == 5 and settled.calibration == 2 and settled.rounds == 3
+    assert settled.flips == 1  # pair 2: bfloat16 said good > bad, the exact margin is -0.22
+    assert [s[0] > s[1] for s in settled.scores] == [e[0] > e[1] for e in exact]
+    assert settled.scores[7] == fast[7]  # outside the band the fast scores stand
+
+
+def test_a_bfloat16_tie_is_rescored_even_when_no_error_was_seen():
+    fast, exact = made_up([1.0, 0.0, -1.0], {0: 0.0, 1: -0.2, 2: 0.0})
+    settled = settle(fast, lambda idx: {i: exact[i] for i in idx}, [0])
+    assert settled.rescored == 2 and settled.scores[1] == exact[1]  # the tie (margin 0 <= band 0) was re-scored
+
+
+def test_the_calibration_sample_is_seeded_and_capped():
+    assert calibration_sample(1000, 5, 13) == calibration_sample(1000, 5, 13) != calibration_sample(1000, 5, 14)
+    assert calibration_sample(3, 200, 13) == [0, 1, 2]
+
+
+def test_bfloat16_plls_are_close_to_the_models_own_but_not_equal(tmp_path):
+    target = tiny_target(tmp_path / "m", task="masked-lm", initializer_range=0.5)
+    texts = ["the dog is good .", "they gave the apple away .", "she was very funny ."]
+    exact = [s.total for s in MaskedScorer(target).pll(texts)]
+    reduced = MaskedScorer(target, precision="bfloat16")
+    assert reduced.precision == "bfloat16"
+    fast = [s.total for s in reduced.pll(texts)]
+    gaps = [abs(a - b) for a, b in zip(fast, exact)]
+    assert max(gaps) > 0  # autocast was on: bfloat16 products round differently
+    assert max(gaps) < 0.5
+    assert next(target.model.parameters()).dtype == torch.float32  # the model itself is left as it was
+
+
+def test_auto_picks_bfloat16_only_where_the_device_computes_it_natively(tmp_path, monkeypatch):
+    target = tiny_target(tmp_path / "m", task="masked-lm")
+    monkeypatch.setattr(masked_scoring, "native_bfloat16", lambda device: False)
+    assert resolve_precision("auto", target) == "model"
+    assert resolve_precision("bfloat16", target) == "bfloat16"  # asked for by name: emulated, but honoured
+    monkeypatch.setattr(masked_scoring, "native_bfloat16", lambda device: True)
+    assert resolve_precision("auto", target) == "bfloat16"
+    target.model.to(torch.bfloat16)
+    assert resolve_precision("auto", target) == "model"  # already reduced: nothing to gain, nothing to re-check
+    with pytest.raises(ProbeError, match="unknown precision 'half'"):
+        resolve_precision("half", target)
