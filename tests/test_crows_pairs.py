@@ -390,3 +390,21 @@ def test_pairs_longer_than_the_models_positions_are_named_at_once_before_any_pas
     assert "\n" not in message and message.startswith("c.csv: 2 problems")
     assert "row 1 (pandas index): a sentence of 205 tokens, longer than the model's 128 positions" in message
     assert "row 2 (pandas index)" in message and "row 0" not in message
+
+
+@pytest.mark.parametrize("source", ["hand", "real"])
+def test_bfloat16_with_near_ties_rescored_gives_the_full_precision_outcomes(bert, tmp_path, source):
+    """Every pair's outcome (stereo, antistereo, neutral) is the full-precision run's; calibration and near ties
+    were re-scored, the band never below metric.py's rounding."""
+    if source == "real" and not CROWS.is_file():
+        pytest.skip("no /work/shared CrowS-Pairs file")
+    path = CROWS if source == "real" else write_csv(tmp_path / "many.csv", PAIRS * 6)
+    limit = 300 if source == "real" else 0
+    exact = run_probe(bert, path, limit=limit)
+    fast = run_probe(bert, path, limit=limit, precision="bfloat16", calibration_pairs=5)
+    assert fast.details["precision"] == "bfloat16" and exact.details["precision"] == "model"
+    assert [p["outcome"] for p in fast.details["pairs"]] == [p["outcome"] for p in exact.details["pairs"]]
+    assert fast.value("metric_score") == exact.value("metric_score")
+    recheck = fast.details["recheck"]
+    assert recheck["band"] >= 0.002 and 5 <= recheck["rescored_pairs"] <= len(exact.details["pairs"])
+    assert "recheck" not in exact.details

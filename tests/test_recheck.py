@@ -9,7 +9,7 @@ import torch
 from bertprobe.errors import ProbeError
 from bertprobe.model import masked_scoring
 from bertprobe.model.masked_scoring import MaskedScorer, resolve_precision
-from bertprobe.probes.minimal_pairs.recheck import calibration_sample, settle
+from bertprobe.model.near_ties import calibration_sample, settle
 from bertprobe.testing import tiny_target
 
 

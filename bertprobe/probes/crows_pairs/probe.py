@@ -20,6 +20,10 @@ by about 1e-6, which can flip a pair whose scores tie near the third decimal); a
 positions is refused with its row (metric.py would fail on it); ``antistereo_score`` is reported also when no antistereo pair counts (metric.py prints nothing then);
 whether to lower-case is read from the tokenizer, where metric.py named its three models; transformers 5 and
 today's torch, where the authors pinned transformers 2.8.0 and warned that 3.x can score differently.
+Speed: ``precision: bfloat16`` (``auto``: where the device computes it natively) scores every pair under bfloat16
+autocast, then re-scores in the model's precision a seeded calibration sample and every pair whose two scores lie
+within twice the largest change seen (at least 0.002, clear of metric.py's rounding; ``bertprobe.model.near_ties``),
+so each pair's outcome is the full-precision run's; the scores of the others are bfloat16's.
 Caveat: Blodgett et al. 2021 ("Stereotyping Norwegian Salmon") found many items noisy or invalid, and the dataset's
 README warns it may not be a good indicator of social bias: read the score as a rough signal, never as proof that
 a model is unbiased.
@@ -30,13 +34,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, Problems
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem
+from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, resolve_precision
+from bertprobe.model.near_ties import Scores, calibration_sample, settle
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.crows_pairs.data import CrowsPair, check_bias_types, load_pairs
@@ -53,34 +58,44 @@ class CrowsPairsParams:
     lowercase: bool | None = None  # lower-case both sentences; null: when the tokenizer is uncased, as metric.py
     batch_tokens: int = 4096  # padded tokens per pass (4096: 1.29x 8192 on 2 cores); 1: each masked copy alone, as metric.py
     findings: int = 10  # pairs with the largest score gaps shown in the report
+    precision: Literal["model", "bfloat16", "auto"] = "model"  # bfloat16: 3.5-4x faster where native, near ties re-scored
+    calibration_pairs: int = 100  # with bfloat16: pairs scored in both precisions to set the re-check band
 
     def __post_init__(self) -> None:
         if not self.data:
             raise ValueError("data must name the CrowS-Pairs CSV, crows_pairs_anonymized.csv (nyu-mll/crows-pairs)")
         check_bias_types(self.bias_types)
-        if self.limit < 0 or self.findings < 0 or self.batch_tokens < 1:
-            raise ValueError("limit and findings must be at least 0, batch_tokens at least 1")
+        if self.limit < 0 or self.findings < 0 or self.batch_tokens < 1 or self.calibration_pairs < 1:
+            raise ValueError("limit and findings must be at least 0, batch_tokens and calibration_pairs at least 1")
 
 
 CHUNK_PAIRS = 64  # pairs per work unit: a few packed batches, checkpointed as they finish
+ROUNDING_BAND = 0.002  # the least re-check band: twice metric.py's rounding step, so no rounding tie is left unchecked
 
 
 @dataclass(frozen=True)
 class CrowsPairChunks(Sweep):
     """Scores chunks of pairs (a unit is a tuple of ``CrowsPair``); a chunk's value holds each pair's two
-    unrounded sentence scores and the number of shared tokens each read."""
+    unrounded sentence scores and the number of shared tokens each read. The pairs of all units run together are
+    scored together (packed across units). ``precision``: the engine's (``model``, ``bfloat16``)."""
 
     lowercase: bool | None = None
     batch_tokens: int = 4096
+    precision: str = "model"
 
     def setup(self, target: Target, data: Dataset | None) -> tuple[MaskedScorer, bool]:
         lower = tokenizer_lowercases(target.tokenizer) if self.lowercase is None else self.lowercase
-        return MaskedScorer(target, batch_tokens=self.batch_tokens), lower
+        return MaskedScorer(target, batch_tokens=self.batch_tokens, precision=self.precision), lower
 
     def run(self, state: tuple[MaskedScorer, bool], units: list[Any]) -> list[list[dict[str, Any]]]:
         scorer, lower = state
-        return [[{"id": s.id, "more": s.more, "less": s.less, "tokens": s.tokens}
-                 for s in score_pairs(scorer, list(chunk), lower)] for chunk in units]
+        rows = [{"id": s.id, "more": s.more, "less": s.less, "tokens": s.tokens}
+                for s in score_pairs(scorer, [p for chunk in units for p in chunk], lower)]
+        out, at = [], 0
+        for chunk in units:
+            out.append(rows[at : at + len(chunk)])
+            at += len(chunk)
+        return out
 
 
 def select(pairs: list[CrowsPair], params: CrowsPairsParams, seed: int) -> list[CrowsPair]:
@@ -110,10 +125,11 @@ class CrowsPairsProbe(Probe):
                              "metric_score's)",
         "neutral*": "pairs whose two scores are equal at 3 decimals (counted in metric_score's denominator)",
         "pairs*": "pairs scored",
+        "rescored_pairs": "with bfloat16: pairs scored again in the model's precision (calibration and near ties)",
     }
     metric_directions: ClassVar[dict[str, bool | None]] = {
         "distance_from_50*": False, "metric_score*": None, "stereo_score": None, "antistereo_score": None,
-        "neutral*": None, "pairs*": None}
+        "neutral*": None, "pairs*": None, "rescored_pairs": None}
     defaults = (DefaultExpectation(
         "distance_from_50", max=0.1, interval=True,
         why="a masked LM without a systematic preference scores 0.5; Nangia et al. report 0.605 for BERT-base, "
@@ -160,11 +176,36 @@ class CrowsPairsProbe(Probe):
         state = sweep.setup(target, None)
         state[0].progress = ctx.progress
         check_lengths(state[0].tok, state[0].max_length, pairs, state[1], Path(params.data).name)
-        chunks = [(f"pairs{pairs[i].id}-{pairs[min(i + CHUNK_PAIRS, len(pairs)) - 1].id}",
+        # the precision resolved here ("auto" on this machine's device), so every worker computes the same
+        fast = CrowsPairChunks(params.lowercase, params.batch_tokens, resolve_precision(params.precision, target))
+        reduced = fast.precision != "model"
+        fast_state = fast.setup(target, None) if reduced else state
+        fast_state[0].progress = ctx.progress
+        prefix = "bfloat16-" if reduced else ""
+        chunks = [(f"{prefix}pairs{pairs[i].id}-{pairs[min(i + CHUNK_PAIRS, len(pairs)) - 1].id}",
                    tuple(pairs[i:i + CHUNK_PAIRS])) for i in range(0, len(pairs), CHUNK_PAIRS)]
-        values = ctx.map(sweep.bind(target, None, state=state), chunks, desc="CrowS-Pairs chunks")
-        scores = [CrowsPairScore(str(r["id"]), float(r["more"]), float(r["less"]), int(r["tokens"]))
-                  for value in values for r in value]
+        values = ctx.map((fast if reduced else sweep).bind(target, None, state=fast_state), chunks,
+                         desc="CrowS-Pairs chunks" + (" (bfloat16)" if reduced else ""))
+        rows = [r for value in values for r in value]
+        if reduced:
+            def rescore(indices: list[int]) -> dict[int, Scores]:
+                # one unit per pair, keyed by its id: a resumed run re-scores only pairs it had not
+                units = [(f"exact-{pairs[i].id}", (pairs[i],)) for i in indices]
+                got = ctx.map(sweep.bind(target, None, state=state), units, desc="CrowS-Pairs near ties re-scored",
+                              group=CHUNK_PAIRS)
+                return {i: (float(v[0]["more"]), float(v[0]["less"])) for i, v in zip(indices, got)}
+
+            settled = settle([(float(r["more"]), float(r["less"])) for r in rows], rescore,
+                             calibration_sample(len(pairs), params.calibration_pairs, ctx.seed), floor=ROUNDING_BAND)
+            rows = [{**r, "more": more, "less": less} for r, (more, less) in zip(rows, settled.scores)]
+            result.add_metric("rescored_pairs", float(settled.rescored), None,
+                              f"pairs scored again in the model's precision ({settled.calibration} calibration)",
+                              kind="cost")
+            result.details["recheck"] = {
+                "rescored_pairs": settled.rescored, "calibration_pairs": settled.calibration, "band": settled.band,
+                "max_error": settled.max_error, "flips": settled.flips, "rounds": settled.rounds}
+        result.details["precision"] = fast.precision
+        scores = [CrowsPairScore(str(r["id"]), float(r["more"]), float(r["less"]), int(r["tokens"])) for r in rows]
         overall = add_scores(result, pairs, scores, with_outcomes=True)
         table = add_per_type(result, pairs, scores)
         result.details["lowercased"] = state[1]

@@ -19,7 +19,7 @@ mean's effective sample size).
 
 Speed: ``precision: bfloat16`` (or ``auto``: bfloat16 where the device computes it natively) scores every pair in
 bfloat16, 3.5-4x faster on such a CPU, then re-scores the near ties in the model's own precision
-(``recheck.settle``): a seeded sample of ``calibration_pairs`` pairs measures how far bfloat16 moves a pair's
+(``bertprobe.model.near_ties.settle``): a seeded sample of ``calibration_pairs`` pairs measures how far bfloat16 moves a pair's
 margin, and every pair within twice the largest such move is scored again, so the outcomes are the full-precision
 run's unless one pair's error exceeds twice the largest of the thousands measured. The PLLs of pairs outside the
 band stay bfloat16's (up to about 0.03 nats per token off on a MiniLM-L6); ``rescored_pairs``, ``recheck_band``,
@@ -40,7 +40,7 @@ from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.minimal_pairs.accuracy import GroupAccuracy, group_accuracy, margin_text, mean_over_groups
 from bertprobe.probes.minimal_pairs.pairs import TERM_MERGES, MinimalPair, load_pairs, select_pairs
-from bertprobe.probes.minimal_pairs.recheck import Scores, Settled, calibration_sample, settle
+from bertprobe.model.near_ties import Scores, Settled, calibration_sample, settle
 from bertprobe.probes.minimal_pairs.scoring import PairChunks, PairScore, check_lengths
 from bertprobe.results import Finding, ProbeResult
 

@@ -6,7 +6,9 @@ How the band is set: a seeded calibration sample of pairs is scored in both prec
 a pair's margin (PLL(good) - PLL(bad)) between them, times ``factor`` (2), is the band; every pair whose fast
 margin lies within it is re-scored, and re-scored pairs widen the band when they show a larger difference, until
 no unchecked pair is inside it. Outcomes outside the band are the fast ones: on a MiniLM-L6, about 7-11% of BLiMP
-pairs are re-scored (measured on random and sharpened MLMs; ``benchmarks/mlm_scoring.py``).
+pairs are re-scored (measured on random and sharpened MLMs; ``benchmarks/mlm_scoring.py``). ``floor``: the least
+band, for an outcome read from rounded scores (CrowS-Pairs rounds to 3 decimals: a band of 0.002 keeps every pair
+outside it clear of a rounding tie). Used by ``blimp`` and ``crows-pairs``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-Scores = tuple[float, float]  # PLL(good), PLL(bad)
+Scores = tuple[float, float]  # the two sentences' scores: PLL(good), PLL(bad); or sent_more's, sent_less's
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,9 @@ def margin(s: Scores) -> float:
 
 
 def settle(fast: Sequence[Scores], rescore: Callable[[list[int]], dict[int, Scores]], sample: list[int],
-           factor: float = 2.0) -> Settled:
-    """Re-score ``sample``, then every pair within ``factor`` times the largest margin difference seen, until
-    none is left inside the band; ``rescore(indices)`` returns the exact scores of those pairs."""
+           factor: float = 2.0, floor: float = 0.0) -> Settled:
+    """Re-score ``sample``, then every pair within ``factor`` times the largest margin difference seen (at least
+    ``floor``), until none is left inside the band; ``rescore(indices)`` returns the exact scores of those pairs."""
     exact: dict[int, Scores] = {}
     todo = list(sample)
     band = error = 0.0
@@ -56,7 +58,7 @@ def settle(fast: Sequence[Scores], rescore: Callable[[list[int]], dict[int, Scor
             raise ValueError(f"{len(missing)} re-scored pairs came back without scores")
         exact.update(found)
         error = max(abs(margin(fast[i]) - margin(exact[i])) for i in exact)
-        band = factor * error
+        band = max(floor, factor * error)
         todo = [i for i, s in enumerate(fast) if i not in exact and abs(margin(s)) <= band]
     flips = sum((margin(fast[i]) > 0) != (margin(exact[i]) > 0) for i in exact)
     scores = [exact.get(i, s) for i, s in enumerate(fast)]
