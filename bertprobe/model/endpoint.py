@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import CodecError, TargetError
+from bertprobe.model.credentials import is_credential_header
 from bertprobe.model.endpoint_codecs import ServedModel, make_codec
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Encoded, Target
@@ -40,7 +41,6 @@ ENDPOINT_LACKS = {
     "mlm": "an endpoint serves a task's outputs, not a masked LM's",
 }
 LABELS_ONLY_LACKS = {"probabilities": "it answers with a label and no scores (outputs: labels)"}
-SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization", "cookie")
 INSTALL = "pip install httpx (a dependency of bertprobe: reinstall it with pip install -e .)"
 CACHE_FILE = "endpoint-cache.sqlite"
 DEFAULT_TASK = "classification"  # what an endpoint serves when neither the suite, a twin nor its metadata says
@@ -69,9 +69,9 @@ def check_endpoint_spec(spec: ModelSpec) -> list[str]:
     for key, value in spec.headers.items():
         if not isinstance(value, str):
             problems.append(f"headers.{key}: expected a string")
-        elif value and not VAR.search(value) and key.lower() in SECRET_HEADERS:
+        elif value and not VAR.search(value) and is_credential_header(key):
             problems.append(f"headers.{key}: write the token as ${{VAR}} (read from the environment), never in the suite")
-        elif key.lower() in SECRET_HEADERS and defaults_in(value):
+        elif is_credential_header(key) and defaults_in(value):
             problems.append(f"headers.{key}: a ${{VAR:-default}} writes the token in the suite; write ${{VAR}} alone "
                             "(read from the environment), never a default")
     if not spec.verify_tls and str(spec.endpoint).startswith("http://"):
@@ -105,10 +105,11 @@ def headers_from_env(headers: dict[str, str], env: Any = None) -> dict[str, str]
 
 def routing_digest(headers: dict[str, str]) -> str:
     """The sha256 of the headers that may route a request (``Host``, ``x-model-version``...), as expanded: credentials
-    (``SECRET_HEADERS``) are left out, so no token enters a key and a rotated one keeps the cache; empty for none."""
+    (``credentials.is_credential_header``: ``Authorization``, ``X-Auth-Token``, any name holding token, key, secret,
+    auth...) are left out, so no token enters a key and a rotated one keeps the cache; empty for none."""
     from bertprobe.model.response_cache import headers_digest
 
-    return headers_digest({k: v for k, v in headers.items() if k.lower() not in SECRET_HEADERS})
+    return headers_digest({k: v for k, v in headers.items() if not is_credential_header(k)})
 
 
 class ServedModule:
@@ -368,12 +369,15 @@ def _difference(a: Any, b: Any) -> float:
 
 def twin_spec(spec: ModelSpec) -> ModelSpec | None:
     """The local model a served entry's ``twin:`` names, as it loads (the same spec as a suite entry of that
-    checkpoint with the same device and settings: the run's cache then loads it once)."""
+    checkpoint with the same device and settings: the run's cache then loads it once): the entry's device, task,
+    lengths, batch sizes, options, revision, thresholds and loading permissions carry over."""
     if not spec.twin:
         return None
-    return ModelSpec(path=spec.twin, device=spec.device, task=spec.task, max_length=spec.max_length,
-                     batch_size=spec.batch_size, options=dict(spec.options), trust_remote_code=spec.trust_remote_code,
-                     allow_pickle=spec.allow_pickle)
+    return ModelSpec(path=spec.twin, device=spec.device, dtype=spec.dtype, task=spec.task, max_length=spec.max_length,
+                     stride=spec.stride, batch_size=spec.batch_size, token_budget=spec.token_budget,
+                     options=dict(spec.options), revision=spec.revision, threshold=spec.threshold,
+                     thresholds=dict(spec.thresholds), trust_remote_code=spec.trust_remote_code,
+                     allow_pickle=spec.allow_pickle, allow_missing_weights=spec.allow_missing_weights)
 
 
 def _twin(spec: ModelSpec, tasks: Any, load_local: Any) -> Target | None:

@@ -29,7 +29,7 @@ def readiness_problem(spec: ModelSpec, codecs: Any = None, label_sets: bool = Fa
 
     url = str(spec.endpoint).rstrip("/")
     try:
-        from bertprobe.model.http_client import ClientSettings, EndpointClient, EndpointError
+        from bertprobe.model.http_client import AUTH_STATUSES, ClientSettings, EndpointClient, EndpointError
     except ImportError:
         return f"model {spec.label} is served at {url}; auditing an endpoint needs httpx: {INSTALL}"
     try:
@@ -55,6 +55,8 @@ def readiness_problem(spec: ModelSpec, codecs: Any = None, label_sets: bool = Fa
         if exc.status in RETRY_LATER or (exc.status is not None and not hasattr(codec, "metadata")):
             return None  # it answered: busy or warming up (the run retries), or a plugin codec's base URL
         text = first_line(exc).removeprefix(f"endpoint {client.url}: ")
+        if exc.status in AUTH_STATUSES:  # the message already says: check the headers and their variables
+            return f"{where}: {text}"
         return f"{where}: {text}; check the URL, served_name: and protocol:"
     except CodecError as exc:
         return f"{where}: {first_line(exc)}; check served_name: and protocol:"

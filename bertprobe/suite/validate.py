@@ -673,7 +673,12 @@ def check_endpoints(suite: Suite, plugins: Any, problems: Problems) -> None:
         return
     from concurrent.futures import ThreadPoolExecutor
 
+    from bertprobe.model.endpoint import check_endpoint_spec
     from bertprobe.model.endpoint_ready import readiness_problem
+
+    specs = [spec for spec in specs if not check_endpoint_spec(spec)]  # a refused entry (a literal token) is never sent
+    if not specs:
+        return
 
     def ask(spec: ModelSpec) -> str | None:
         try:
