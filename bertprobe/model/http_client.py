@@ -188,6 +188,11 @@ class EndpointClient:
         """GET ``path`` and parse its JSON (None for an empty body): metadata, readiness."""
         return self._request("GET", path, None, retry=retry)
 
+    def get_ok(self, path: str, *, retry: bool = True) -> None:
+        """GET ``path`` and accept any 2xx answer whatever its body (a health route: TEI's empty ``/health``, the
+        Inference Toolkit's plain-text ``Ok``); other answers fail as ``get_json``'s do."""
+        self._request("GET", path, None, retry=retry, parse=False)
+
     def post_json(self, path: str, body: Any) -> Any:
         """POST ``body`` as JSON to ``path`` and parse the answer's JSON, with retries."""
         return self._request("POST", path, body, retry=True)
@@ -248,14 +253,14 @@ class EndpointClient:
 
     # -- one request, its retries -----------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: Any, retry: bool) -> Any:
+    def _request(self, method: str, path: str, body: Any, retry: bool, parse: bool = True) -> Any:
         attempts = 1 + (self.settings.retries if retry else 0)
         where = f"{method} {self.url}/{path.lstrip('/')}"
         last, status = "", None
         for attempt in range(attempts):
             self._spend(where)
             try:
-                return self._attempt(method, path, body, where)
+                return self._attempt(method, path, body, where, parse)
             except _Retryable as failure:
                 last, status = failure.text, failure.status
                 if attempt + 1 < attempts:
@@ -280,8 +285,9 @@ class EndpointClient:
         with self._lock:
             return self._rng.uniform(0.0, min(cap, self.settings.backoff_s * 2 ** attempt))
 
-    def _attempt(self, method: str, path: str, body: Any, where: str) -> Any:
-        """One request: the parsed answer, a _Retryable failure, or an EndpointError that retrying cannot mend."""
+    def _attempt(self, method: str, path: str, body: Any, where: str, parse: bool = True) -> Any:
+        """One request: the parsed answer (None unless ``parse``), a _Retryable failure, or an EndpointError that
+        retrying cannot mend."""
         kwargs: dict[str, Any] = {} if body is None and method == "GET" else {"json": body}
         try:
             with self._http.stream(method, path, **kwargs) as response:
@@ -307,7 +313,7 @@ class EndpointClient:
         except httpx.HTTPError as exc:  # an undecodable body (DecodingError), a broken stream
             raise EndpointError(f"endpoint {self.url}: {where} failed ({type(exc).__name__}: "
                                 f"{self._scrub(first_line(exc, type(exc).__name__))})") from None
-        if not content.strip():
+        if not parse or not content.strip():
             return None
         try:
             return json.loads(content)
