@@ -360,12 +360,15 @@ def report(run_dir: str, formats: tuple[str, ...]) -> None:
 @main.command()
 @click.argument("suite_file", metavar="SUITE")
 @_input_options
+@click.option("--offline", is_flag=True,
+              help="Contact no served model (their readiness and metadata are not asked): for a server not up here, "
+                   "or a token not set here. Said in the output.")
 @_debug_option
 @_guard
 def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], data: str | None, limit: int | None,
              text: str | None, text_pair: str | None, label: str | None, label_map: str | None,
              baseline: str | None, device: str | None, dtype: str | None, only: tuple[str, ...],
-             allow_pickle: bool) -> None:
+             allow_pickle: bool, offline: bool) -> None:
     """Make every check 'run' makes before it loads weights, and report every problem at once.
 
     Takes run's model, data and probe options. Checks keys, --set assignments, probe names, params and
@@ -374,8 +377,9 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     reachable, the class names the suite uses (params such as target_label, per-label expectations such as
     recall_joy, behaviour templates' labels, slices' metric: label:NAME) against each local model's
     config.json, and a local data file: its columns, and every row's label against what the probes need and
-    against each local model's classes (the first 20 bad rows, then a count). Problems are numbered, one per
-    line. Exit 0 when run would start, 2 with the same list run would give.
+    against each local model's classes (the first 20 bad rows, then a count), and that each served model answers
+    (not with --offline, nor for a joined Ray cluster, whose workers reach it: the output says so). Problems are
+    numbered, one per line. Exit 0 when run would start, 2 with the same list run would give.
     """
     from bertprobe.harness import preflight
     from bertprobe.plugins import build_plugins
@@ -385,8 +389,11 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     options = SuiteOverrides(models=models, data=data, limit=limit, text=text, text_pair=text_pair, label=label,
                          label_map=label_map, baseline=baseline, device=device, dtype=dtype, only=only,
                          allow_pickle=allow_pickle, sets=sets)
-    suite = preflight(load_suite(suite_file, sets=sets, given=given_paths(options), defer=True), build_plugins(),
-                      options).suite
+    checked = preflight(load_suite(suite_file, sets=sets, given=given_paths(options), defer=True), build_plugins(),
+                        options, contact=not offline)
+    suite = checked.suite
+    for note in checked.notes:
+        click.echo(note)
     count = len(suite.probes)
     click.echo(f"{suite_file}: ok ({count} probe{'' if count == 1 else 's'}: {', '.join(p.id for p in suite.probes)})")
 

@@ -66,6 +66,7 @@ class ResolvedRun:
     previous: PreviousRun | None
     parts: dict[str, str]  # a hash per part of the suite (suite_fingerprint), kept for --resume
     preread: Dataset | None = None  # the suite's local data, read and checked before the run folder
+    notes: tuple[str, ...] = ()  # what the preflight did not check, said when the run starts
 
 
 @dataclass
@@ -75,13 +76,15 @@ class Preflight:
     suite: Suite
     params_by_probe: dict[str, Any]
     data: Dataset | None
+    notes: tuple[str, ...] = ()  # what was not checked, and why (served models not contacted)
 
 
-def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Preflight:
+def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides, contact: bool = True) -> Preflight:
     """Every check ``run`` makes before any weights load, and all that ``validate`` makes: the command line
     applied, the probes that will run (``--only``) validated, hub sources and served models reachable, the local data read
     and checked against the probes and against each local model's classes. Every step runs, and one error
-    lists every problem they found (numbered by the CLI, one per line); nothing is loaded or created."""
+    lists every problem they found (numbered by the CLI, one per line); nothing is loaded or created. With
+    ``contact`` false (``validate --offline``) no served model is asked anything (``check_endpoints``)."""
     problems = Problems()
     selected = problems.attempt(apply_overrides, suite, overrides)  # fails for an unknown --only name or baseline
     if selected is None:  # nothing more can be checked without the suite as it would run: list what loading found
@@ -91,10 +94,11 @@ def preflight(suite: Suite, plugins: Plugins, overrides: SuiteOverrides) -> Pref
     params_by_probe = validate_suite(selected, plugins, problems)
     problems.attempt(check_devices, selected)
     problems.attempt(check_hub_sources, selected)  # every unreachable hub id at once, before a run folder exists
-    check_endpoints(selected, plugins, problems)  # every served model that does not answer, at once (none: no import)
+    # every served model that does not answer, at once (none: no import); none asked offline or from a joined cluster
+    skipped = check_endpoints(selected, plugins, problems, contact=contact)
     data = read_local_data(selected, plugins, problems)  # a file that cannot serve the run leaves no run folder
     problems.raise_if_any(selected.source or "suite")
-    return Preflight(selected, params_by_probe, data)
+    return Preflight(selected, params_by_probe, data, (skipped,) if skipped else ())
 
 
 def check_devices(suite: Suite) -> None:
@@ -115,7 +119,7 @@ def resolve_run(suite: Suite, plugins: Plugins, overrides: SuiteOverrides, contr
     previous = read_previous_run(Path(control.resume), parts, selected.variables) if control.resume else None
     executor = make_executor(selected, plugins)
     executor.cancel = control.cancel
-    return ResolvedRun(selected, params_by_probe, executor, previous, parts, data)
+    return ResolvedRun(selected, params_by_probe, executor, previous, parts, data, checked.notes)
 
 
 def _open(session: Session, resolved: ResolvedRun, options: dict[str, Any], plan: list[ModelSpec]) -> None:
@@ -229,6 +233,8 @@ def run_suite(suite: Suite, plugins: Plugins, overrides: SuiteOverrides | None =
         if resolved.preread is not None and suite.data is not None:
             session.caches.remember(suite.data, resolved.preread)
         plan = plan_models(suite)
+        for note in resolved.notes:
+            session.say(note)
         _open(session, resolved, recorded_options(overrides, control), plan)
         plugins.hook.bertprobe_session_start(session=session)
         try:

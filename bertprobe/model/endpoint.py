@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import CodecError, TargetError
+from bertprobe.model.credentials import SECRET_HEADERS, is_credential_header
 from bertprobe.model.endpoint_codecs import ServedModel, make_codec
 from bertprobe.model.spec import ModelSpec
 from bertprobe.model.target import Encoded, Target
@@ -40,7 +41,6 @@ ENDPOINT_LACKS = {
     "mlm": "an endpoint serves a task's outputs, not a masked LM's",
 }
 LABELS_ONLY_LACKS = {"probabilities": "it answers with a label and no scores (outputs: labels)"}
-SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization", "cookie")
 INSTALL = "pip install httpx (a dependency of bertprobe: reinstall it with pip install -e .)"
 CACHE_FILE = "endpoint-cache.sqlite"
 DEFAULT_TASK = "classification"  # what an endpoint serves when neither the suite, a twin nor its metadata says
@@ -69,9 +69,9 @@ def check_endpoint_spec(spec: ModelSpec) -> list[str]:
     for key, value in spec.headers.items():
         if not isinstance(value, str):
             problems.append(f"headers.{key}: expected a string")
-        elif value and not VAR.search(value) and key.lower() in SECRET_HEADERS:
+        elif value and not VAR.search(value) and is_credential_header(key):
             problems.append(f"headers.{key}: write the token as ${{VAR}} (read from the environment), never in the suite")
-        elif key.lower() in SECRET_HEADERS and defaults_in(value):
+        elif is_credential_header(key) and defaults_in(value):
             problems.append(f"headers.{key}: a ${{VAR:-default}} writes the token in the suite; write ${{VAR}} alone "
                             "(read from the environment), never a default")
     if not spec.verify_tls and str(spec.endpoint).startswith("http://"):
@@ -105,10 +105,20 @@ def headers_from_env(headers: dict[str, str], env: Any = None) -> dict[str, str]
 
 def routing_digest(headers: dict[str, str]) -> str:
     """The sha256 of the headers that may route a request (``Host``, ``x-model-version``...), as expanded: credentials
-    (``SECRET_HEADERS``) are left out, so no token enters a key and a rotated one keeps the cache; empty for none."""
+    (``credentials.is_credential_header``: ``Authorization``, ``X-Auth-Token``, any name holding token, key, secret,
+    auth...) are left out, so no token enters a key and a rotated one keeps the cache; empty for none."""
     from bertprobe.model.response_cache import headers_digest
 
-    return headers_digest({k: v for k, v in headers.items() if k.lower() not in SECRET_HEADERS})
+    return headers_digest({k: v for k, v in headers.items() if not is_credential_header(k)})
+
+
+def older_routing(headers: dict[str, str]) -> tuple[str, ...]:
+    """The routing digests older bertprobes keyed ``headers``' answers by: none ("", before the headers joined the
+    key), and the headers but the 5 ``SECRET_HEADERS`` (before credentials were told by their names' words). Only
+    compared with a resumed run's recorded identity, never written."""
+    from bertprobe.model.response_cache import headers_digest
+
+    return ("", headers_digest({k: v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}))
 
 
 class ServedModule:
@@ -155,6 +165,9 @@ class EndpointTarget(Target):
     on_note: Any = field(default=None, repr=False)  # the run's: a note learnt after loading goes to the report
     deterministic: bool | None = None  # None until a sample was sent twice (the first predictions)
     routing: str = ""  # sha256 of the headers as sent, credentials left out (routing_digest): part of every cache key
+    # the routing digests of older bertprobes' keys (before the headers joined them: ""; before credentials were
+    # told by name: SECRET_HEADERS only): a run recorded under one resumes under it (adopt_identity)
+    older_routing: tuple[str, ...] = field(default=(), repr=False)
     _runner: Any = field(default=None, repr=False)
 
     # ---- description -------------------------------------------------------------------------
@@ -251,9 +264,26 @@ class EndpointTarget(Target):
     def served_identity(self) -> str:
         """A fingerprint of what is served (endpoint, model, version, protocol, routing headers): a resumed run must
         see the same."""
+        return self._identity(self.routing)
+
+    def _identity(self, routing: str) -> str:
         import hashlib
 
-        return hashlib.sha256(repr(self.cache_scope).encode("utf-8")).hexdigest()
+        served = self.served or ServedModel(name=self.spec.label)
+        scope = (str(getattr(self.client, "url", self.spec.endpoint)), served.name, served.version, self.codec.name)
+        return hashlib.sha256(repr((*scope, routing) if routing else scope).encode("utf-8")).hexdigest()
+
+    def adopt_identity(self, recorded: str) -> str | None:
+        """Take the cache keys of an older bertprobe where a resumed run was recorded under them (``recorded``, its
+        served identity, is one of ``older_routing``'s): its answers are then found again and nothing it was
+        answered is sent twice. A note saying so, or None where no older key form gives ``recorded``."""
+        for routing in self.older_routing:
+            if routing != self.routing and self._identity(routing) == recorded:
+                self.routing, self._runner = routing, None
+                how = "without its headers" if not routing else "with credential headers told by 5 names only"
+                return (f"resumed under the cache keys the run was recorded with (an older bertprobe's, {how}); "
+                        "a new run keys by the routing headers alone")
+        return None
 
     def note(self, text: str) -> None:
         """A note learnt after loading (the determinism check), kept in the model's record of the report."""
@@ -368,12 +398,15 @@ def _difference(a: Any, b: Any) -> float:
 
 def twin_spec(spec: ModelSpec) -> ModelSpec | None:
     """The local model a served entry's ``twin:`` names, as it loads (the same spec as a suite entry of that
-    checkpoint with the same device and settings: the run's cache then loads it once)."""
+    checkpoint with the same device and settings: the run's cache then loads it once): the entry's device, task,
+    lengths, batch sizes, options, revision, thresholds and loading permissions carry over."""
     if not spec.twin:
         return None
-    return ModelSpec(path=spec.twin, device=spec.device, task=spec.task, max_length=spec.max_length,
-                     batch_size=spec.batch_size, options=dict(spec.options), trust_remote_code=spec.trust_remote_code,
-                     allow_pickle=spec.allow_pickle)
+    return ModelSpec(path=spec.twin, device=spec.device, dtype=spec.dtype, task=spec.task, max_length=spec.max_length,
+                     stride=spec.stride, batch_size=spec.batch_size, token_budget=spec.token_budget,
+                     options=dict(spec.options), revision=spec.revision, threshold=spec.threshold,
+                     thresholds=dict(spec.thresholds), trust_remote_code=spec.trust_remote_code,
+                     allow_pickle=spec.allow_pickle, allow_missing_weights=spec.allow_missing_weights)
 
 
 def _twin(spec: ModelSpec, tasks: Any, load_local: Any) -> Target | None:
@@ -448,4 +481,5 @@ def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None,
         notes.append(f"twin: {spec.twin} (probes that need gradients, attentions or heads run there)")
     return EndpointTarget(spec=spec, model=ServedModule(config), tokenizer=twin.tokenizer if twin is not None else None,
                           task=task, device=device, dtype=torch.float32, notes=notes, served=served, codec=codec,
-                          client=client, twin=twin, gradient_model=None, routing=routing_digest(headers))
+                          client=client, twin=twin, gradient_model=None, routing=routing_digest(headers),
+                          older_routing=older_routing(headers))

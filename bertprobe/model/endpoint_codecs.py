@@ -317,6 +317,12 @@ class HFCodec:
         kind = "logits" if self.outputs == "logits" else "probabilities"
         return [{"scores": _by_name(row, self.labels, "hf response"), "kind": kind} for row in body]
 
+    @property
+    def ready_path(self) -> str | None:
+        """A reader's health route (the Inference Toolkit answers ``GET /health`` with ``Ok``, TEI with an empty
+        200), asked by the readiness check: its metadata sends nothing. A classifier's ``/info`` says more."""
+        return "/health" if self.reader else None
+
     def metadata(self, get: Callable[[str], Any]) -> ServedModel:
         if self.reader:
             return ServedModel(name=self.model or "qa", task="question-answering")

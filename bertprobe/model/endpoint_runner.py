@@ -94,10 +94,8 @@ class EndpointRunner:
         try:
             return self.codec.response(body, inputs)
         except CodecError as exc:
-            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if self.client.url in text:
-                raise
-            raise CodecError(f"endpoint {self.client.url}: {text}") from None
+            text = self.client.scrub(_short(str(exc), 400)) if str(exc).strip() else type(exc).__name__
+            raise CodecError(text if self.client.url in text else f"endpoint {self.client.url}: {text}") from None
         except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
             expected = getattr(self.codec, "expects", "") or "the protocol's response shape"
             raise CodecError(f"endpoint {self.client.url}: the {self.codec.name} answer to {len(inputs)} input(s) does "

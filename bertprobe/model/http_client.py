@@ -19,6 +19,7 @@ import email.utils
 import json
 import math
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -30,9 +31,13 @@ from typing import Any, Self
 import httpx
 
 from bertprobe.errors import TargetError, first_line
+from bertprobe.model.credentials import credential_words, is_credential_header
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+AUTH_STATUSES = frozenset({401, 403})  # refused credentials: the token, not the URL, is what to check
+AUTH_HINT = ("; the server refused the credentials: check the model's headers: and that the ${VAR}s they name "
+             "hold a valid token")
 SNIPPET = 160  # characters of an error answer's body quoted in a message
 SECRET_WORD = 8  # a header value's words this long or longer are scrubbed on their own too
 
@@ -118,13 +123,27 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 def secrets_of(headers: Mapping[str, str] | None) -> list[str]:
-    """What to scrub from texts: each header's value, and each long word of it (the token of ``Bearer TOKEN``)."""
+    """What to scrub from texts: each header's value; each long word of it; and each word of a credential's value
+    but its scheme (the token of ``Bearer TOKEN``, however short, down to ``MIN_SECRET_WORD`` characters)."""
     found: set[str] = set()
-    for value in (headers or {}).values():
+    for name, value in (headers or {}).items():
         if value:
             found.add(str(value))
             found.update(word for word in str(value).split() if len(word) >= SECRET_WORD)
+            if is_credential_header(name):
+                found.update(credential_words(str(value)))
     return sorted(found, key=len, reverse=True)
+
+
+def scrub_text(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``***``: a long one wherever it stands, a short one (under
+    ``SECRET_WORD`` characters) only as a whole word, so that a token ``test`` leaves ``latest`` whole."""
+    for secret in secrets:
+        if len(secret) >= SECRET_WORD:
+            text = text.replace(secret, "***")
+        else:
+            text = re.sub(rf"(?<![\w.~+/=-]){re.escape(secret)}(?![\w.~+/=-])", "***", text)
+    return text
 
 
 class EndpointClient:
@@ -168,6 +187,11 @@ class EndpointClient:
     def get_json(self, path: str, *, retry: bool = True) -> Any:
         """GET ``path`` and parse its JSON (None for an empty body): metadata, readiness."""
         return self._request("GET", path, None, retry=retry)
+
+    def get_ok(self, path: str, *, retry: bool = True) -> None:
+        """GET ``path`` and accept any 2xx answer whatever its body (a health route: TEI's empty ``/health``, the
+        Inference Toolkit's plain-text ``Ok``); other answers fail as ``get_json``'s do."""
+        self._request("GET", path, None, retry=retry, parse=False)
 
     def post_json(self, path: str, body: Any) -> Any:
         """POST ``body`` as JSON to ``path`` and parse the answer's JSON, with retries."""
@@ -229,14 +253,14 @@ class EndpointClient:
 
     # -- one request, its retries -----------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: Any, retry: bool) -> Any:
+    def _request(self, method: str, path: str, body: Any, retry: bool, parse: bool = True) -> Any:
         attempts = 1 + (self.settings.retries if retry else 0)
         where = f"{method} {self.url}/{path.lstrip('/')}"
         last, status = "", None
         for attempt in range(attempts):
             self._spend(where)
             try:
-                return self._attempt(method, path, body, where)
+                return self._attempt(method, path, body, where, parse)
             except _Retryable as failure:
                 last, status = failure.text, failure.status
                 if attempt + 1 < attempts:
@@ -261,8 +285,9 @@ class EndpointClient:
         with self._lock:
             return self._rng.uniform(0.0, min(cap, self.settings.backoff_s * 2 ** attempt))
 
-    def _attempt(self, method: str, path: str, body: Any, where: str) -> Any:
-        """One request: the parsed answer, a _Retryable failure, or an EndpointError that retrying cannot mend."""
+    def _attempt(self, method: str, path: str, body: Any, where: str, parse: bool = True) -> Any:
+        """One request: the parsed answer (None unless ``parse``), a _Retryable failure, or an EndpointError that
+        retrying cannot mend."""
         kwargs: dict[str, Any] = {} if body is None and method == "GET" else {"json": body}
         try:
             with self._http.stream(method, path, **kwargs) as response:
@@ -275,8 +300,9 @@ class EndpointClient:
                               if status in RETRY_AFTER_STATUSES else None)
                     raise _Retryable(f"HTTP {status}{self._snippet(content)}", wait_s, status)
                 if status >= 400:
-                    raise EndpointError(f"endpoint {self.url}: {where} answered HTTP {status}{self._snippet(content)}",
-                                        f"HTTP {status}", status)
+                    hint = AUTH_HINT if status in AUTH_STATUSES else ""
+                    raise EndpointError(f"endpoint {self.url}: {where} answered HTTP {status}{self._snippet(content)}"
+                                        f"{hint}", f"HTTP {status}", status)
         except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:  # ours to mend: retrying cannot
             raise EndpointError(f"endpoint {self.url}: {where} could not be sent ({type(exc).__name__}); "
                                 "check the endpoint URL and the headers' values") from None
@@ -287,7 +313,7 @@ class EndpointClient:
         except httpx.HTTPError as exc:  # an undecodable body (DecodingError), a broken stream
             raise EndpointError(f"endpoint {self.url}: {where} failed ({type(exc).__name__}: "
                                 f"{self._scrub(first_line(exc, type(exc).__name__))})") from None
-        if not content.strip():
+        if not parse or not content.strip():
             return None
         try:
             return json.loads(content)
@@ -338,6 +364,4 @@ class EndpointClient:
 
     def _scrub(self, text: str) -> str:
         """``text`` with every header value replaced by ``***``."""
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return scrub_text(text, self._secrets)

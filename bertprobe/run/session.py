@@ -168,9 +168,16 @@ class Session:
         digest = served or self.caches.weights_hash(spec.path)
         before = self.state.hashes.get(spec.label)
         if before and digest and before != digest:
-            what = "the model served at" if served else "the weights of model"
-            raise SuiteError(f"cannot resume: {what} '{spec.label}' changed since the run "
-                             f"(sha256 {before[:12]} -> {digest[:12]}); start a new run")
+            adopted = target.adopt_identity(before) if served else None  # the run recorded under an older key form
+            if adopted is None:
+                if served:
+                    raise SuiteError(f"cannot resume: the model served as '{spec.label}' changed since the run: "
+                                     f"{self._served_change(spec.label, target)}; start a new run, or serve what the "
+                                     "run audited")
+                raise SuiteError(f"cannot resume: the weights of model '{spec.label}' changed since the run "
+                                 f"(sha256 {before[:12]} -> {digest[:12]}); start a new run")
+            digest, notes = before, [*notes, adopted]
+            self.say(f"{spec.label}: {adopted}")
         if hasattr(target, "on_note"):  # notes learnt later (a served model's determinism) reach the report
             label = spec.label
 
@@ -185,6 +192,18 @@ class Session:
         info = describe_model(target, digest, notes)
         self.emit("model_loaded", model=info.name, info=asdict(info))
         return target
+
+    def _served_change(self, label: str, target: Target) -> str:
+        """What differs between the served model the resumed run recorded (its ``served at`` note) and ``target``."""
+        recorded = next((m for m in self.report.models if m.name == label), None)
+        was = next((n for n in getattr(recorded, "notes", []) if n.startswith("served at ")), None)
+        now = next((n for n in target.notes if n.startswith("served at ")), None)
+        if was and now and was != now:
+            return f"it was {was}; it is now {now}"
+        if was and now:  # the same URL, model, version and protocol: what routes the requests differs
+            return ("its routing headers (model.headers that are no credential, as expanded: Host, x-model-version...) "
+                    "differ from the run's")
+        return "its URL, served model, version, protocol or routing headers differ from the run's"
 
     def data_for(self, spec: DataSpec, target: Target | None = None) -> Dataset:
         """The data ``spec`` names, its labels aligned to ``target``'s classes or choices (read once)."""

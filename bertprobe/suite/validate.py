@@ -664,16 +664,29 @@ def served_specs(suite: Suite) -> list[ModelSpec]:
     return list(distinct.values())
 
 
-def check_endpoints(suite: Suite, plugins: Any, problems: Problems) -> None:
+def check_endpoints(suite: Suite, plugins: Any, problems: Problems, contact: bool = True) -> str | None:
     """Each served model answers its codec's readiness and metadata requests (5 s, no retries), all asked at once
     and every one that does not listed (``bertprobe.model.endpoint_ready``), before a run folder exists. A suite
-    without a served model imports nothing for it."""
+    without a served model imports nothing for it. Nothing is sent with ``contact`` false (``validate --offline``)
+    nor when the executor joins a running Ray cluster (``executor.address``: its workers, not this machine, reach
+    the endpoints); the line returned then says which models were not contacted and why (None: all were asked)."""
     specs = served_specs(suite)
     if not specs:
-        return
+        return None
+    joined = suite.executor.address if suite.executor is not None and suite.executor.address else None
+    if not contact or joined:
+        why = ("--offline" if not contact else
+               f"the executor joins the Ray cluster at {joined}: its workers reach them, not this machine")
+        return (f"served model{'s' if len(specs) > 1 else ''} not contacted ({why}): "
+                f"{', '.join(spec.label for spec in specs)}")
     from concurrent.futures import ThreadPoolExecutor
 
+    from bertprobe.model.endpoint import check_endpoint_spec
     from bertprobe.model.endpoint_ready import readiness_problem
+
+    specs = [spec for spec in specs if not check_endpoint_spec(spec)]  # a refused entry (a literal token) is never sent
+    if not specs:
+        return None
 
     def ask(spec: ModelSpec) -> str | None:
         try:
@@ -688,3 +701,4 @@ def check_endpoints(suite: Suite, plugins: Any, problems: Problems) -> None:
     for problem in found:
         if problem:
             problems.add(problem, TargetError)
+    return None
