@@ -34,7 +34,7 @@ from common import SHARED, require
 from bertprobe.model import ModelSpec, load_target, masked_scoring
 from bertprobe.model.masked_scoring import MaskedScorer, pll_queries
 from bertprobe.probes.minimal_pairs.pairs import load_pairs, select_pairs
-from bertprobe.probes.minimal_pairs.recheck import Settled, calibration_sample, settle
+from bertprobe.model.near_ties import Settled, calibration_sample, settle
 
 BLIMP = Path(os.environ.get("BERTPROBE_BLIMP", SHARED / "data" / "blimp"))
 BASE = SHARED / "models" / "minilm-l6-base"
