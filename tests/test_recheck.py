@@ -76,3 +76,19 @@ def test_auto_picks_bfloat16_only_where_the_device_computes_it_natively(tmp_path
     assert resolve_precision("auto", target) == "model"  # already reduced: nothing to gain, nothing to re-check
     with pytest.raises(ProbeError, match="unknown precision 'half'"):
         resolve_precision("half", target)
+
+
+def test_bfloat16_runs_a_copy_with_bfloat16_linears_made_once_unless_the_model_is_hooked(tmp_path):
+    target = tiny_target(tmp_path / "m", task="masked-lm")
+    scorer = MaskedScorer(target, precision="bfloat16")
+    reduced = scorer.model
+    assert reduced is not target.model and reduced is scorer.model  # one copy, reused
+    linears = [m for m in reduced.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
+    assert all(m.weight.dtype == torch.float32 for m in target.model.modules() if isinstance(m, torch.nn.Linear))
+    assert MaskedScorer(target).model is target.model
+    handle = target.model.bert.encoder.layer[0].register_forward_hook(lambda *a: None)
+    try:  # an intervention's hook would not follow a copy: the model itself runs, under autocast
+        assert MaskedScorer(target, precision="bfloat16").model is target.model
+    finally:
+        handle.remove()

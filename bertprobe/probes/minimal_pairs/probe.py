@@ -18,11 +18,11 @@ identical pairs); every accuracy has a 95% interval (Wilson's; the mean over par
 mean's effective sample size).
 
 Speed: ``precision: bfloat16`` (or ``auto``: bfloat16 where the device computes it natively) scores every pair in
-bfloat16, 3.5-4x faster on such a CPU, then re-scores the near ties in the model's own precision
+bfloat16 (its passes 2.5-3.2x float32's on such a CPU), then re-scores the near ties in the model's own precision
 (``bertprobe.model.near_ties.settle``): a seeded sample of ``calibration_pairs`` pairs measures how far bfloat16 moves a pair's
 margin, and every pair within twice the largest such move is scored again, so the outcomes are the full-precision
 run's unless one pair's error exceeds twice the largest of the thousands measured. The PLLs of pairs outside the
-band stay bfloat16's (up to about 0.03 nats per token off on a MiniLM-L6); ``rescored_pairs``, ``recheck_band``,
+band stay bfloat16's (up to about 0.02 nats off on a MiniLM-L6); ``rescored_pairs``, ``recheck_band``,
 ``recheck_max_error`` and ``recheck_flips`` say what it took.
 """
 
@@ -54,7 +54,7 @@ class BlimpParams:
     batch_tokens: int = 2048  # padded tokens per forward pass (masked copies packed by length; 2048 measured best on 2 cores)
     max_rows: int = 512  # masked copies per forward pass
     chunk_pairs: int = 500  # pairs per work unit (what a resumed run skips when done)
-    precision: Literal["model", "bfloat16", "auto"] = "model"  # bfloat16: 3.5-4x faster where native, near ties re-scored
+    precision: Literal["model", "bfloat16", "auto"] = "model"  # bfloat16: passes 2.5-3x faster where native, near ties re-scored
     calibration_pairs: int = 200  # with bfloat16: pairs scored in both precisions to set the re-check band
     worst: int = 5  # the worst paradigms shown as findings
     examples: int = 2  # wrong pairs shown per worst paradigm
@@ -64,7 +64,8 @@ class BlimpParams:
             raise ValueError("data must name a BLiMP folder of <UID>.jsonl files or one .jsonl file")
         if self.per_paradigm < 0:
             raise ValueError("per_paradigm must be >= 0 (0: every pair)")
-        if min(self.batch_tokens, self.max_rows, self.chunk_pairs, self.calibration_pairs) < 1 or min(self.worst, self.examples) < 0:
+        sizes = (self.batch_tokens, self.max_rows, self.chunk_pairs, self.calibration_pairs)
+        if min(sizes) < 1 or min(self.worst, self.examples) < 0:
             raise ValueError("batch_tokens, max_rows, chunk_pairs and calibration_pairs must be >= 1; worst and "
                              "examples >= 0")
 
