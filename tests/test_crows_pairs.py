@@ -407,4 +407,5 @@ def test_bfloat16_with_near_ties_rescored_gives_the_full_precision_outcomes(bert
     assert fast.value("metric_score") == exact.value("metric_score")
     recheck = fast.details["recheck"]
     assert recheck["band"] >= 0.002 and 5 <= recheck["rescored_pairs"] <= len(exact.details["pairs"])
-    assert "recheck" not in exact.details
+    assert "recheck" not in exact.details and "precision" not in exact.details["summary"]
+    assert fast.details["summary"]["precision"].startswith(f"bfloat16; {recheck['rescored_pairs']} of ")

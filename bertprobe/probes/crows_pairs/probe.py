@@ -216,6 +216,11 @@ class CrowsPairsProbe(Probe):
             for p, s in zip(pairs, scores)]
         result.details["figures"] = [figure(table)]
         self._summary(result, overall, table, len(pairs))
+        recheck = result.details.get("recheck")
+        if recheck:
+            result.details["summary"]["precision"] = (
+                f"bfloat16; {recheck['rescored_pairs']} of {len(pairs)} pairs re-scored in the model's precision "
+                f"(within {recheck['band']:.3g}), {recheck['flips']} flipped back")
         by_id = {p.id: p for p in pairs}
         for s in sorted(scores, key=lambda s: -abs(s.gap))[: params.findings]:
             p = by_id[s.id]

@@ -180,6 +180,9 @@ class BlimpProbe(Probe):
         result.details["precision"] = fast.precision
         if settled is not None:
             self._recheck(result, settled)
+            result.details["summary"]["precision"] = (
+                f"bfloat16; {settled.rescored} of {len(scores)} pairs re-scored in the model's precision (within "
+                f"{settled.band:.3g} nats), {settled.flips} flipped back")
         result.details["identical_pairs"] = [p.id for p in identical]
         result.details["merged_labels"] = {"fields": {"syntax/semantics": "syntax_semantics"}, "terms": dict(TERM_MERGES)}
         result.details["masked_rows"] = sum(v.get("rows", 0) for v in values)
