@@ -92,3 +92,28 @@ def test_bfloat16_runs_a_copy_with_bfloat16_linears_made_once_unless_the_model_i
         assert MaskedScorer(target, precision="bfloat16").model is target.model
     finally:
         handle.remove()
+
+
+def test_bfloat16_by_name_on_a_model_not_in_float32_is_refused_in_one_line(tmp_path):
+    target = tiny_target(tmp_path / "m", task="masked-lm")
+    target.model.to(torch.float16)
+    with pytest.raises(ProbeError, match=r"near ties in the model's own precision, which is float16 here") as caught:
+        resolve_precision("bfloat16", target)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_gpu_computes_bfloat16_natively_from_ampere_on_not_by_emulation(monkeypatch):
+    from types import SimpleNamespace
+
+    asked: list = []
+
+    def properties(device):
+        asked.append(device)
+        return SimpleNamespace(major={0: 7, 1: 8}[device.index])
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # counts emulation: not asked
+    assert masked_scoring.native_bfloat16("cuda:0") is False  # a V100 / T4 (7.x) emulates it
+    assert masked_scoring.native_bfloat16("cuda:1") is True
+    assert [d.index for d in asked] == [0, 1]  # the target's own device, not the current one

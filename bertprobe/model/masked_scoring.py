@@ -20,11 +20,12 @@ is recomputed needlessly. ``batch_tokens`` 2048 measured best on 2 cores (benchm
 building is under 1% of the time.
 
 ``precision="bfloat16"`` runs the forward passes under bfloat16 autocast (matrix products in bfloat16, layer norms,
-softmax and the log-probabilities in float32): 2.5-3.2x faster on a 2-core CPU that computes bfloat16 natively
+softmax and the log-probabilities in float32): 2.3-2.9x faster on a 2-core CPU that computes bfloat16 natively
 (AVX-512 BF16), with a sentence's PLL off by up to about 0.02 nats on a MiniLM-L6 (``benchmarks/mlm_scoring.py``);
 ``"auto"`` picks it only where the device computes it natively. The default, ``"model"``, computes in the dtype the
-model was loaded in (float32 on a CPU): the figures that equal minicons'. A probe that decides by a comparison
-(``blimp``) re-checks the near ties in the model's own precision.
+model was loaded in (float32 on a CPU): the figures that equal minicons'. The probes that decide by a comparison
+(``blimp``, ``crows-pairs``) re-check the near ties in the model's own precision (``near_ties``), which must then be
+float32.
 """
 
 from __future__ import annotations
@@ -272,9 +273,10 @@ class MaskedScorer:
 
 
 def bfloat16_linears(model: Any) -> Any:
-    """A copy of ``model`` whose ``nn.Linear`` weights and biases are bfloat16 (the rest as it was) and whose
+    """A copy of ``model`` whose ``nn.Linear`` weights and biases are bfloat16 (so the word embeddings too, where the
+    output projection is tied to them; layer norms and position embeddings stay as they were) and, on a CPU, whose
     attention is eager (bfloat16 SDPA on a CPU took 23% of a MiniLM-L6's pass on BLiMP's short rows), for passes
-    under bfloat16 autocast; ``model`` itself when something hooks into it (its hooks
+    under bfloat16 autocast; the copy is made where the model is (a GPU holds both for a moment); ``model`` itself when something hooks into it (its hooks
     would not follow a copy)."""
     import copy
 
@@ -284,7 +286,8 @@ def bfloat16_linears(model: Any) -> Any:
     for module in reduced.modules():
         if isinstance(module, torch.nn.Linear):
             module.to(torch.bfloat16)
-    if hasattr(reduced, "set_attn_implementation"):  # bfloat16 SDPA on a CPU is slower than eager for short rows
+    on_cpu = all(p.device.type == "cpu" for p in reduced.parameters())
+    if on_cpu and hasattr(reduced, "set_attn_implementation"):  # bf16 SDPA on a CPU is slower than eager, short rows
         try:
             reduced.set_attn_implementation("eager")
         except (ValueError, ImportError):
@@ -300,8 +303,8 @@ def native_bfloat16(device: Any) -> bool:
         cpu = torch.cpu
         return bool(getattr(cpu, "_is_amx_tile_supported", lambda: False)()
                     or getattr(cpu, "_is_avx512_bf16_supported", lambda: False)())
-    if kind == "cuda":
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if kind == "cuda":  # Ampere (compute capability 8) and later; is_bf16_supported() counts emulation too
+        return bool(torch.cuda.is_available() and torch.cuda.get_device_properties(torch.device(device)).major >= 8)
     return False
 
 
@@ -320,6 +323,11 @@ def resolve_precision(precision: str, target: Any) -> str:
         return "bfloat16" if floating32 and native_bfloat16(target.device) else "model"
     if not torch_model:
         raise ProbeError("precision 'bfloat16' needs a PyTorch model; this one is not (use precision: model)")
+    first = next(model.parameters(), None)
+    if first is not None and first.dtype != torch.float32:
+        raise ProbeError(f"precision 'bfloat16' re-checks near ties in the model's own precision, which is "
+                         f"{str(first.dtype).replace('torch.', '')} here, not float32: load the model in float32 "
+                         "(dtype: float32) or use precision: model")
     if torch.device(target.device).type not in ("cpu", "cuda"):
         raise ProbeError(f"precision 'bfloat16' runs on a CPU or a CUDA GPU, not on '{target.device}'; use "
                          "precision: model or auto")
