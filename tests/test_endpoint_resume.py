@@ -26,18 +26,18 @@ OLDER = {
 }
 
 
-def _suite(tmp_path: Path, url: str) -> Path:
+def _suite(tmp_path: Path, url: str, headers: str = HEADERS) -> Path:
     data = sentiment_tsv(tmp_path / "d.tsv", 48)
     path = tmp_path / "resume.yaml"
     path.write_text(f"suite: resume\nmodel: {{name: served, endpoint: '{url}', served_name: tiny, batch_size: 8, "
-                    f"concurrency: 1, retries: 1, {HEADERS}}}\n"
+                    f"concurrency: 1, retries: 1, {headers}}}\n"
                     f"data: {{path: '{data}', text: sentence, label: label}}\nseed: 3\n"
                     f"report: {{dir: '{tmp_path / 'reports'}', formats: [json]}}\nprobes:\n"
                     "  - probe: accuracy\n    params: {single_check: 0}\n  - probe: slices\n")
     return path
 
 
-def _interrupted_run(tmp_path: Path, server: TinyEndpoint) -> Path:
+def _interrupted_run(tmp_path: Path, server: TinyEndpoint, headers: str = HEADERS) -> Path:
     """A run whose server fails for good after three batches: its run folder, to resume."""
     real = server.answer
     calls = {"n": 0}
@@ -50,7 +50,7 @@ def _interrupted_run(tmp_path: Path, server: TinyEndpoint) -> Path:
         return real(path, body)
 
     server.answer = dying  # type: ignore[method-assign]
-    first = CliRunner().invoke(main, ["run", str(_suite(tmp_path, server.url))])
+    first = CliRunner().invoke(main, ["run", str(_suite(tmp_path, server.url, headers))])
     server.answer = real  # type: ignore[method-assign]
     assert first.exit_code == 2 and "503" in first.output, first.output
     return next((tmp_path / "reports").iterdir())
@@ -65,6 +65,7 @@ def test_a_run_recorded_under_an_older_key_resumes_and_sends_nothing_twice(
     with TinyEndpoint(tiny_clf_dir) as server:
         with monkeypatch.context() as m:  # the older bertprobe's key form, for the interrupted run only
             m.setattr(endpoint, name, then)
+            m.setattr(endpoint, "CACHE_KEY_NOTE", "")  # an older bertprobe recorded no key form
             run_dir = _interrupted_run(tmp_path, server)
         answered = dict(server.inputs)
         again = CliRunner().invoke(main, ["run", "--resume", str(run_dir)])
@@ -100,3 +101,28 @@ def test_routing_headers_that_changed_are_named_as_such(tmp_path: Path, tiny_clf
     assert again.exit_code == 2, again.output
     (line,) = [line for line in again.output.splitlines() if "cannot resume" in line]
     assert "routing headers" in line and "canary" not in line and "tok-resume-4471" not in line
+
+
+def test_a_run_recorded_under_todays_key_form_never_adopts_an_older_one() -> None:
+    """A run recorded today without routing headers has the identity the older header-less form gives: its notes
+    (``CACHE_KEY_NOTE``) say which form it used, so a changed identity is never explained away as an older form."""
+    from types import SimpleNamespace
+
+    identity = {"": "id-of-no-routing", "d2": "id-of-v2"}
+    served = SimpleNamespace(routing="d2", older_routing=("", "d2"), _runner=None, _identity=identity.get)
+    assert endpoint.EndpointTarget.adopt_identity(served, "id-of-no-routing", [endpoint.CACHE_KEY_NOTE]) is None
+    assert served.routing == "d2"
+    adopted = endpoint.EndpointTarget.adopt_identity(served, "id-of-no-routing", ["served at http://x (v2)"])
+    assert adopted and "without its headers" in adopted and served.routing == ""  # an older run: its keys taken
+
+
+def test_a_served_models_record_holds_the_key_form(tmp_path: Path, tiny_clf_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("BP_RESUME_TOKEN", "tok-resume-4471")
+    with TinyEndpoint(tiny_clf_dir) as server:
+        run_dir = _interrupted_run(tmp_path, server)
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    (loaded,) = [e for e in events if e.get("event") == "model_loaded"]
+    assert endpoint.CACHE_KEY_NOTE in loaded["info"]["notes"]

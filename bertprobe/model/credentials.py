@@ -1,8 +1,8 @@
 """Which of a served model's request headers carry credentials, and which words of their values are the secret.
 
-A header is a credential when its name is one of ``SECRET_HEADERS`` or contains one of ``CREDENTIAL_WORDS``
-(case-insensitive): ``Authorization``, ``X-Auth-Token``, ``X-Goog-Api-Key``, ``Ocp-Apim-Subscription-Key``,
-``X-Amz-Security-Token``... A credential's value is written as ``${VAR}`` in a suite, never enters a cache key or a
+A header is a credential when its name is one of ``SECRET_HEADERS``, one of its parts (split at ``-``, ``_``, ``.``)
+is one of ``CREDENTIAL_WORDS``, or it holds one of ``CREDENTIAL_PHRASES`` (case-insensitive): ``Authorization``,
+``X-Auth-Token``, ``X-Goog-Api-Key``, ``Ocp-Apim-Subscription-Key``, ``X-Amz-Security-Token``, ``X-Session-Id``... A credential's value is written as ``${VAR}`` in a suite, never enters a cache key or a
 served model's identity, and each of its words but an auth scheme's name (``Bearer``) is scrubbed from messages.
 A routing header whose name happens to hold such a word (``x-routing-key``) is treated as a credential too: it is
 then left out of the cache key, so name a header that routes without these words. Imports nothing.
@@ -10,9 +10,14 @@ then left out of the cache key, so name a header that routes without these words
 
 from __future__ import annotations
 
+import re
+
 SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization", "cookie")
 CREDENTIAL_WORDS = ("auth", "token", "key", "secret", "password", "passwd", "cookie", "signature", "credential",
-                    "session")
+                    "credentials", "apikey", "authtoken", "accesstoken", "authorization", "jwt", "bearer")
+CREDENTIAL_PHRASES = ("session-id", "session_id", "sessionid")
+# a header name's parts (split at "-", "_" and ".") are compared with the words, so X-Tokenizer-Version, X-Author and
+# X-Sticky-Session route and stay in the cache key, while X-Auth-Token and X-Goog-Api-Key are credentials
 AUTH_SCHEMES = frozenset({"bearer", "basic", "digest", "token", "apikey", "api-key", "key", "negotiate", "ntlm",
                           "dpop", "hoba", "mutual", "sharedkey", "aws4-hmac-sha256"})
 MIN_SECRET_WORD = 4  # a credential's words shorter than this are not scrubbed alone (they would mangle messages)
@@ -21,7 +26,8 @@ MIN_SECRET_WORD = 4  # a credential's words shorter than this are not scrubbed a
 def is_credential_header(name: str) -> bool:
     """Whether header ``name`` carries a credential (``SECRET_HEADERS``, or a name holding a ``CREDENTIAL_WORDS``)."""
     lower = str(name).strip().lower()
-    return lower in SECRET_HEADERS or any(word in lower for word in CREDENTIAL_WORDS)
+    return (lower in SECRET_HEADERS or any(part in CREDENTIAL_WORDS for part in re.split(r"[-_.\s]+", lower))
+            or any(phrase in lower for phrase in CREDENTIAL_PHRASES))
 
 
 def credential_words(value: str) -> list[str]:

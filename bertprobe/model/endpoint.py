@@ -103,9 +103,12 @@ def headers_from_env(headers: dict[str, str], env: Any = None) -> dict[str, str]
     return out
 
 
+CACHE_KEY_NOTE = "cache keys: the routing headers, credentials told by their names' words"  # today's form, recorded
+
+
 def routing_digest(headers: dict[str, str]) -> str:
     """The sha256 of the headers that may route a request (``Host``, ``x-model-version``...), as expanded: credentials
-    (``credentials.is_credential_header``: ``Authorization``, ``X-Auth-Token``, any name holding token, key, secret,
+    (``credentials.is_credential_header``: ``Authorization``, ``X-Auth-Token``, any name with a part token, key, secret,
     auth...) are left out, so no token enters a key and a rotated one keeps the cache; empty for none."""
     from bertprobe.model.response_cache import headers_digest
 
@@ -273,10 +276,15 @@ class EndpointTarget(Target):
         scope = (str(getattr(self.client, "url", self.spec.endpoint)), served.name, served.version, self.codec.name)
         return hashlib.sha256(repr((*scope, routing) if routing else scope).encode("utf-8")).hexdigest()
 
-    def adopt_identity(self, recorded: str) -> str | None:
+    def adopt_identity(self, recorded: str, recorded_notes: Sequence[str] = ()) -> str | None:
         """Take the cache keys of an older bertprobe where a resumed run was recorded under them (``recorded``, its
         served identity, is one of ``older_routing``'s): its answers are then found again and nothing it was
-        answered is sent twice. A note saying so, or None where no older key form gives ``recorded``."""
+        answered is sent twice. A note saying so, or None where no older key form gives ``recorded``, or where the
+        run's notes (``recorded_notes``) hold ``CACHE_KEY_NOTE``: it was recorded under today's form, so a different
+        identity means the model or its routing changed (a run recorded without routing headers has the same
+        identity as an older form's, and must not adopt it once a routing header is added)."""
+        if CACHE_KEY_NOTE and CACHE_KEY_NOTE in recorded_notes:
+            return None
         for routing in self.older_routing:
             if routing != self.routing and self._identity(routing) == recorded:
                 self.routing, self._runner = routing, None
@@ -476,7 +484,7 @@ def load_endpoint_target(spec: ModelSpec, tasks: Any = None, codecs: Any = None,
     device = torch.device("cpu")
     served_note = (f"served at {spec.endpoint} ({codec.name}); model {served.name}"
                    + (f", version {served.version}" if served.version else ", no version reported"))
-    notes = [served_note, *served.notes, *notes]
+    notes = [served_note, *served.notes, *notes, *([CACHE_KEY_NOTE] if CACHE_KEY_NOTE else [])]
     if twin is not None:
         notes.append(f"twin: {spec.twin} (probes that need gradients, attentions or heads run there)")
     return EndpointTarget(spec=spec, model=ServedModule(config), tokenizer=twin.tokenizer if twin is not None else None,

@@ -142,7 +142,8 @@ def scrub_text(text: str, secrets: Sequence[str]) -> str:
         if len(secret) >= SECRET_WORD:
             text = text.replace(secret, "***")
         else:
-            text = re.sub(rf"(?<![\w.~+/=-]){re.escape(secret)}(?![\w.~+/=-])", "***", text)
+            # "=" may precede it (api_key=ab12 echoed back), not follow it (base64 padding of a longer token)
+            text = re.sub(rf"(?<![\w.~+/-]){re.escape(secret)}(?![\w.~+/=-])", "***", text)
     return text
 
 

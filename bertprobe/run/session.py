@@ -168,7 +168,9 @@ class Session:
         digest = served or self.caches.weights_hash(spec.path)
         before = self.state.hashes.get(spec.label)
         if before and digest and before != digest:
-            adopted = target.adopt_identity(before) if served else None  # the run recorded under an older key form
+            recorded = next((m for m in self.report.models if m.name == spec.label), None)
+            # the run recorded under an older key form (its notes say which form it was)
+            adopted = target.adopt_identity(before, list(getattr(recorded, "notes", []))) if served else None
             if adopted is None:
                 if served:
                     raise SuiteError(f"cannot resume: the model served as '{spec.label}' changed since the run: "
