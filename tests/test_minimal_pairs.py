@@ -339,3 +339,34 @@ def test_blimp_in_bfloat16_gives_the_full_precision_outcomes(tmp_path, hand_blim
     full = [s.total for s in MaskedScorer(target, 512, 64).pll(texts)]
     differ = sum((raw[2 * i] > raw[2 * i + 1]) != (full[2 * i] > full[2 * i + 1]) for i in range(len(pairs)))
     assert recheck["flips"] == differ
+
+
+def test_the_bfloat16_chunks_and_rescored_pairs_are_sweeps_a_worker_can_rebuild(tmp_path, hand_blimp):
+    """What an executor ships: the sweep with its precision (resolved on the coordinator), not the model; a grouped
+    call of one-pair units (the re-scored near ties) gives each pair what the chunk gave it."""
+    import pickle
+
+    from bertprobe.execution import map_in_process
+    from bertprobe.probes.minimal_pairs.scoring import PairChunks
+
+    calls = []
+
+    def recording(fn, units, **kw):
+        values = map_in_process(fn, units, **kw)
+        calls.append((fn, list(units), values, kw.get("group", 0)))
+        return values
+
+    target = tiny_target(tmp_path / "m", task="masked-lm", initializer_range=0.5)
+    BlimpProbe().run(target, None, BlimpParams(data=str(hand_blimp), precision="bfloat16", calibration_pairs=2,
+                                               chunk_pairs=3), ProbeContext(map=recording))
+    (fast, chunks, fast_values, _), *rescores = calls
+    assert isinstance(fast, PairChunks) and fast.precision == "bfloat16"
+    assert all(key.startswith("bfloat16-pairs") for key, _ in chunks)
+    assert rescores and all(fn.precision == "model" and group == 3 for fn, _, _, group in rescores)
+    shipped = pickle.loads(pickle.dumps(fast))
+    assert "_bound" not in shipped.__dict__ and shipped.precision == "bfloat16"
+    assert shipped.bind(target, None)(chunks[0][1])["good"] == pytest.approx(fast_values[0]["good"], abs=1e-6)
+    exact, units, values, _ = rescores[0]
+    assert all(key.startswith("exact-") and len(unit) == 1 for key, unit in units)
+    one_by_one = [pickle.loads(pickle.dumps(exact)).bind(target, None)(unit)["good"][0] for _, unit in units]
+    assert [v["good"][0] for v in values] == pytest.approx(one_by_one, abs=1e-5)  # grouped: packed across pairs
