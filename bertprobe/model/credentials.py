@@ -2,10 +2,12 @@
 
 A header is a credential when its name is one of ``SECRET_HEADERS``, one of its parts (split at ``-``, ``_``, ``.``)
 is one of ``CREDENTIAL_WORDS``, or it holds one of ``CREDENTIAL_PHRASES`` (case-insensitive): ``Authorization``,
-``X-Auth-Token``, ``X-Goog-Api-Key``, ``Ocp-Apim-Subscription-Key``, ``X-Amz-Security-Token``, ``X-Session-Id``... A credential's value is written as ``${VAR}`` in a suite, never enters a cache key or a
-served model's identity, and each of its words but an auth scheme's name (``Bearer``) is scrubbed from messages.
-A routing header whose name happens to hold such a word (``x-routing-key``) is treated as a credential too: it is
-then left out of the cache key, so name a header that routes without these words. Imports nothing.
+``X-Auth-Token``, ``X-Goog-Api-Key``, ``Ocp-Apim-Subscription-Key``, ``X-Amz-Security-Token``, ``X-Session-Id``...
+(not ``X-Tokenizer-Version``, ``X-Author`` or ``X-Sticky-Session``). A credential's value is written as ``${VAR}`` in
+a suite, never enters a cache key or a served model's identity, and each of its words but an auth scheme's name
+(``Bearer``) is scrubbed from messages. A routing header named with such a part (``x-routing-key``) is a credential
+too: it is then left out of the cache key, so name a header that routes without these words. Imports nothing but
+``re``.
 """
 
 from __future__ import annotations

@@ -276,8 +276,8 @@ def bfloat16_linears(model: Any) -> Any:
     """A copy of ``model`` whose ``nn.Linear`` weights and biases are bfloat16 (so the word embeddings too, where the
     output projection is tied to them; layer norms and position embeddings stay as they were) and, on a CPU, whose
     attention is eager (bfloat16 SDPA on a CPU took 23% of a MiniLM-L6's pass on BLiMP's short rows), for passes
-    under bfloat16 autocast; the copy is made where the model is (a GPU holds both for a moment); ``model`` itself when something hooks into it (its hooks
-    would not follow a copy)."""
+    under bfloat16 autocast; the copy is made where the model is (a GPU holds both for a moment); ``model`` itself
+    when something hooks into it (its hooks would not follow a copy)."""
     import copy
 
     if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):

@@ -37,11 +37,11 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, resolve_precision
+from bertprobe.model.near_ties import Scores, Settled, calibration_sample, settle
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.minimal_pairs.accuracy import GroupAccuracy, group_accuracy, margin_text, mean_over_groups
 from bertprobe.probes.minimal_pairs.pairs import TERM_MERGES, MinimalPair, load_pairs, select_pairs
-from bertprobe.model.near_ties import Scores, Settled, calibration_sample, settle
 from bertprobe.probes.minimal_pairs.scoring import PairChunks, PairScore, check_lengths
 from bertprobe.results import Finding, ProbeResult
 
