@@ -287,6 +287,13 @@ class Probe(abc.ABC):
         return []
 
     @classmethod
+    def model_problems(cls, params: Any, model: Any) -> list[str]:
+        """What ``params`` ask that ``model`` (a ``ModelSpec``: its runtime, device, dtype, endpoint) cannot give,
+        known from the suite alone: asked by ``validate`` and ``run``'s preflight for each model the probe runs on,
+        before anything loads. One message per problem, with the fix; the default finds none."""
+        return []
+
+    @classmethod
     def missing_requirements(cls, capabilities: frozenset[str] | set[str]) -> list[str]:
         """Target capabilities the probe requires and ``capabilities`` lacks (``data:`` needs aside)."""
         return sorted(r for r in set(cls.requires) - set(capabilities) if not r.startswith("data:"))

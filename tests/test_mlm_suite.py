@@ -3,6 +3,8 @@ BPE), ELECTRA-generator and DeBERTa-v2 MLMs, and the fixture where ``../shared``
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED, only_run
@@ -216,3 +218,31 @@ def test_a_sentence_longer_than_the_models_positions_is_refused_by_validate_as_b
         assert "sva.jsonl" in result.output and "Traceback" not in result.output
         outputs.append(result.output)
     assert outputs[0] == outputs[1] and not (tmp_path / "out").exists()
+
+
+def test_a_precision_the_model_cannot_compute_is_refused_before_anything_loads(tmp_path, monkeypatch):
+    """precision: bfloat16 by name on a model loaded in float16 (the re-check needs float32) or on an ONNX Runtime
+    build: one line per model naming both probes, from validate and from run, exit 2, no run folder."""
+    model = save_tiny_model(tmp_path / "mlm", task="masked-lm", labels=(), words=WORDS_MLM)
+    for weights in model.glob("*.safetensors"):
+        weights.write_bytes(b"not weights")  # nothing may load
+    tiny_mlm_data(tmp_path, monkeypatch)
+    blimp, crows = (os.environ["BERTPROBE_BLIMP"], os.environ["BERTPROBE_CROWS"])
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "suite: p\nmodels:\n"
+        f"  - {{name: half, path: '{model}', device: cpu, dtype: float16}}\n"
+        f"  - {{name: built, path: '{model}', device: cpu, runtime: onnx}}\n"
+        f"  - {{name: plain, path: '{model}', device: cpu}}\n"
+        f"report: {{dir: '{tmp_path / 'out'}'}}\nprobes:\n"
+        f"  - probe: blimp\n    params: {{data: '{blimp}', precision: bfloat16}}\n"
+        f"  - probe: crows-pairs\n    params: {{data: '{crows}', precision: bfloat16}}\n")
+    for command in ("validate", "run"):
+        result = CliRunner().invoke(main, [command, str(path)])
+        assert result.exit_code == 2, result.output
+        lines = [line for line in result.output.splitlines() if "precision 'bfloat16'" in line]
+        assert len(lines) == 2 and "Traceback" not in result.output, result.output
+        assert any("half for blimp, crows-pairs: " in line and "not dtype: float16" in line for line in lines)
+        assert any("built for blimp, crows-pairs: " in line and "an ONNX Runtime build" in line for line in lines)
+        assert "plain for" not in result.output
+    assert not (tmp_path / "out").exists()

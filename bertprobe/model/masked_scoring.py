@@ -308,6 +308,23 @@ def native_bfloat16(device: Any) -> bool:
     return False
 
 
+def precision_spec_problem(precision: str, spec: Any) -> str | None:
+    """Why ``precision`` cannot run on the model ``spec`` describes, known before it loads (what
+    ``resolve_precision`` would refuse once it has): bfloat16 asked for by name on an ONNX Runtime build or a served
+    model, on an ``mps`` device, or with a ``dtype`` other than float32; None when it can, or cannot be told yet."""
+    if precision != "bfloat16":
+        return None
+    if getattr(spec, "endpoint", None) or getattr(spec, "runtime", "torch") == "onnx":
+        what = "a served model" if getattr(spec, "endpoint", None) else "an ONNX Runtime build"
+        return f"precision 'bfloat16' needs a PyTorch model, and this is {what}; use precision: model or auto"
+    if str(getattr(spec, "device", "auto")).startswith("mps"):
+        return "precision 'bfloat16' runs on a CPU or a CUDA GPU, not on mps; use precision: model or auto"
+    if getattr(spec, "dtype", "auto") in ("float16", "bfloat16"):
+        return (f"precision 'bfloat16' re-checks near ties in the model's own precision, which must be float32, not "
+                f"dtype: {spec.dtype}; use precision: model, or load the model in float32")
+    return None
+
+
 def resolve_precision(precision: str, target: Any) -> str:
     """``"model"`` or ``"bfloat16"``: what ``precision`` means for ``target`` (``"auto"``: bfloat16 where its
     device computes it natively and the model is a PyTorch one in float32, else the model's own)."""

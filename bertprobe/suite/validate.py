@@ -190,6 +190,7 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
     _check_task_fit(suite, plugins, cls_of, params, tasks, problems)
     _check_tokenizers(suite, plugins, cls_of, params, tasks, problems)
     _check_model_params(suite, plugins, cls_of, params, problems)
+    _check_model_problems(suite, cls_of, params, problems)
     executor = suite.executor.name if suite.executor is not None else None
     if executor is not None and executor not in plugins.executors:
         names = sorted(plugins.executors.names())
@@ -213,6 +214,28 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
     if found is None:
         collected.raise_if_any(suite.source or "suite")
     return params
+
+
+def _check_model_problems(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
+    """Each probe's ``Probe.model_problems(params, model)`` for each model it runs on (a precision the model's
+    runtime or device cannot compute), from the suite alone; one line per model and problem, naming the probes."""
+    from bertprobe.probe import Probe
+
+    found: dict[tuple[str, str], list[str]] = {}
+    for spec in suite.probes:
+        cls = cls_of.get(spec.id)
+        if cls is None or spec.id not in params or \
+                getattr(cls.model_problems, "__func__", None) is Probe.model_problems.__func__:
+            continue
+        for model in (spec.model,) if spec.model is not None else suite.models:
+            try:
+                messages = list(cls.model_problems(params[spec.id], model))
+            except BertprobeError as exc:  # a plugin's that raises instead of returning
+                messages = list(getattr(exc, "problems", None) or [str(exc)])
+            for message in messages:
+                found.setdefault((model.label, message), []).append(spec.id)
+    for (label, message), ids in found.items():
+        problems.append(f"{label} for {', '.join(ids)}: {message}")
 
 
 def _check_model_params(suite: Suite, plugins: Any, cls_of: dict[str, Any], params: dict[str, Any],

@@ -40,7 +40,7 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, Problems
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, resolve_precision
+from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, precision_spec_problem, resolve_precision
 from bertprobe.model.near_ties import Scores, calibration_sample, settle
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
@@ -148,6 +148,12 @@ class CrowsPairsProbe(Probe):
         found = Problems()
         found.attempt(load_pairs, params.data)
         return found.messages
+
+    @classmethod
+    def model_problems(cls, params: CrowsPairsParams, model: Any) -> list[str]:
+        """A ``precision`` the model's runtime, device or dtype cannot compute."""
+        problem = precision_spec_problem(params.precision, model)
+        return [problem] if problem else []
 
     @classmethod
     def tokenizer_problems(cls, params: CrowsPairsParams, tokenizer: Any, max_length: int | None = None,

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
-from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, resolve_precision
+from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, precision_spec_problem, resolve_precision
 from bertprobe.model.near_ties import Scores, Settled, calibration_sample, settle
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
@@ -117,6 +117,12 @@ class BlimpProbe(Probe):
         if pairs is not None:
             found.attempt(select_pairs, pairs, params.paradigms, params.per_paradigm, 0)
         return found.messages
+
+    @classmethod
+    def model_problems(cls, params: BlimpParams, model: Any) -> list[str]:
+        """A ``precision`` the model's runtime, device or dtype cannot compute."""
+        problem = precision_spec_problem(params.precision, model)
+        return [problem] if problem else []
 
     @classmethod
     def tokenizer_problems(cls, params: BlimpParams, tokenizer: Any, max_length: int | None = None,
