@@ -409,4 +409,4 @@ def test_bfloat16_with_near_ties_rescored_gives_the_full_precision_outcomes(bert
     assert recheck["band"] == pytest.approx(max(0.002, 2 * recheck["max_error"]))
     assert 5 <= recheck["rescored_pairs"] <= len(exact.details["pairs"])
     assert "recheck" not in exact.details and "precision" not in exact.details["summary"]
-    assert fast.details["summary"]["precision"].startswith(f"bfloat16; {recheck['rescored_pairs']} of ")
+    assert fast.details["summary"]["precision"].startswith(f"bfloat16, {recheck['rescored_pairs']}/")

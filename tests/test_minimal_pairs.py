@@ -327,7 +327,7 @@ def test_blimp_in_bfloat16_gives_the_full_precision_outcomes(tmp_path, hand_blim
     assert recheck["calibration_pairs"] == 4 <= recheck["rescored_pairs"] <= exact.value("pairs")
     assert recheck["band"] == pytest.approx(2 * recheck["max_error"]) and recheck["max_error"] > 0
     assert fast.value("rescored_pairs") == recheck["rescored_pairs"]
-    assert fast.details["summary"]["precision"].startswith(f"bfloat16; {recheck['rescored_pairs']} of ")
+    assert fast.details["summary"]["precision"].startswith(f"bfloat16, {recheck['rescored_pairs']}/")
     assert "precision" not in exact.details["summary"]
     assert "recheck" not in exact.details and "rescored_pairs" not in exact.metrics
     if data == BLIMP:  # 201 pairs: about half lie inside the band of this peaked tiny model
@@ -370,3 +370,12 @@ def test_the_bfloat16_chunks_and_rescored_pairs_are_sweeps_a_worker_can_rebuild(
     assert all(key.startswith("exact-") and len(unit) == 1 for key, unit in units)
     one_by_one = [pickle.loads(pickle.dumps(exact)).bind(target, None)(unit)["good"][0] for _, unit in units]
     assert [v["good"][0] for v in values] == pytest.approx(one_by_one, abs=1e-5)  # grouped: packed across pairs
+
+
+def test_bfloat16_on_no_more_pairs_than_the_calibration_sample_scores_them_once_in_full_precision(tmp_path, hand_blimp):
+    target = tiny_target(tmp_path / "m", task="masked-lm", initializer_range=0.5)
+    result = BlimpProbe().run(target, None, BlimpParams(data=str(hand_blimp), precision="bfloat16"), ProbeContext())
+    exact = BlimpProbe().run(target, None, BlimpParams(data=str(hand_blimp)), ProbeContext())
+    assert result.details["precision"] == "model" and "recheck" not in result.details
+    assert result.details["summary"]["precision"].startswith("model's own: 8 pairs, no more than the 200")
+    assert result.value("forward_passes") == exact.value("forward_passes")  # one pass over the pairs, not two

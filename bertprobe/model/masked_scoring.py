@@ -212,7 +212,7 @@ class MaskedScorer:
         batches = self._batches(seqs, rows)
         steps: Iterable[list[int]] = batches
         if self.progress is not None:
-            steps = self.progress(batches, total=len(batches), desc=f"{desc} ({len(rows)} masked rows)")
+            steps = self.progress(batches, total=len(batches), desc=f"{desc} ({len(rows)} masked rows, in batches)")
         with torch.inference_mode():
             for batch in steps:
                 seq_idx = torch.tensor([rows[r][0] for r in batch])

@@ -184,6 +184,9 @@ class CrowsPairsProbe(Probe):
         check_lengths(state[0].tok, state[0].max_length, pairs, state[1], Path(params.data).name)
         # the precision resolved here ("auto" on this machine's device), so every worker computes the same
         fast = CrowsPairChunks(params.lowercase, params.batch_tokens, resolve_precision(params.precision, target))
+        skipped = fast.precision != "model" and len(pairs) <= params.calibration_pairs
+        if skipped:  # the calibration sample would be every pair: bfloat16 would only add a pass
+            fast = CrowsPairChunks(params.lowercase, params.batch_tokens)
         reduced = fast.precision != "model"
         fast_state = fast.setup(target, None) if reduced else state
         fast_state[0].progress = ctx.progress
@@ -225,8 +228,10 @@ class CrowsPairsProbe(Probe):
         recheck = result.details.get("recheck")
         if recheck:
             result.details["summary"]["precision"] = (
-                f"bfloat16; {recheck['rescored_pairs']} of {len(pairs)} pairs re-scored in the model's precision "
-                f"(within {recheck['band']:.3g}), {recheck['flips']} flipped back")
+                f"bfloat16, {recheck['rescored_pairs']}/{len(pairs)} re-scored in float32, {recheck['flips']} flipped")
+        elif skipped:
+            result.details["summary"]["precision"] = (f"model's own: {len(pairs)} pairs, no more than the "
+                                                      f"{params.calibration_pairs} calibration pairs bfloat16 re-scores")
         by_id = {p.id: p for p in pairs}
         for s in sorted(scores, key=lambda s: -abs(s.gap))[: params.findings]:
             p = by_id[s.id]

@@ -149,6 +149,9 @@ class BlimpProbe(Probe):
         scored = [p for p in pairs if not p.identical]
         # the precision resolved here ("auto" on this machine's device), so every worker computes the same
         fast = PairChunks(params.metric, params.batch_tokens, params.max_rows, resolve_precision(params.precision, target))
+        skipped = fast.precision != "model" and len(scored) <= params.calibration_pairs
+        if skipped:  # the calibration sample would be every pair: bfloat16 would only add a pass
+            fast = PairChunks(params.metric, params.batch_tokens, params.max_rows)
         reduced = fast.precision != "model"
         fast_scorer: MaskedScorer = fast.setup(target, None) if reduced else scorer
         fast_scorer.progress = ctx.progress
@@ -185,11 +188,13 @@ class BlimpProbe(Probe):
         result.add_metric("forward_passes", float(sum(v.get("passes", 0) for v in values)), None, kind="cost")
         result.details["metric"] = params.metric
         result.details["precision"] = fast.precision
+        if skipped:
+            result.details["summary"]["precision"] = (f"model's own: {len(scored)} pairs, no more than the "
+                                                      f"{params.calibration_pairs} calibration pairs bfloat16 re-scores")
         if settled is not None:
             self._recheck(result, settled)
             result.details["summary"]["precision"] = (
-                f"bfloat16; {settled.rescored} of {len(scores)} pairs re-scored in the model's precision (within "
-                f"{settled.band:.3g} nats), {settled.flips} flipped back")
+                f"bfloat16, {settled.rescored}/{len(scores)} re-scored in float32, {settled.flips} flipped")
         result.details["identical_pairs"] = [p.id for p in identical]
         result.details["merged_labels"] = {"fields": {"syntax/semantics": "syntax_semantics"}, "terms": dict(TERM_MERGES)}
         result.details["masked_rows"] = sum(v.get("rows", 0) for v in values)
@@ -248,9 +253,11 @@ class BlimpProbe(Probe):
              "axes": {"y": "share of pairs with PLL(good) > PLL(bad)"}}
             for table, prefix in (("fields", "field_accuracy_"), ("terms", "term_accuracy_"))]
         ranked = sorted(tables["paradigms"].items(), key=lambda kv: kv[1].accuracy)
+        ties = sum(s.tied for s in scores)
         result.details["key_finding"] = (
             f"BLiMP accuracy {mean:.3f} (mean over {len(ranked)} paradigms; {result.value('pair_accuracy'):.3f} over "
-            f"{len(scores)} pairs); weakest paradigm: {ranked[0][0]} {ranked[0][1].accuracy:.2f}")
+            f"{len(scores)} pairs" + (f", {ties} of them tied and counted wrong" if ties else "")
+            + f"); weakest paradigm: {ranked[0][0]} {ranked[0][1].accuracy:.2f}")
         result.details["summary"] = {
             "fields": ", ".join(f"{n} {g.accuracy:.2f}" for n, g in tables["fields"].items()),
             "weakest paradigms": ", ".join(f"{n} {g.accuracy:.2f}" for n, g in ranked[:3]),
