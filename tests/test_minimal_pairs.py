@@ -328,7 +328,8 @@ def test_blimp_in_bfloat16_gives_the_full_precision_outcomes(tmp_path, hand_blim
     assert recheck["band"] == pytest.approx(2 * recheck["max_error"]) and recheck["max_error"] > 0
     assert fast.value("rescored_pairs") == recheck["rescored_pairs"]
     assert fast.details["summary"]["precision"].startswith(f"bfloat16, {recheck['rescored_pairs']}/")
-    assert "precision" not in exact.details["summary"]
+    assert "precision" not in exact.details["summary"] and "bfloat16" not in exact.details["key_finding"]
+    assert fast.details["key_finding"].endswith(f"(bfloat16; {recheck['rescored_pairs']} near ties re-scored in float32)")
     assert "recheck" not in exact.details and "rescored_pairs" not in exact.metrics
     if data == BLIMP:  # 201 pairs: about half lie inside the band of this peaked tiny model
         assert recheck["rescored_pairs"] < exact.value("pairs")

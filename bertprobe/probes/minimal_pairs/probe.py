@@ -193,6 +193,7 @@ class BlimpProbe(Probe):
                                                       f"{params.calibration_pairs} calibration pairs bfloat16 re-scores")
         if settled is not None:
             self._recheck(result, settled)
+            result.details["key_finding"] += f" (bfloat16; {settled.rescored} near ties re-scored in float32)"
             result.details["summary"]["precision"] = (
                 f"bfloat16, {settled.rescored}/{len(scores)} re-scored in float32, {settled.flips} flipped")
         result.details["identical_pairs"] = [p.id for p in identical]
