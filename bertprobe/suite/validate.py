@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -219,21 +220,39 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
 def _check_model_problems(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
     """Each probe's ``Probe.model_problems(params, model)`` for each model it runs on (a precision the model's
     runtime or device cannot compute), from the suite alone; one line per model and problem, naming the probes."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for spec, cls, model in _overriding(suite, cls_of, params, "model_problems"):
+        for message in _asked(cls.model_problems, params[spec.id], model):
+            found.setdefault((model.label, message), []).append(spec.id)
+    _grouped(found, problems)
+
+
+def _overriding(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any],
+                hook: str) -> Iterator[tuple[Any, Any, ModelSpec]]:
+    """(probe entry, probe class, model) for each probe whose class overrides ``Probe.<hook>`` and each model it runs
+    on (its own ``model:``, else the suite's)."""
     from bertprobe.probe import Probe
 
-    found: dict[tuple[str, str], list[str]] = {}
     for spec in suite.probes:
         cls = cls_of.get(spec.id)
         if cls is None or spec.id not in params or \
-                getattr(cls.model_problems, "__func__", None) is Probe.model_problems.__func__:
+                getattr(getattr(cls, hook), "__func__", None) is getattr(Probe, hook).__func__:
             continue
         for model in (spec.model,) if spec.model is not None else suite.models:
-            try:
-                messages = list(cls.model_problems(params[spec.id], model))
-            except BertprobeError as exc:  # a plugin's that raises instead of returning
-                messages = list(getattr(exc, "problems", None) or [str(exc)])
-            for message in messages:
-                found.setdefault((model.label, message), []).append(spec.id)
+            yield spec, cls, model
+
+
+def _asked(hook: Callable[..., Iterable[str]], *args: Any) -> list[str]:
+    """A probe hook's problems (``hook(*args)``); a plugin's hook that raises instead of returning gives its error's
+    problems."""
+    try:
+        return list(hook(*args))
+    except BertprobeError as exc:
+        return list(getattr(exc, "problems", None) or [str(exc)])
+
+
+def _grouped(found: dict[tuple[str, str], list[str]], problems: list[str]) -> None:
+    """One line per (model, problem), naming every probe that found it."""
     for (label, message), ids in found.items():
         problems.append(f"{label} for {', '.join(ids)}: {message}")
 
@@ -505,34 +524,25 @@ def _check_tokenizers(suite: Suite, plugins: Any, cls_of: dict[str, Any], params
     words in the vocabulary), asked for each local model of a task it reads, with only the tokenizer loaded; a
     problem several probes find on one model is one line naming them."""
     from bertprobe.model.masked_scoring import config_positions
-    from bertprobe.probe import Probe
 
     tokenizers: dict[str, Any] = {}
     found: dict[tuple[str, str], list[str]] = {}  # (model, problem) -> the probes that found it
-    for spec in suite.probes:
-        cls = cls_of.get(spec.id)
-        if cls is None or spec.id not in params or \
-                getattr(cls.tokenizer_problems, "__func__", None) is Probe.tokenizer_problems.__func__:
+    for spec, cls, model in _overriding(suite, cls_of, params, "tokenizer_problems"):
+        task = tasks.get(model)
+        folder = _model_folder(model)
+        if task is None or folder is None or not _supports(cls, task, plugins.sections):
             continue
-        for model in (spec.model,) if spec.model is not None else suite.models:
-            task = tasks.get(model)
-            folder = _model_folder(model)
-            if task is None or folder is None or not _supports(cls, task, plugins.sections):
-                continue
-            if folder not in tokenizers:
-                from bertprobe.model.loading import local_tokenizer
+        if folder not in tokenizers:
+            from bertprobe.model.loading import local_tokenizer
 
-                tokenizers[folder] = local_tokenizer(folder)
-            tokenizer = tokenizers[folder]
-            try:
-                messages = list(cls.tokenizer_problems(params[spec.id], tokenizer, config_positions(_config(model)),
-                                                       suite.seed)) if tokenizer is not None else []
-            except BertprobeError as exc:  # a plugin's that raises instead of returning
-                messages = list(getattr(exc, "problems", None) or [str(exc)])
-            for message in messages:
-                found.setdefault((model.label, message), []).append(spec.id)
-    for (label, message), ids in found.items():
-        problems.append(f"{label} for {', '.join(ids)}: {message}")
+            tokenizers[folder] = local_tokenizer(folder)
+        tokenizer = tokenizers[folder]
+        if tokenizer is None:
+            continue
+        for message in _asked(cls.tokenizer_problems, params[spec.id], tokenizer, config_positions(_config(model)),
+                              suite.seed):
+            found.setdefault((model.label, message), []).append(spec.id)
+    _grouped(found, problems)
 
 
 def offered_capabilities(task: Any) -> frozenset[str]:
