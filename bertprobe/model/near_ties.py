@@ -64,3 +64,26 @@ def settle(fast: Sequence[Scores], rescore: Callable[[list[int]], dict[int, Scor
     flips = sum((margin(fast[i]) > 0) != (margin(exact[i]) > 0) for i in exact)
     scores = [exact.get(i, s) for i, s in enumerate(fast)]
     return Settled(scores, len(exact), len(sample), band, error, flips, rounds)
+
+
+def plan(precision: str, pairs: int, calibration: int) -> tuple[str, str | None]:
+    """The precision to run ``pairs`` pairs in, given the resolved ``precision`` (``model`` or ``bfloat16``), and the
+    summary line when bfloat16 is dropped: with no more pairs than the ``calibration`` sample, every pair would be
+    re-scored, so bfloat16 would only add a pass."""
+    if precision != "model" and pairs <= calibration:
+        return "model", (f"model's own: {pairs} pairs, no more than the {calibration} calibration pairs bfloat16 "
+                         "re-scores")
+    return precision, None
+
+
+def details(settled: Settled) -> dict[str, object]:
+    """What a report keeps of a re-check (``details.recheck``)."""
+    return {"rescored_pairs": settled.rescored, "calibration_pairs": settled.calibration, "band": settled.band,
+            "max_error": settled.max_error, "flips": settled.flips, "rounds": settled.rounds,
+            "note": ("scored in bfloat16; pairs whose margin was within the band re-scored in the model's precision: "
+                     "outcomes are the full-precision run's unless a pair's bfloat16 error exceeds the band")}
+
+
+def summary(settled: Settled, pairs: int) -> str:
+    """The report summary's precision line."""
+    return f"bfloat16, {settled.rescored}/{pairs} re-scored in float32, {settled.flips} flipped"

@@ -40,8 +40,9 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, Problems
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
+from bertprobe.model import near_ties
 from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, precision_spec_problem, resolve_precision
-from bertprobe.model.near_ties import Scores, calibration_sample, settle
+from bertprobe.model.near_ties import Scores
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.crows_pairs.data import CrowsPair, check_bias_types, load_pairs
@@ -183,10 +184,9 @@ class CrowsPairsProbe(Probe):
         state[0].progress = ctx.progress
         check_lengths(state[0].tok, state[0].max_length, pairs, state[1], Path(params.data).name)
         # the precision resolved here ("auto" on this machine's device), so every worker computes the same
-        fast = CrowsPairChunks(params.lowercase, params.batch_tokens, resolve_precision(params.precision, target))
-        skipped = fast.precision != "model" and len(pairs) <= params.calibration_pairs
-        if skipped:  # the calibration sample would be every pair: bfloat16 would only add a pass
-            fast = CrowsPairChunks(params.lowercase, params.batch_tokens)
+        precision, precision_line = near_ties.plan(resolve_precision(params.precision, target), len(pairs),
+                                            params.calibration_pairs)
+        fast = CrowsPairChunks(params.lowercase, params.batch_tokens, precision)
         reduced = fast.precision != "model"
         fast_state = fast.setup(target, None) if reduced else state
         fast_state[0].progress = ctx.progress
@@ -204,15 +204,15 @@ class CrowsPairsProbe(Probe):
                               group=CHUNK_PAIRS)
                 return {i: (float(v[0]["more"]), float(v[0]["less"])) for i, v in zip(indices, got)}
 
-            settled = settle([(float(r["more"]), float(r["less"])) for r in rows], rescore,
-                             calibration_sample(len(pairs), params.calibration_pairs, ctx.seed), floor=ROUNDING_BAND)
+            settled = near_ties.settle([(float(r["more"]), float(r["less"])) for r in rows], rescore,
+                                       near_ties.calibration_sample(len(pairs), params.calibration_pairs, ctx.seed),
+                                       floor=ROUNDING_BAND)
             rows = [{**r, "more": more, "less": less} for r, (more, less) in zip(rows, settled.scores)]
             result.add_metric("rescored_pairs", float(settled.rescored), None,
                               f"pairs scored again in the model's precision ({settled.calibration} calibration)",
                               kind="cost")
-            result.details["recheck"] = {
-                "rescored_pairs": settled.rescored, "calibration_pairs": settled.calibration, "band": settled.band,
-                "max_error": settled.max_error, "flips": settled.flips, "rounds": settled.rounds}
+            result.details["recheck"] = near_ties.details(settled)
+            precision_line = near_ties.summary(settled, len(pairs))
         result.details["precision"] = fast.precision
         scores = [CrowsPairScore(str(r["id"]), float(r["more"]), float(r["less"]), int(r["tokens"])) for r in rows]
         overall = add_scores(result, pairs, scores, with_outcomes=True)
@@ -225,13 +225,8 @@ class CrowsPairsProbe(Probe):
             for p, s in zip(pairs, scores)]
         result.details["figures"] = [figure(table)]
         self._summary(result, overall, table, len(pairs))
-        recheck = result.details.get("recheck")
-        if recheck:
-            result.details["summary"]["precision"] = (
-                f"bfloat16, {recheck['rescored_pairs']}/{len(pairs)} re-scored in float32, {recheck['flips']} flipped")
-        elif skipped:
-            result.details["summary"]["precision"] = (f"model's own: {len(pairs)} pairs, no more than the "
-                                                      f"{params.calibration_pairs} calibration pairs bfloat16 re-scores")
+        if precision_line:  # bfloat16's re-check, or why bfloat16 was dropped
+            result.details["summary"]["precision"] = precision_line
         by_id = {p.id: p for p in pairs}
         for s in sorted(scores, key=lambda s: -abs(s.gap))[: params.findings]:
             p = by_id[s.id]

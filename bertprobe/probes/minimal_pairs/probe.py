@@ -36,8 +36,9 @@ from typing import Any, Literal
 from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
+from bertprobe.model import near_ties
 from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, precision_spec_problem, resolve_precision
-from bertprobe.model.near_ties import Scores, Settled, calibration_sample, settle
+from bertprobe.model.near_ties import Scores, Settled
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.minimal_pairs.accuracy import GroupAccuracy, group_accuracy, margin_text, mean_over_groups
@@ -148,10 +149,9 @@ class BlimpProbe(Probe):
         identical = [p for p in pairs if p.identical]
         scored = [p for p in pairs if not p.identical]
         # the precision resolved here ("auto" on this machine's device), so every worker computes the same
-        fast = PairChunks(params.metric, params.batch_tokens, params.max_rows, resolve_precision(params.precision, target))
-        skipped = fast.precision != "model" and len(scored) <= params.calibration_pairs
-        if skipped:  # the calibration sample would be every pair: bfloat16 would only add a pass
-            fast = PairChunks(params.metric, params.batch_tokens, params.max_rows)
+        precision, dropped = near_ties.plan(resolve_precision(params.precision, target), len(scored),
+                                            params.calibration_pairs)
+        fast = PairChunks(params.metric, params.batch_tokens, params.max_rows, precision)
         reduced = fast.precision != "model"
         fast_scorer: MaskedScorer = fast.setup(target, None) if reduced else scorer
         fast_scorer.progress = ctx.progress
@@ -176,7 +176,8 @@ class BlimpProbe(Probe):
                 values.extend(got)
                 return {i: (float(v["good"][0]), float(v["bad"][0])) for i, v in zip(indices, got)}
 
-            settled = settle(first, rescore, calibration_sample(len(scored), params.calibration_pairs, ctx.seed))
+            settled = near_ties.settle(first, rescore,
+                                       near_ties.calibration_sample(len(scored), params.calibration_pairs, ctx.seed))
             first = settled.scores
         scores = [PairScore(p, g, b) for p, (g, b) in zip(scored, first)]
         result = ProbeResult(probe=self.name)
@@ -188,14 +189,12 @@ class BlimpProbe(Probe):
         result.add_metric("forward_passes", float(sum(v.get("passes", 0) for v in values)), None, kind="cost")
         result.details["metric"] = params.metric
         result.details["precision"] = fast.precision
-        if skipped:
-            result.details["summary"]["precision"] = (f"model's own: {len(scored)} pairs, no more than the "
-                                                      f"{params.calibration_pairs} calibration pairs bfloat16 re-scores")
+        if dropped:  # why bfloat16 was not used
+            result.details["summary"]["precision"] = dropped
         if settled is not None:
             self._recheck(result, settled)
             result.details["key_finding"] += f" (bfloat16; {settled.rescored} near ties re-scored in float32)"
-            result.details["summary"]["precision"] = (
-                f"bfloat16, {settled.rescored}/{len(scores)} re-scored in float32, {settled.flips} flipped")
+            result.details["summary"]["precision"] = near_ties.summary(settled, len(scores))
         result.details["identical_pairs"] = [p.id for p in identical]
         result.details["merged_labels"] = {"fields": {"syntax/semantics": "syntax_semantics"}, "terms": dict(TERM_MERGES)}
         result.details["masked_rows"] = sum(v.get("rows", 0) for v in values)
@@ -212,11 +211,7 @@ class BlimpProbe(Probe):
                           "largest change of a pair's margin between bfloat16 and the model's precision", kind="cost")
         result.add_metric("recheck_flips", float(settled.flips), None, "re-scored pairs bfloat16 had the other way",
                           kind="count")
-        result.details["recheck"] = {
-            "rescored_pairs": settled.rescored, "calibration_pairs": settled.calibration, "band": settled.band,
-            "max_error": settled.max_error, "flips": settled.flips, "rounds": settled.rounds,
-            "note": ("scored in bfloat16; pairs whose margin was within the band re-scored in the model's precision: "
-                     "outcomes are the full-precision run's unless a pair's bfloat16 error exceeds the band")}
+        result.details["recheck"] = near_ties.details(settled)
 
     @staticmethod
     def _accuracies(result: ProbeResult, scores: list[PairScore]) -> None:
