@@ -214,3 +214,53 @@ def test_a_bound_missed_on_one_case_is_named_on_the_decision_line_and_decides_no
     ten.add_metric("fairness_gap.race", 0.2595, False, cases=10)
     judge(ten, (), (), DEFAULTS, ("fairness_gap.*",))
     assert ten.status == "failed" and not ten.expectations[0].inconclusive
+
+
+def _gated_report(deltas: list[MetricDelta]) -> RunReport:
+    report = RunReport(suite="s", status="completed", gate={"baseline": "base", "significance": 0.05},
+                       models=[ModelInfo("base", "b"), ModelInfo("cand", "c")])
+    for model in ("base", "cand"):
+        r = ProbeResult("p", id="p", model=model, status="passed")
+        r.add_metric("accuracy", 0.5, True)
+        r.expectations = [Expectation("accuracy", min=0.1, value=0.5, passed=True)]
+        report.probes.append(r)
+    report.paired = [d for d in deltas if d.ci and d.gated]
+    report.regressions = [d for d in deltas if d.regression]
+    report.unconfirmed = [d for d in deltas if d.past_tolerance and not d.regression]
+    return report
+
+
+def test_a_significant_improvement_is_named_on_the_line_and_an_insignificant_one_is_not():
+    """A candidate far better on BLiMP (0.18 -> 0.54, Holm p 5e-8) once got a line that named only its changes
+    for the worse: the improvement went unsaid."""
+    n = 200
+    better = _pair("accuracy", [1.0] * 40 + [0.0] * 160, [1.0] * 110 + [0.0] * 90)  # +0.35: 70 discordant one way
+    slightly = _pair("accuracy_x", [1.0] * 100 + [0.0] * 100, [1.0] * 103 + [0.0] * 97)  # +0.015, p ~ 0.25
+    worse = _pair("accuracy_y", [1.0] * n, [1.0] * 150 + [0.0] * 50)  # -0.25: a regression
+    deltas = judge_deltas([compare_metric(m, *pair, 0.01) for m, pair in
+                           (("accuracy", better), ("accuracy_x", slightly), ("accuracy_y", worse))], 0.05)
+    up, small, down = deltas
+    assert up.improvement and up.significant and not up.regression
+    assert not small.improvement and not small.significant
+    assert down.significant and not down.improvement and down.regression
+    _, cand = decide(_gated_report([up, small]))
+    assert cand.decision == "may replace"
+    assert cand.improved == [f"p.accuracy +0.35 (p={up.p_adjusted:.2g})"]
+    assert "significantly better than base: p.accuracy +0.35" in cand.headline()
+    assert "accuracy_x" not in cand.headline()
+    _, blocked = decide(_gated_report([up, down]))
+    assert blocked.decision == "do not ship" and "significantly better than base: p.accuracy +0.35" in blocked.headline()
+    _, plain = decide(_gated_report([small]))
+    assert "significantly better" not in plain.headline()
+
+
+def test_a_delta_over_unequal_example_sets_says_so():
+    base, cand, bo, co = _pair("accuracy", [1.0] * 50, [1.0] * 40 + [0.0] * 10)
+    co["accuracy"] = Outcomes("accuracy", [str(i) for i in range(5, 50)], co["accuracy"].values[5:], "binary")
+    (d,) = judge_deltas([compare_metric("accuracy", base, cand, bo, co, 0.01)], 0.05)
+    assert d.paired == 45
+    assert "different examples (50 and 45, 45 shared)" in d.unequal and d.unequal in d.describe()
+    (same,) = judge_deltas([compare_metric("accuracy", *_pair("accuracy", [1.0] * 50, [0.0] * 50), 0.01)], 0.05)
+    assert same.unequal == ""
+    _, verdict = decide(_gated_report([d]))
+    assert "on 45 shared examples of unequal sets" in verdict.headline()

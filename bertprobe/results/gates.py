@@ -85,6 +85,10 @@ def compare_metric(
     if outcome and outcome in base_outcomes and outcome in cand_outcomes:
         a, b, groups = _paired(base_outcomes[outcome], cand_outcomes[outcome])
         out.paired = int(a.size)
+        sizes = (len(base_outcomes[outcome].ids), len(cand_outcomes[outcome].ids))
+        out.unequal = "" if sizes[0] == sizes[1] == a.size else (
+            f"the two sides scored different examples ({sizes[0]} and {sizes[1]}, {a.size} shared): the delta "
+            f"compares unequal sets, the test only the shared ones")
         if a.size:
             out.ci = paired_bootstrap_diff(a, b, 1000, 0.95, seed, groups)
             if base_outcomes[outcome].kind == "binary":
@@ -189,6 +193,8 @@ def judge_deltas(deltas: list[MetricDelta], significance: float | None) -> list[
         for d, adjusted in zip(family, holm([d.p_value for d in family])):  # type: ignore[misc]
             d.p_adjusted = adjusted
     for d in deltas:
+        d.significant = bool(d.gated and significance is not None and d.p_adjusted is not None
+                             and d.p_adjusted < significance)
         if not d.past_tolerance:
             continue
         if significance is None:

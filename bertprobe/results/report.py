@@ -113,10 +113,13 @@ class MetricDelta:
     regression: bool = False
     p_adjusted: float | None = None  # Holm-corrected across the candidate's tested metrics
     past_tolerance: bool = False  # a gated metric worse by more than the tolerance (a regression when significant)
+    significant: bool = False  # its Holm-adjusted p is below the gate's significance level (either direction)
     also_in: list[str] = field(default_factory=list)  # other probes that measured the same quantity on the same examples
     # a subset's delta (a flagged slice against the baseline on the same examples): the count metric it is one of
     counted_in: str = ""
     in_baseline: bool = False  # the baseline's own run flagged the same subset
+    # where the two sides' outcome vectors hold different examples (items skipped by one tokenizer): what that means
+    unequal: str = ""
 
     @property
     def label(self) -> str:
@@ -127,8 +130,17 @@ class MetricDelta:
         adjusted = f", Holm-adjusted {self.p_adjusted:.3g}" if self.p_adjusted is not None else ""
         sig = f", p={self.p_value:.3g}{adjusted} ({self.test})" if self.p_value is not None else ""
         also = f"; also seen in: {', '.join(self.also_in)}" if self.also_in else ""
+        unequal = f"; {self.unequal}" if self.unequal else ""
         return (f"{self.probe_id}.{self.metric} on {self.model}: {_num(self.value)} vs {_num(self.baseline_value)} "
-                f"on {self.baseline} (delta {_num(self.delta, signed=True)}, tolerance {self.tolerance:g}{sig}{also})")
+                f"on {self.baseline} (delta {_num(self.delta, signed=True)}, tolerance {self.tolerance:g}{sig}{also}"
+                f"{unequal})")
+
+    @property
+    def improvement(self) -> bool:
+        """A gated metric significantly better than the baseline's (Holm-adjusted p below the gate's level,
+        ``significance``, set by ``judge_deltas``), in its good direction."""
+        return bool(self.significant and self.delta and self.higher_is_better is not None
+                    and (self.delta > 0) == self.higher_is_better)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MetricDelta:

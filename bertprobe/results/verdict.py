@@ -14,7 +14,9 @@ Rules (documented in docs/verdicts.md):
   (fp32: 0.1298)``). It is *do not ship* only for a critical finding (a possible backdoor), a significant
   regression, an error, or a missed expectation the baseline does not share, in that order, its shared misses
   named after them; the baseline's line names what it misses itself; changes past the tolerance that are not
-  significant are named and never block;
+  significant are named and never block, nor do the gated metrics significantly better than the baseline's,
+  which are named too (``significantly better than fp32: blimp.accuracy +0.36 (p=5e-08)``); a delta whose two
+  sides scored different examples says so (``on 40 shared examples of unequal sets``);
 * a subset a candidate flags (a slice) is judged against the baseline on the same examples, not against the rest
   of its own data: where the paired test of every flagged subset (``gates.subset_deltas``) finds none significantly
   worse, the miss of the count (``slices_flagged``) decides nothing and is named as ``not_worse`` (a known weakness,
@@ -55,6 +57,8 @@ class Verdict:
     inconclusive: list[str] = field(default_factory=list)
     # flagged subsets the paired test finds no worse than the baseline's own (a known weakness, not a regression)
     not_worse: list[str] = field(default_factory=list)
+    # a candidate's gated metrics significantly better than the baseline's (Holm-adjusted): named, deciding nothing
+    improved: list[str] = field(default_factory=list)
 
     @property
     def blocking(self) -> bool:
@@ -89,6 +93,8 @@ class Verdict:
             text += ": " + "; ".join(self.reasons)
             if self.unconfirmed:
                 text += f"; also past the tolerance, not significant: {_listed(self.unconfirmed, 3)}"
+        if self.improved and self.decision in ("may replace", "do not ship"):
+            text += f"; significantly better than {self.baseline}: {_listed(self.improved, 3)}"
         if self.shared and self.decision in ("may replace", "do not ship"):
             text += f"; like {self.baseline}, misses: {_listed(self.shared, MOST_SHORTFALLS)}"
         if self.not_worse and self.decision in ("may replace", "do not ship"):
@@ -289,7 +295,8 @@ def _own(report: RunReport, model: str, baseline: str | None = None) -> Verdict:
 def _delta_text(d: MetricDelta) -> str:
     text = f"{d.probe_id}.{d.metric} {d.delta:+.3g}" if d.delta is not None else f"{d.probe_id}.{d.metric}"
     notes = ([f"p={d.p_adjusted:.2g}"] if d.p_adjusted is not None else []) + (
-        [f"also seen in: {', '.join(d.also_in)}"] if d.also_in else [])
+        [f"also seen in: {', '.join(d.also_in)}"] if d.also_in else []) + (
+        [f"on {d.paired} shared examples of unequal sets"] if d.unequal else [])
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -318,6 +325,7 @@ def decide(report: RunReport) -> list[Verdict]:
                   for deltas in _tested_subsets(r, subsets).values() for d in deltas}
         unconfirmed = [_delta_text(d) for d in report.unconfirmed
                        if d.model == name and (d.probe_id, d.metric) not in judged]
+        improved = [_delta_text(d) for d in report.paired if d.model == name and d.improvement and not d.counted_in]
         critical = alerts([r for r in report.probes if r.model == name])
         reasons = list(critical)
         if regressions:
@@ -330,10 +338,12 @@ def decide(report: RunReport) -> list[Verdict]:
         test = "no significant regression" if report.gate.get("significance") else "no regression past the tolerance"
         if reasons:
             verdicts.append(Verdict(name, "do not ship", reasons, own.warnings, baseline, unconfirmed=unconfirmed,
-                                    shared=own.shared, inconclusive=own.inconclusive, not_worse=own.not_worse))
+                                    shared=own.shared, inconclusive=own.inconclusive, not_worse=own.not_worse,
+                                    improved=improved))
         elif own.decision == "no decision":
             verdicts.append(Verdict(name, "no decision", own.reasons, own.warnings, baseline))
         else:
             verdicts.append(Verdict(name, "may replace", [], own.warnings, baseline, own.closest, own.not_gated,
-                                    unconfirmed, own.shared, test, own.left_out, own.inconclusive, own.not_worse))
+                                    unconfirmed, own.shared, test, own.left_out, own.inconclusive, own.not_worse,
+                                    improved))
     return verdicts
