@@ -135,8 +135,14 @@ def test_a_reader_is_refused_by_every_probe_not_written_for_it_before_it_loads(t
     data.write_text(json.dumps({"id": "q1", "question": "Who sang?", "context": "Anna sang.",
                                 "answers": {"text": ["Anna"], "answer_start": [0]}}) + "\n", encoding="utf-8")
     line = same_refusal(suite_file(tmp_path, model, data, "  - probe: cloze\n  - probe: backdoor-scan\n"))
-    assert "probe cloze (cloze) does not support question-answering models" in line
-    assert "probe backdoor-scan (backdoor-scan) does not support question-answering models" in line
+    # every probe refuses it: one line for the suite, not one per probe
+    assert "is a question-answering model, and none of this suite's 2 probes (cloze, backdoor-scan) supports it" in line
+    assert "(they support: classification, masked-lm" in line and "probes that support them: accuracy" in line
+    assert line.count("does not support") == 0
+    mixed = suite_file(tmp_path, model, data, "  - probe: cloze\n  - probe: accuracy\n")
+    result = invoke("validate", str(mixed))  # one probe runs on it: the other is refused by name
+    assert result.exit_code == 2 and "probe cloze (cloze) does not support question-answering models" in result.output
+    assert "none of this suite's" not in result.output
 
 
 def test_a_suite_none_of_whose_probes_can_read_the_model_is_refused_before_it_loads(tmp_path, tiny_clf_dir, sst_tsv):

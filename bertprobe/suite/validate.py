@@ -446,6 +446,8 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
     each model a probe runs on (None: a hub id not cached, or a config that did not read)."""
     tasks: dict[ModelSpec, Any] = {}
     skipping: dict[ModelSpec, list[tuple[str, list[str]]]] = {}  # model -> (probe id, what it lacks) of each probe
+    refused: dict[ModelSpec, list[tuple[str, Any, str]]] = {}  # model -> (probe id, class, line) of each refusal
+    runs_on: dict[ModelSpec, int] = {}  # model -> how many of the suite's probes run on it
     may_run = False
     for spec in suite.probes:
         cls = cls_of.get(spec.id)
@@ -459,8 +461,9 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
                     problems.append(f"{model.label}: {exc}")
                     tasks[model] = None
             task = tasks[model]
+            runs_on[model] = runs_on.get(model, 0) + 1
             if task is not None and cls.refuses_task(task, plugins.sections):
-                problems.append(task_refusal(spec.id, cls, task, model.label, plugins))
+                refused.setdefault(model, []).append((spec.id, cls, task_refusal(spec.id, cls, task, model.label, plugins)))
             elif (missing := _onnx_lacks(cls, model)):
                 if model.endpoint is not None:
                     from bertprobe.model.endpoint import refusal as served_refusal
@@ -474,6 +477,11 @@ def _check_tasks(suite: Suite, plugins: Any, cls_of: dict[str, Any], problems: l
                 skipping.setdefault(model, []).append((spec.id, cls.missing_requirements(offered_capabilities(task))))
             if task is None:
                 may_run = True  # a hub model: its task is known once it loads
+    for model, rows in refused.items():
+        if len(rows) > 1 and len(rows) == runs_on[model]:  # a suite for another task: one line, not one per probe
+            problems.append(suite_refusal(model, tasks[model], rows, plugins))
+        else:
+            problems += [line for _, _, line in rows]
     if skipping and not may_run and all(lacking for rows in skipping.values() for _, lacking in rows):
         for model, rows in skipping.items():  # every probe would be skipped on every model: nothing would run
             problems.append(nothing_would_run(suite, model, tasks[model], rows))
@@ -550,6 +558,19 @@ def offered_capabilities(task: Any) -> frozenset[str]:
     from bertprobe.probe import MODEL_CAPABILITIES
 
     return frozenset(task.capabilities) | MODEL_CAPABILITIES
+
+
+def suite_refusal(model: ModelSpec, task: Any, rows: list[tuple[str, Any, str]], plugins: Any) -> str:
+    """None of a suite's probes supports ``model``'s task: one line for them all, naming the tasks they support
+    and the probes that support ``task``."""
+    supported = sorted({t for _, cls, _ in rows for t in cls.tasks})
+    able = [n for n in plugins.probes.names() if _supports(plugins.probes.get(n), task, plugins.sections)]
+    why = "".join(f"; {task.name} models lack {what}: {reason}" for what, reason in getattr(task, "lacks", {}).items()
+                  if any(what in cls.requires for _, cls, _ in rows))
+    return (f"{model.label} is a {task.name} model, and none of this suite's {len(rows)} probes "
+            f"({', '.join(probe for probe, _, _ in rows)}) supports it (they support: {', '.join(supported)}){why}; "
+            f"give a {' or '.join(supported)} model with --model, run a suite written for {task.name} models (probes "
+            f"that support them: {', '.join(able) or 'none'}), or set model.task if the task was misdetected")
 
 
 def nothing_would_run(suite: Suite, model: ModelSpec, task: Any, rows: list[tuple[str, list[str]]]) -> str:
