@@ -154,3 +154,19 @@ def test_a_suite_none_of_whose_probes_can_read_the_model_is_refused_before_it_lo
             "(a masked-LM head)") in line
     mixed = suite_file(tmp_path, tiny_clf_dir, sst_tsv, "  - probe: cloze\n  - probe: accuracy\n")
     assert invoke("validate", str(mixed)).exit_code == 0  # one probe runs: the other skips, as before
+
+
+def test_a_bad_value_an_environment_variable_set_names_the_variable(tmp_path, tiny_clf_dir, sst_tsv, monkeypatch):
+    """The value to fix is outside the file: the line says which variable put it there, and only when it did."""
+    suite = suite_file(tmp_path, tiny_clf_dir, sst_tsv, "  - probe: accuracy\n    params: {batch_size: \"${BP_BATCH:-8}\"}\n")
+    monkeypatch.setenv("BP_BATCH", "many")
+    line = same_refusal(suite)
+    assert "probes[0].params.batch_size (from BP_BATCH=many): " in line
+    monkeypatch.delenv("BP_BATCH")
+    assert invoke("validate", str(suite)).exit_code == 0  # the default stands
+    pathed = tmp_path / "p.yaml"
+    pathed.write_text(suite.read_text().replace(f"'{tiny_clf_dir}'", "'${BP_MODEL:-nowhere}'"), encoding="utf-8")
+    monkeypatch.setenv("BP_MODEL", str(tmp_path / "gone"))
+    assert f"model.path (from BP_MODEL={tmp_path / 'gone'}): " in error_line(invoke("validate", str(pathed)))
+    overridden = error_line(invoke("validate", str(pathed), "--model", str(tmp_path / "elsewhere")))
+    assert "from BP_MODEL" not in overridden and "elsewhere" in overridden  # --model put the value there, not it

@@ -35,7 +35,8 @@ def suite_fingerprint(suite: Suite) -> dict[str, str]:
         if isinstance(holder.get("data"), dict):
             holder["data"].pop("named", None)
     return {name: hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
-            for name, value in plain.items() if name not in ("source", "description", "model", "executor", "problems")}
+            for name, value in plain.items()
+            if name not in ("source", "description", "model", "executor", "problems", "set_by")}  # set_by: of variables
 
 
 def recorded_options(overrides: SuiteOverrides, control: RunControl) -> dict[str, Any]:

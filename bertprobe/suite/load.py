@@ -71,6 +71,7 @@ class _RecordingEnv(Mapping[str, str]):
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self.read: dict[str, str | None] = {}
+        self.set_at: dict[str, tuple[str, ...]] = {}  # suite path -> the variables set in the environment it used
 
     def __getitem__(self, name: str) -> str:
         value = self.env[name] if name in self.env else None
@@ -115,6 +116,9 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> Any:
 
     whole = _VAR.fullmatch(value)
     result = expand_vars(value, env, unset)
+    used = tuple(m.group(1) for m in _VAR.finditer(value) if env.get(m.group(1)))
+    if used and isinstance(getattr(env, "set_at", None), dict):
+        env.set_at[path] = used  # type: ignore[attr-defined]
     if whole:
         try:
             parsed = yaml.safe_load(result) if result else result
@@ -359,6 +363,7 @@ def parse_suite(raw: Any, source: str = "<suite>", env: Mapping[str, str] | None
         source=source,
         executor=executor,
         variables=dict(sorted(env.read.items())),
+        set_by=dict(env.set_at),
         problems=tuple(problems),
     )
 

@@ -90,6 +90,8 @@ class Suite:
     source: str = ""
     executor: ExecutorSpec | None = None  # where models and sweeps run (None: local, in this process)
     variables: dict[str, str | None] = field(default_factory=dict)  # ${VAR}s read, with their values (None: unset)
+    # suite path -> the environment variables that set its value ('probes[0].params.precision': BERTPROBE_PRECISION)
+    set_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # what loading found and left for validate_suite to report with the rest
     left_out: tuple[str, ...] = ()  # the entries --only left out (their ids): a decision does not cover them
 

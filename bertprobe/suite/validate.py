@@ -211,10 +211,23 @@ def validate_suite(suite: Suite, plugins: Any, found: Problems | None = None) ->
                             f"{Path(data.path).suffix} table has not; give a CoNLL-U treebank (.conllu)")
     collected = Problems() if found is None else found
     for problem in problems:
-        collected.add(problem, SuiteError, suite=True)
+        collected.add(from_environment(problem, suite), SuiteError, suite=True)
     if found is None:
         collected.raise_if_any(suite.source or "suite")
     return params
+
+
+def from_environment(problem: str, suite: Suite) -> str:
+    """``problem`` naming the environment variables behind the value it is about, where an environment variable
+    set it: 'probes[0].params.precision (from BERTPROBE_PRECISION=fp16): ...', the value to fix being outside
+    the file."""
+    for path, names in suite.set_by.items():
+        values = {n: suite.variables.get(n) for n in names}
+        # the problem quotes a variable's value (not one --model, --data or --set put there instead)
+        if problem.startswith(f"{path}: ") and any(v and v in problem[len(path):] for v in values.values()):
+            shown = ", ".join(f"{n}={v}" for n, v in values.items())
+            return f"{path} (from {shown}){problem[len(path):]}"
+    return problem
 
 
 def _check_model_problems(suite: Suite, cls_of: dict[str, Any], params: dict[str, Any], problems: list[str]) -> None:
