@@ -654,6 +654,9 @@ def test_resume_keeps_finished_probes_and_runs_the_rest(suite_factory, with_test
     kinds = [json.loads(line)["event"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert kinds.count("run_start") == 1 and kinds.count("run_resumed") == 1
     assert len(list((suite.parent / "reports").glob("tiny-*"))) == 1  # the same folder, no new one
+    assert len(report["resumed"]) == 1 and "1 result(s) kept" in report["resumed"][0]  # accuracy, kept
+    markdown = (run_dir / "report.md").read_text()
+    assert "| resumed" in markdown and "1 result(s) kept" in markdown  # a reader is told the run was finished later
     assert "nothing to resume" in one_line_error(invoke("run", "--resume", str(run_dir)))
 
 

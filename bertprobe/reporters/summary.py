@@ -167,6 +167,8 @@ def header_rows(report: RunReport) -> list[list[str]]:
         ["status", report.status + (f" ({report.message})" if report.message else "")],
         ["versions", versions],
     ]
+    if getattr(report, "resumed", None):  # finished over several processes: what each --resume took over
+        rows.insert(-2, ["resumed", "; ".join(report.resumed)])
     if report.gate:
         significance = report.gate.get("significance")
         rows.append(["gate", f"baseline {report.gate.get('baseline')}, tolerance {report.gate.get('tolerance')}"

@@ -416,6 +416,8 @@ class RunReport:
     left_out: list[str] = field(default_factory=list)  # the suite's entries --only left out: no decision covers them
     busy: str = ""  # the machine was oversubscribed when the run started: timings are not a quiet run's
     examples: int | None = None  # the examples the run's data held after --limit (None: not recorded)
+    # each --resume of the run: 'at 2026-12-03T11:40:02Z: 3 results kept, 41 work units reused'
+    resumed: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def counts(self) -> dict[str, int]:
@@ -509,6 +511,8 @@ class RunReport:
                 self.probes[at] = result
         elif kind == "run_resumed":
             self.status, self.message, self.finished_at = "running", "", ""
+            self.resumed.append(f"at {event.get('time', '?')}: {len(event.get('kept') or [])} result(s) kept, "
+                                f"{int(event.get('units') or 0)} work unit(s) reused")
         elif kind == "gate":
             self.regressions = [MetricDelta.from_dict(r) for r in event.get("regressions") or []]
             self.unconfirmed = [MetricDelta.from_dict(d) for d in event.get("deltas") or []
