@@ -117,3 +117,13 @@ def test_a_gpu_computes_bfloat16_natively_from_ampere_on_not_by_emulation(monkey
     assert masked_scoring.native_bfloat16("cuda:0") is False  # a V100 / T4 (7.x) emulates it
     assert masked_scoring.native_bfloat16("cuda:1") is True
     assert [d.index for d in asked] == [0, 1]  # the target's own device, not the current one
+
+
+def test_bfloat16_is_dropped_where_its_float32_share_would_cost_more_than_it_saves():
+    """201 pairs against a 200-pair calibration sample once ran bfloat16 and re-scored nearly all of them."""
+    from bertprobe.model.near_ties import PAYING, plan
+
+    assert plan("bfloat16", 201, 200)[0] == "model" and "under 3 x the 200" in plan("bfloat16", 201, 200)[1]
+    assert plan("bfloat16", PAYING * 200 - 1, 200)[0] == "model"
+    assert plan("bfloat16", PAYING * 200, 200) == ("bfloat16", None)
+    assert plan("model", 10_000, 200) == ("model", None)
