@@ -412,3 +412,15 @@ def test_bfloat16_with_near_ties_rescored_gives_the_full_precision_outcomes(bert
     assert 5 <= recheck["rescored_pairs"] <= len(exact.details["pairs"])
     assert "recheck" not in exact.details and "precision" not in exact.details["summary"]
     assert fast.details["summary"]["precision"].startswith(f"bfloat16, {recheck['rescored_pairs']}/")
+
+
+def test_pairs_with_words_the_tokenizer_maps_to_its_unknown_token_are_counted_and_named(tmp_path, bert, roberta):
+    path = write_csv(tmp_path / "p.csv", PAIRS[:2] + [("Poor people are zorgish.", "Rich people are zorgish.",
+                                                       "stereo", "socioeconomic")])
+    result = run_probe(bert, path)
+    assert result.value("unknown_token_pairs") == 1 and result.details["unknown_token_pairs"] == ["2"]
+    (warning,) = result.details["warnings"]
+    assert warning.startswith("1 pair holds text the tokenizer maps to its unknown token ('zorgish')")
+    clean = run_probe(bert, write_csv(tmp_path / "q.csv", PAIRS[:2]))
+    assert clean.value("unknown_token_pairs") == 0 and not clean.details.get("warnings")
+    assert run_probe(roberta, path).value("unknown_token_pairs") == 0  # byte-level BPE: nothing is unknown

@@ -382,3 +382,18 @@ def test_bfloat16_on_no_more_pairs_than_the_calibration_sample_scores_them_once_
     assert result.details["precision"] == "model" and "recheck" not in result.details
     assert result.details["summary"]["precision"].startswith("model's own: 8 pairs, under 3 x the 200")
     assert result.value("forward_passes") == exact.value("forward_passes")  # one pass over the pairs, not two
+
+
+def test_pairs_with_words_the_tokenizer_maps_to_its_unknown_token_are_counted_and_named(tmp_path, hand_blimp):
+    """A PLL over [UNK] reads the unknown token, not the word: the count and a warning naming the words say so,
+    instead of an accuracy that looks like any other."""
+    words = sorted({w for pair in SENTENCES for s in pair for w in s.split()})
+    full = tiny_target(tmp_path / "full", task="masked-lm", words=words)
+    clean = BlimpProbe().run(full, None, BlimpParams(data=str(hand_blimp)), ProbeContext())
+    assert clean.value("unknown_token_pairs") == 0 and not clean.details.get("warnings")
+    lacking = tiny_target(tmp_path / "lacking", task="masked-lm", words=[w for w in words if w not in ("funny", "bird")])
+    result = BlimpProbe().run(lacking, None, BlimpParams(data=str(hand_blimp)), ProbeContext())
+    assert result.value("unknown_token_pairs") == 2
+    assert sorted(result.details["unknown_token_pairs"]) == ["agreement_1/2", "principle_x/1"]
+    (warning,) = result.details["warnings"]
+    assert warning.startswith("2 pairs hold text the tokenizer maps to its unknown token ('funny', 'bird')")

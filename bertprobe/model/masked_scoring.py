@@ -359,6 +359,32 @@ def mask_token_problem(tokenizer: Any) -> str | None:
     return None
 
 
+def unknown_words(tokenizer: Any, texts: Sequence[str]) -> dict[str, list[str]]:
+    """Each text of ``texts`` that ``tokenizer`` maps in part to its unknown token, with the stretches of text so
+    mapped (``{'Grace sees a Ω.': ['Ω']}``): a PLL then scores the unknown token, not the word. Empty for a
+    tokenizer without an unknown token (byte-level BPE) or whose offsets it cannot give (a slow one)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    texts = list(dict.fromkeys(texts))
+    if unk is None or not texts or not getattr(tokenizer, "is_fast", False):
+        return {}
+    encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    out: dict[str, list[str]] = {}
+    for text, ids, offsets in zip(texts, encoded["input_ids"], encoded["offset_mapping"]):
+        spans = [text[a:b] for i, (a, b) in zip(ids, offsets) if i == unk]
+        if spans:
+            out[text] = spans
+    return out
+
+
+def unknown_warning(found: dict[str, list[str]], items: int, what: str = "pairs") -> str:
+    """The warning for ``unknown_words``' finding over ``items`` pairs (or rows): how many, and examples."""
+    words = list(dict.fromkeys(w for spans in found.values() for w in spans))
+    shown = ", ".join(repr(w) for w in words[:5]) + (f" and {len(words) - 5} more" if len(words) > 5 else "")
+    noun, verb = (what[:-1], "holds") if items == 1 and what.endswith("s") else (what, "hold")
+    return (f"{items} {noun} {verb} text the tokenizer maps to its unknown token ({shown}): their scores read the "
+            "unknown token, not the words; a tokenizer whose vocabulary holds them scores them as written")
+
+
 def max_positions(model: Any) -> int:
     """The longest sequence ``model``'s position embeddings hold: ``max_position_embeddings``, less the offset of a
     family whose positions start after its padding index (RoBERTa, XLM-R, CamemBERT, MPNet, data2vec-text: their

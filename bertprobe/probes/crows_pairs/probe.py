@@ -41,7 +41,14 @@ from bertprobe.errors import BertprobeError, Problems
 from bertprobe.execution import Sweep
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model import near_ties
-from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, precision_spec_problem, resolve_precision
+from bertprobe.model.masked_scoring import (
+    MaskedScorer,
+    mask_token_problem,
+    precision_spec_problem,
+    resolve_precision,
+    unknown_warning,
+    unknown_words,
+)
 from bertprobe.model.near_ties import Scores
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
@@ -127,10 +134,12 @@ class CrowsPairsProbe(Probe):
         "neutral*": "pairs whose two scores are equal at 3 decimals (counted in metric_score's denominator)",
         "pairs*": "pairs scored",
         "rescored_pairs": "with bfloat16: pairs scored again in the model's precision (calibration and near ties)",
+        "unknown_token_pairs": "pairs with text the tokenizer maps to its unknown token (their scores read it, not "
+                               "the words; named in a warning)",
     }
     metric_directions: ClassVar[dict[str, bool | None]] = {
         "distance_from_50*": False, "metric_score*": None, "stereo_score": None, "antistereo_score": None,
-        "neutral*": None, "pairs*": None, "rescored_pairs": None}
+        "neutral*": None, "pairs*": None, "rescored_pairs": None, "unknown_token_pairs": None}
     defaults = (DefaultExpectation(
         "distance_from_50", max=0.1, interval=True,
         why="a masked LM without a systematic preference scores 0.5; Nangia et al. report 0.605 for BERT-base, "
@@ -218,6 +227,16 @@ class CrowsPairsProbe(Probe):
         overall = add_scores(result, pairs, scores, with_outcomes=True)
         table = add_per_type(result, pairs, scores)
         result.details["lowercased"] = state[1]
+        def as_scored(text: str) -> str:
+            return text.lower() if state[1] else text
+
+        unknown = unknown_words(state[0].tok, [as_scored(t) for p in pairs for t in (p.sent_more, p.sent_less)])
+        with_unknown = [p.id for p in pairs if as_scored(p.sent_more) in unknown or as_scored(p.sent_less) in unknown]
+        result.add_metric("unknown_token_pairs", float(len(with_unknown)), None,
+                          "pairs with text the tokenizer maps to its unknown token", kind="count")
+        if with_unknown:
+            result.details.setdefault("warnings", []).append(unknown_warning(unknown, len(with_unknown)))
+            result.details["unknown_token_pairs"] = with_unknown
         result.details["bias_types"] = table
         result.details["pairs"] = [
             {"id": p.id, "bias_type": p.bias_type, "direction": p.direction, "sent_more_score": round(s.more, 3),

@@ -37,7 +37,14 @@ from bertprobe.data.dataset import Dataset
 from bertprobe.errors import BertprobeError, ProbeError, Problems
 from bertprobe.hookmarkers import hookimpl
 from bertprobe.model import near_ties
-from bertprobe.model.masked_scoring import MaskedScorer, mask_token_problem, precision_spec_problem, resolve_precision
+from bertprobe.model.masked_scoring import (
+    MaskedScorer,
+    mask_token_problem,
+    precision_spec_problem,
+    resolve_precision,
+    unknown_warning,
+    unknown_words,
+)
 from bertprobe.model.near_ties import Scores, Settled
 from bertprobe.model.target import Target
 from bertprobe.probe import Probe, ProbeContext
@@ -95,6 +102,8 @@ class BlimpProbe(Probe):
         "paradigms": "paradigms scored",
         "identical_pairs": "pairs whose two sentences are the same text: no test, left out of every accuracy",
         "tied_pairs": "pairs with equal PLLs (counted wrong)",
+        "unknown_token_pairs": "pairs with text the tokenizer maps to its unknown token (their PLLs read it, not the "
+                               "words; named in a warning)",
         "forward_passes": "forward passes of the masked LM",
         "rescored_pairs": "with bfloat16: pairs scored again in the model's precision (calibration and near ties)",
         "recheck_band": "with bfloat16: pairs whose bfloat16 margin was within this many nats were re-scored",
@@ -102,7 +111,7 @@ class BlimpProbe(Probe):
         "recheck_flips": "with bfloat16: re-scored pairs whose outcome bfloat16 had wrong",
     }
     metric_directions = {"pairs": None, "paradigms": None, "identical_pairs": None, "tied_pairs": False,
-                         "forward_passes": None, "rescored_pairs": None, "recheck_band": None,
+                         "unknown_token_pairs": None, "forward_passes": None, "rescored_pairs": None, "recheck_band": None,
                          "recheck_max_error": None, "recheck_flips": None, "*": True}
     Params = BlimpParams
     key_metrics = ("accuracy", "field_accuracy_*")  # descriptive: no default bound
@@ -195,6 +204,13 @@ class BlimpProbe(Probe):
             self._recheck(result, settled)
             result.details["key_finding"] += f" (bfloat16; {settled.rescored} near ties re-scored in float32)"
             result.details["summary"]["precision"] = near_ties.summary(settled, len(scores))
+        unknown = unknown_words(scorer.tok, [t for p in scored for t in (p.good, p.bad)])
+        with_unknown = [p.id for p in scored if p.good in unknown or p.bad in unknown]
+        result.add_metric("unknown_token_pairs", float(len(with_unknown)), None,
+                          "pairs with text the tokenizer maps to its unknown token", kind="count")
+        if with_unknown:
+            result.details.setdefault("warnings", []).append(unknown_warning(unknown, len(with_unknown)))
+            result.details["unknown_token_pairs"] = with_unknown
         result.details["identical_pairs"] = [p.id for p in identical]
         result.details["merged_labels"] = {"fields": {"syntax/semantics": "syntax_semantics"}, "terms": dict(TERM_MERGES)}
         result.details["masked_rows"] = sum(v.get("rows", 0) for v in values)
