@@ -170,16 +170,23 @@ def test_extremes_and_costs_never_gate_and_untested_deltas_do_not_either():
     assert ece.past_tolerance and not ece.regression and "untested" in ece.test
 
 
-def test_a_candidate_with_only_unconfirmed_changes_may_replace_and_they_are_named():
+def _gated_report(deltas: list[MetricDelta]) -> RunReport:
     report = RunReport(suite="s", status="completed", gate={"baseline": "base", "significance": 0.05},
                        models=[ModelInfo("base", "b"), ModelInfo("cand", "c")])
     for model in ("base", "cand"):
-        r = ProbeResult("accuracy", id="accuracy", model=model, status="passed")
-        r.add_metric("accuracy", 0.9, True)
-        r.expectations = [Expectation("accuracy", min=0.5, value=0.9, passed=True)]
+        r = ProbeResult("p", id="p", model=model, status="passed")
+        r.add_metric("accuracy", 0.5, True)
+        r.expectations = [Expectation("accuracy", min=0.1, value=0.5, passed=True)]
         report.probes.append(r)
-    report.unconfirmed = [MetricDelta("cand", "base", "calibration", "ece", 0.05, 0.07, 0.02, False, True, 0.01,
-                                      200, 0.2, None, "paired bootstrap", False, 0.4, True)]
+    report.paired = [d for d in deltas if d.ci and d.gated]
+    report.regressions = [d for d in deltas if d.regression]
+    report.unconfirmed = [d for d in deltas if d.past_tolerance and not d.regression]
+    return report
+
+
+def test_a_candidate_with_only_unconfirmed_changes_may_replace_and_they_are_named():
+    report = _gated_report([MetricDelta("cand", "base", "calibration", "ece", 0.05, 0.07, 0.02, False, True, 0.01,
+                                        200, 0.2, None, "paired bootstrap", False, 0.4, True)])
     _, cand = decide(report)
     assert cand.decision == "may replace"
     assert cand.headline() == ("may replace base (no significant regression; past the tolerance, not significant: "
@@ -214,20 +221,6 @@ def test_a_bound_missed_on_one_case_is_named_on_the_decision_line_and_decides_no
     ten.add_metric("fairness_gap.race", 0.2595, False, cases=10)
     judge(ten, (), (), DEFAULTS, ("fairness_gap.*",))
     assert ten.status == "failed" and not ten.expectations[0].inconclusive
-
-
-def _gated_report(deltas: list[MetricDelta]) -> RunReport:
-    report = RunReport(suite="s", status="completed", gate={"baseline": "base", "significance": 0.05},
-                       models=[ModelInfo("base", "b"), ModelInfo("cand", "c")])
-    for model in ("base", "cand"):
-        r = ProbeResult("p", id="p", model=model, status="passed")
-        r.add_metric("accuracy", 0.5, True)
-        r.expectations = [Expectation("accuracy", min=0.1, value=0.5, passed=True)]
-        report.probes.append(r)
-    report.paired = [d for d in deltas if d.ci and d.gated]
-    report.regressions = [d for d in deltas if d.regression]
-    report.unconfirmed = [d for d in deltas if d.past_tolerance and not d.regression]
-    return report
 
 
 def test_a_significant_improvement_is_named_on_the_line_and_an_insignificant_one_is_not():
