@@ -376,13 +376,19 @@ def unknown_words(tokenizer: Any, texts: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
-def unknown_warning(found: dict[str, list[str]], items: int, what: str = "pairs") -> str:
-    """The warning for ``unknown_words``' finding over ``items`` pairs (or rows): how many, and examples."""
+def unknown_token_items(tokenizer: Any, items: Sequence[tuple[str, Sequence[str]]],
+                        what: str = "pairs") -> tuple[list[str], str | None]:
+    """The ids of ``items`` (an id and its texts, as scored) that hold text ``tokenizer`` maps to its unknown token
+    (``unknown_words``), and the warning naming the words (None when no item does)."""
+    found = unknown_words(tokenizer, [t for _, texts in items for t in texts])
+    ids = [i for i, texts in items if any(t in found for t in texts)]
+    if not ids:
+        return [], None
     words = list(dict.fromkeys(w for spans in found.values() for w in spans))
     shown = ", ".join(repr(w) for w in words[:5]) + (f" and {len(words) - 5} more" if len(words) > 5 else "")
-    noun, verb = (what[:-1], "holds") if items == 1 and what.endswith("s") else (what, "hold")
-    return (f"{items} {noun} {verb} text the tokenizer maps to its unknown token ({shown}): their scores read the "
-            "unknown token, not the words; a tokenizer whose vocabulary holds them scores them as written")
+    noun, verb = (what[:-1], "holds") if len(ids) == 1 and what.endswith("s") else (what, "hold")
+    return ids, (f"{len(ids)} {noun} {verb} text the tokenizer maps to its unknown token ({shown}): their scores read "
+                 "the unknown token, not the words; a tokenizer whose vocabulary holds them scores them as written")
 
 
 def max_positions(model: Any) -> int:

@@ -46,8 +46,7 @@ from bertprobe.model.masked_scoring import (
     mask_token_problem,
     precision_spec_problem,
     resolve_precision,
-    unknown_warning,
-    unknown_words,
+    unknown_token_items,
 )
 from bertprobe.model.near_ties import Scores
 from bertprobe.model.target import Target
@@ -227,15 +226,12 @@ class CrowsPairsProbe(Probe):
         overall = add_scores(result, pairs, scores, with_outcomes=True)
         table = add_per_type(result, pairs, scores)
         result.details["lowercased"] = state[1]
-        def as_scored(text: str) -> str:
-            return text.lower() if state[1] else text
-
-        unknown = unknown_words(state[0].tok, [as_scored(t) for p in pairs for t in (p.sent_more, p.sent_less)])
-        with_unknown = [p.id for p in pairs if as_scored(p.sent_more) in unknown or as_scored(p.sent_less) in unknown]
+        scored_texts = [(p.id, tuple(t.lower() if state[1] else t for t in (p.sent1, p.sent2))) for p in pairs]
+        with_unknown, warning = unknown_token_items(state[0].tok, scored_texts)
         result.add_metric("unknown_token_pairs", float(len(with_unknown)), None,
                           "pairs with text the tokenizer maps to its unknown token", kind="count")
-        if with_unknown:
-            result.details.setdefault("warnings", []).append(unknown_warning(unknown, len(with_unknown)))
+        if warning:
+            result.details.setdefault("warnings", []).append(warning)
             result.details["unknown_token_pairs"] = with_unknown
         result.details["bias_types"] = table
         result.details["pairs"] = [

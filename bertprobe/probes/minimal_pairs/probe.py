@@ -42,8 +42,7 @@ from bertprobe.model.masked_scoring import (
     mask_token_problem,
     precision_spec_problem,
     resolve_precision,
-    unknown_warning,
-    unknown_words,
+    unknown_token_items,
 )
 from bertprobe.model.near_ties import Scores, Settled
 from bertprobe.model.target import Target
@@ -204,12 +203,11 @@ class BlimpProbe(Probe):
             self._recheck(result, settled)
             result.details["key_finding"] += f" (bfloat16; {settled.rescored} near ties re-scored in float32)"
             result.details["summary"]["precision"] = near_ties.summary(settled, len(scores))
-        unknown = unknown_words(scorer.tok, [t for p in scored for t in (p.good, p.bad)])
-        with_unknown = [p.id for p in scored if p.good in unknown or p.bad in unknown]
+        with_unknown, warning = unknown_token_items(scorer.tok, [(p.id, (p.good, p.bad)) for p in scored])
         result.add_metric("unknown_token_pairs", float(len(with_unknown)), None,
                           "pairs with text the tokenizer maps to its unknown token", kind="count")
-        if with_unknown:
-            result.details.setdefault("warnings", []).append(unknown_warning(unknown, len(with_unknown)))
+        if warning:
+            result.details.setdefault("warnings", []).append(warning)
             result.details["unknown_token_pairs"] = with_unknown
         result.details["identical_pairs"] = [p.id for p in identical]
         result.details["merged_labels"] = {"fields": {"syntax/semantics": "syntax_semantics"}, "terms": dict(TERM_MERGES)}
