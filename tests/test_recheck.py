@@ -8,7 +8,7 @@ import torch
 
 from bertprobe.errors import ProbeError
 from bertprobe.model import masked_scoring
-from bertprobe.model.masked_scoring import MaskedScorer, resolve_precision
+from bertprobe.model.masked_scoring import GoldLogprobs, MaskedScorer, head_transform_linears, resolve_precision
 from bertprobe.model.near_ties import calibration_sample, settle
 from bertprobe.testing import tiny_target
 
@@ -83,8 +83,10 @@ def test_bfloat16_runs_a_copy_with_bfloat16_linears_made_once_unless_the_model_i
     scorer = MaskedScorer(target, precision="bfloat16")
     reduced = scorer.model
     assert reduced is not target.model and reduced is scorer.model  # one copy, reused
-    linears = [m for m in reduced.modules() if isinstance(m, torch.nn.Linear)]
+    head = {id(m) for m in head_transform_linears(reduced)}
+    linears = [m for m in reduced.modules() if isinstance(m, torch.nn.Linear) and id(m) not in head]
     assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
+    assert head and all(m.weight.dtype == torch.float32 for m in head_transform_linears(reduced))
     assert all(m.weight.dtype == torch.float32 for m in target.model.modules() if isinstance(m, torch.nn.Linear))
     assert MaskedScorer(target).model is target.model
     handle = target.model.bert.encoder.layer[0].register_forward_hook(lambda *a: None)
@@ -127,3 +129,34 @@ def test_bfloat16_is_dropped_where_its_float32_share_would_cost_more_than_it_sav
     assert plan("bfloat16", PAYING * 200 - 1, 200)[0] == "model"
     assert plan("bfloat16", PAYING * 200, 200) == ("bfloat16", None)
     assert plan("model", 10_000, 200) == ("model", None)
+
+
+@pytest.mark.parametrize(("arch", "name"), [("bert", "cls.predictions.transform.dense"), ("roberta", "lm_head.dense"),
+                                            ("electra", "generator_predictions.dense"), ("distilbert", "vocab_transform")])
+def test_the_heads_transform_computes_in_float32_in_the_bfloat16_copy(tmp_path, arch, name):
+    """Rounding the transform's output to bfloat16 was half of a pair's bfloat16 error on a MiniLM-L6; it runs at
+    the scored positions only, so the copy keeps it in float32, and it computes as the model's own does."""
+    target = tiny_target(tmp_path / "m", task="masked-lm", arch=arch)
+    reduced = MaskedScorer(target, precision="bfloat16").model
+    names = {n for n, m in reduced.named_modules() if any(m is h for h in head_transform_linears(reduced))}
+    assert names == {name}
+    kept, own = reduced.get_submodule(name), target.model.get_submodule(name)
+    x = torch.randn(3, own.in_features)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        got, rounded = kept(x), own(x)
+    assert got.dtype == torch.float32 and torch.equal(got, own(x))  # the float32 arithmetic, autocast or not
+    assert rounded.dtype == torch.bfloat16  # what an ordinary layer would have given under autocast
+    assert reduced.get_output_embeddings().weight.dtype == torch.bfloat16  # the vocabulary projection stays reduced
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gold_log_probabilities_read_in_chunks_equal_a_whole_log_softmax(dtype):
+    torch.manual_seed(0)
+    read = GoldLogprobs(rows=32)
+    for count, width in [(70, 501), (5, 501), (64, 77)]:  # a partial last chunk; fewer rows than a chunk; new width
+        logits = (torch.randn(count, width) * 8).to(dtype)
+        gold = torch.randint(0, width, (count,))
+        whole = logits.float().log_softmax(-1)[torch.arange(count), gold]
+        got = read(logits, gold)
+        assert got.dtype == torch.float32 and got.shape == (count,)
+        assert torch.equal(got, whole)

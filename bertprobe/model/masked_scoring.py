@@ -17,11 +17,14 @@ does BERT's last layer (BERT, RoBERTa, ELECTRA: its queries, attention output an
 every position), about 11% of a MiniLM-L6 row's work on one thread. A bidirectional encoder has no unmasked prefix
 to reuse past its embeddings: a mask changes every position's attention from the first layer on, so nothing else
 is recomputed needlessly. ``batch_tokens`` 2048 measured best on 2 cores (benchmarks/mlm_scoring.py); the batch
-building is under 1% of the time.
+building is under 1% of the time. The gold log-probabilities are read 32 rows at a time into reused buffers
+(``GoldLogprobs``), and on a CPU the C heap keeps freed batch-sized memory (``heap.keep_freed_memory``): fresh
+multi-megabyte allocations, mapped and zeroed page by page, had cost a bfloat16 pass a fifth of its time.
 
 ``precision="bfloat16"`` runs the forward passes under bfloat16 autocast (matrix products in bfloat16, layer norms,
-softmax and the log-probabilities in float32): 2.3-2.9x faster on a 2-core CPU that computes bfloat16 natively
-(AVX-512 BF16), with a sentence's PLL off by up to about 0.02 nats on a MiniLM-L6 (``benchmarks/mlm_scoring.py``);
+softmax, the MLM head's transform and the log-probabilities in float32): 2.3-3x faster on a 2-core CPU that
+computes bfloat16 natively (AVX-512 BF16), with a pair's PLL margin off by up to about 0.02 nats on a MiniLM-L6
+(``benchmarks/mlm_scoring.py``);
 ``"auto"`` picks it only where the device computes it natively. The default, ``"model"``, computes in the dtype the
 model was loaded in (float32 on a CPU): the figures that equal minicons'. The probes that decide by a comparison
 (``blimp``, ``crows-pairs``) re-check the near ties in the model's own precision (``near_ties``), which must then be
@@ -41,6 +44,7 @@ import torch
 
 from bertprobe.errors import ProbeError
 from bertprobe.model.budgets import pack_by_length
+from bertprobe.model.heap import keep_freed_memory
 
 PLL_METRICS = ("original", "within_word_l2r")
 PRECISIONS = ("model", "bfloat16", "auto")  # the model's own dtype; bfloat16 autocast; bfloat16 where native
@@ -144,6 +148,7 @@ class MaskedScorer:
         self.rows = 0
         self.forward_seconds = 0.0
         self._reduced: Any = None
+        self._gold = GoldLogprobs()
 
     @property
     def max_length(self) -> int:
@@ -210,6 +215,8 @@ class MaskedScorer:
         for i, s in enumerate(seqs):
             table[i, : len(s)] = torch.tensor(s, dtype=torch.long)
         batches = self._batches(seqs, rows)
+        if torch.device(device).type == "cpu":
+            keep_freed_memory()
         steps: Iterable[list[int]] = batches
         if self.progress is not None:
             steps = self.progress(batches, total=len(batches), desc=f"{desc} ({len(rows)} masked rows, in batches)")
@@ -227,8 +234,7 @@ class MaskedScorer:
                 started = time.perf_counter()
                 with self.computing():
                     logits = masked_logits(self.model, ids.to(device), attention.to(device), scored.to(device))
-                logprobs = logits.float().log_softmax(-1)
-                out[batch] = logprobs[torch.arange(len(batch), device=logprobs.device), gold.to(logprobs.device)].cpu()
+                out[batch] = self._gold(logits, gold.to(logits.device)).cpu()
                 self.forward_seconds += time.perf_counter() - started
                 self.passes += 1
                 self.rows += len(batch)
@@ -272,9 +278,47 @@ class MaskedScorer:
         return out
 
 
+class GoldLogprobs:
+    """Reads ``log_softmax(logits)[i, gold[i]]`` for each row ``i``, in float32. On a CPU ``rows`` rows at a time,
+    in two float32 buffers kept from call to call: a whole batch's float32 log-probabilities (512 x 30,522 x 4
+    bytes) is a fresh allocation that the kernel maps and zeroes page by page, and converting and normalising it
+    took twice as long as the vocabulary projection itself (42 against 20 ms per 512 rows on 2 cores; 7 ms with
+    the buffers, ``docs/benchmarks.md``). Each row's arithmetic is the same either way: the values are identical."""
+
+    def __init__(self, rows: int = 32) -> None:
+        self.rows = rows
+        self._work: torch.Tensor | None = None
+
+    def __call__(self, logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+        if logits.device.type != "cpu":
+            return logits.float().log_softmax(-1).gather(1, gold[:, None])[:, 0]
+        count, width = logits.shape
+        work = self._work
+        if work is None or work.shape[-1] != width:
+            work = self._work = torch.empty(2, self.rows, width, dtype=torch.float32)
+        out = torch.empty(count, dtype=torch.float32)
+        for start in range(0, count, self.rows):
+            n = min(self.rows, count - start)
+            part = logits[start : start + n]
+            if part.dtype != torch.float32:
+                part = work[0, :n].copy_(part)
+            normalised = torch.log_softmax(part, -1, out=work[1, :n])
+            out[start : start + n] = normalised.gather(1, gold[start : start + n, None])[:, 0]
+        return out
+
+
+class Float32Linear(torch.nn.Linear):
+    """A linear layer that computes in float32 even under autocast (its input cast up, its weights float32)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.Linear's own argument name
+        with torch.autocast(device_type=input.device.type, enabled=False):
+            return super().forward(input.float())
+
+
 def bfloat16_linears(model: Any) -> Any:
     """A copy of ``model`` whose ``nn.Linear`` weights and biases are bfloat16 (so the word embeddings too, where the
-    output projection is tied to them; layer norms and position embeddings stay as they were) and, on a CPU, whose
+    output projection is tied to them; layer norms and position embeddings stay as they were), but for the MLM head's
+    transform, which computes in float32 (``head_transform_linears``), and, on a CPU, whose
     attention is eager (bfloat16 SDPA on a CPU took 23% of a MiniLM-L6's pass on BLiMP's short rows), for passes
     under bfloat16 autocast; the copy is made where the model is (a GPU holds both for a moment); ``model`` itself
     when something hooks into it (its hooks would not follow a copy)."""
@@ -283,8 +327,10 @@ def bfloat16_linears(model: Any) -> Any:
     if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):
         return model
     reduced = copy.deepcopy(model)
+    for module in head_transform_linears(reduced):
+        module.__class__ = Float32Linear
     for module in reduced.modules():
-        if isinstance(module, torch.nn.Linear):
+        if isinstance(module, torch.nn.Linear) and not isinstance(module, Float32Linear):
             module.to(torch.bfloat16)
     on_cpu = all(p.device.type == "cpu" for p in reduced.parameters())
     if on_cpu and hasattr(reduced, "set_attn_implementation"):  # bf16 SDPA on a CPU is slower than eager, short rows
@@ -293,6 +339,22 @@ def bfloat16_linears(model: Any) -> Any:
         except (ValueError, ImportError):
             pass
     return reduced
+
+
+def head_transform_linears(model: Any) -> list[torch.nn.Linear]:
+    """The linear layers of ``model``'s masked-LM head before its vocabulary projection (BERT's
+    ``cls.predictions.transform.dense``, RoBERTa's ``lm_head.dense``, ELECTRA's ``generator_predictions.dense``,
+    DistilBERT's ``vocab_transform``): every ``nn.Linear`` outside the encoder (``base_model``) but the output
+    embeddings. They run at the scored positions only, so float32 there costs under 1% of a pass; rounding their
+    output to bfloat16 was half of a pair's bfloat16 error on a MiniLM-L6 (largest margin error 0.033 against 0.018
+    nats over 536 BLiMP pairs, ``docs/benchmarks.md``). Empty where the model has no separate encoder."""
+    base = getattr(model, "base_model", model)
+    if base is model:
+        return []
+    encoder = {id(m) for m in base.modules()}
+    decoder = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return [m for m in model.modules() if type(m) in (torch.nn.Linear, Float32Linear)
+            and id(m) not in encoder and m is not decoder]
 
 
 def native_bfloat16(device: Any) -> bool:
