@@ -310,7 +310,7 @@ class GoldLogprobs:
 class Float32Linear(torch.nn.Linear):
     """A linear layer that computes in float32 even under autocast (its input cast up, its weights float32)."""
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.Linear's own argument name
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         with torch.autocast(device_type=input.device.type, enabled=False):
             return super().forward(input.float())
 
