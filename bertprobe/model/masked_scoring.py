@@ -19,7 +19,7 @@ to reuse past its embeddings: a mask changes every position's attention from the
 is recomputed needlessly. ``batch_tokens`` 2048 measured best on 2 cores (benchmarks/mlm_scoring.py); the batch
 building is under 1% of the time. The gold log-probabilities are read 32 rows at a time into reused buffers
 (``GoldLogprobs``), and on a CPU the C heap keeps freed batch-sized memory (``heap.keep_freed_memory``): fresh
-multi-megabyte allocations, mapped and zeroed page by page, had cost a bfloat16 pass a fifth of its time.
+multi-megabyte allocations, mapped and zeroed page by page, had cost a bfloat16 pass about a tenth of its time.
 
 ``precision="bfloat16"`` runs the forward passes under bfloat16 autocast (matrix products in bfloat16, layer norms,
 softmax, the MLM head's transform and the log-probabilities in float32): 2.3-3x faster on a 2-core CPU that
@@ -281,9 +281,9 @@ class MaskedScorer:
 class GoldLogprobs:
     """Reads ``log_softmax(logits)[i, gold[i]]`` for each row ``i``, in float32. On a CPU ``rows`` rows at a time,
     in two float32 buffers kept from call to call: a whole batch's float32 log-probabilities (512 x 30,522 x 4
-    bytes) is a fresh allocation that the kernel maps and zeroes page by page, and converting and normalising it
-    took twice as long as the vocabulary projection itself (42 against 20 ms per 512 rows on 2 cores; 7 ms with
-    the buffers, ``docs/benchmarks.md``). Each row's arithmetic is the same either way: the values are identical."""
+    bytes) is a fresh allocation that the kernel maps and zeroes page by page: converting and normalising it took
+    22-45 ms per 512 rows on 2 cores, as long as the vocabulary projection itself (20 ms) or twice; 6-8 ms in the
+    buffers (``docs/benchmarks.md``). Each row's arithmetic is the same either way: the values are identical."""
 
     def __init__(self, rows: int = 32) -> None:
         self.rows = rows
