@@ -43,6 +43,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import ProbeError
+from bertprobe.model.bfloat16_copy import bfloat16_linears, head_transform_linears  # noqa: F401 (re-exported)
 from bertprobe.model.budgets import pack_by_length
 from bertprobe.model.heap import keep_freed_memory
 
@@ -167,8 +168,9 @@ class MaskedScorer:
     @property
     def model(self) -> Any:
         """The model the passes run: the target's, or with bfloat16 a copy whose linear layers hold bfloat16
-        weights (autocast then casts no weight per pass; with eager attention 5-8% faster than autocast alone),
-        made once; a model with hooks (an intervention) is run itself under autocast."""
+        weights (``bfloat16_copy``: autocast then casts no weight per pass; on a CPU oneDNN-reordered products and
+        attention with its softmax written out), made once; a model with hooks (an intervention) is run itself
+        under autocast."""
         if self.precision != "bfloat16":
             return self.target.model
         if self._reduced is None:
@@ -305,56 +307,6 @@ class GoldLogprobs:
             normalised = torch.log_softmax(part, -1, out=work[1, :n])
             out[start : start + n] = normalised.gather(1, gold[start : start + n, None])[:, 0]
         return out
-
-
-class Float32Linear(torch.nn.Linear):
-    """A linear layer that computes in float32 even under autocast (its input cast up, its weights float32)."""
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(device_type=input.device.type, enabled=False):
-            return super().forward(input.float())
-
-
-def bfloat16_linears(model: Any) -> Any:
-    """A copy of ``model`` whose ``nn.Linear`` weights and biases are bfloat16 (so the word embeddings too, where the
-    output projection is tied to them; layer norms and position embeddings stay as they were), but for the MLM head's
-    transform, which computes in float32 (``head_transform_linears``), and, on a CPU, whose
-    attention is eager (bfloat16 SDPA on a CPU took 23% of a MiniLM-L6's pass on BLiMP's short rows), for passes
-    under bfloat16 autocast; the copy is made where the model is (a GPU holds both for a moment); ``model`` itself
-    when something hooks into it (its hooks would not follow a copy)."""
-    import copy
-
-    if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):
-        return model
-    reduced = copy.deepcopy(model)
-    for module in head_transform_linears(reduced):
-        module.__class__ = Float32Linear
-    for module in reduced.modules():
-        if isinstance(module, torch.nn.Linear) and not isinstance(module, Float32Linear):
-            module.to(torch.bfloat16)
-    on_cpu = all(p.device.type == "cpu" for p in reduced.parameters())
-    if on_cpu and hasattr(reduced, "set_attn_implementation"):  # bf16 SDPA on a CPU is slower than eager, short rows
-        try:
-            reduced.set_attn_implementation("eager")
-        except (ValueError, ImportError):
-            pass
-    return reduced
-
-
-def head_transform_linears(model: Any) -> list[torch.nn.Linear]:
-    """The linear layers of ``model``'s masked-LM head before its vocabulary projection (BERT's
-    ``cls.predictions.transform.dense``, RoBERTa's ``lm_head.dense``, ELECTRA's ``generator_predictions.dense``,
-    DistilBERT's ``vocab_transform``): every ``nn.Linear`` outside the encoder (``base_model``) but the output
-    embeddings. They run at the scored positions only, so float32 there costs under 1% of a pass; rounding their
-    output to bfloat16 was half of a pair's bfloat16 error on a MiniLM-L6 (largest margin error 0.033 against 0.018
-    nats over 536 BLiMP pairs, ``docs/benchmarks.md``). Empty where the model has no separate encoder."""
-    base = getattr(model, "base_model", model)
-    if base is model:
-        return []
-    encoder = {id(m) for m in base.modules()}
-    decoder = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    return [m for m in model.modules() if type(m) in (torch.nn.Linear, Float32Linear)
-            and id(m) not in encoder and m is not decoder]
 
 
 def native_bfloat16(device: Any) -> bool:

@@ -22,7 +22,7 @@ bfloat16 (its passes 2.3-2.9x float32's on such a CPU), then re-scores the near 
 (``bertprobe.model.near_ties.settle``): a seeded sample of ``calibration_pairs`` pairs measures how far bfloat16 moves a pair's
 margin, and every pair within twice the largest such move is scored again, so the outcomes are the full-precision
 run's unless one pair's error exceeds twice the largest measured (over the calibration sample and every
-re-scored pair: at least the 200 calibration pairs, 3,778 on a random MLM's BLiMP). The PLLs of pairs outside the band
+re-scored pair: at least the 200 calibration pairs, 3,896 on a random MLM's BLiMP). The PLLs of pairs outside the band
 stay bfloat16's (up to about 0.02 nats off on a MiniLM-L6); ``rescored_pairs``, ``recheck_band``,
 ``recheck_max_error`` and ``recheck_flips`` say what it took.
 """
