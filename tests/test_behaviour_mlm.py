@@ -107,6 +107,16 @@ def test_the_probe_builds_inv_cases_that_never_touch_label_or_stop_words(mlm_dir
     assert any(r["perturbation"] == TEST and r["applied"] == 2 for r in result.details["perturbations"])
 
 
+def test_an_mlm_that_proposes_nothing_says_so_when_no_case_is_left(mlm_dir, tiny_clf):
+    """Where the masked LM is the only source of cases and keeps no fill-in, the error says that, not only
+    "give cases"."""
+    mlm = load_target(ModelSpec(path=str(mlm_dir), device="cpu"))
+    rig(mlm, {"film": 6.0})
+    params = BehaviourParams(mlm=str(mlm_dir), perturbations=(), bootstrap=0, mlm_min_prob=0.9)
+    with pytest.raises(ProbeError, match=r"proposed no substitute of p >= 0\.9 .*or lower mlm_min_prob$"):
+        BehaviourProbe().run(tiny_clf, _data(["the movie was good", "it was a boring plot"]), params, _ctx(mlm))
+
+
 def test_a_classifier_that_flips_on_a_substitute_fails_the_test_and_the_finding_lists_the_edit(mlm_dir, tmp_path):
     mlm = load_target(ModelSpec(path=str(mlm_dir), device="cpu"))
     rig(mlm, {"film": 6.0, "story": 5.0})

@@ -308,12 +308,13 @@ def test_probe_override_gives_the_classifier_suite_an_mlm(tmp_path, tiny_clf_dir
 @pytest.mark.parametrize("arch", ["bert", "roberta", "distilbert", "albert"])
 def test_projection_only_at_scored_positions_equals_full_logits(tmp_path, arch):
     target = tiny_target(tmp_path / arch, task="masked-lm", arch=arch, initializer_range=0.5)
-    scorer = ClozeScorer(target)
+    from bertprobe.model.masked_scoring import masked_logits
+
     enc = target.tokenizer(["the movie was good", "a bad film , very bad"], padding=True, return_tensors="pt")
     pos = torch.tensor([2, 4])
     with torch.no_grad():
         full = target.model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}).logits
-        fast = scorer._masked_logits(enc["input_ids"], enc["attention_mask"], pos)
+        fast = masked_logits(target.model, enc["input_ids"], enc["attention_mask"], pos)
     torch.testing.assert_close(fast, full[torch.arange(2), pos], atol=1e-5, rtol=1e-4)
 
 

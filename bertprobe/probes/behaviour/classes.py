@@ -158,8 +158,11 @@ def audit(result: ProbeResult, target: Target, data: Dataset | None, params: Beh
         cases += made
         substitutions = [mlm_cases.Substitution(s.case + offset, s.proposal) for s in substitutions]
         rows = [*rows, row]
-    if not cases:
-        raise ProbeError("no behavioural case to run: give cases:, templates:, or data for the perturbations")
+    if not cases:  # say why each source of cases made none (the masked LM's fill-ins below their floor, ...)
+        why = "; ".join(f"{r['perturbation']}: {r['skipped']}" for r in rows if "skipped" in r)
+        raise ProbeError("no behavioural case to run" + (f" ({why})" if why else "")
+                         + ": give cases:, templates:, or data for the perturbations"
+                         + (", or lower mlm_min_prob" if params.mlm else ""))
     probs = predict(target, cases, params, ctx)
     thresholds = sets.thresholds if sets is not None else None
     verdicts = [judge_case(c, lambda t: probs[text_key(t)], labels, thresholds) for c in cases]

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from bertprobe.errors import ProbeError
+from bertprobe.model.masked_scoring import masked_logits
 from bertprobe.probes.cloze.items import MASK, ClozeItem
 
 
@@ -155,7 +156,7 @@ class ClozeScorer:
                 wanted = [(j, k, token) for j, i in enumerate(chunk) for k, token in picks_of.get(i, ())]
                 self.passes += 1
                 started = time.perf_counter()
-                logprobs = self._masked_logits(ids, mask, pos).float().log_softmax(-1)
+                logprobs = masked_logits(self.target.model, ids, mask, pos).float().log_softmax(-1)
                 if keep:
                     local, dest = zip(*keep)
                     dists[list(dest)] = logprobs[list(local)].cpu()
@@ -164,27 +165,6 @@ class ClozeScorer:
                     picked[list(dest)] = logprobs[list(local), list(tokens)].cpu()
                 self.forward_seconds += time.perf_counter() - started
         return dists, picked
-
-    def _masked_logits(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Vocabulary logits at one position per row (``rows x V``).
-
-        The vocabulary projection (hidden x 30k for BERT) is the costliest layer, so a pre-hook on the
-        output embeddings hands it only the scored position of each row instead of every position.
-        """
-        head = self.target.model.get_output_embeddings()
-        rows = torch.arange(ids.shape[0], device=ids.device)
-
-        def only_scored(_module: Any, args: tuple) -> tuple:
-            hidden = args[0]
-            return (hidden[rows, pos].unsqueeze(1), *args[1:])
-
-        handle = head.register_forward_pre_hook(only_scored) if head is not None else None
-        try:
-            logits = self.target.model(input_ids=ids, attention_mask=mask).logits
-        finally:
-            if handle is not None:
-                handle.remove()
-        return logits[:, 0] if logits.shape[1] == 1 else logits[rows, pos]
 
     def score(self, items: list[ClozeItem], joint_batching: bool = True) -> list[ItemScores]:
         """Score every item's answers and distractors; ``joint_batching=False`` scores one item per pass.
