@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import SHARED
@@ -43,7 +44,7 @@ def her_rows(directory: Path) -> dict[str, list[dict]]:
             elif path.name.startswith("ROLE"):
                 num, cond = f["item"].split("-")
                 rows.append(dict(sent=f["context"], tgt=f["target"].strip().split()[0], item=num, cond=cond,
-                                 exp=f["expected"].split("|")))
+                                 exp=f["expected"].split("|"), maxcloze=float(fields[3]), tgtcloze=float(fields[5])))
             else:
                 aff, neg = f["context_aff"], f["context_neg"]
                 if "SIMP" in path.name:
@@ -94,6 +95,24 @@ def her_accuracy(name: str, rows: list[dict], preds: list[list[str]], k: int) ->
         if name.startswith("CPRAG") or r["cond"] == "TA":
             scores.append(score)
     return scores
+
+
+def her_quartiles(rows: list[dict], preds: list[list[str]], k: int) -> dict[str, list[int]]:
+    """test_role_acc's accuracy by cloze quartile (numpy's percentile bounds over every row's maxcloze)."""
+    clozelist = [r["maxcloze"] for r in rows]
+    q1, q2, q3 = (np.percentile(clozelist, q) for q in (25, 50, 75))
+    out: dict[str, list[int]] = {"q1": [], "q2": [], "q3": [], "q4": []}
+    for r, pred in zip(rows, preds):
+        score = int(any(c.strip() in [e.split()[0] for e in r["exp"]] for c in pred[:k]))
+        if r["maxcloze"] <= q1:
+            out["q1"].append(score)
+        elif r["maxcloze"] <= q2:
+            out["q2"].append(score)
+        elif r["maxcloze"] <= q3:
+            out["q3"].append(score)
+        else:
+            out["q4"].append(score)
+    return {q: scores for q, scores in out.items() if scores}  # her get_acc prints 0 for an empty one; ours omits it
 
 
 def her_sensitivity(name: str, rows: list[dict], probs: list[float]) -> dict[str, list[int]]:
@@ -148,6 +167,9 @@ def her_figures(target, directory: Path) -> dict[str, float]:
         for k in (1, 5):
             scores = her_accuracy(name, rows, preds, k)
             out[f"{prefix}_top{k}"] = sum(scores) / len(scores)
+            if name.startswith("ROLE"):
+                for q, scores in her_quartiles(rows, preds, k).items():
+                    out[f"{prefix}_top{k}_cloze_{q}"] = sum(scores) / len(scores)
         for key, scores in her_sensitivity(name, rows, probs).items():
             out[f"{prefix}_{key}"] = sum(scores) / len(scores)
         if name.startswith("ROLE"):
@@ -258,6 +280,15 @@ def test_shared_sets_equal_her_scripts(tmp_path):
     assert result.metrics["ettinger_cprag_sensitivity"].ci is not None  # a share with its Wilson interval
     # one row per distinct context: 34 CPRAG contexts read once each, not 102 times
     assert result.details["ettinger"]["CPRAG-102"]["contexts"] == 34
+    # her AVG CLOZE DIFF (the humans' side of prob_diff), written out from sensitivity_tests.py
+    pairs: dict[str, dict[str, float]] = {}
+    for r in her_rows(ETTINGER)["ROLE-88"]:
+        pairs.setdefault(r["item"], {})[r["cond"]] = r["tgtcloze"]
+    human = result.details["ettinger"]["ROLE-88"]["figures"]["human_cloze_diff"]
+    assert human["n"] == 44 and human["value"] == pytest.approx(np.average([c["a"] - c["b"] for c in pairs.values()]))
+    figures = result.details["ettinger"]["ROLE-88"]["figures"]
+    quartiles = [k for k in figures if k.startswith("top5_cloze_q")]
+    assert len(quartiles) >= 3 and sum(figures[k]["n"] for k in quartiles) == 88  # every row in one quartile
 
 
 # ---- (b) byte-level BPE -----------------------------------------------------------------------
@@ -319,6 +350,13 @@ def test_missing_column_and_unknown_set_name_the_file_and_line(tmp_path, small_s
     role = small_sets / "ROLE-88.tsv"
     role.write_text("\n".join(SMALL["ROLE-88.tsv"][:2]) + "\n")
     with pytest.raises(DataError, match=r"ROLE-88.tsv:2: item '1-a' has no '1-b' row"):
+        ettinger_sets([f"ettinger:{role}"])
+
+
+def test_a_role_cloze_that_is_no_probability_names_its_line(tmp_path, small_sets):
+    role = small_sets / "ROLE-88.tsv"
+    role.write_text(role.read_text().replace("\t0.4\t", "\thigh\t"))
+    with pytest.raises(DataError, match=r"ROLE-88.tsv:3: exp_cloze 'high' is not a cloze probability; write a number"):
         ettinger_sets([f"ettinger:{role}"])
 
 

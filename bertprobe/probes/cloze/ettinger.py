@@ -16,9 +16,13 @@ Re-implemented from ``proc_datasets.py``, ``access_model.py``, ``prediction_accu
 * Prediction accuracy at k: a hit when one of the top-k tokens (word-start marker stripped) equals an
   expected word; CPRAG and NEG count a context once (NEG: affirmative-true rows only), ROLE every row.
 * Sensitivity: strict ``>`` between probabilities, and the same with both gaps above 0.01.
+* ROLE, where the file has her ``exp_cloze`` and ``tgt_cloze`` columns: top-k accuracy per quartile of the
+  expected completion's human cloze (bounds ``np.percentile`` over every row, a row in the first quartile
+  whose cloze is at most the first bound), and the humans' mean cloze difference between the pairs' targets.
 
 Deviation: her ROLE "average probability difference" is ``np.average`` over all pairs (NaN when any pair
-lacks a probability); ours averages the pairs that have both.
+lacks a probability); ours averages the pairs that have both. An empty cloze quartile (tied bounds) has no
+figure; her script prints 0 for it.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class Row:
     expected: tuple[str, ...]  # words a top-k prediction must equal to be a hit
     group: str = ""  # constraint H/L (CPRAG), licensing Y/N (NEG-NAT)
     line: int = 0
+    cloze: float | None = None  # ROLE: the expected completion's human cloze (her maxcloze, column exp_cloze)
+    target_cloze: float | None = None  # ROLE: the target's human cloze (column tgt_cloze)
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,9 @@ def load_set(path: Path) -> EttingerSet:
                                 "name the pair's rows 12-a and 12-b")
                 continue
             expected = tuple(e.split()[0] for e in f["expected"].split("|") if e.split())
-            rows.append(Row(number, cond, _words(f["context"]), f["target"].split()[0], expected, "", line))
+            cloze, target_cloze = (_cloze(path, line, f, c, problems) for c in ("exp_cloze", "tgt_cloze"))
+            rows.append(Row(number, cond, _words(f["context"]), f["target"].split()[0], expected, "", line,
+                            cloze, target_cloze))
         else:
             aff, neg = (re.sub(r" \(.+\)", "", f[c]) if kind == "neg_simp" else f[c] for c in ("context_aff", "context_neg"))
             for context, target, cond in ((aff, f["target_aff"], "TA"), (neg, f["target_aff"], "FN"),
@@ -181,6 +189,22 @@ def load_set(path: Path) -> EttingerSet:
                                 "a role reversal needs both rows of its pair")
     _raise_all(problems)
     return EttingerSet(path.stem, kind, tuple(rows))
+
+
+def _cloze(path: Path, line: int, fields: dict[str, str], column: str, problems: list[str]) -> float | None:
+    """ROLE's optional human cloze column ``column`` of a row as a number (None where the file has no such
+    column); a value that is no number between 0 and 1 is a problem of its line."""
+    if column not in fields:
+        return None
+    try:
+        value = float(fields[column])
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        problems.append(f"{path}:{line}: {column} '{fields[column]}' is not a cloze probability; write a number "
+                        "from 0 to 1, or drop the column")
+        return None
+    return value
 
 
 def ettinger_files(spec: str) -> list[Path]:
@@ -367,6 +391,33 @@ def sensitivity(eset: EttingerSet, probs: Sequence[float | None]) -> dict[str, S
     return out
 
 
+def cloze_quartiles(eset: EttingerSet, top: dict[str, list[list[Any]]], k: int) -> dict[str, Share]:
+    """Her ROLE top-``k`` accuracy per quartile of the expected completion's human cloze, by suffix
+    (``top5_cloze_q1`` ...); none where a row lacks its cloze, an empty quartile left out."""
+    if eset.kind != "role" or not eset.rows or any(r.cloze is None for r in eset.rows):
+        return {}
+    import numpy as np
+
+    bounds = [float(np.percentile([r.cloze for r in eset.rows], q)) for q in (25, 50, 75)]
+    out: dict[str, Share] = {}
+    for r in eset.rows:
+        quartile = next((n for n, bound in enumerate(bounds, 1) if r.cloze <= bound), 4)  # type: ignore[operator]
+        ids, hits = out.setdefault(f"top{k}_cloze_q{quartile}", ([], []))
+        ids.append(f"{r.item}-{r.cond}")
+        hits.append(_hit(top[r.context], r.expected, k))
+    return dict(sorted(out.items()))
+
+
+def role_cloze_diff(eset: EttingerSet) -> tuple[float | None, int]:
+    """The humans' mean cloze of the target in the good order less in the reversal (her "AVG CLOZE DIFF", a
+    property of the items to set beside the model's ``prob_diff``), over the pairs with both, and their count."""
+    pairs: dict[str, dict[str, float | None]] = {}
+    for r in eset.rows:
+        pairs.setdefault(r.item, {})[r.cond] = r.target_cloze
+    diffs = [c["a"] - c["b"] for c in pairs.values() if c.get("a") is not None and c.get("b") is not None]
+    return (sum(diffs) / len(diffs) if diffs else None), len(diffs)
+
+
 def role_prob_diff(eset: EttingerSet, probs: Sequence[float | None]) -> tuple[float | None, int]:
     """Mean P(target | a) - P(target | b) over the pairs with both probabilities, and their count."""
     diffs = [c["a"][0] - c["b"][0] for c in _by_item(eset, probs).values()
@@ -377,5 +428,7 @@ def role_prob_diff(eset: EttingerSet, probs: Sequence[float | None]) -> tuple[fl
 def shares(eset: EttingerSet, reading: dict[str, Any]) -> dict[str, Share]:
     """Every proportion of her tests on one set, by metric-name suffix (top1, top5, sensitivity, ...)."""
     out = {f"top{k}": accuracy(eset, reading["top"], k) for k in KS}
+    for k in KS:
+        out.update(cloze_quartiles(eset, reading["top"], k))
     out.update(sensitivity(eset, reading["probs"]))
     return out

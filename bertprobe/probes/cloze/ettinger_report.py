@@ -7,7 +7,7 @@ from typing import Any
 
 from bertprobe.execution import Sweep
 from bertprobe.model.target import Target
-from bertprobe.probes.cloze.ettinger import EttingerSet, read_set, role_prob_diff, shares
+from bertprobe.probes.cloze.ettinger import EttingerSet, read_set, role_cloze_diff, role_prob_diff, shares
 from bertprobe.results import ProbeResult
 
 LABELS = {"cprag": "CPRAG", "role": "ROLE", "neg_simp": "NEG-SIMP", "neg_nat": "NEG-NAT"}
@@ -21,6 +21,8 @@ CATALOGUE = {
                                    "> P(between-category) (_gap: both differences above 0.01; _h/_l: high/low constraint)",
     "ettinger_role_sensitivity*": "Ettinger 2020 ROLE: share of pairs with P(target | good order) > P(target | "
                                   "role reversal) (_gap: by more than 0.01)",
+    "ettinger_role_top*_cloze_q*": "Ettinger 2020 ROLE: prediction accuracy at k=1 / k=5 per quartile (q1-q4) of the "
+                                   "expected completion's human cloze (where the file has exp_cloze)",
     "ettinger_role_prob_diff": "Ettinger 2020 ROLE: mean P(target | good order) - P(target | role reversal) over "
                                "the pairs where both are defined",
     "ettinger_neg_*_sensitivity*": "Ettinger 2020 NEG: share of (item, polarity) cases whose true completion is more "
@@ -67,6 +69,9 @@ def add_ettinger(result: ProbeResult, sets: list[EttingerSet], readings: list[di
             diff, pairs = role_prob_diff(eset, reading["probs"])
             result.add_metric(f"{prefix}_prob_diff", diff, True)
             figures["prob_diff"] = {"value": diff, "n": pairs}
+            human, with_cloze = role_cloze_diff(eset)
+            if human is not None:  # the humans' side of the same comparison: a property of the items
+                figures["human_cloze_diff"] = {"value": human, "n": with_cloze}
         skipped = reading["not_one_token"]
         lost = [r for r in eset.rows if r.target in skipped]
         rows += len(eset.rows)
