@@ -113,7 +113,53 @@ def test_context_independent_model_is_negation_insensitive_and_sensitive_one_is_
     assert r.value("negation_sensitivity") == 1.0 and r.value("pair_accuracy") == 1.0
     assert r.value("top1_accuracy_neg") == 1.0 and r.value("mrr") == 1.0
     assert r.details["key_finding"] == ("top-1 accuracy 1.00; pair accuracy 1.00; negation sensitivity 1.00; "
-                                        "weakest category: neg 1.00 (2 items)")
+                                        "weakest category: neg 1.00 of 2 items (2 items in all)")
+    assert "top5_accuracy" not in r.metrics  # among 2 candidates every answer is in the top 5
+
+
+def test_role_reversals_are_not_counted_as_negation_and_top5_needs_more_than_five_candidates(tmp_path):
+    """A role-reversal pair (contrast: roles) has its own reversal_sensitivity, never negation_sensitivity's; top-5
+    accuracy counts only items ranked over the vocabulary or over more than 5 candidates."""
+    rows = [
+        {"id": "n-aff", "category": "neg", "text": "A robin is a {mask}.", "answers": ["bird"], "distractors": ["tree"],
+         "pair": "n"},
+        {"id": "n-neg", "category": "neg", "text": "A robin is not a {mask}.", "answers": ["tree"],
+         "distractors": ["bird"], "pair": "n", "negated": True},
+        {"id": "r-a", "category": "roles", "text": "The fish ate the {mask}.", "answers": ["tree"],
+         "distractors": ["fish"], "pair": "r", "contrast": "roles"},
+        {"id": "r-b", "category": "roles", "text": "The tree was eaten by the {mask}.", "answers": ["fish"],
+         "distractors": ["tree"], "pair": "r", "negated": True, "contrast": "roles"},
+        {"id": "wide", "category": "wide", "text": "It is a {mask}.", "answers": ["fish"],
+         "distractors": ["tree", "bird", "not", "robin", "a"]},
+        {"id": "open", "category": "open", "text": "It is a {mask}.", "answers": ["bird"]},
+    ]
+    path = tmp_path / "items.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    target = tiny_target(tmp_path / "a", task="masked-lm", words=VOCAB)
+    tok = target.tokenizer
+    not_id, was, bird, tree, fish = (tok.convert_tokens_to_ids(w) for w in ("not", "was", "bird", "tree", "fish"))
+
+    def fn(ids):  # "not" flips bird/tree, "was" (the passive) changes nothing: fish, then tree, then bird
+        out = torch.zeros(ids.shape[0], ids.shape[1], target.model.config.vocab_size)
+        negated = (ids == not_id).any(1).float().view(-1, 1)
+        out[..., bird] = 5 * (1 - negated) + 1
+        out[..., tree] = 5 * negated + 2
+        out[..., fish] = 3
+        return out
+
+    rig(target, fn)
+    r = ClozeProbe().run(target, None, ClozeParams(sets=(str(path),)), ProbeContext())
+    assert r.value("negation_sensitivity") == 1.0 and r.value("reversal_sensitivity") == 0.0
+    outcomes = {o.name: o for o in r.outcomes}
+    assert outcomes["negation_sensitivity"].as_map() == {"n": 1.0} and outcomes["reversal_sensitivity"].as_map() == {"r": 0.0}
+    # only "wide" (6 candidates; fish ranks 2nd, after bird) and "open" (the vocabulary; bird first) count for top-5
+    assert outcomes["top5_accuracy"].as_map() == {"wide": 1.0, "open": 1.0}
+    assert r.value("top1_accuracy_wide") == 0.0 and "top5_accuracy_neg" not in r.metrics
+    assert "reversal sensitivity 0.00" in r.details["key_finding"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**rows[2], "contrast": "voice"}))
+    with pytest.raises(DataError, match="contrast must be one of negation, roles, not 'voice'"):
+        ClozeProbe().run(target, None, ClozeParams(sets=(str(bad),)), ProbeContext())
 
 
 def test_vocabulary_ranking_without_distractors(bert_mlm):

@@ -24,14 +24,21 @@ def test_the_mlm_suite_runs_on_a_tiny_masked_lm_of_each_family(arch, tmp_path, m
     model = save_tiny_model(tmp_path / arch, task="masked-lm", arch=arch, labels=(), words=WORDS_MLM,
                             initializer_range=0.5)
     tiny_mlm_data(tmp_path, monkeypatch)
-    flags = ["--model", str(model), "--device", "cpu", "--set=report.formats=[json]"]
+    flags = ["--model", str(model), "--device", "cpu", "--set=report.formats=[json,markdown]"]
     checked = CliRunner().invoke(main, ["validate", SUITE, *flags])
     assert checked.exit_code == 0, checked.output
     ran = CliRunner().invoke(main, ["run", SUITE, *flags, "--threads", "1", "--out", str(tmp_path / "out")])
     assert ran.exit_code in (0, 1), ran.output  # a decision on what ran: never bad input, never nothing checked
-    _, report = only_run(tmp_path / "out", "mlm")
+    run_dir, report = only_run(tmp_path / "out", "mlm")
     by_id = {p["id"]: p for p in report["probes"]}
     assert {i: p["status"] for i, p in by_id.items() if p["status"] in ("error", "skipped")} == {}
+    # every figure carries its meaning, and the meaning says whose figure it is (Ettinger's or bertprobe's)
+    assert {(p["id"], m) for p in report["probes"] for m, info in p["metric_info"].items() if not info["description"]} == set()
+    info = by_id["ettinger"]["metric_info"]
+    assert info["ettinger_neg_simp_top1"]["description"].startswith("Ettinger 2020 prediction accuracy, k=1")
+    assert info["top1_accuracy"]["description"].startswith("bertprobe's, not Ettinger's")
+    markdown = (run_dir / "report.md").read_text()
+    assert "| meaning" in markdown and "| bertprobe's, not Ettinger's: share of items" in markdown
     target = load_target(ModelSpec(path=str(model), device="cpu"))
     right = plain_pll(target, "the dog is good .") > plain_pll(target, "the dog are good .")  # each of the 3 pairs
     assert by_id["blimp"]["metrics"]["pair_accuracy"] == float(right)
@@ -58,6 +65,15 @@ def test_the_mlm_suite_on_the_fixture_names_what_its_papers_measure(tmp_path):
     assert by_id["blimp"]["metrics"]["accuracy"] > 0.6  # a trained MLM knows more grammar than chance
     crows = by_id["crows-pairs"]["metrics"]
     assert crows["pairs"] == 1508 and 0 < crows["metric_score"] < 1 and crows["neutral"] < 100
+    # issue #62 item 4: the counting items on the English MLM, every failure a finding with its sentence and the
+    # MLM's top predictions beside the candidates' ranking
+    arithmetic = by_id["arithmetic"]
+    counting = [f for f in arithmetic["findings"] if f["title"].startswith("counting:")]
+    wrong = [i for i in arithmetic["details"]["items"] if i["category"] == "counting" and i["rank"] != 1]
+    assert sorted(f["title"] for f in counting) == sorted(f"counting: {i['id']}" for i in wrong)
+    for finding in counting:
+        assert finding["input"].startswith("If I have ") and "[MASK]" in finding["input"]
+        assert "candidates:" in finding["observed"] and "top predictions:" in finding["observed"]
 
 
 def test_bad_files_of_every_mlm_probe_are_listed_at_once_before_any_weights_load(tmp_path, monkeypatch):

@@ -99,7 +99,7 @@ def last_column_widths(rows: list[list[str]], headers: list[str], width: int | N
 
 
 OVERVIEW_HEADERS = ["probe", "status", "expectations", "time", "note"]
-METRIC_HEADERS = ["metric", "value", "95% CI", "expected", "ok"]
+METRIC_HEADERS = ["metric", "value", "95% CI", "expected", "ok", "meaning"]
 def data_prints(report: RunReport) -> str:
     """' (examples fingerprint 3fa2..., file sha256 9b1c...)': what the examples were as parsed, and the file."""
     prints = ([f"examples fingerprint {report.data_fingerprint[:12]}"] if report.data_fingerprint else []) + \
@@ -111,16 +111,17 @@ MODEL_HEADERS = ["model", "path", "variant", "dtype", "device", "parameters", "s
 
 
 def metric_rows(result: ProbeResult) -> list[list[str]]:
+    """A row per metric (``METRIC_HEADERS``): its value, interval, expectation, verdict and meaning (the probe's
+    catalogue's, which the run gave it); then each expectation whose metric was never produced."""
     expectations = {e.metric: e for e in result.expectations}
     rows = []
     for name, metric in result.metrics.items():
         exp = expectations.pop(name, None)
         ci = f"[{metric.ci[0]:.4g}, {metric.ci[1]:.4g}]" if metric.ci else ""
-        rows.append(
-            [name, fmt(metric.value), ci, exp.describe() if exp else "", "" if exp is None else ("yes" if exp.passed else "NO")]
-        )
+        rows.append([name, fmt(metric.value), ci, exp.describe() if exp else "",
+                     "" if exp is None else ("yes" if exp.passed else "NO"), metric.description])
     for exp in expectations.values():  # expected but never produced
-        rows.append([exp.metric, "missing", "", exp.describe(), "NO"])
+        rows.append([exp.metric, "missing", "", exp.describe(), "NO", ""])
     return rows
 
 

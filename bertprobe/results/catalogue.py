@@ -69,6 +69,14 @@ class Catalogue:
         ``directions`` that matches it; ``"unset"`` where none does."""
         return next((h for pattern, h in self.directions.items() if fnmatch.fnmatchcase(metric, pattern)), "unset")
 
+    def meaning(self, metric: str) -> str:
+        """What ``metric`` means: its own entry of ``metrics``, else the most specific pattern's that matches it (the
+        one with the most characters besides wildcards; the first of equals); "" where none does."""
+        if metric in self.metrics:
+            return self.metrics[metric]
+        matching = [(pattern, text) for pattern, text in self.metrics.items() if fnmatch.fnmatchcase(metric, pattern)]
+        return max(matching, key=lambda kv: len(kv[0].replace("*", "").replace("?", "")), default=("", ""))[1]
+
     def key_patterns(self) -> tuple[str, ...]:
         """``key_metrics``, else the patterns the gating policy covers."""
         return self.key_metrics or tuple(dict.fromkeys(d.metric for d in self.defaults))

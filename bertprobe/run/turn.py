@@ -34,7 +34,8 @@ def seed_everything(seed: int) -> None:
 
 
 def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], task: Any = None, sections: Any = None) -> None:
-    """Judge ``result`` against the suite's expectations and the probe's gating policy (``bertprobe.results.policy``):
+    """Give ``result``'s metrics their meanings from the catalogue (where the probe gave none), and judge it against
+    the suite's expectations and the probe's gating policy (``bertprobe.results.policy``):
     the probe's own defaults and key metrics plus what the section the model's ``task`` finds (``sections``: the
     run's ``Sections``, None: the built-in ones; no task: the probe's own alone) adds, so a section is judged by its
     own bounds and never by another's (the union over the sections is what ``validate`` and ``describe`` show,
@@ -43,6 +44,9 @@ def judge(result: ProbeResult, spec: ProbeSpec, cls: type[Probe], task: Any = No
 
     found = None if task is None else (sections if sections is not None else builtin_sections()).find(cls.name, task)
     catalogue = cls.catalogue((found,) if found is not None else ())
+    for name, metric in result.metrics.items():  # every report says what each metric means
+        if not metric.description:
+            metric.description = catalogue.meaning(name)
     policy.judge(result, spec.expect, spec.expect_off, catalogue.defaults, catalogue.key_metrics)
 
 

@@ -189,9 +189,10 @@ def _roles(rng: random.Random, n: int) -> list[ClozeItem]:
     items = []
     for i, (agent, verb, patient) in enumerate(triples[: (n + 1) // 2]):
         pair = f"roles-{i:02d}"
-        items.append(ClozeItem(f"{pair}-a", "roles", f"The {agent} {verb} the {MASK}.", (patient,), (agent,), pair=pair))
+        items.append(ClozeItem(f"{pair}-a", "roles", f"The {agent} {verb} the {MASK}.", (patient,), (agent,), pair=pair,
+                               contrast="roles"))
         items.append(ClozeItem(f"{pair}-b", "roles", f"The {patient} was {verb} by the {MASK}.", (agent,), (patient,),
-                               pair=pair, negated=True))
+                               pair=pair, negated=True, contrast="roles"))
     return items
 
 

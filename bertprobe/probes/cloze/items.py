@@ -15,13 +15,15 @@ from bertprobe.errors import DataError
 from bertprobe.probes.cloze.ettinger import read_table
 
 MASK = "{mask}"
+CONTRASTS = ("negation", "roles")  # what the second sentence of a pair changes
 
 
 @dataclass(frozen=True)
 class ClozeItem:
     """One blank to fill. ``text`` holds exactly one ``{mask}``; answers/distractors are words or phrases.
 
-    ``pair`` groups minimal pairs (e.g. a sentence and its negation, ``negated`` marking the latter).
+    ``pair`` groups minimal pairs (e.g. a sentence and its negation, ``negated`` marking the latter);
+    ``contrast`` says what the pair's second sentence changes: ``negation`` or ``roles`` (its roles reversed).
     """
 
     id: str
@@ -31,6 +33,7 @@ class ClozeItem:
     distractors: tuple[str, ...] = ()
     pair: str | None = None
     negated: bool = False
+    contrast: str = "negation"
     source: str = "builtin"
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -39,6 +42,9 @@ class ClozeItem:
             raise DataError(f"cloze item {self.id!r}: text must contain {MASK} exactly once: {self.text!r}")
         if not self.answers or not all(a.strip() for a in self.answers):
             raise DataError(f"cloze item {self.id!r}: needs at least one non-empty answer")
+        if self.contrast not in CONTRASTS:
+            raise DataError(f"cloze item {self.id!r}: contrast must be one of {', '.join(CONTRASTS)}, not "
+                            f"{self.contrast!r}")
 
 
 def category_key(name: str) -> str:
@@ -55,7 +61,7 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
 
 
 def item_from_mapping(raw: dict[str, Any], where: str, default_category: str) -> ClozeItem:
-    allowed = {"id", "category", "text", "answers", "answer", "distractors", "pair", "negated"}
+    allowed = {"id", "category", "text", "answers", "answer", "distractors", "pair", "negated", "contrast"}
     if not isinstance(raw, dict):
         raise DataError(f"{where}: an item must be a mapping with 'text' and 'answers', got {type(raw).__name__}")
     unknown = set(raw) - allowed
@@ -78,6 +84,7 @@ def _item(raw: dict[str, Any], where: str, default_category: str) -> ClozeItem:
         distractors=_as_tuple(raw.get("distractors")),
         pair=None if raw.get("pair") is None else str(raw["pair"]),
         negated=bool(raw.get("negated", False)),
+        contrast=str(raw.get("contrast", "negation")),
         source=where.split(":")[0],
     )
 
@@ -146,7 +153,8 @@ def load_ettinger(path: Path) -> list[ClozeItem]:
             other = tuple(a.strip() for a in partner["expected"].split("|")) if partner else ()
             distractors = tuple(a for a in other if a not in answers)
             items.append(ClozeItem(f"role-{r['item']}", path.stem, f"{r['context'].strip()} {MASK}.", answers,
-                                   distractors, pair=f"role-{key}", negated=side == "b", source=source))
+                                   distractors, pair=f"role-{key}", negated=side == "b", contrast="roles",
+                                   source=source))
     elif name.startswith("NEG"):
         for r in rows:
             aff, neg = r["target_aff"].strip(), r["target_neg"].strip()

@@ -8,7 +8,7 @@ Language Models" (TACL 8:34-48; code aetting/lm-diagnostics): BERT prefers "a ro
 Items come from ``sets``: ``builtin`` (ten categories written for bertprobe, seeded templates),
 ``builtin:CATEGORY``, ``ettinger:DIR`` (CPRAG-102, ROLE-88, NEG-136-SIMP/NAT in their native tsv) or a
 YAML/JSONL file of items (``text`` with ``{mask}``, ``answers``, optional ``distractors``, ``category``,
-``id``, ``pair``, ``negated``).
+``id``, ``pair``, ``negated``, ``contrast``).
 
 Ettinger's own figures (``ettinger_*``, ``bertprobe.probes.cloze.ettinger``) are computed as her scripts
 compute them: her rows and framing (``<context> [MASK] .``, NEG-SIMP's article chosen by each row's target),
@@ -19,15 +19,18 @@ licensing). A target that is not one vocabulary token has no probability (her Na
 is listed with the reason. Adaptations, not deviations: the mask is the model's own; a BPE or
 SentencePiece vocabulary's word is its word-start token ('Ġchess'), and predictions lose that marker
 before they are compared. Deviation: her ROLE average probability difference is NaN when one pair lacks
-a probability; ours averages the pairs that have both. Not reproduced: her ROLE accuracy by cloze quartile.
+a probability; ours averages the pairs that have both. Her ROLE accuracy per quartile of the human cloze has
+no figure for an empty quartile (hers prints 0).
 
 Our own scoring (``bertprobe.probes.cloze.scoring``), for every set: single-token words by one masked pass;
 multi-token words by the left-to-right pseudo log-likelihood of their masked span. Ranking is over the
 candidates (answers + distractors) when an item has distractors, else over the vocabulary; ties count
 against the item. Items with a word the tokenizer maps to its unknown token are skipped and listed. We give
-top-1/top-5/MRR under that ranking, ``pair_accuracy`` (the best answer beats every distractor) and
-``negation_sensitivity`` (the top candidate changes between the affirmative and the negated item of a pair):
-these are not Ettinger's figures. Every wrong prediction of the ``all_failures`` categories (counting and
+top-1/MRR under that ranking and top-5 where it means something (over the vocabulary, or more than 5
+candidates), ``pair_accuracy`` (the best answer beats every distractor), ``negation_sensitivity`` (the top
+candidate changes between the affirmative and the negated item of a pair) and ``reversal_sensitivity`` (it
+changes when the roles of a pair's sentence are reversed: ROLE-88, the built-in roles): these are not
+Ettinger's figures. Every wrong prediction of the ``all_failures`` categories (counting and
 quantifiers by default: the arithmetic) is a finding showing the sentence, the candidates and the top
 vocabulary predictions with their probabilities.
 """
@@ -54,7 +57,8 @@ from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores, unknown_word
 from bertprobe.probes.cloze.sets import resolve_sets
 from bertprobe.results import Finding, ProbeResult
 
-METRICS = ("top1_accuracy", "top5_accuracy", "mrr", "pair_accuracy", "negation_sensitivity")
+METRICS = ("top1_accuracy", "top5_accuracy", "mrr", "pair_accuracy", "negation_sensitivity", "reversal_sensitivity")
+SENSITIVITY = {"negation": "negation_sensitivity", "roles": "reversal_sensitivity"}  # a pair's contrast -> its share
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,11 @@ class ItemOutcome:
     top: list[tuple[str, float]]
     vocab_top: list[tuple[str, float]] = field(default_factory=list)  # the top tokens over the vocabulary
 
+    @property
+    def candidates(self) -> int:
+        """How many words the rank is among: the answers and distractors (0: the vocabulary, no distractors)."""
+        return len({*self.item.answers, *self.item.distractors}) if self.item.distractors else 0
+
 
 def evaluate(scores: ItemScores, tokenizer: Any, top_k: int, special: set[int]) -> ItemOutcome:
     """Rank of the best answer, the model's top prediction for one item, and its top vocabulary tokens."""
@@ -114,14 +123,17 @@ def evaluate(scores: ItemScores, tokenizer: Any, top_k: int, special: set[int]) 
 
 
 def shares(outcomes: list[ItemOutcome]) -> dict[str, tuple[list[str], list[bool]]]:
-    """Each proportion's per-case outcomes as (ids, hits): top-1 and top-5 over items, pair accuracy over
-    items with distractors, negation sensitivity over affirmative/negated pairs (the pair's id)."""
+    """Each proportion's per-case outcomes as (ids, hits): top-1 over items, top-5 over those ranked among more
+    than 5 words (among 5 or fewer every answer is in the top 5), pair accuracy over items with distractors,
+    negation and reversal sensitivity over the pairs of each contrast (the pair's id)."""
     out: dict[str, tuple[list[str], list[bool]]] = {}
     if not outcomes:
         return out
     ids = [o.item.id for o in outcomes]
     out["top1_accuracy"] = (ids, [o.rank == 1 for o in outcomes])
-    out["top5_accuracy"] = (ids, [o.rank <= 5 for o in outcomes])
+    wide = [o for o in outcomes if not o.candidates or o.candidates > 5]
+    if wide:
+        out["top5_accuracy"] = ([o.item.id for o in wide], [o.rank <= 5 for o in wide])
     paired = [o for o in outcomes if o.pair_correct is not None]
     if paired:
         out["pair_accuracy"] = ([o.item.id for o in paired], [bool(o.pair_correct) for o in paired])
@@ -130,8 +142,10 @@ def shares(outcomes: list[ItemOutcome]) -> dict[str, tuple[list[str], list[bool]
         if o.item.pair is not None:
             groups[o.item.pair][o.item.negated] = o
     complete = {pair: g for pair, g in groups.items() if True in g and False in g}
-    if complete:
-        out["negation_sensitivity"] = (list(complete), [g[True].predicted != g[False].predicted for g in complete.values()])
+    for contrast, name in SENSITIVITY.items():
+        kind = {pair: g for pair, g in complete.items() if g[False].item.contrast == contrast}
+        if kind:
+            out[name] = (list(kind), [g[True].predicted != g[False].predicted for g in kind.values()])
     return out
 
 
@@ -151,7 +165,8 @@ def reciprocal_rank(outcomes: list[ItemOutcome]) -> float:
 
 
 def aggregate(outcomes: list[ItemOutcome]) -> dict[str, float]:
-    """top1/top5/MRR over items, pair accuracy over items with distractors, negation sensitivity over pairs."""
+    """top1/top5/MRR over items, pair accuracy over items with distractors, negation/reversal sensitivity over
+    pairs."""
     out = {name: sum(hits) / len(hits) for name, (_, hits) in shares(outcomes).items()}
     if outcomes:
         out["mrr"] = reciprocal_rank(outcomes)
@@ -217,16 +232,21 @@ class ClozeProbe(Probe):
     tasks = frozenset({"masked-lm"})
     needs_data = False
     metrics = {
-        "top1_accuracy*": "share of items whose expected word is the top prediction (suffix _CATEGORY: one category)",
-        "top5_accuracy*": "share of items whose expected word is among the top 5 predictions",
-        "mrr*": "mean reciprocal rank of the expected word",
-        "pair_accuracy*": "share of items with distractors where the best answer beats every distractor",
-        "negation_sensitivity*": "share of affirmative/negated pairs whose top candidate changes with the negation",
+        "top1_accuracy*": "bertprobe's, not Ettinger's: share of items whose expected word ranks first among its "
+                          "candidates (or the vocabulary) (suffix _CATEGORY: one category)",
+        "top5_accuracy*": "bertprobe's: share of items ranked over the vocabulary or over more than 5 candidates whose "
+                          "expected word is among the top 5",
+        "mrr*": "bertprobe's: mean reciprocal rank of the expected word",
+        "pair_accuracy*": "bertprobe's: share of items with distractors where the best answer beats every distractor",
+        "negation_sensitivity*": "bertprobe's: share of affirmative/negated pairs whose top candidate changes with the "
+                                 "negation",
+        "reversal_sensitivity*": "bertprobe's: share of role-reversal pairs (ROLE-88, the built-in roles) whose top "
+                                 "candidate changes when the roles are reversed",
         "items": "items scored",
         **CATALOGUE,
     }
     Params = ClozeParams
-    key_metrics = ("top1_accuracy", "pair_accuracy", "negation_sensitivity")  # descriptive: no default bound
+    key_metrics = ("top1_accuracy", "pair_accuracy", "negation_sensitivity", "reversal_sensitivity")  # descriptive: no default bound
     paper = "Ettinger 2020. What BERT Is Not: Lessons from a New Suite of Psycholinguistic Diagnostics for Language Models (TACL)"
     metric_directions = {"items": None, **DIRECTIONS, "*": True}
     path_params = ("sets",)
@@ -346,10 +366,11 @@ class ClozeProbe(Probe):
             "axes": {"y": "top-1 accuracy"}}]
         ranked = sorted(table.items(), key=lambda kv: kv[1].get("top1_accuracy", 0))
         words = {"top1_accuracy": "top-1 accuracy", "pair_accuracy": "pair accuracy",
-                 "negation_sensitivity": "negation sensitivity"}
+                 "negation_sensitivity": "negation sensitivity", "reversal_sensitivity": "reversal sensitivity"}
         headline = [f"{words[name]} {result.value(name):.2f}" for name in words if result.value(name) is not None]
         result.details["key_finding"] = "; ".join(headline + [
-            f"weakest category: {c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:1]]) + f" ({len(items)} items)"
+            f"weakest category: {c} {v.get('top1_accuracy', 0):.2f} of {v['items']} items" for c, v in ranked[:1]]) \
+            + f" ({len(items)} items in all)"
         result.details["summary"] = {
             "weakest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:3]),
             # the strongest never repeat the weakest (few categories): the rest of the ranking, best first
