@@ -378,8 +378,11 @@ def validate(suite_file: str, sets: tuple[str, ...], models: tuple[str, ...], da
     recall_joy, behaviour templates' labels, slices' metric: label:NAME) against each local model's
     config.json, and a local data file: its columns, and every row's label against what the probes need and
     against each local model's classes (the first 20 bad rows, then a count), and that each served model answers
-    (not with --offline, nor for a joined Ray cluster, whose workers reach it: the output says so). Problems are
-    numbered, one per line. Exit 0 when run would start, 2 with the same list run would give.
+    (not with --offline, nor for a joined Ray cluster, whose workers reach it: the output says so). Each probe's
+    own files are read too (cloze items and Ettinger's tsv files, BLiMP's jsonl, CrowS-Pairs' csv: every bad line
+    named), and with only the model's tokenizer read, its mask token, cloze words it maps to its unknown token
+    and sentences longer than config.json's positions. Problems are numbered, one per line. Exit 0 when run
+    would start, 2 with the same list run would give.
     """
     from bertprobe.harness import preflight
     from bertprobe.plugins import build_plugins

@@ -117,6 +117,22 @@ def test_an_mlm_that_proposes_nothing_says_so_when_no_case_is_left(mlm_dir, tiny
         BehaviourProbe().run(tiny_clf, _data(["the movie was good", "it was a boring plot"]), params, _ctx(mlm))
 
 
+def test_an_mlm_that_proposes_nothing_beside_other_cases_is_a_warning_beside_the_decision(mlm_dir, tiny_clf):
+    """The other cases run; the test the suite asked for, left without a case, is a warning (what the report shows
+    beside the decision), not a line of details alone."""
+    mlm = load_target(ModelSpec(path=str(mlm_dir), device="cpu"))
+    rig(mlm, {"film": 6.0})
+    params = BehaviourParams(mlm=str(mlm_dir), perturbations=("typo",), bootstrap=0, mlm_min_prob=0.9)
+    result = BehaviourProbe().run(tiny_clf, _data(["the movie was good", "it was a boring plot"]), params, _ctx(mlm))
+    (warning,) = result.details["warnings"]
+    assert warning.startswith(f"{TEST} made no case: the masked LM proposed no substitute of p >= 0.9 for the ")
+    assert warning.endswith("; lower mlm_min_prob or name another masked LM")
+    kept = BehaviourProbe().run(tiny_clf, _data(["the movie was good"]),
+                                BehaviourParams(mlm=str(mlm_dir), perturbations=("typo",), bootstrap=0,
+                                                mlm_min_prob=0.05), _ctx(mlm))
+    assert "warnings" not in kept.details and kept.details["mlm_substitution"]["total"] >= 1
+
+
 def test_a_classifier_that_flips_on_a_substitute_fails_the_test_and_the_finding_lists_the_edit(mlm_dir, tmp_path):
     mlm = load_target(ModelSpec(path=str(mlm_dir), device="cpu"))
     rig(mlm, {"film": 6.0, "story": 5.0})

@@ -554,7 +554,7 @@ def test_describe_gives_each_param_its_meaning_and_list_fits_100_columns():
 
         assert set(param_docs(params)) == {f.name for f in dataclasses.fields(params)}
     cloze = invoke("describe", "cloze").output  # metric meanings too, by pattern
-    assert re.search(r"top1_accuracy\*\s+higher is better\s+share of items whose expected word", cloze)
+    assert re.search(r"top1_accuracy\*\s+higher is better\s+bertprobe's, not Ettinger's: share of items", cloze)
     assert "did you mean 'universal-trigger'" in one_line_error(invoke("describe", "trigger"))
     listing = invoke("list")
     assert listing.exit_code == 0 and max(len(line) for line in listing.output.splitlines()) <= 100

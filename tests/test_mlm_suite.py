@@ -54,6 +54,16 @@ def test_the_mlm_suite_refuses_a_classifier_before_it_loads(tmp_path, tiny_clf_d
     assert "mlm (a masked-LM head)" in result.output and "Traceback" not in result.output
 
 
+def test_the_mlm_suite_refuses_an_embedding_model_saying_it_has_no_masked_lm_head(tmp_path, monkeypatch):
+    """minilm-l6-base's case: a sentence-transformers bi-encoder is refused in one line that says why."""
+    from bertprobe.testing import save_tiny_embedder
+
+    tiny_mlm_data(tmp_path, monkeypatch)
+    result = CliRunner().invoke(main, ["validate", SUITE, "--model", str(save_tiny_embedder(tmp_path / "emb"))])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "sentence-embedding models lack mlm: no masked-LM head" in result.output
+
+
 @pytest.mark.reproduction
 @pytest.mark.skipif(not (SHARED / "models" / "minilm-l6-mlm").is_dir(), reason="the masked-LM fixture is not in ../shared yet")
 def test_the_mlm_suite_on_the_fixture_names_what_its_papers_measure(tmp_path):
@@ -105,7 +115,8 @@ def test_bad_files_of_every_mlm_probe_are_listed_at_once_before_any_weights_load
         assert len(lines) == 5, result.output
         assert "NEG-136-SIMP.tsv:1: missing column 'target_neg'" in lines[0]
         assert "ROLE-88.tsv:2: empty 'expected'" in lines[1] and "ROLE-88.tsv:3: 3 fields where the header has 4" in lines[2]
-        assert "probes[2].params: line 1 of sva.jsonl has no sentence_good" in lines[3]
+        assert "probes[2].params: line 1 of sva.jsonl has no sentence_good (a non-empty string); give the line both " \
+               "sentences, or remove it" in lines[3]
         assert "probes[3].params: crows.csv, row 0 (pandas index; data row 1): sent_more and sent_less are the " \
                "same sentence" in lines[4]
     assert not (tmp_path / "out").exists()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from bertprobe.tasks.base import Task
@@ -28,6 +30,8 @@ class Encoder(Task):
     capabilities: ClassVar[frozenset[str]] = frozenset()
     priority: ClassVar[int] = -10  # only when no head is named
     headless: ClassVar[bool] = True
+    lacks: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"mlm": "no masked-LM head: the checkpoint holds the encoder alone"})
 
     @classmethod
     def detect(cls, config: Any) -> bool:

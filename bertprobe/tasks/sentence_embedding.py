@@ -189,7 +189,9 @@ class SentenceEmbedding(Task):
     option_keys: ClassVar[frozenset[str]] = frozenset(DEFAULTS)
     # what its scores are not: a similarity is no probability that comes true or not
     lacks: ClassVar[Mapping[str, str]] = {"probabilities": "its scores are similarities, not probabilities of a "
-                                                           "class that come true or not"}
+                                                           "class that come true or not",
+                                          "mlm": "no masked-LM head: a bi-encoder is trained without one (give the "
+                                                 "masked LM it was trained from)"}
 
     @classmethod
     def detect(cls, config: Any) -> bool:

@@ -174,6 +174,9 @@ def audit(result: ProbeResult, target: Target, data: Dataset | None, params: Beh
         result.details["mlm_substitution"] = {"mlm": params.mlm, "test": mlm_cases.TEST, "edits": edits[:200],
                                               "shown": min(len(edits), 200), "total": len(edits),
                                               "flipped": sum(e["flipped"] for e in edits)}
+        if not substitutions:  # the test the suite asked for ran on nothing: said beside the decision, not only in json
+            result.details.setdefault("warnings", []).append(
+                f"{mlm_cases.TEST} made no case: {rows[-1]['skipped']}; lower mlm_min_prob or name another masked LM")
     if unresolved:
         result.details["unresolved"] = unresolved
 

@@ -398,7 +398,8 @@ def failure_findings(outcomes: list[ItemOutcome], mask: str, params: ClozeParams
         if o.item.distractors and o.vocab_top:
             observed = f"candidates: {observed}; top predictions: " + ", ".join(f"{w} {p:.3g}" for w, p in o.vocab_top)
         out.append(Finding(title=f"{o.item.category}: {o.item.id}", input=o.item.text.replace("{mask}", mask),
-                           expected=" | ".join(o.item.answers), observed=observed, score=float(o.rank)))
+                           expected=" | ".join(o.item.answers), observed=observed, score=float(o.rank),
+                           extra={"score_label": "answer's rank"}))
     return out
 
 

@@ -250,7 +250,7 @@ class CrowsPairsProbe(Probe):
                 title=f"{p.bias_type} ({p.direction}) pair {p.id}: prefers {side} stereotypical sentence",
                 input=f"sent_more: {p.sent_more}", perturbed=f"sent_less: {p.sent_less}",
                 observed=f"sent_more {round(s.more, 3):.3f}, sent_less {round(s.less, 3):.3f}",
-                score=round(s.gap, 3)))
+                score=round(s.gap, 3), extra={"score_label": "score(more) - score(less)"}))
         return result
 
     @staticmethod

@@ -67,7 +67,7 @@ def load_pairs(path: str | Path) -> list[MinimalPair]:
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as exc:
-                rows.add(f"{where} is not JSON ({exc.msg})")
+                rows.add(f"{where} is not JSON ({exc.msg}); BLiMP files hold one JSON object per line")
                 continue
             if not isinstance(raw, dict):
                 rows.add(f"{where} is a JSON {type(raw).__name__}, not an object with sentence_good and sentence_bad")
@@ -75,7 +75,8 @@ def load_pairs(path: str | Path) -> list[MinimalPair]:
             missing = [k for k in ("sentence_good", "sentence_bad")
                        if not isinstance(raw.get(k), str) or not raw[k].strip()]
             if missing:
-                rows.add(f"{where} has no {' and no '.join(missing)} (a non-empty string)")
+                rows.add(f"{where} has no {' and no '.join(missing)} (a non-empty string); give the line both "
+                         "sentences, or remove it")
                 continue
             uid = str(raw.get("UID") or file.stem)
             pair_id = f"{uid}/{raw.get('pairID', number - 1)}"

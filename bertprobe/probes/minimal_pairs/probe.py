@@ -265,7 +265,7 @@ class BlimpProbe(Probe):
         ranked = sorted(tables["paradigms"].items(), key=lambda kv: kv[1].accuracy)
         ties = sum(s.tied for s in scores)
         result.details["key_finding"] = (
-            f"BLiMP accuracy {mean:.3f} (mean over {len(ranked)} paradigms; {result.value('pair_accuracy'):.3f} over "
+            f"BLiMP accuracy {mean:.3f} (mean over {len(ranked)} paradigm{'s' if len(ranked) != 1 else ''}; {result.value('pair_accuracy'):.3f} over "
             f"{len(scores)} pairs" + (f", {ties} of them tied and counted wrong" if ties else "")
             + f"); weakest paradigm: {ranked[0][0]} {ranked[0][1].accuracy:.2f}")
         result.details["summary"] = {
@@ -287,7 +287,8 @@ class BlimpProbe(Probe):
                     title=f"{uid} ({row['term']}, accuracy {row['accuracy']:.2f}): pair {s.pair.id}",
                     input=s.pair.good, perturbed=s.pair.bad, expected="PLL(good) > PLL(bad)",
                     observed=f"PLL good {margin_text(s.good)}, bad {margin_text(s.bad)}",
-                    score=s.good - s.bad, extra={"paradigm": uid, "accuracy": row["accuracy"]}))
+                    score=s.good - s.bad,
+                    extra={"paradigm": uid, "accuracy": row["accuracy"], "score_label": "PLL(good) - PLL(bad)"}))
 
 
 @hookimpl
