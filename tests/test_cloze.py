@@ -113,7 +113,7 @@ def test_context_independent_model_is_negation_insensitive_and_sensitive_one_is_
     assert r.value("negation_sensitivity") == 1.0 and r.value("pair_accuracy") == 1.0
     assert r.value("top1_accuracy_neg") == 1.0 and r.value("mrr") == 1.0
     assert r.details["key_finding"] == ("top-1 accuracy 1.00; pair accuracy 1.00; negation sensitivity 1.00; "
-                                        "weakest category: neg 1.00 of 2 items (2 items in all)")
+                                        "weakest category: neg 1.00 (2 items); 2 items in all")
     assert "top5_accuracy" not in r.metrics  # among 2 candidates every answer is in the top 5
 
 

@@ -277,6 +277,7 @@ def test_shared_sets_equal_her_scripts(tmp_path):
     assert all(0 < result.value(f"ettinger_{s}_sensitivity") < 1 for s in ("cprag", "role", "neg_simp", "neg_nat"))
     assert sum(result.value(f"ettinger_{s}_top5") for s in ("cprag", "role", "neg_simp", "neg_nat")) > 0  # hits happen
     assert result.details["key_finding"].startswith("Ettinger 2020: CPRAG top-5 ")
+    assert " | bertprobe's ranking: top-1 accuracy " in result.details["key_finding"]  # whose figure is whose
     assert result.metrics["ettinger_cprag_sensitivity"].ci is not None  # a share with its Wilson interval
     # one row per distinct context: 34 CPRAG contexts read once each, not 102 times
     assert result.details["ettinger"]["CPRAG-102"]["contexts"] == 34

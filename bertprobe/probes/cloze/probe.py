@@ -322,7 +322,7 @@ class ClozeProbe(Probe):
         passes = self._items(result, target, items, sweep, state, params, ctx)
         result.details["forward_passes"] = passes + sum(t["forward_passes"] for t in result.details.get("ettinger", {}).values())
         if ettinger_line:
-            result.details["key_finding"] = f"{ettinger_line} | {result.details['key_finding']}"
+            result.details["key_finding"] = f"{ettinger_line} | bertprobe's ranking: {result.details['key_finding']}"
             result.details["summary"].update(summary_lines(result.details["ettinger"]))
         return result
 
@@ -369,8 +369,8 @@ class ClozeProbe(Probe):
                  "negation_sensitivity": "negation sensitivity", "reversal_sensitivity": "reversal sensitivity"}
         headline = [f"{words[name]} {result.value(name):.2f}" for name in words if result.value(name) is not None]
         result.details["key_finding"] = "; ".join(headline + [
-            f"weakest category: {c} {v.get('top1_accuracy', 0):.2f} of {v['items']} items" for c, v in ranked[:1]]) \
-            + f" ({len(items)} items in all)"
+            f"weakest category: {c} {v.get('top1_accuracy', 0):.2f} ({v['items']} items)" for c, v in ranked[:1]]
+            + [f"{len(items)} items in all"])
         result.details["summary"] = {
             "weakest categories": ", ".join(f"{c} {v.get('top1_accuracy', 0):.2f}" for c, v in ranked[:3]),
             # the strongest never repeat the weakest (few categories): the rest of the ranking, best first
