@@ -88,6 +88,22 @@ def test_a_verdict_on_few_examples_carries_a_warning():
     assert not v.warnings
 
 
+def test_a_verdict_on_few_minimal_pairs_carries_a_warning():
+    """BLiMP and CrowS-Pairs count pairs, not examples: 20 sampled pairs pass an interval bound of 0.7 at 0.5 (their
+    interval is that wide), and the decision says so."""
+    blimp = ProbeResult(probe="blimp", id="blimp", model="m")
+    blimp.add_share("accuracy", [True] * 10 + [False] * 10)
+    blimp.add_metric("pairs", 20.0, None, kind="count")
+    blimp.add_metric("rescored_pairs", 3.0, None, kind="count")  # another count of pairs: not what the verdict rests on
+    e = Expectation("accuracy", min=0.7, interval=True)
+    e.check(0.5, blimp.metrics["accuracy"].ci)
+    blimp.expectations.append(e)
+    blimp.status = "passed" if e.passed else "failed"
+    assert e.passed
+    (v,) = decide(_report(blimp))
+    assert v.warnings == [f"blimp rests on 20 examples (fewer than {MIN_EXAMPLES}): its numbers are uncertain"]
+
+
 def test_a_gated_matrix_names_what_the_baseline_misses_too():
     """int8 and fp32 both miss the trigger bound, and int8 alone misses the accuracy bound: int8 may not replace
     (a miss of its own), its reason names only that miss, and the shared one follows with both values; the

@@ -115,10 +115,11 @@ def _listed(items: list[str], most: int) -> str:
 
 
 def _examples(result: ProbeResult) -> int | None:
-    """The fewest examples any count metric of the result reports (``examples``, ``examples_held_out``...); where
-    it counts none (slices, behaviour), the examples of the data it was given (``details["data_examples"]``)."""
+    """The fewest examples any count metric of the result reports (``examples``, ``examples_held_out``...; a
+    minimal-pair probe's ``pairs``: BLiMP's, CrowS-Pairs'); where it counts none (slices, behaviour), the examples
+    of the data it was given (``details["data_examples"]``)."""
     counts = [m.value for name, m in result.metrics.items()
-              if m.kind == "count" and name.startswith("examples") and m.value is not None]
+              if m.kind == "count" and (name.startswith("examples") or name == "pairs") and m.value is not None]
     given = result.details.get("data_examples")
     return int(min(counts)) if counts else (int(given) if isinstance(given, (int, float)) else None)
 
