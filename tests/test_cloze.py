@@ -117,6 +117,22 @@ def test_context_independent_model_is_negation_insensitive_and_sensitive_one_is_
     assert "top5_accuracy" not in r.metrics  # among 2 candidates every answer is in the top 5
 
 
+def test_a_word_of_your_items_split_into_many_pieces_is_a_warning_and_still_scored(tmp_path):
+    """'blorptastically' (blor ##pta ##stic ##ally: 4 pieces) is scored by its span's PLL, and said: a typo scores
+    silently otherwise; 'centimeters' (2 pieces) is not named."""
+    path = tmp_path / "mine.yaml"
+    path.write_text("- {id: a, text: 'A robin is a {mask}.', answers: [bird], distractors: [blorptastically]}\n"
+                    "- {id: b, text: 'It is a {mask}.', answers: [centimeters], distractors: [fish]}\n")
+    target = tiny_target(tmp_path / "m", task="masked-lm", words=[*VOCAB, "blor", "##pta", "##stic", "##ally"])
+    r = ClozeProbe().run(target, None, ClozeParams(sets=(str(path),)), ProbeContext())
+    assert r.value("items") == 2 and r.details["long_words"] == {"a": {"blorptastically": 4}}
+    (warning,) = r.details["warnings"]
+    assert warning.startswith("1 of your items hold a word of 4 or more word pieces in this vocabulary "
+                              "(a: 'blorptastically' 4 pieces)")
+    builtin = ClozeProbe().run(target, None, ClozeParams(sets=("builtin:units",)), ProbeContext())
+    assert "warnings" not in builtin.details  # built-in items are ours to keep in the vocabulary
+
+
 def test_role_reversals_are_not_counted_as_negation_and_top5_needs_more_than_five_candidates(tmp_path):
     """A role-reversal pair (contrast: roles) has its own reversal_sensitivity, never negation_sensitivity's; top-5
     accuracy counts only items ranked over the vocabulary or over more than 5 candidates."""

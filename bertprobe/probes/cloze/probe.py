@@ -53,7 +53,7 @@ from bertprobe.probe import Probe, ProbeContext
 from bertprobe.probes.cloze.ettinger import EttingerSet, ettinger_files, ettinger_sets, load_set
 from bertprobe.probes.cloze.ettinger_report import CATALOGUE, DIRECTIONS, EttingerReadings, add_ettinger, summary_lines
 from bertprobe.probes.cloze.items import ClozeItem, category_key
-from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores, unknown_words
+from bertprobe.probes.cloze.scoring import ClozeScorer, ItemScores, long_words, unknown_words
 from bertprobe.probes.cloze.sets import resolve_sets
 from bertprobe.results import Finding, ProbeResult
 
@@ -212,10 +212,34 @@ def in_categories(items: list[ClozeItem], categories: tuple[str, ...]) -> list[C
     return [it for it in items if category_key(it.category) in wanted]
 
 
+def is_own(item: ClozeItem) -> bool:
+    """Whether ``item`` comes from a user's own file (not built in, not Ettinger's)."""
+    return item.source != "builtin" and not item.source.startswith("ettinger")
+
+
 def own_unknown(items: list[ClozeItem], skip: dict[str, list[str]]) -> list[ClozeItem]:
     """The items of a user's own file among those with an unknown word (built-in and Ettinger items are skipped or
     scored as her NaN instead)."""
-    return [it for it in items if it.id in skip and it.source != "builtin" and not it.source.startswith("ettinger")]
+    return [it for it in items if it.id in skip and is_own(it)]
+
+
+LONG_WORD = 4  # word pieces from which a word of your own items is likely misspelt or rare: said, still scored
+
+
+def warn_long_words(result: ProbeResult, tokenizer: Any, own: list[ClozeItem]) -> None:
+    """A warning naming the words of the user's own items that the vocabulary splits into ``LONG_WORD`` pieces or
+    more: scored by their span's pseudo log-likelihood, such a word can hardly outrank a one-token word (a typo
+    scored silently otherwise); ``details.long_words`` lists them all."""
+    found = long_words(tokenizer, own, LONG_WORD)
+    if not found:
+        return
+    result.details["long_words"] = found
+    shown = "; ".join(f"{item}: " + ", ".join(f"{w!r} {n} pieces" for w, n in words.items())
+                      for item, words in list(found.items())[:3])
+    more = f" (and {len(found) - 3} more items)" if len(found) > 3 else ""
+    result.details.setdefault("warnings", []).append(
+        f"{len(found)} of your items hold a word of {LONG_WORD} or more word pieces in this vocabulary ({shown}{more}): "
+        "scored by the pseudo log-likelihood of its span, such a word rarely wins; check its spelling")
 
 
 def chunk_rows(value: Any) -> list[dict[str, Any]]:
@@ -311,6 +335,7 @@ class ClozeProbe(Probe):
         unknown = [it for it in items if it.id in skip]
         items = [it for it in items if it.id not in skip]
         result.details["items_skipped_unknown_words"] = [it.id for it in unknown]
+        warn_long_words(result, target.tokenizer, [it for it in items if is_own(it)])
         ettinger_line = self._ettinger(result, target, esets, params, ctx)
         if not items:
             result.message = f"all {len(unknown)} cloze items use words outside the model's vocabulary"

@@ -69,6 +69,16 @@ def unknown_words(tokenizer: Any, items: list[ClozeItem]) -> dict[str, list[str]
     return out
 
 
+def long_words(tokenizer: Any, items: list[ClozeItem], pieces: int) -> dict[str, dict[str, int]]:
+    """Item id -> {word: its pieces}: the answers and distractors ``tokenizer`` splits into ``pieces`` or more."""
+    pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
+    out: dict[str, dict[str, int]] = {}
+    for (it, word), ids in zip(pairs, candidate_ids_many(tokenizer, pairs)):
+        if len(ids) >= pieces:
+            out.setdefault(it.id, {})[word] = len(ids)
+    return out
+
+
 def candidate_ids_many(tokenizer: Any, pairs: list[tuple[ClozeItem, str]]) -> list[list[int]]:
     """Token ids of each (item, word) as the word would appear in place of the blank.
 
