@@ -97,6 +97,11 @@ def test_differences_ignore_durations_and_last_digits_but_not_figures():
     avx2 = ("warning: this CPU has no native bfloat16 instructions (torch runs at AVX2): ...\n"
             "fp32  accuracy  PASSED  4/4  1.4s  ORG F1 0.548\nbf16  accuracy  PASSED  4/4  9.3s  ORG F1 0.535")
     assert docs_snippets.differences(native, avx2, "bf16") == []
+    said = "decision: bf16: may replace fp32 (no significant regression); like fp32, misses: calibration ece 0.1307"
+    listed = said.replace("regression)", "regression; past the tolerance, not significant: accuracy.entity_f1 -0.00549 (p=0.6), accuracy.f1_ORG -0.0127)")
+    assert docs_snippets.differences(said, listed.replace("0.1307", "0.1356"), "bf16") == []
+    assert docs_snippets.differences(said, listed.replace("may replace", "may not replace"), "bf16")
+    assert docs_snippets.differences(said, listed, "ner")  # only bf16's lines follow the CPU
     assert len(docs_snippets.differences(native, avx2, "quickstart")) == 3  # elsewhere a line is a line
     assert docs_snippets.differences(native, avx2.replace("ORG F1 0.535", "ORG F1 0.501"), "bf16")
     assert docs_snippets.differences(native, avx2.replace("fp32  accuracy  PASSED  4/4  1.4s  ORG F1 0.548",
@@ -118,7 +123,8 @@ def test_the_docs_show_what_a_fresh_run_prints():
             found = docs_snippets.differences(recorded, fresh, name)
             assert not found, f"docs/snippets/{name}.txt is stale:\n" + "\n".join(found[:10])
             if name == "bf16":  # may bf16 replace fp32? yes, naming the miss they share; exit code 4
-                assert re.search(r"^decision: bf16: may replace fp32 \(no significant regression\); like fp32, misses: "
+                assert re.search(r"^decision: bf16: may replace fp32 \(no significant regression(; past the tolerance, "
+                                 r"not significant: (?:[^()]|\([^()]*\))*)?\); like fp32, misses: "
                                  r"calibration ece \d\.\d+ \(fp32: \d\.\d+\)\n\S.*\n\$ echo \$\?\n4\n$", fresh, re.M), fresh
 
 
