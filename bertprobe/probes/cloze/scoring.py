@@ -56,14 +56,19 @@ def encode_many(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return [list(by_text[t]) for t in texts]
 
 
+def word_ids(tokenizer: Any, items: list[ClozeItem]) -> list[tuple[ClozeItem, str, list[int]]]:
+    """(item, word, its token ids in place of the blank) for every answer and distractor of ``items``."""
+    pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
+    return [(it, word, ids) for (it, word), ids in zip(pairs, candidate_ids_many(tokenizer, pairs))]
+
+
 def unknown_words(tokenizer: Any, items: list[ClozeItem]) -> dict[str, list[str]]:
     """Item id -> its answers and distractors that ``tokenizer`` maps to the unknown token (items with any)."""
     unk = tokenizer.unk_token_id
     if unk is None:
         return {}
-    pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
     out: dict[str, list[str]] = {}
-    for (it, word), ids in zip(pairs, candidate_ids_many(tokenizer, pairs)):
+    for it, word, ids in word_ids(tokenizer, items):
         if unk in ids:
             out.setdefault(it.id, []).append(word)
     return out
@@ -71,9 +76,8 @@ def unknown_words(tokenizer: Any, items: list[ClozeItem]) -> dict[str, list[str]
 
 def long_words(tokenizer: Any, items: list[ClozeItem], pieces: int) -> dict[str, dict[str, int]]:
     """Item id -> {word: its pieces}: the answers and distractors ``tokenizer`` splits into ``pieces`` or more."""
-    pairs = [(it, w) for it in items for w in (*it.answers, *it.distractors)]
     out: dict[str, dict[str, int]] = {}
-    for (it, word), ids in zip(pairs, candidate_ids_many(tokenizer, pairs)):
+    for it, word, ids in word_ids(tokenizer, items):
         if len(ids) >= pieces:
             out.setdefault(it.id, {})[word] = len(ids)
     return out
