@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from bertprobe.execution import Sweep, map_in_process
 from bertprobe.params import NoParams
 from bertprobe.results import Catalogue, DefaultExpectation, ProbeResult
-from bertprobe.results.catalogue import merge
+from bertprobe.results.catalogue import DIRECTION_WORDS, merge
 
 if TYPE_CHECKING:
     from bertprobe.data.dataset import Dataset, DataSpec
@@ -233,9 +233,8 @@ class Probe(abc.ABC):
         catalogue = cls.catalogue(sections)
         rows = []
         for metric, meaning in catalogue.metrics.items():
-            higher = next((h for pattern, h in catalogue.directions.items() if fnmatch.fnmatchcase(metric, pattern)), None)
-            direction = {True: "higher is better", False: "lower is better", None: "no direction"}[higher]
-            rows.append((metric, direction, meaning))
+            higher = catalogue.direction(metric)
+            rows.append((metric, DIRECTION_WORDS[None if higher == "unset" else higher], meaning))  # type: ignore[index]
         return rows
 
     @classmethod
